@@ -1,0 +1,532 @@
+// hlab-bench: training-step throughput of the hybrid architectures, side by
+// side with the eager-PyTorch reference in ../shared/anchors, and the
+// project's performance targets (docs/performance.md).
+//
+// The driver re-executes itself once per configuration (--child-step or
+// --child-layer) so that each peak RSS belongs to one configuration and an
+// out-of-memory configuration cannot take the whole run down.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/measure.h"
+#include "model/config/architectures.h"
+#include "model/config/model_config.h"
+#include "model/config/param_count.h"
+
+namespace {
+
+using Json = nlohmann::json;
+using hlab::model::ModelConfig;
+
+constexpr char kUsage[] = R"(usage: hlab-bench [options]
+
+Measures one training step (forward, backward, AdamW) per architecture and
+sequence length, fp32 and bf16 autocast, and prints the performance targets.
+
+  --archs LIST          default full,swa-128,lightning,mamba2,gdn
+  --seq-lens LIST       default 1024,4096,8192,16384
+  --bf16-seq-lens LIST  sequence lengths also run in bf16 (default 1024)
+  --tokens-per-step N   batch = max(1, N / seq_len) (default 8192)
+  --steps N             steps per configuration, the first a warmup (default 3)
+  --d-model N --layers N --heads N --kv-heads N --vocab N
+                        model shape (default the anchors': 256, 4, 4, 2, 256)
+  --threads N           intra-op threads (default: all cores)
+  --reference           also run ../shared/anchors/torch_reference.py (or
+                        $HLAB_SHARED_DIR/anchors) on the same shapes
+  --reference-max-seq-len N   longest T given to the reference (default 8192:
+                        it materialises T x T scores and cannot train 16384)
+  --no-layer-bench      skip the SWA-layer time/memory scaling check
+  --quick               full,swa-128,gdn at T=1024 only, 2 steps
+  --json                one JSON object per line instead of tables
+)";
+
+struct Options {
+  std::vector<std::string> archs = {"full", "swa-128", "lightning", "mamba2",
+                                    "gdn"};
+  std::vector<int64_t> seq_lens = {1024, 4096, 8192, 16384};
+  std::vector<int64_t> bf16_seq_lens = {1024};
+  int64_t tokens_per_step = 8192, steps = 3;
+  int64_t d_model = 256, layers = 4, heads = 4, kv_heads = 2, vocab = 256;
+  int64_t threads = 0, reference_max_seq_len = 8192;
+  bool reference = false, layer_bench = true, json = false;
+};
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::cerr << "hlab-bench: " << message << "\n";
+  std::exit(2);
+}
+
+std::vector<int64_t> ParseIntList(const std::string& flag,
+                                  const std::string& text) {
+  std::vector<int64_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
+      Fail(absl::StrCat(flag, ": '", part, "' is not a positive integer"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+ModelConfig BuildConfig(const Options& o, const std::string& arch) {
+  ModelConfig c;
+  c.vocab_size = o.vocab;
+  c.d_model = o.d_model;
+  c.n_layers = o.layers;
+  c.n_heads = o.heads;
+  c.n_kv_heads = o.kv_heads;
+  c.head_dim = o.d_model / o.heads;
+  c.ffn_hidden = hlab::model::DefaultFfnHidden(o.d_model);
+  c.arch = arch;
+  auto layers = hlab::model::ExpandArchitecture(arch, o.layers);
+  if (!layers.ok()) Fail(std::string(layers.status().message()));
+  c.layers = *layers;
+  absl::Status valid = hlab::model::ValidateModelConfig(c);
+  if (!valid.ok()) Fail(absl::StrCat(arch, ": ", valid.message()));
+  return c;
+}
+
+std::string SharedDir() {
+  const char* env = std::getenv("HLAB_SHARED_DIR");
+  return env ? env : "../shared";
+}
+
+// Runs a command and returns the last line of its stdout that parses as a
+// JSON object, or nullopt (with the reason in *error).
+std::optional<Json> RunForJson(const std::string& command,
+                               std::string* error) {
+  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
+  if (pipe == nullptr) {
+    *error = "cannot start: " + command;
+    return std::nullopt;
+  }
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  std::optional<Json> last;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    Json j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) last = j;
+  }
+  if (!last) {
+    *error = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 137)
+                 ? "killed (out of memory?)"
+                 : absl::StrCat("failed (exit ", WEXITSTATUS(status), ")");
+  }
+  return last;
+}
+
+// Debian's python3-torch lives under /usr/bin/python3 (a python3 earlier on
+// PATH, e.g. pyenv's, may not have torch).
+std::string ReferencePython() {
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
+std::string SelfExe() {
+  std::array<char, 4096> path{};
+  const ssize_t n = readlink("/proc/self/exe", path.data(), path.size() - 1);
+  if (n <= 0) Fail("cannot find my own executable");
+  return std::string(path.data(), static_cast<size_t>(n));
+}
+
+std::string ShapeFlags(const Options& o) {
+  return absl::StrCat(" --d-model ", o.d_model, " --layers ", o.layers,
+                      " --heads ", o.heads, " --kv-heads ", o.kv_heads,
+                      " --vocab ", o.vocab,
+                      o.threads > 0 ? absl::StrCat(" --threads ", o.threads)
+                                    : std::string());
+}
+
+// Child: one configuration, one JSON line.
+int RunChild(const Options& o, const std::string& mode, const std::string& arch,
+             int64_t seq_len, int64_t batch, bool bf16) {
+  hlab::bench::StepOptions step{.seq_len = seq_len,
+                                .batch = batch,
+                                .steps = o.steps,
+                                .bf16 = bf16};
+  ModelConfig config;
+  hlab::bench::StepResult r;
+  try {
+    if (mode == "step") {
+      config = BuildConfig(o, arch);
+      r = hlab::bench::MeasureTrainingStep(config, step);
+    } else {
+      config = BuildConfig(o, "full");
+      auto spec = hlab::model::ParseLayerSpec(arch);
+      if (!spec.ok()) Fail(std::string(spec.status().message()));
+      r = hlab::bench::MeasureMixerLayer(config, *spec, step);
+    }
+  } catch (const std::exception& e) {
+    Json j = {{"error", e.what()}};
+    std::cout << j.dump() << std::endl;
+    return 1;
+  }
+  Json j = {{"tokens_per_s", r.tokens_per_s},
+            {"step_ms", r.step_ms},
+            {"peak_rss_mb", r.peak_rss_mb},
+            {"baseline_rss_mb", r.baseline_rss_mb},
+            {"first_loss", r.first_loss}};
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
+
+struct Row {
+  Json j;
+  bool ok = false;
+};
+
+std::string Fmt(double v, int precision = 0) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(precision);
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string child_mode, child_arch;
+  int64_t child_seq = 0, child_batch = 0;
+  bool child_bf16 = false, quick = false;
+  std::map<std::string, int64_t*> ints = {
+      {"--tokens-per-step", &o.tokens_per_step}, {"--steps", &o.steps},
+      {"--d-model", &o.d_model},   {"--layers", &o.layers},
+      {"--heads", &o.heads},       {"--kv-heads", &o.kv_heads},
+      {"--vocab", &o.vocab},       {"--threads", &o.threads},
+      {"--reference-max-seq-len", &o.reference_max_seq_len},
+      {"--child-seq-len", &child_seq}, {"--child-batch", &child_batch}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Fail(arg + " needs a value (see --help)");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (ints.count(arg)) {
+      const std::string v = value();
+      if (!absl::SimpleAtoi(v, ints[arg]) || *ints[arg] <= 0) {
+        Fail(arg + " must be a positive integer, got '" + v + "'");
+      }
+    } else if (arg == "--archs") {
+      o.archs = absl::StrSplit(value(), ',', absl::SkipEmpty());
+    } else if (arg == "--seq-lens") {
+      o.seq_lens = ParseIntList(arg, value());
+    } else if (arg == "--bf16-seq-lens") {
+      const std::string v = value();
+      o.bf16_seq_lens = v == "none" ? std::vector<int64_t>{} : ParseIntList(arg, v);
+    } else if (arg == "--reference") {
+      o.reference = true;
+    } else if (arg == "--no-layer-bench") {
+      o.layer_bench = false;
+    } else if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--child-step" || arg == "--child-layer") {
+      child_mode = arg == "--child-step" ? "step" : "layer";
+      child_arch = value();
+    } else if (arg == "--child-bf16") {
+      child_bf16 = true;
+    } else {
+      Fail("unknown option '" + arg + "' (see --help)");
+    }
+  }
+  // LibTorch (Debian) starts with one intra-op thread: set it explicitly.
+  at::set_num_threads(static_cast<int>(
+      o.threads > 0 ? o.threads
+                    : std::max(1u, std::thread::hardware_concurrency())));
+  if (!child_mode.empty()) {
+    return RunChild(o, child_mode, child_arch, child_seq, child_batch,
+                    child_bf16);
+  }
+  if (quick) {
+    o.archs = {"full", "swa-128", "gdn"};
+    o.seq_lens = {1024};
+    o.steps = 2;
+    o.layer_bench = false;
+  }
+  for (const std::string& arch : o.archs) BuildConfig(o, arch);  // validate
+
+  const double peak_fp32 = hlab::bench::MatmulPeakGflops(false);
+  const double peak_bf16 = hlab::bench::MatmulPeakGflops(true);
+  const bool cpu_bf16 = hlab::bench::CpuHasBf16();
+  const std::string exe = SelfExe();
+  const std::string reference_script = SharedDir() + "/anchors/torch_reference.py";
+  const bool have_reference =
+      o.reference && access(reference_script.c_str(), R_OK) == 0;
+  if (o.reference && !have_reference) {
+    std::cerr << "hlab-bench: --reference: " << reference_script
+              << " not found; set HLAB_SHARED_DIR. Continuing without it.\n";
+  }
+  Json peak = {{"matmul_peak_gflops_fp32", peak_fp32},
+               {"matmul_peak_gflops_bf16", peak_bf16},
+               {"cpu_bf16", cpu_bf16},
+               {"threads", at::get_num_threads()}};
+  if (o.json) {
+    std::cout << peak.dump() << std::endl;
+  } else {
+    std::cout << "matmul peak (2048^2, " << at::get_num_threads()
+              << " threads): fp32 " << Fmt(peak_fp32, 1) << " GFLOP/s, bf16 "
+              << Fmt(peak_bf16, 1) << " GFLOP/s"
+              << (cpu_bf16 ? "" : " (no native bf16 on this CPU)") << "\n\n";
+    std::printf("%-12s %6s %3s %5s %9s %9s %8s %8s %7s %6s %9s %7s\n", "arch",
+                "T", "B", "dtype", "tok/s", "step ms", "RSS MB", "MFLOP/t",
+                "GFLOP/s", "MFU", "ref tok/s", "vs ref");
+  }
+
+  std::vector<Row> rows;
+  auto find = [&](const std::string& arch, int64_t t,
+                  const std::string& dtype) -> const Row* {
+    for (const Row& r : rows) {
+      if (r.j["arch"] == arch && r.j["seq_len"] == t && r.j["dtype"] == dtype) {
+        return &r;
+      }
+    }
+    return nullptr;
+  };
+
+  for (int64_t t : o.seq_lens) {
+    for (const std::string& arch : o.archs) {
+      for (bool bf16 : {false, true}) {
+        if (bf16 && std::find(o.bf16_seq_lens.begin(), o.bf16_seq_lens.end(),
+                              t) == o.bf16_seq_lens.end()) {
+          continue;
+        }
+        const ModelConfig config = BuildConfig(o, arch);
+        const int64_t batch = std::max<int64_t>(1, o.tokens_per_step / t);
+        const double flops = hlab::model::TrainingFlopsPerToken(config, t);
+        Row row;
+        row.j = {{"arch", arch},
+                 {"d_model", o.d_model},
+                 {"layers", o.layers},
+                 {"seq_len", t},
+                 {"batch", batch},
+                 {"dtype", bf16 ? "bf16" : "fp32"},
+                 {"n_non_embedding",
+                  hlab::model::CountParameters(config).non_embedding},
+                 {"flops_per_token", flops}};
+        std::string error;
+        auto child = RunForJson(
+            absl::StrCat(exe, " --child-step ", arch, " --child-seq-len ", t,
+                         " --child-batch ", batch, " --steps ", o.steps,
+                         bf16 ? " --child-bf16" : "", ShapeFlags(o)),
+            &error);
+        if (child && child->contains("tokens_per_s")) {
+          row.ok = true;
+          for (auto& [k, v] : child->items()) row.j[k] = v;
+          const double tps = row.j["tokens_per_s"].get<double>();
+          row.j["mfu"] = flops * tps / ((bf16 ? peak_bf16 : peak_fp32) * 1e9);
+        } else {
+          row.j["error"] = child ? child->value("error", "failed") : error;
+        }
+        // The reference knows full, swa-<w>, gdn and mamba2 (no lightning).
+        const bool ref_arch = arch == "full" || arch == "gdn" ||
+                              arch == "mamba2" ||
+                              (arch.rfind("swa-", 0) == 0 &&
+                               arch.find('-', 4) == std::string::npos);
+        if (have_reference && ref_arch && t <= o.reference_max_seq_len) {
+          auto ref = RunForJson(
+              absl::StrCat(ReferencePython(), " ", reference_script, " --arch ", arch,
+                           " --d-model ", o.d_model, " --layers ", o.layers,
+                           " --heads ", o.heads, " --kv-heads ", o.kv_heads,
+                           " --vocab ", o.vocab, " --seq-len ", t, " --batch ",
+                           batch, " --steps ", o.steps, " --threads ",
+                           o.threads > 0 ? o.threads : at::get_num_threads(),
+                           bf16 ? " --bf16" : ""),
+              &error);
+          if (ref && ref->contains("tokens_per_s")) {
+            row.j["reference_tokens_per_s"] = (*ref)["tokens_per_s"];
+            if (row.ok) {
+              row.j["speedup_vs_reference"] =
+                  row.j["tokens_per_s"].get<double>() /
+                  (*ref)["tokens_per_s"].get<double>();
+            }
+          } else {
+            row.j["reference_error"] = error;
+          }
+        }
+        rows.push_back(row);
+        if (o.json) {
+          std::cout << row.j.dump() << std::endl;
+        } else if (!row.ok) {
+          std::printf("%-12s %6lld %3lld %5s  %s\n", arch.c_str(),
+                      static_cast<long long>(t), static_cast<long long>(batch),
+                      bf16 ? "bf16" : "fp32",
+                      row.j["error"].get<std::string>().c_str());
+        } else {
+          const double tps = row.j["tokens_per_s"].get<double>();
+          std::printf(
+              "%-12s %6lld %3lld %5s %9.0f %9.0f %8.0f %8.1f %7.1f %5.1f%% %9s "
+              "%7s\n",
+              arch.c_str(), static_cast<long long>(t),
+              static_cast<long long>(batch), bf16 ? "bf16" : "fp32", tps,
+              row.j["step_ms"].get<double>(),
+              row.j["peak_rss_mb"].get<double>(), flops / 1e6,
+              flops * tps / 1e9, 100 * row.j["mfu"].get<double>(),
+              row.j.contains("reference_tokens_per_s")
+                  ? Fmt(row.j["reference_tokens_per_s"].get<double>()).c_str()
+                  : "-",
+              row.j.contains("speedup_vs_reference")
+                  ? (Fmt(row.j["speedup_vs_reference"].get<double>(), 2) + "x")
+                        .c_str()
+                  : "-");
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  // The SWA layer alone: time and memory per token must not grow with T.
+  std::vector<Json> layer_rows;
+  if (o.layer_bench) {
+    for (int64_t t : {2048, 16384}) {
+      std::string error;
+      auto child = RunForJson(
+          absl::StrCat(exe, " --child-layer swa:128 --child-seq-len ", t,
+                       " --child-batch 1 --steps ", std::max<int64_t>(o.steps, 3),
+                       ShapeFlags(o)),
+          &error);
+      Json j = {{"layer", "swa:128"}, {"seq_len", t}};
+      if (child && child->contains("step_ms")) {
+        j["us_per_token"] = (*child)["step_ms"].get<double>() * 1000.0 / t;
+        j["kb_per_token"] = ((*child)["peak_rss_mb"].get<double>() -
+                             (*child)["baseline_rss_mb"].get<double>()) *
+                            1024.0 / t;
+      } else {
+        j["error"] = error;
+      }
+      layer_rows.push_back(j);
+      if (o.json) std::cout << j.dump() << std::endl;
+    }
+  }
+
+  // Targets.
+  std::vector<Json> targets;
+  auto target = [&](const std::string& name, bool pass, const std::string& detail) {
+    targets.push_back({{"target", name}, {"pass", pass}, {"detail", detail}});
+  };
+  for (const Row& r : rows) {
+    if (!r.ok || !r.j.contains("speedup_vs_reference") || r.j["dtype"] != "fp32") {
+      continue;
+    }
+    const std::string arch = r.j["arch"];
+    const double need = arch == "full" ? 1.1 : 1.5;
+    const double got = r.j["speedup_vs_reference"].get<double>();
+    target(absl::StrCat(arch, " T=", r.j["seq_len"].get<int64_t>(),
+                        " vs reference >= ", Fmt(need, 1), "x"),
+           got >= need, Fmt(got, 2) + "x");
+  }
+  for (const std::string arch : {"swa-128", "gdn"}) {
+    const Row* full = find("full", 8192, "fp32");
+    const Row* other = find(arch, 8192, "fp32");
+    if (full && other && full->ok && other->ok) {
+      const double speed = other->j["tokens_per_s"].get<double>() /
+                           full->j["tokens_per_s"].get<double>();
+      const double flop_ratio = full->j["flops_per_token"].get<double>() /
+                                other->j["flops_per_token"].get<double>();
+      target(absl::StrCat(arch, "/full speed at T=8192 >= 90% of FLOP ratio"),
+             speed >= 0.9 * flop_ratio,
+             absl::StrCat(Fmt(speed, 2), "x vs FLOP ratio ",
+                          Fmt(flop_ratio, 2), "x (", Fmt(100 * speed / flop_ratio),
+                          "%)"));
+    }
+  }
+  for (const std::string& arch : o.archs) {
+    const Row* r = find(arch, 16384, "fp32");
+    if (r) {
+      target(absl::StrCat(arch, " trains at T=16384 within 24 GiB"),
+             r->ok && r->j["peak_rss_mb"].get<double>() < 24 * 1024,
+             r->ok ? absl::StrCat(Fmt(r->j["peak_rss_mb"].get<double>()), " MB")
+                   : r->j["error"].get<std::string>());
+    }
+  }
+  if (layer_rows.size() == 2 && !layer_rows[0].contains("error") &&
+      !layer_rows[1].contains("error")) {
+    const double time_ratio = layer_rows[1]["us_per_token"].get<double>() /
+                              layer_rows[0]["us_per_token"].get<double>();
+    const double mem_ratio =
+        layer_rows[1]["kb_per_token"].get<double>() /
+        std::max(1e-9, layer_rows[0]["kb_per_token"].get<double>());
+    target("SWA-128 layer per-token time 16384 vs 2048 <= 1.3x",
+           time_ratio <= 1.3,
+           absl::StrCat(Fmt(time_ratio, 2), "x (",
+                        Fmt(layer_rows[0]["us_per_token"].get<double>(), 1),
+                        " -> ", Fmt(layer_rows[1]["us_per_token"].get<double>(), 1),
+                        " us/token)"));
+    target("SWA-128 layer per-token memory 16384 vs 2048 <= 1.3x",
+           mem_ratio <= 1.3,
+           absl::StrCat(Fmt(mem_ratio, 2), "x (",
+                        Fmt(layer_rows[0]["kb_per_token"].get<double>(), 1),
+                        " -> ", Fmt(layer_rows[1]["kb_per_token"].get<double>(), 1),
+                        " KB/token)"));
+  }
+  for (const std::string& arch : o.archs) {
+    for (int64_t t : o.bf16_seq_lens) {
+      const Row* f = find(arch, t, "fp32");
+      const Row* b = find(arch, t, "bf16");
+      if (f && b && f->ok && b->ok) {
+        const double speed = b->j["tokens_per_s"].get<double>() /
+                             f->j["tokens_per_s"].get<double>();
+        const double loss_diff = std::abs(b->j["first_loss"].get<double>() -
+                                          f->j["first_loss"].get<double>());
+        target(absl::StrCat(arch, " T=", t, " bf16 >= 1.8x fp32",
+                            cpu_bf16 ? "" : " (no native bf16: not applicable)"),
+               !cpu_bf16 || speed >= 1.8,
+               absl::StrCat(Fmt(speed, 2), "x; |loss bf16 - fp32| = ",
+                            Fmt(loss_diff, 4), " (tolerance 0.02)"));
+        target(absl::StrCat(arch, " T=", t, " bf16 loss matches fp32 within 0.02"),
+               loss_diff <= 0.02, Fmt(loss_diff, 4));
+      }
+    }
+  }
+  if (o.json) {
+    for (const Json& t : targets) std::cout << t.dump() << std::endl;
+  } else {
+    if (!layer_rows.empty()) {
+      std::cout << "\nSWA-128 layer alone (B=1, fwd+bwd):\n";
+      for (const Json& j : layer_rows) {
+        if (j.contains("error")) {
+          std::cout << "  T=" << j["seq_len"] << ": " << j["error"] << "\n";
+        } else {
+          std::cout << "  T=" << j["seq_len"] << ": "
+                    << Fmt(j["us_per_token"].get<double>(), 1) << " us/token, "
+                    << Fmt(j["kb_per_token"].get<double>(), 1) << " KB/token\n";
+        }
+      }
+    }
+    std::cout << "\ntargets:\n";
+    for (const Json& t : targets) {
+      std::cout << "  " << (t["pass"].get<bool>() ? "PASS " : "MISS ")
+                << t["target"].get<std::string>() << ": "
+                << t["detail"].get<std::string>() << "\n";
+    }
+  }
+  return 0;
+}

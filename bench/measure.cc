@@ -1,0 +1,150 @@
+#include "bench/measure.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "model/hybrid_lm.h"
+#include "model/mixer.h"
+#include "train/optimizer.h"
+
+namespace hlab::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool on) : on_(on) {
+    if (on_) {
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    }
+  }
+  ~AutocastScope() {
+    if (on_) {
+      at::autocast::set_cpu_enabled(false);
+      at::autocast::clear_cache();
+    }
+  }
+
+ private:
+  bool on_;
+};
+
+}  // namespace
+
+StepResult MeasureTrainingStep(const model::ModelConfig& config,
+                               const StepOptions& options) {
+  torch::manual_seed(options.seed);
+  StepResult result;
+  result.baseline_rss_mb = PeakRssMb();
+  model::HybridLM lm(config);
+  auto optimizer = train::MakeAdamW(*lm, {.lr = 1e-3});
+  torch::Tensor tokens = torch::randint(
+      0, config.vocab_size, {options.batch, options.seq_len + 1}, torch::kInt64);
+  torch::Tensor inputs = tokens.narrow(1, 0, options.seq_len);
+  torch::Tensor targets = tokens.narrow(1, 1, options.seq_len);
+  std::vector<double> times;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    const auto start = Clock::now();
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(options.bf16);
+      loss = lm->loss(inputs, targets);
+    }
+    optimizer->zero_grad();
+    loss.backward();
+    train::ClipGradNorm(*lm, 1.0);
+    optimizer->step();
+    const double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (step == 0) result.first_loss = loss.item<double>();
+    if (step > 0 || options.steps == 1) times.push_back(ms);
+  }
+  result.step_ms = Median(times);
+  result.tokens_per_s = static_cast<double>(options.batch * options.seq_len) /
+                        (result.step_ms / 1000.0);
+  result.peak_rss_mb = PeakRssMb();
+  return result;
+}
+
+StepResult MeasureMixerLayer(const model::ModelConfig& config,
+                             const model::MixerSpec& spec,
+                             const StepOptions& options) {
+  torch::manual_seed(options.seed);
+  std::shared_ptr<model::Mixer> mixer = model::MakeMixer(config, spec, 0);
+  StepResult result;
+  result.baseline_rss_mb = PeakRssMb();
+  torch::Tensor x = torch::randn({options.batch, options.seq_len, config.d_model})
+                        .requires_grad_(true);
+  std::vector<double> times;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    const auto start = Clock::now();
+    torch::Tensor y;
+    {
+      AutocastScope autocast(options.bf16);
+      y = mixer->forward(x);
+    }
+    y.to(torch::kFloat32).square().mean().backward();
+    const double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (step > 0 || options.steps == 1) times.push_back(ms);
+    x.mutable_grad() = torch::Tensor();
+    mixer->zero_grad();
+  }
+  result.step_ms = Median(times);
+  result.tokens_per_s = static_cast<double>(options.batch * options.seq_len) /
+                        (result.step_ms / 1000.0);
+  result.peak_rss_mb = PeakRssMb();
+  return result;
+}
+
+double MatmulPeakGflops(bool bf16) {
+  const int64_t n = 2048;
+  const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
+  torch::Tensor a = torch::randn({n, n}).to(dtype);
+  torch::Tensor b = torch::randn({n, n}).to(dtype);
+  torch::Tensor c = torch::mm(a, b);  // warm up
+  std::vector<double> rates;
+  for (int i = 0; i < 10; ++i) {
+    const auto start = Clock::now();
+    c = torch::mm(a, b);
+    const double s =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    rates.push_back(2.0 * n * n * n / s / 1e9);
+  }
+  return Median(rates);
+}
+
+double PeakRssMb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+bool CpuHasBf16() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      return line.find("avx512_bf16") != std::string::npos ||
+             line.find("amx_bf16") != std::string::npos;
+    }
+  }
+  return false;
+}
+
+}  // namespace hlab::bench

@@ -1,0 +1,57 @@
+// Measurements shared by the benchmarks: one training-step benchmark of a
+// model config, one mixer-layer benchmark, the matmul peak and peak RSS.
+//
+// Each measurement is meant to run in its own process (hlab-bench re-executes
+// itself per configuration) so that peak RSS belongs to that configuration.
+// Not thread-safe.
+//
+//   StepResult r = MeasureTrainingStep(config, {.seq_len = 1024, .batch = 8});
+//   std::cout << r.tokens_per_s;
+#ifndef HLAB_BENCH_MEASURE_H_
+#define HLAB_BENCH_MEASURE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "model/config/model_config.h"
+
+namespace hlab::bench {
+
+struct StepOptions {
+  int64_t seq_len = 1024;
+  int64_t batch = 8;
+  int64_t steps = 4;  // the first is a warmup, the rest are timed
+  bool bf16 = false;
+  uint64_t seed = 0;
+};
+
+struct StepResult {
+  double step_ms = 0;  // median over the timed steps
+  double tokens_per_s = 0;
+  double peak_rss_mb = 0;
+  double baseline_rss_mb = 0;  // peak RSS before the inputs were allocated
+  double first_loss = 0;  // loss of step 1 (same init and batch for any dtype)
+};
+
+// One training step = forward, fp32 cross-entropy, backward, grad clip 1.0,
+// AdamW. Random byte tokens.
+StepResult MeasureTrainingStep(const model::ModelConfig& config,
+                               const StepOptions& options);
+
+// Forward + backward of one mixer layer alone, x: (batch, seq_len, d).
+StepResult MeasureMixerLayer(const model::ModelConfig& config,
+                             const model::MixerSpec& spec,
+                             const StepOptions& options);
+
+// Median GFLOP/s of a 2048 x 2048 matmul (fp32 or bf16).
+double MatmulPeakGflops(bool bf16);
+
+// Peak resident set size of this process so far, in MiB.
+double PeakRssMb();
+
+// Whether this CPU runs bf16 matmuls natively (AVX512-BF16 or AMX).
+bool CpuHasBf16();
+
+}  // namespace hlab::bench
+
+#endif  // HLAB_BENCH_MEASURE_H_

@@ -1,0 +1,495 @@
+#include "model/attention_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+namespace hlab::model {
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Initial running max of a row without a sink. Finite, so that the rescale
+// factor exp(m_old - m_new) is 0, not NaN, while every key seen so far is
+// masked (-inf).
+constexpr double kNoScoreYet = -1e30;
+
+// Disables CPU autocast for its lifetime, restoring the previous setting, so
+// the kernel chooses its own dtypes.
+class CpuAutocastOff {
+ public:
+  CpuAutocastOff() : was_enabled_(at::autocast::is_cpu_enabled()) {
+    at::autocast::set_cpu_enabled(false);
+  }
+  ~CpuAutocastOff() { at::autocast::set_cpu_enabled(was_enabled_); }
+  CpuAutocastOff(const CpuAutocastOff&) = delete;
+  CpuAutocastOff& operator=(const CpuAutocastOff&) = delete;
+
+ private:
+  bool was_enabled_;
+};
+
+// Softmax statistics and accumulators: fp64 for fp64 input, else fp32.
+torch::ScalarType StatType(torch::ScalarType dtype) {
+  return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+}
+
+// Sizes of one call. G query heads share a KV head; N = B * Hkv batched
+// matrices, each with T * G query rows (row t * G + g).
+struct Dims {
+  int64_t b = 0, h = 0, hkv = 0, g = 0, t = 0, d = 0;
+  int64_t n() const { return b * hkv; }
+};
+
+Dims CheckArgs(const Tensor& q, const Tensor& k, const Tensor& v,
+               const Tensor& sink, int64_t window) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+              "attention: q, k, v must be (B, H, T, D), got ", q.sizes(), ", ",
+              k.sizes(), ", ", v.sizes());
+  Dims dims;
+  dims.b = q.size(0);
+  dims.h = q.size(1);
+  dims.t = q.size(2);
+  dims.d = q.size(3);
+  dims.hkv = k.size(1);
+  TORCH_CHECK(dims.hkv > 0 && dims.h % dims.hkv == 0,
+              "attention: query heads (", dims.h,
+              ") must be a multiple of KV heads (", dims.hkv, ")");
+  dims.g = dims.h / dims.hkv;
+  TORCH_CHECK(k.sizes() == v.sizes(), "attention: k and v differ in shape");
+  TORCH_CHECK(k.size(0) == dims.b && k.size(2) == dims.t && k.size(3) == dims.d,
+              "attention: k ", k.sizes(), " does not match q ", q.sizes());
+  TORCH_CHECK(
+      q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
+      "attention: q, k, v must share a dtype");
+  TORCH_CHECK(!sink.defined() || (sink.dim() == 1 && sink.size(0) == dims.h),
+              "attention: sink must be (H) = (", dims.h, ")");
+  TORCH_CHECK(window >= 0, "attention: window must be >= 0, got ", window);
+  return dims;
+}
+
+// x: (B, H, T, D) -> (N, T * G, D), contiguous, times `scale`, in `dtype`.
+Tensor FoldHeads(const Tensor& x, const Dims& dims, double scale,
+                 torch::ScalarType dtype) {
+  const Tensor grouped = x.reshape({dims.b, dims.hkv, dims.g, dims.t, dims.d})
+                             .permute({0, 1, 3, 2, 4});
+  Tensor out = at::empty({dims.b, dims.hkv, dims.t, dims.g, dims.d},
+                         x.options().dtype(dtype));
+  out.copy_(grouped);
+  if (scale != 1.0) out.mul_(scale);
+  return out.view({dims.n(), dims.t * dims.g, dims.d});
+}
+
+// Inverse of FoldHeads: (N, T * G, D) -> (B, H, T, D), contiguous, in dtype.
+Tensor UnfoldHeads(const Tensor& x, const Dims& dims, torch::ScalarType dtype) {
+  Tensor out =
+      at::empty({dims.b, dims.h, dims.t, dims.d}, x.options().dtype(dtype));
+  out.view({dims.b, dims.hkv, dims.g, dims.t, dims.d})
+      .copy_(x.view({dims.b, dims.hkv, dims.t, dims.g, dims.d})
+                 .permute({0, 1, 3, 2, 4}));
+  return out;
+}
+
+// sink: (H) -> (N, T * G) per-row sink logits in `dtype` (row t * G + g of
+// batch b * Hkv + kv holds sink[kv * G + g]).
+Tensor SinkRows(const Tensor& sink, const Dims& dims, int64_t t,
+                torch::ScalarType dtype) {
+  return sink.to(dtype)
+      .view({1, dims.hkv, 1, dims.g})
+      .expand({dims.b, dims.hkv, t, dims.g})
+      .reshape({dims.n(), t * dims.g});
+}
+
+// A (contiguous) tensor of `sizes` carved from the front of a flat buffer.
+Tensor Carve(const Tensor& buffer, at::IntArrayRef sizes) {
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  return buffer.narrow(0, 0, numel).view(sizes);
+}
+
+// The visited block pairs. Each query block [start, start + size) visits the
+// keys it can see, [lo, start + size), in key blocks taken backwards from the
+// diagonal, so the diagonal block and the window-edge block have the same
+// offset in every query block and share one cached mask.
+struct KeyBlock {
+  int64_t start = 0;
+  int64_t size = 0;
+  Tensor mask;  // (size_q * G, size) bool, true = invisible; or undefined
+};
+struct QueryBlock {
+  int64_t start = 0;
+  int64_t size = 0;
+  std::vector<KeyBlock> keys;
+};
+
+std::vector<QueryBlock> PlanBlocks(const Dims& dims, int64_t window,
+                                   const AttentionBlocks& blocks,
+                                   const torch::Device& device) {
+  TORCH_CHECK(blocks.query > 0 && blocks.key > 0,
+              "attention: block sizes must be positive");
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Tensor> masks;
+  const auto long_options =
+      torch::TensorOptions().dtype(torch::kInt64).device(device);
+  std::vector<QueryBlock> plan;
+  for (int64_t i0 = 0; i0 < dims.t; i0 += blocks.query) {
+    QueryBlock qb;
+    qb.start = i0;
+    qb.size = std::min(blocks.query, dims.t - i0);
+    const int64_t last_query = i0 + qb.size - 1;
+    const int64_t lo = window > 0 ? std::max<int64_t>(0, i0 - window + 1) : 0;
+    for (int64_t end = last_query + 1; end > lo; end -= blocks.key) {
+      KeyBlock kb;
+      kb.start = std::max(lo, end - blocks.key);
+      kb.size = end - kb.start;
+      const bool needs_mask =
+          end - 1 > i0 || (window > 0 && kb.start <= last_query - window);
+      if (needs_mask) {
+        // Masked iff delta = j - t > 0, or delta <= -window.
+        const int64_t offset = kb.start - i0;
+        Tensor& mask = masks[{offset, qb.size, kb.size}];
+        if (!mask.defined()) {
+          const Tensor rows =
+              torch::arange(qb.size, long_options).repeat_interleave(dims.g);
+          const Tensor delta =
+              torch::arange(offset, offset + kb.size, long_options)
+                  .unsqueeze(0) -
+              rows.unsqueeze(1);
+          mask = delta > 0;
+          if (window > 0) mask.logical_or_(delta <= -window);
+        }
+        kb.mask = mask;
+      }
+      qb.keys.push_back(std::move(kb));
+    }
+    plan.push_back(std::move(qb));
+  }
+  return plan;
+}
+
+// Scratch buffers for one pass, allocated once and carved per block pair.
+struct Scratch {
+  Tensor scores;   // input dtype: S, then P (N * R * Tk)
+  Tensor grads;    // input dtype: dP, then dS (backward only)
+  Tensor work;     // stat dtype, for bf16 input only: S - m, dP - D
+  Tensor product;  // input dtype, bf16 only: a block product (N * R * D)
+};
+
+Scratch MakeScratch(const Dims& dims, const AttentionBlocks& blocks,
+                    torch::ScalarType dtype, bool backward,
+                    const torch::Device& device) {
+  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
+  const int64_t keys = std::min(blocks.key, dims.t);
+  const int64_t score_numel = dims.n() * rows * keys;
+  const auto options = torch::TensorOptions().device(device);
+  Scratch scratch;
+  scratch.scores = at::empty({score_numel}, options.dtype(dtype));
+  if (backward) scratch.grads = at::empty({score_numel}, options.dtype(dtype));
+  const torch::ScalarType stat = StatType(dtype);
+  if (dtype != stat) {
+    scratch.work = at::empty({score_numel}, options.dtype(stat));
+    scratch.product = at::empty({dims.n() * std::max(rows, keys) * dims.d},
+                                options.dtype(dtype));
+  }
+  return scratch;
+}
+
+// S = qb kb^T, masked with -inf, in the input dtype (a Scratch::scores view).
+// qb: (N, R, D); kb: (N, Tk, D) -> (N, R, Tk).
+Tensor BlockScores(const Tensor& qb, const Tensor& kb, const KeyBlock& key,
+                   const Scratch& scratch) {
+  Tensor s = Carve(scratch.scores, {qb.size(0), qb.size(1), key.size});
+  at::bmm_out(s, qb, kb.transpose(1, 2));
+  if (key.mask.defined()) {
+    s.masked_fill_(key.mask, -std::numeric_limits<double>::infinity());
+  }
+  return s;
+}
+
+// x = exp(x - shift) in place; shift: (N, R, 1) in the stat dtype. For bf16
+// x the difference is taken in fp32 (Scratch::work) and only the result is
+// rounded to bf16.
+void ExpShiftedInPlace(Tensor& x, const Tensor& shift, const Scratch& scratch) {
+  if (x.scalar_type() == shift.scalar_type()) {
+    x.sub_(shift).exp_();
+    return;
+  }
+  Tensor diff = Carve(scratch.work, x.sizes());
+  at::sub_out(diff, x, shift);
+  at::exp_out(x, diff);
+}
+
+// acc += a @ b: acc (N, M, D) in the stat dtype, a and b in the input dtype.
+void AccumulateProduct(Tensor acc, const Tensor& a, const Tensor& b,
+                       const Scratch& scratch) {
+  if (acc.scalar_type() == a.scalar_type()) {
+    acc.baddbmm_(a, b);
+    return;
+  }
+  Tensor product = Carve(scratch.product, {a.size(0), a.size(1), b.size(2)});
+  at::bmm_out(product, a, b);
+  acc.add_(product);
+}
+
+// Forward on folded tensors: qf (N, T*G, D) already scaled, kf and vf
+// (N, T, D), sink_rows (N, Tq*G) or undefined. Returns the output (N, T*G, D)
+// and the per-row logsumexp (N, T*G), both in the stat dtype.
+std::pair<Tensor, Tensor> ForwardBlocks(const Tensor& qf, const Tensor& kf,
+                                        const Tensor& vf,
+                                        const Tensor& sink_rows,
+                                        const std::vector<QueryBlock>& plan,
+                                        const Scratch& scratch,
+                                        const Dims& dims) {
+  const torch::ScalarType stat = StatType(qf.scalar_type());
+  const auto stat_options = qf.options().dtype(stat);
+  Tensor out = at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options);
+  Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
+  for (const QueryBlock& query : plan) {
+    const int64_t r = query.size * dims.g;
+    const int64_t row0 = query.start * dims.g;
+    const Tensor qb = qf.narrow(1, row0, r);
+    // Running max m and denominator l per row; the sink starts both (it is a
+    // logit with no value), so rows never see an all -inf max.
+    Tensor m, l;
+    if (sink_rows.defined()) {
+      m = sink_rows.narrow(1, 0, r).clone();
+      l = at::ones({dims.n(), r}, stat_options);
+    } else {
+      m = at::full({dims.n(), r}, kNoScoreYet, stat_options);
+      l = at::zeros({dims.n(), r}, stat_options);
+    }
+    Tensor acc = out.narrow(1, row0, r);
+    acc.zero_();
+    for (const KeyBlock& key : query.keys) {
+      Tensor p =
+          BlockScores(qb, kf.narrow(1, key.start, key.size), key, scratch);
+      const Tensor m_new = at::maximum(m, at::amax(p, -1));
+      const Tensor alpha = (m - m_new).exp_();
+      ExpShiftedInPlace(p, m_new.unsqueeze(-1), scratch);  // unnormalised
+      l.mul_(alpha).add_(p.sum(-1, /*keepdim=*/false, stat));
+      acc.mul_(alpha.unsqueeze(-1));
+      AccumulateProduct(acc, p, vf.narrow(1, key.start, key.size), scratch);
+      m = m_new;
+    }
+    acc.div_(l.unsqueeze(-1));
+    Tensor lse_block = lse.narrow(1, row0, r);
+    at::log_out(lse_block, l);
+    lse_block.add_(m);
+  }
+  return {out, lse};
+}
+
+// Backward on folded tensors (FlashAttention-2): recomputes each block's
+// probabilities from the saved logsumexp. dof: (N, T*G, D) in the input dtype;
+// drow: rowsum(dO * O) (N, T*G). Accumulates into dqf (N, T*G, D) and dkf, dvf
+// (N, T, D), all in the stat dtype; dqf is with respect to the scaled q.
+void BackwardBlocks(const Tensor& qf, const Tensor& kf, const Tensor& vf,
+                    const Tensor& dof, const Tensor& lse, const Tensor& drow,
+                    const std::vector<QueryBlock>& plan, const Scratch& scratch,
+                    const Dims& dims, Tensor& dqf, Tensor& dkf, Tensor& dvf) {
+  const bool low_precision = StatType(qf.scalar_type()) != qf.scalar_type();
+  for (const QueryBlock& query : plan) {
+    const int64_t r = query.size * dims.g;
+    const int64_t row0 = query.start * dims.g;
+    const Tensor qb = qf.narrow(1, row0, r);
+    const Tensor dob = dof.narrow(1, row0, r);
+    const Tensor lse_b = lse.narrow(1, row0, r).unsqueeze(-1);
+    const Tensor drow_b = drow.narrow(1, row0, r).unsqueeze(-1);
+    Tensor dqb = dqf.narrow(1, row0, r);
+    for (const KeyBlock& key : query.keys) {
+      const Tensor kb = kf.narrow(1, key.start, key.size);
+      const Tensor vb = vf.narrow(1, key.start, key.size);
+      Tensor p = BlockScores(qb, kb, key, scratch);
+      ExpShiftedInPlace(p, lse_b, scratch);
+      AccumulateProduct(dvf.narrow(1, key.start, key.size), p.transpose(1, 2),
+                        dob, scratch);
+      // dS = P * (dO V^T - rowsum(dO * O)), the difference in the stat dtype.
+      Tensor ds = Carve(scratch.grads, {dims.n(), r, key.size});
+      at::bmm_out(ds, dob, vb.transpose(1, 2));
+      if (low_precision) {
+        Tensor diff = Carve(scratch.work, ds.sizes());
+        at::sub_out(diff, ds, drow_b);
+        at::mul_out(ds, diff, p);
+      } else {
+        ds.sub_(drow_b).mul_(p);
+      }
+      AccumulateProduct(dqb, ds, kb, scratch);
+      AccumulateProduct(dkf.narrow(1, key.start, key.size), ds.transpose(1, 2),
+                        qb, scratch);
+    }
+  }
+}
+
+class BlockwiseAttentionFunction
+    : public torch::autograd::Function<BlockwiseAttentionFunction> {
+ public:
+  // sink: (H), or empty for no sink.
+  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& sink_arg, int64_t window,
+                        int64_t query_block, int64_t key_block) {
+    CpuAutocastOff autocast_off;
+    const Tensor sink = sink_arg.numel() > 0 ? sink_arg : Tensor();
+    const Dims dims = CheckArgs(q, k, v, sink, window);
+    const AttentionBlocks blocks{query_block, key_block};
+    const torch::ScalarType dtype = q.scalar_type();
+    const torch::ScalarType stat = StatType(dtype);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
+
+    const Tensor qf = FoldHeads(q, dims, scale, dtype);
+    const Tensor kf = k.reshape({dims.n(), dims.t, dims.d});
+    const Tensor vf = v.reshape({dims.n(), dims.t, dims.d});
+    const Tensor sink_rows =
+        sink.defined()
+            ? SinkRows(sink, dims, std::min(blocks.query, dims.t), stat)
+            : Tensor();
+    const std::vector<QueryBlock> plan =
+        PlanBlocks(dims, window, blocks, q.device());
+    const Scratch scratch =
+        MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device());
+    auto [out_f, lse] =
+        ForwardBlocks(qf, kf, vf, sink_rows, plan, scratch, dims);
+    Tensor out = UnfoldHeads(out_f, dims, dtype);
+
+    ctx->save_for_backward({q, k, v, sink_arg, out, lse});
+    ctx->saved_data["window"] = window;
+    ctx->saved_data["query_block"] = query_block;
+    ctx->saved_data["key_block"] = key_block;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx,
+                                variable_list grad_outputs) {
+    CpuAutocastOff autocast_off;
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor& q = saved[0];
+    const Tensor& k = saved[1];
+    const Tensor& v = saved[2];
+    const Tensor sink = saved[3].numel() > 0 ? saved[3] : Tensor();
+    const Tensor& out = saved[4];
+    const Tensor& lse = saved[5];
+    const int64_t window = ctx->saved_data["window"].toInt();
+    const AttentionBlocks blocks{ctx->saved_data["query_block"].toInt(),
+                                 ctx->saved_data["key_block"].toInt()};
+    const Dims dims = CheckArgs(q, k, v, sink, window);
+    const torch::ScalarType dtype = q.scalar_type();
+    const torch::ScalarType stat = StatType(dtype);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
+
+    const Tensor qf = FoldHeads(q, dims, scale, dtype);
+    const Tensor kf = k.reshape({dims.n(), dims.t, dims.d});
+    const Tensor vf = v.reshape({dims.n(), dims.t, dims.d});
+    const Tensor dof = FoldHeads(grad_outputs[0], dims, 1.0, dtype);
+    // D = rowsum(dO * O), in the stat dtype: (N, T*G).
+    const Tensor drow = (FoldHeads(grad_outputs[0], dims, 1.0, stat) *
+                         FoldHeads(out, dims, 1.0, stat))
+                            .sum(-1);
+
+    const auto stat_options = q.options().dtype(stat);
+    Tensor dqf = at::zeros({dims.n(), dims.t * dims.g, dims.d}, stat_options);
+    Tensor dkf = at::zeros({dims.n(), dims.t, dims.d}, stat_options);
+    Tensor dvf = at::zeros({dims.n(), dims.t, dims.d}, stat_options);
+    const std::vector<QueryBlock> plan =
+        PlanBlocks(dims, window, blocks, q.device());
+    const Scratch scratch =
+        MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device());
+    BackwardBlocks(qf, kf, vf, dof, lse, drow, plan, scratch, dims, dqf, dkf,
+                   dvf);
+
+    dqf.mul_(scale);  // qf was scaled
+    Tensor dsink;
+    if (sink.defined()) {
+      // d sink_h = -sum over rows of head h of p_sink * rowsum(dO * O).
+      const Tensor p_sink = (SinkRows(sink, dims, dims.t, stat) - lse).exp_();
+      dsink = -(p_sink * drow)
+                   .view({dims.b, dims.hkv, dims.t, dims.g})
+                   .sum(at::IntArrayRef{0, 2})
+                   .reshape({dims.h})
+                   .to(sink.scalar_type());
+    }
+    return {UnfoldHeads(dqf, dims, dtype),
+            dkf.view({dims.b, dims.hkv, dims.t, dims.d}).to(dtype),
+            dvf.view({dims.b, dims.hkv, dims.t, dims.d}).to(dtype),
+            dsink,
+            Tensor(),
+            Tensor(),
+            Tensor()};
+  }
+};
+
+// (T, T) bool, true where key j is visible from query i.
+Tensor VisibleMask(int64_t t, int64_t window, const torch::Device& device) {
+  const auto options =
+      torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const Tensor delta = torch::arange(t, options).unsqueeze(0) -
+                       torch::arange(t, options).unsqueeze(1);  // j - i
+  Tensor visible = delta <= 0;
+  if (window > 0) visible.logical_and_(delta > -window);
+  return visible;
+}
+
+// Softmax probabilities with the sink column: (B, H, T, T + 1) or (B, H, T, T)
+// without a sink, in the stat dtype, differentiable.
+Tensor NaiveProbabilities(const Tensor& q, const Tensor& k, const Tensor& sink,
+                          int64_t window, const Dims& dims) {
+  const torch::ScalarType stat = StatType(q.scalar_type());
+  const Tensor k_rep = dims.g > 1 ? k.repeat_interleave(dims.g, 1) : k;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
+  Tensor scores = torch::matmul(q, k_rep.transpose(-2, -1)).to(stat) * scale;
+  scores =
+      scores.masked_fill(VisibleMask(dims.t, window, q.device()).logical_not(),
+                         -std::numeric_limits<double>::infinity());
+  if (sink.defined()) {
+    scores = torch::cat({scores, sink.to(stat)
+                                     .view({1, dims.h, 1, 1})
+                                     .expand({dims.b, dims.h, dims.t, 1})},
+                        -1);
+  }
+  return torch::softmax(scores, -1);
+}
+
+}  // namespace
+
+torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v,
+                                 const torch::Tensor& sink, int64_t window,
+                                 const AttentionBlocks& blocks) {
+  // Custom functions take defined tensors only: "no sink" travels as an empty
+  // tensor and is turned back into an undefined one inside.
+  const Tensor sink_arg = sink.defined() ? sink : at::empty({0}, q.options());
+  return BlockwiseAttentionFunction::apply(q, k, v, sink_arg, window,
+                                           blocks.query, blocks.key);
+}
+
+torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
+                             const torch::Tensor& v, const torch::Tensor& sink,
+                             int64_t window) {
+  CpuAutocastOff autocast_off;
+  const Dims dims = CheckArgs(q, k, v, sink, window);
+  const Tensor p =
+      NaiveProbabilities(q, k, sink, window, dims).narrow(-1, 0, dims.t);
+  const Tensor v_rep = dims.g > 1 ? v.repeat_interleave(dims.g, 1) : v;
+  return torch::matmul(p.to(q.scalar_type()), v_rep);
+}
+
+torch::Tensor AttentionProbabilities(const torch::Tensor& q,
+                                     const torch::Tensor& k,
+                                     const torch::Tensor& sink,
+                                     int64_t window) {
+  CpuAutocastOff autocast_off;
+  torch::NoGradGuard no_grad;
+  const Dims dims = CheckArgs(q, k, k, sink, window);
+  return NaiveProbabilities(q, k, sink, window, dims)
+      .narrow(-1, 0, dims.t)
+      .to(torch::kFloat32);
+}
+
+}  // namespace hlab::model

@@ -1,0 +1,75 @@
+// Causal softmax attention with GQA, a sliding window and a learnable sink:
+// a blockwise (FlashAttention-2 style) kernel for training, and plain
+// references for tests and analysis.
+//
+// Semantics, for query head h at position i and its KV head h / G (G = H /
+// Hkv query heads share one KV head):
+//   s_ij = q_i . k_j / sqrt(D)    for visible keys j: j <= i, and i - w < j
+//                                 when window w > 0 (w keys, itself included)
+//   o_i  = sum_j exp(s_ij) v_j / (exp(sink_h) + sum_j exp(s_ij))
+// The sink is a per-head logit with no value: it only enlarges the softmax
+// denominator (gpt-oss). An undefined sink tensor means no sink.
+//
+// BlockwiseAttention never materialises a T x T tensor: memory is O(T) for a
+// fixed block size, and a window w visits only the key blocks that intersect
+// it, so time is O(T * w). It is differentiable (a custom autograd function)
+// with respect to q, k, v and sink.
+//
+// Precision: matmuls run in the input dtype (float64, float32 or bfloat16);
+// the softmax statistics (running max, logsumexp, row sums) and the gradient
+// accumulators are fp32 (fp64 for fp64 input). CPU autocast is disabled inside
+// the kernel, so bf16 q/k/v under autocast give bf16 matmuls.
+//
+// Thread-safe: pure functions of their inputs.
+//
+//   // q: (B, H, T, D); k, v: (B, Hkv, T, D); sink: (H)
+//   torch::Tensor o = BlockwiseAttention(q, k, v, sink, /*window=*/128);
+//   torch::Tensor ref = NaiveAttention(q, k, v, sink, 128);  // same, O(T^2)
+//   o.sum().backward();
+#ifndef HLAB_MODEL_ATTENTION_KERNEL_H_
+#define HLAB_MODEL_ATTENTION_KERNEL_H_
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace hlab::model {
+
+// Block sizes, in positions, of the blockwise kernel. A query block holds
+// `query` positions of every query head of a KV group (G * query rows); key
+// blocks hold `key` positions. The defaults were chosen by measuring fwd+bwd
+// on the 2-core CPU target (see attention_kernel.cc). T need not be a
+// multiple of either.
+struct AttentionBlocks {
+  int64_t query = 128;
+  int64_t key = 256;
+};
+
+// q: (B, H, T, D); k, v: (B, Hkv, T, D) with H % Hkv == 0; sink: (H) or
+// undefined; window: 0 = causal over all previous keys, w > 0 = the last w
+// keys. Returns (B, H, T, D) in q's dtype. q, k and v must share a dtype
+// (float64, float32 or bfloat16); sink may have any floating dtype.
+torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v,
+                                 const torch::Tensor& sink, int64_t window,
+                                 const AttentionBlocks& blocks = {});
+
+// The plain reference with the same contract: full (B, H, T, T) scores in
+// fp32 (fp64 for fp64 input), masked_fill(-inf), the sink concatenated as an
+// extra logit column, softmax, the column dropped; K/V repeated to H heads.
+// Differentiable by ordinary autograd. O(T^2) memory.
+torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
+                             const torch::Tensor& v, const torch::Tensor& sink,
+                             int64_t window);
+
+// Attention probabilities for analysis at small T: (B, H, T, T) in fp32, with
+// the sink's share excluded, so row i sums to 1 - p_sink(i) and is zero for
+// invisible keys. Same argument contract as BlockwiseAttention (without v).
+// Not differentiable (computed under NoGradGuard).
+torch::Tensor AttentionProbabilities(const torch::Tensor& q,
+                                     const torch::Tensor& k,
+                                     const torch::Tensor& sink, int64_t window);
+
+}  // namespace hlab::model
+
+#endif  // HLAB_MODEL_ATTENTION_KERNEL_H_

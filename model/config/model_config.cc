@@ -1,0 +1,436 @@
+#include "model/config/model_config.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "model/config/architectures.h"
+
+namespace hlab::model {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status FieldError(absl::string_view field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+absl::Status RequirePositive(absl::string_view field, int64_t value) {
+  if (value <= 0) {
+    return FieldError(field, absl::StrCat("must be > 0, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLayer(const ModelConfig& config, const MixerSpec& spec,
+                           const std::string& where) {
+  const MixerSpec defaults;
+  const bool softmax = spec.kind == MixerKind::kFull ||
+                       spec.kind == MixerKind::kSlidingWindow ||
+                       spec.kind == MixerKind::kHeadwiseSlidingWindow;
+  const bool windowed = spec.kind == MixerKind::kSlidingWindow ||
+                        spec.kind == MixerKind::kHeadwiseSlidingWindow;
+  if (windowed) {
+    if (spec.window <= 0) {
+      return FieldError(where + ".window",
+                        absl::StrCat("must be > 0, got ", spec.window));
+    }
+  } else if (spec.window != 0) {
+    return FieldError(where + ".window",
+                      absl::StrCat("only applies to swa/hswa layers, not ",
+                                   MixerKindName(spec.kind)));
+  }
+  if (spec.kind == MixerKind::kHeadwiseSlidingWindow) {
+    const int64_t group = config.n_heads / config.n_kv_heads;
+    const int64_t heads = EffectiveWindowedHeads(config, spec);
+    if (heads <= 0 || heads >= config.n_heads) {
+      return FieldError(where + ".windowed_heads",
+                        absl::StrCat("must be in 1..", config.n_heads - 1,
+                                     " (n_heads - 1), got ", heads));
+    }
+    if (heads % group != 0) {
+      return FieldError(
+          where + ".windowed_heads",
+          absl::StrCat("must be a multiple of the GQA group size ", group,
+                       " (n_heads / n_kv_heads), got ", heads));
+    }
+  } else if (spec.windowed_heads != 0) {
+    return FieldError(where + ".windowed_heads", "only applies to hswa layers");
+  }
+  if (spec.nope && !(spec.kind == MixerKind::kFull ||
+                     spec.kind == MixerKind::kHeadwiseSlidingWindow)) {
+    return FieldError(where + ".nope",
+                      absl::StrCat("NoPE applies to full-attention layers "
+                                   "only, not ",
+                                   MixerKindName(spec.kind)));
+  }
+  const bool conv_kind = spec.kind == MixerKind::kMamba2 ||
+                         spec.kind == MixerKind::kGatedDeltaNet;
+  if (spec.short_conv && !conv_kind) {
+    return FieldError(where + ".short_conv", "only applies to mamba2/gdn");
+  }
+  if (spec.conv_size != defaults.conv_size && !conv_kind) {
+    return FieldError(where + ".conv_size", "only applies to mamba2/gdn");
+  }
+  if (conv_kind) {
+    HLAB_RETURN_IF_ERROR(RequirePositive(where + ".conv_size", spec.conv_size));
+  }
+  if (spec.kind == MixerKind::kMamba2) {
+    HLAB_RETURN_IF_ERROR(RequirePositive(where + ".ssm_state", spec.ssm_state));
+    HLAB_RETURN_IF_ERROR(
+        RequirePositive(where + ".ssm_head_dim", spec.ssm_head_dim));
+    HLAB_RETURN_IF_ERROR(
+        RequirePositive(where + ".ssm_expand", spec.ssm_expand));
+    const int64_t inner = spec.ssm_expand * config.d_model;
+    if (inner % spec.ssm_head_dim != 0) {
+      return FieldError(
+          where + ".ssm_head_dim",
+          absl::StrCat("must divide ssm_expand * d_model = ", inner, ", got ",
+                       spec.ssm_head_dim));
+    }
+  } else if (spec.ssm_state != defaults.ssm_state ||
+             spec.ssm_head_dim != defaults.ssm_head_dim ||
+             spec.ssm_expand != defaults.ssm_expand) {
+    return FieldError(where + ".ssm_*", "only applies to mamba2 layers");
+  }
+  if (spec.kind == MixerKind::kGatedDeltaNet) {
+    if (spec.gdn_head_dim < 0) {
+      return FieldError(where + ".gdn_head_dim",
+                        absl::StrCat("must be >= 0, got ", spec.gdn_head_dim));
+    }
+    if (spec.gdn_heads < 0) {
+      return FieldError(where + ".gdn_heads",
+                        absl::StrCat("must be >= 0, got ", spec.gdn_heads));
+    }
+  } else if (spec.gdn_head_dim != 0 || spec.gdn_heads != 0) {
+    return FieldError(where + ".gdn_*", "only applies to gdn layers");
+  }
+  const bool chunked = spec.kind == MixerKind::kLightning || conv_kind;
+  if (spec.chunk < 0 || (spec.chunk != 0 && !chunked)) {
+    return FieldError(where + ".chunk",
+                      chunked ? "must be >= 0 (0 = default)"
+                              : "only applies to lightning/mamba2/gdn");
+  }
+  if (spec.ffn_hidden < 0) {
+    return FieldError(where + ".ffn_hidden",
+                      absl::StrCat("must be >= 0, got ", spec.ffn_hidden));
+  }
+  (void)softmax;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool MixerSpec::operator==(const MixerSpec& o) const {
+  return kind == o.kind && window == o.window &&
+         windowed_heads == o.windowed_heads && nope == o.nope &&
+         short_conv == o.short_conv && conv_size == o.conv_size &&
+         ssm_state == o.ssm_state && ssm_head_dim == o.ssm_head_dim &&
+         ssm_expand == o.ssm_expand && gdn_head_dim == o.gdn_head_dim &&
+         gdn_heads == o.gdn_heads && chunk == o.chunk &&
+         ffn_hidden == o.ffn_hidden;
+}
+
+absl::string_view MixerKindName(MixerKind kind) {
+  switch (kind) {
+    case MixerKind::kFull:
+      return "full";
+    case MixerKind::kSlidingWindow:
+      return "swa";
+    case MixerKind::kHeadwiseSlidingWindow:
+      return "hswa";
+    case MixerKind::kLightning:
+      return "lightning";
+    case MixerKind::kMamba2:
+      return "mamba2";
+    case MixerKind::kGatedDeltaNet:
+      return "gdn";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<MixerKind> ParseMixerKind(absl::string_view name) {
+  for (MixerKind kind :
+       {MixerKind::kFull, MixerKind::kSlidingWindow,
+        MixerKind::kHeadwiseSlidingWindow, MixerKind::kLightning,
+        MixerKind::kMamba2, MixerKind::kGatedDeltaNet}) {
+    if (name == MixerKindName(kind)) return kind;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mixer '", name,
+                   "' (known: full, swa, hswa, lightning, mamba2, gdn)"));
+}
+
+bool IsFullAttention(MixerKind kind) {
+  return kind == MixerKind::kFull || kind == MixerKind::kHeadwiseSlidingWindow;
+}
+
+int64_t DefaultFfnHidden(int64_t d_model) {
+  const int64_t raw = (8 * d_model + 2) / 3;
+  return (raw + 63) / 64 * 64;
+}
+
+int64_t EffectiveFfnHidden(const ModelConfig& config, const MixerSpec& spec) {
+  return spec.ffn_hidden > 0 ? spec.ffn_hidden : config.ffn_hidden;
+}
+
+int64_t EffectiveChunk(const MixerSpec& spec) {
+  if (spec.chunk > 0) return spec.chunk;
+  return spec.kind == MixerKind::kGatedDeltaNet ? 32 : 64;
+}
+
+int64_t EffectiveWindowedHeads(const ModelConfig& config,
+                               const MixerSpec& spec) {
+  return spec.windowed_heads > 0 ? spec.windowed_heads : config.n_heads / 2;
+}
+
+int64_t GdnHeadDim(const ModelConfig& config, const MixerSpec& spec) {
+  return spec.gdn_head_dim > 0 ? spec.gdn_head_dim : config.head_dim;
+}
+
+int64_t GdnHeads(const ModelConfig& config, const MixerSpec& spec) {
+  return spec.gdn_heads > 0 ? spec.gdn_heads : config.n_heads;
+}
+
+int64_t Mamba2Heads(const ModelConfig& config, const MixerSpec& spec) {
+  return spec.ssm_expand * config.d_model / spec.ssm_head_dim;
+}
+
+absl::Status ValidateModelConfig(const ModelConfig& config) {
+  HLAB_RETURN_IF_ERROR(RequirePositive("vocab_size", config.vocab_size));
+  HLAB_RETURN_IF_ERROR(RequirePositive("d_model", config.d_model));
+  HLAB_RETURN_IF_ERROR(RequirePositive("n_layers", config.n_layers));
+  HLAB_RETURN_IF_ERROR(RequirePositive("n_heads", config.n_heads));
+  HLAB_RETURN_IF_ERROR(RequirePositive("n_kv_heads", config.n_kv_heads));
+  HLAB_RETURN_IF_ERROR(RequirePositive("head_dim", config.head_dim));
+  HLAB_RETURN_IF_ERROR(RequirePositive("ffn_hidden", config.ffn_hidden));
+  if (config.d_model % config.n_heads != 0) {
+    return FieldError("n_heads",
+                      absl::StrCat("must divide d_model = ", config.d_model,
+                                   ", got ", config.n_heads));
+  }
+  if (config.n_heads % config.n_kv_heads != 0) {
+    return FieldError("n_kv_heads",
+                      absl::StrCat("must divide n_heads = ", config.n_heads,
+                                   ", got ", config.n_kv_heads));
+  }
+  if (config.head_dim % 2 != 0) {
+    return FieldError("head_dim",
+                      absl::StrCat("must be even (rotary embedding), got ",
+                                   config.head_dim));
+  }
+  if (!(config.norm_eps > 0) || !std::isfinite(config.norm_eps)) {
+    return FieldError("norm_eps", "must be a positive finite number");
+  }
+  if (!(config.init_std > 0) || !std::isfinite(config.init_std)) {
+    return FieldError("init_std", "must be a positive finite number");
+  }
+  if (!(config.rope_theta > 0) || !std::isfinite(config.rope_theta)) {
+    return FieldError("rope_theta", "must be a positive finite number");
+  }
+  if (config.layers.empty()) {
+    return FieldError("layers", "the layer pattern is empty");
+  }
+  if (static_cast<int64_t>(config.layers.size()) != config.n_layers) {
+    return FieldError("layers",
+                      absl::StrCat("has ", config.layers.size(),
+                                   " entries but n_layers = ",
+                                   config.n_layers));
+  }
+  for (size_t i = 0; i < config.layers.size(); ++i) {
+    HLAB_RETURN_IF_ERROR(ValidateLayer(config, config.layers[i],
+                                       absl::StrCat("layers[", i, "]")));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- JSON ----
+
+namespace {
+
+template <typename T>
+absl::Status ReadField(const Json& object, absl::string_view key,
+                       absl::string_view where, T* out) {
+  auto it = object.find(std::string(key));
+  if (it == object.end()) return absl::OkStatus();
+  const std::string field =
+      where.empty() ? std::string(key) : absl::StrCat(where, ".", key);
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return FieldError(field, "must be true or false");
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) return FieldError(field, "must be an integer");
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number()) return FieldError(field, "must be a number");
+  } else {
+    if (!it->is_string()) return FieldError(field, "must be a string");
+  }
+  *out = it->get<T>();
+  return absl::OkStatus();
+}
+
+absl::Status CheckKeys(const Json& object, const std::set<std::string>& known,
+                       absl::string_view where) {
+  for (const auto& item : object.items()) {
+    if (known.count(item.key()) == 0) {
+      const std::string field =
+          where.empty() ? item.key() : absl::StrCat(where, ".", item.key());
+      return FieldError(field, "unknown field");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MixerSpec> LayerFromJson(const Json& j,
+                                        const std::string& where) {
+  if (j.is_string()) {
+    auto spec = ParseLayerSpec(j.get<std::string>());
+    if (!spec.ok()) return FieldError(where, spec.status().message());
+    return spec;
+  }
+  if (!j.is_object()) {
+    return FieldError(where, "must be an object or a layer spec string");
+  }
+  HLAB_RETURN_IF_ERROR(CheckKeys(
+      j,
+      {"mixer", "window", "windowed_heads", "nope", "short_conv", "conv_size",
+       "ssm_state", "ssm_head_dim", "ssm_expand", "gdn_head_dim", "gdn_heads",
+       "chunk", "ffn_hidden"},
+      where));
+  MixerSpec spec;
+  std::string mixer;
+  HLAB_RETURN_IF_ERROR(ReadField(j, "mixer", where, &mixer));
+  if (mixer.empty()) return FieldError(where + ".mixer", "is required");
+  auto kind = ParseMixerKind(mixer);
+  if (!kind.ok()) return FieldError(where + ".mixer", kind.status().message());
+  spec.kind = *kind;
+  HLAB_RETURN_IF_ERROR(ReadField(j, "window", where, &spec.window));
+  HLAB_RETURN_IF_ERROR(
+      ReadField(j, "windowed_heads", where, &spec.windowed_heads));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "nope", where, &spec.nope));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "short_conv", where, &spec.short_conv));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "conv_size", where, &spec.conv_size));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "ssm_state", where, &spec.ssm_state));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "ssm_head_dim", where, &spec.ssm_head_dim));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "ssm_expand", where, &spec.ssm_expand));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "gdn_head_dim", where, &spec.gdn_head_dim));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "gdn_heads", where, &spec.gdn_heads));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "chunk", where, &spec.chunk));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "ffn_hidden", where, &spec.ffn_hidden));
+  return spec;
+}
+
+Json LayerToJson(const MixerSpec& spec) {
+  const MixerSpec d;
+  Json j;
+  j["mixer"] = std::string(MixerKindName(spec.kind));
+  if (spec.window != d.window) j["window"] = spec.window;
+  if (spec.windowed_heads != d.windowed_heads) {
+    j["windowed_heads"] = spec.windowed_heads;
+  }
+  if (spec.nope) j["nope"] = true;
+  if (spec.short_conv) j["short_conv"] = true;
+  if (spec.conv_size != d.conv_size) j["conv_size"] = spec.conv_size;
+  if (spec.ssm_state != d.ssm_state) j["ssm_state"] = spec.ssm_state;
+  if (spec.ssm_head_dim != d.ssm_head_dim) j["ssm_head_dim"] = spec.ssm_head_dim;
+  if (spec.ssm_expand != d.ssm_expand) j["ssm_expand"] = spec.ssm_expand;
+  if (spec.gdn_head_dim != d.gdn_head_dim) j["gdn_head_dim"] = spec.gdn_head_dim;
+  if (spec.gdn_heads != d.gdn_heads) j["gdn_heads"] = spec.gdn_heads;
+  if (spec.chunk != d.chunk) j["chunk"] = spec.chunk;
+  if (spec.ffn_hidden != d.ffn_hidden) j["ffn_hidden"] = spec.ffn_hidden;
+  return j;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ModelConfigFromJson(absl::string_view text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError("model config: malformed JSON");
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError("model config: must be a JSON object");
+  }
+  HLAB_RETURN_IF_ERROR(CheckKeys(
+      j,
+      {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
+       "head_dim", "ffn_hidden", "norm_eps", "init_std", "rope_theta",
+       "tie_embeddings", "arch", "pattern", "layers"},
+      ""));
+  ModelConfig c;
+  c.ffn_hidden = 0;
+  HLAB_RETURN_IF_ERROR(ReadField(j, "vocab_size", "", &c.vocab_size));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "d_model", "", &c.d_model));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "n_layers", "", &c.n_layers));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "n_heads", "", &c.n_heads));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "n_kv_heads", "", &c.n_kv_heads));
+  c.head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
+  HLAB_RETURN_IF_ERROR(ReadField(j, "head_dim", "", &c.head_dim));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "ffn_hidden", "", &c.ffn_hidden));
+  if (c.ffn_hidden == 0 && j.find("ffn_hidden") == j.end()) {
+    c.ffn_hidden = DefaultFfnHidden(c.d_model);
+  }
+  HLAB_RETURN_IF_ERROR(ReadField(j, "norm_eps", "", &c.norm_eps));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "init_std", "", &c.init_std));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "rope_theta", "", &c.rope_theta));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "tie_embeddings", "", &c.tie_embeddings));
+  HLAB_RETURN_IF_ERROR(ReadField(j, "arch", "", &c.arch));
+  std::string pattern;
+  HLAB_RETURN_IF_ERROR(ReadField(j, "pattern", "", &pattern));
+  const bool has_layers = j.contains("layers");
+  const int sources = (!c.arch.empty()) + (!pattern.empty()) + has_layers;
+  if (sources > 1) {
+    return FieldError("layers",
+                      "give only one of \"arch\", \"pattern\" or \"layers\"");
+  }
+  if (sources == 0) {
+    return FieldError("layers",
+                      "no layer pattern: give \"arch\" (e.g. \"swa-128\"), "
+                      "\"pattern\" (e.g. \"swa:128,full\") or \"layers\"");
+  }
+  HLAB_RETURN_IF_ERROR(RequirePositive("n_layers", c.n_layers));
+  if (!c.arch.empty() || !pattern.empty()) {
+    const std::string& name = c.arch.empty() ? pattern : c.arch;
+    auto layers = ExpandArchitecture(name, c.n_layers);
+    if (!layers.ok()) {
+      return FieldError(c.arch.empty() ? "pattern" : "arch",
+                        layers.status().message());
+    }
+    c.layers = *std::move(layers);
+    if (c.arch.empty()) c.arch = pattern;
+  } else {
+    const Json& list = j["layers"];
+    if (!list.is_array()) return FieldError("layers", "must be a list");
+    for (size_t i = 0; i < list.size(); ++i) {
+      HLAB_ASSIGN_OR_RETURN(
+          MixerSpec spec, LayerFromJson(list[i], absl::StrCat("layers[", i, "]")));
+      c.layers.push_back(spec);
+    }
+  }
+  HLAB_RETURN_IF_ERROR(ValidateModelConfig(c));
+  return c;
+}
+
+std::string ModelConfigToJson(const ModelConfig& c) {
+  Json j;
+  j["vocab_size"] = c.vocab_size;
+  j["d_model"] = c.d_model;
+  j["n_layers"] = c.n_layers;
+  j["n_heads"] = c.n_heads;
+  j["n_kv_heads"] = c.n_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["ffn_hidden"] = c.ffn_hidden;
+  j["norm_eps"] = c.norm_eps;
+  j["init_std"] = c.init_std;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_embeddings"] = c.tie_embeddings;
+  Json layers = Json::array();
+  for (const MixerSpec& spec : c.layers) layers.push_back(LayerToJson(spec));
+  j["layers"] = layers;
+  return j.dump(2);
+}
+
+}  // namespace hlab::model

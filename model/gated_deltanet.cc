@@ -1,0 +1,96 @@
+#include "model/gated_deltanet.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "model/gated_delta_kernel.h"
+#include "model/mamba2.h"
+#include "model/norm.h"
+#include "model/scalar_gla_kernel.h"
+
+namespace hlab::model {
+namespace {
+
+torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
+  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+  torch::NoGradGuard no_grad;
+  linear->weight.normal_(0.0, std);
+  return linear;
+}
+
+// x * rsqrt(|x|^2 + 1e-6) over the last dimension (fla's l2norm), in fp32
+// (fp64 for fp64 input).
+torch::Tensor L2Normalize(const torch::Tensor& x) {
+  const torch::Tensor xf = AtLeastFp32(x);
+  return xf * torch::rsqrt(xf.norm(2, -1, /*keepdim=*/true).square() + 1e-6);
+}
+
+}  // namespace
+
+GatedDeltaNet::GatedDeltaNet(const ModelConfig& config, const MixerSpec& spec)
+    : n_heads_(GdnHeads(config, spec)),
+      head_dim_(GdnHeadDim(config, spec)),
+      chunk_(EffectiveChunk(spec)),
+      eps_(config.norm_eps) {
+  const int64_t d = config.d_model;
+  const int64_t inner = n_heads_ * head_dim_;
+  const double std = config.init_std;
+  q_proj_ = register_module("q_proj", MakeLinear(d, inner, std));
+  k_proj_ = register_module("k_proj", MakeLinear(d, inner, std));
+  v_proj_ = register_module("v_proj", MakeLinear(d, inner, std));
+  g_proj_ = register_module("g_proj", MakeLinear(d, inner, std));
+  o_proj_ =
+      register_module("o_proj", MakeLinear(inner, d, ResidualInitStd(config)));
+  a_proj_ = register_module("a_proj", MakeLinear(d, n_heads_, std));
+  b_proj_ = register_module("b_proj", MakeLinear(d, n_heads_, std));
+  if (spec.short_conv) {
+    conv_ = register_module("conv", ShortConv(3 * inner, spec.conv_size,
+                                              /*bias=*/false));
+  }
+  a_log_ = register_parameter("A_log", InitALog(n_heads_));
+  dt_bias_ = register_parameter("dt_bias", InitDtBias(n_heads_));
+  o_norm_ = register_parameter("o_norm", torch::ones({head_dim_}));
+}
+
+torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x) {
+  return Forward(x, /*use_chunked=*/true);
+}
+
+torch::Tensor GatedDeltaNet::forward_reference(const torch::Tensor& x) {
+  return Forward(x, /*use_chunked=*/false);
+}
+
+torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
+  TORCH_CHECK(x.dim() == 3, "GatedDeltaNet: expected x (B, T, d), got ",
+              x.sizes());
+  const int64_t b = x.size(0), t = x.size(1);
+  const int64_t h = n_heads_, dh = head_dim_, inner = h * dh;
+
+  // (B, T, 3 inner): the short conv, when enabled, mixes q, k and v channels
+  // alike (depthwise), then SiLU.
+  torch::Tensor qkv = torch::cat({q_proj_(x), k_proj_(x), v_proj_(x)}, -1);
+  if (conv_) qkv = conv_(qkv);
+  const std::vector<torch::Tensor> qkv_parts =
+      torch::silu(qkv).view({b, t, 3, h, dh}).unbind(2);  // (B, T, Hg, dh)
+
+  const torch::Tensor q = L2Normalize(qkv_parts[0]).transpose(1, 2);
+  const torch::Tensor k = L2Normalize(qkv_parts[1]).transpose(1, 2);
+  const torch::Tensor v = qkv_parts[2].transpose(1, 2);  // (B, Hg, T, dv)
+  const torch::Tensor beta =
+      torch::sigmoid(AtLeastFp32(b_proj_(x))).transpose(1, 2);  // (B, Hg, T)
+  const torch::Tensor g = (-torch::exp(a_log_) *
+                           torch::softplus(AtLeastFp32(a_proj_(x)) + dt_bias_))
+                              .transpose(1, 2);  // (B, Hg, T)
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  const torch::Tensor o =
+      use_chunked ? ChunkedGatedDelta(q, k, v, g, beta, scale, chunk_)
+                  : RecurrentGatedDelta(q, k, v, g, beta, scale);
+
+  const torch::Tensor y =
+      GatedRmsNorm(o.transpose(1, 2), g_proj_(x).view({b, t, h, dh}), o_norm_,
+                   eps_);  // (B, T, Hg, dv)
+  return o_proj_(y.reshape({b, t, inner}).to(x.scalar_type()));
+}
+
+}  // namespace hlab::model

@@ -1,0 +1,60 @@
+// GatedDeltaNet: the Gated DeltaNet mixer (Yang et al.; fla
+// layers/gated_deltanet.py), computed by the gated-delta kernel
+// (model/gated_delta_kernel.h).
+//
+// With Hg = GdnHeads(config, spec) heads of dk = dv = GdnHeadDim(config, spec):
+//   qkv = silu(conv([q_proj x, k_proj x, v_proj x]))   (conv only with
+//         spec.short_conv: depthwise over the concatenated channels, no bias)
+//   q, k = L2-normalised per head (B, T, Hg, dk); v (B, T, Hg, dv)
+//   beta = sigmoid(b_proj x), g = -exp(A_log) * softplus(a_proj x + dt_bias)
+//   o = GatedDelta(q, k, v, g, beta, scale = 1/sqrt(dk))     (B, T, Hg, dv)
+//   y = o_proj(GatedRmsNorm_per_head(o, g_proj x, o_norm))   (B, T, d)
+// Parameters: q_proj, k_proj, v_proj, g_proj, o_proj, a_proj, b_proj
+// (linear, no bias), A_log, dt_bias (Hg), o_norm (dv, shared by heads) and,
+// with short conv, conv (model/short_conv.h).
+//
+// Not thread-safe (a module).
+//
+//   auto mixer = std::make_shared<GatedDeltaNet>(config, spec);
+//   torch::Tensor y = mixer->forward(x);  // x, y: (B, T, d_model)
+#ifndef HLAB_MODEL_GATED_DELTANET_H_
+#define HLAB_MODEL_GATED_DELTANET_H_
+
+#include <cstdint>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include "model/config/model_config.h"
+#include "model/mixer.h"
+#include "model/short_conv.h"
+
+namespace hlab::model {
+
+class GatedDeltaNet final : public Mixer {
+ public:
+  // Linears N(0, init_std); o_proj N(0, ResidualInitStd(config));
+  // A_log = log U(1, 16); dt_bias as Mamba-2 (InitDtBias); o_norm = 1.
+  GatedDeltaNet(const ModelConfig& config, const MixerSpec& spec);
+
+  // x: (B, T, d_model) -> (B, T, d_model), chunked kernel.
+  torch::Tensor forward(const torch::Tensor& x) override;
+  // Same with the step-by-step recurrence (tests).
+  torch::Tensor forward_reference(const torch::Tensor& x) override;
+
+  int64_t chunk() const { return chunk_; }
+
+ private:
+  torch::Tensor Forward(const torch::Tensor& x, bool use_chunked);
+
+  int64_t n_heads_, head_dim_, chunk_;
+  double eps_;
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr},
+      g_proj_{nullptr}, o_proj_{nullptr}, a_proj_{nullptr}, b_proj_{nullptr};
+  ShortConv conv_{nullptr};                 // null without short conv
+  torch::Tensor a_log_, dt_bias_, o_norm_;  // (Hg), (Hg), (dv)
+};
+
+}  // namespace hlab::model
+
+#endif  // HLAB_MODEL_GATED_DELTANET_H_

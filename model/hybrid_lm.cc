@@ -1,0 +1,195 @@
+#include "model/hybrid_lm.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "model/attention.h"
+
+namespace hlab::model {
+namespace {
+
+bool IsEfficient(MixerKind kind) {
+  return kind == MixerKind::kSlidingWindow || kind == MixerKind::kLightning ||
+         kind == MixerKind::kMamba2 || kind == MixerKind::kGatedDeltaNet;
+}
+
+}  // namespace
+
+BlockImpl::BlockImpl(const ModelConfig& config, int64_t layer_index) {
+  const MixerSpec& spec = config.layers.at(layer_index);
+  mixer = register_module("mixer", MakeMixer(config, spec, layer_index));
+  mixer_norm =
+      register_module("mixer_norm", RMSNorm(config.d_model, config.norm_eps));
+  ffn_norm =
+      register_module("ffn_norm", RMSNorm(config.d_model, config.norm_eps));
+  ffn = register_module("ffn",
+                        SwiGLU(config.d_model, EffectiveFfnHidden(config, spec),
+                               config.init_std, ResidualInitStd(config)));
+}
+
+torch::Tensor BlockImpl::MixWithReceptiveField(const torch::Tensor& x) {
+  // x: (B, T, d). Window k >= 1 covers [kW - W, (k+1)W) and contributes the
+  // outputs of its last W positions; window 0 covers [0, W). T is padded at
+  // the end (causal mixers ignore it) to a multiple of W.
+  const int64_t w = receptive_field_;
+  const int64_t batch = x.size(0), t = x.size(1), d = x.size(2);
+  if (t <= w) return mixer->forward(x);
+  const int64_t n_windows = (t + w - 1) / w;
+  torch::Tensor padded = x;
+  if (n_windows * w != t) {
+    padded = torch::cat({x, x.new_zeros({batch, n_windows * w - t, d})}, 1);
+  }
+  torch::Tensor first = mixer->forward(padded.narrow(1, 0, w));
+  // (B, n-1, d, 2W) -> (B*(n-1), 2W, d)
+  torch::Tensor windows = padded.unfold(1, 2 * w, w)
+                              .permute({0, 1, 3, 2})
+                              .reshape({batch * (n_windows - 1), 2 * w, d});
+  torch::Tensor rest = mixer->forward(windows).narrow(1, w, w).reshape(
+      {batch, (n_windows - 1) * w, d});
+  return torch::cat({first, rest}, 1).narrow(1, 0, t);
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  torch::Tensor normed = mixer_norm(x);
+  torch::Tensor mixed = receptive_field_ > 0 ? MixWithReceptiveField(normed)
+                                             : mixer->forward(normed);
+  torch::Tensor h = x + mixed;
+  return h + ffn(ffn_norm(h));
+}
+
+torch::Tensor BlockImpl::forward_reference(const torch::Tensor& x) {
+  torch::Tensor h = x + mixer->forward_reference(mixer_norm(x));
+  return h + ffn(ffn_norm(h));
+}
+
+HybridLMImpl::HybridLMImpl(const ModelConfig& config) : config_(config) {
+  const absl::Status valid = ValidateModelConfig(config);
+  if (!valid.ok()) {
+    // A programmer error: callers validate configs from users first.
+    throw std::invalid_argument(std::string(valid.message()));
+  }
+  embedding = register_module(
+      "embedding", torch::nn::Embedding(config.vocab_size, config.d_model));
+  {
+    torch::NoGradGuard no_grad;
+    embedding->weight.normal_(0.0, config.init_std);
+  }
+  // Parameter names: layers.<i>.mixer.q_proj.weight, ...
+  auto layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    blocks_.push_back(Block(config, i));
+    layers->push_back(blocks_.back());
+  }
+  final_norm =
+      register_module("final_norm", RMSNorm(config.d_model, config.norm_eps));
+  if (!config.tie_embeddings) {
+    lm_head = register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.d_model,
+                                                              config.vocab_size)
+                                         .bias(false)));
+    torch::NoGradGuard no_grad;
+    lm_head->weight.normal_(0.0, config.init_std);
+  }
+}
+
+torch::Tensor HybridLMImpl::Run(const torch::Tensor& tokens, bool reference) {
+  hidden_states_.clear();
+  torch::Tensor x = embedding(tokens);  // (B, T, d)
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    x = reference ? blocks_[i]->forward_reference(x) : blocks_[i]->forward(x);
+    if (std::find(hidden_layers_.begin(), hidden_layers_.end(),
+                  static_cast<int64_t>(i)) != hidden_layers_.end()) {
+      hidden_states_[static_cast<int64_t>(i)] = x.detach();
+    }
+  }
+  x = final_norm(x);
+  torch::Tensor logits =
+      lm_head ? lm_head(x) : torch::matmul(x, embedding->weight.t());
+  return logits.to(torch::kFloat32);
+}
+
+torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {
+  return Run(tokens, /*reference=*/false);
+}
+
+torch::Tensor HybridLMImpl::forward_reference(const torch::Tensor& tokens) {
+  return Run(tokens, /*reference=*/true);
+}
+
+torch::Tensor HybridLMImpl::loss(const torch::Tensor& inputs,
+                                 const torch::Tensor& targets) {
+  torch::Tensor logits = forward(inputs);
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+}
+
+void HybridLMImpl::capture_hidden_states(const std::vector<int64_t>& layers) {
+  for (int64_t layer : layers) {
+    if (layer < 0 || layer >= num_layers()) {
+      throw std::invalid_argument(absl::StrCat("capture_hidden_states: layer ",
+                                               layer, " out of range [0, ",
+                                               num_layers(), ")"));
+    }
+  }
+  hidden_layers_ = layers;
+  hidden_states_.clear();
+}
+
+void HybridLMImpl::capture_attention(const std::vector<int64_t>& layers) {
+  std::vector<std::shared_ptr<Attention>> chosen;
+  for (int64_t layer : layers) {
+    if (layer < 0 || layer >= num_layers()) {
+      throw std::invalid_argument(absl::StrCat("capture_attention: layer ",
+                                               layer, " out of range [0, ",
+                                               num_layers(), ")"));
+    }
+    auto attention =
+        std::dynamic_pointer_cast<Attention>(blocks_[layer]->mixer);
+    if (!attention) {
+      throw std::invalid_argument(
+          absl::StrCat("capture_attention: layer ", layer, " is ",
+                       MixerKindName(config_.layers[layer].kind),
+                       ", not softmax attention"));
+    }
+    chosen.push_back(attention);
+  }
+  for (const Block& block : blocks_) {
+    if (auto a = std::dynamic_pointer_cast<Attention>(block->mixer)) {
+      a->set_capture_probabilities(false);
+    }
+  }
+  for (const auto& a : chosen) a->set_capture_probabilities(true);
+}
+
+torch::Tensor HybridLMImpl::captured_attention(int64_t layer) const {
+  auto attention =
+      std::dynamic_pointer_cast<Attention>(blocks_.at(layer)->mixer);
+  if (!attention) {
+    throw std::invalid_argument(
+        absl::StrCat("captured_attention: layer ", layer, " is not attention"));
+  }
+  return attention->captured_probabilities();
+}
+
+void HybridLMImpl::set_full_attention_key_limit(int64_t keys) {
+  for (const Block& block : blocks_) {
+    if (auto a = std::dynamic_pointer_cast<Attention>(block->mixer)) {
+      a->set_key_limit(keys);
+    }
+  }
+}
+
+void HybridLMImpl::set_efficient_receptive_field(int64_t window) {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (IsEfficient(config_.layers[i].kind)) {
+      blocks_[i]->set_receptive_field(window);
+    }
+  }
+}
+
+}  // namespace hlab::model

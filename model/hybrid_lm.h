@@ -1,0 +1,118 @@
+// HybridLM: the decoder-only language model of the study.
+//
+// Token embedding, then n_layers pre-norm blocks
+//   x += Mixer(RMSNorm(x));  x += SwiGLU(RMSNorm(x))
+// with the mixer of each layer taken from config.layers, a final RMSNorm and
+// the LM head (tied to the embedding unless config.tie_embeddings is false).
+//
+// Not thread-safe: one thread uses a model at a time (LibTorch's intra-op
+// threads parallelise inside ops). The config must be valid
+// (ValidateModelConfig); the constructor CHECKs it as a programmer error.
+//
+//   HybridLM model(config);
+//   torch::Tensor logits = model->forward(tokens);       // (B, T) -> (B, T, V)
+//   torch::Tensor loss = model->loss(inputs, targets);   // scalar, fp32
+//   model->capture_hidden_states({2, 5});  // analysis hooks, see below
+//
+// Analysis hooks (for the mechanism analyses; they do not change training):
+//   capture_hidden_states(layers)   residual stream after the given blocks
+//   capture_attention(layers)       attention probabilities (B, H, T, T) of
+//                                   the given softmax layers (small T only)
+//   set_full_attention_key_limit(h) full-attention heads see only their last
+//                                   h keys (0 = off)
+//   set_efficient_receptive_field(w)  efficient layers (SWA, Lightning,
+//                                   Mamba-2, GDN) run on overlapping windows
+//                                   with reset state (appendix D.1): the
+//                                   output at t sees tokens from
+//                                   floor(t/w)*w - w on, i.e. between w and
+//                                   2w-1 previous tokens (0 = off)
+#ifndef HLAB_MODEL_HYBRID_LM_H_
+#define HLAB_MODEL_HYBRID_LM_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include "model/config/model_config.h"
+#include "model/feed_forward.h"
+#include "model/mixer.h"
+#include "model/norm.h"
+
+namespace hlab::model {
+
+// One pre-norm block.
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const ModelConfig& config, int64_t layer_index);
+  // x: (B, T, d) -> (B, T, d)
+  torch::Tensor forward(const torch::Tensor& x);
+  // The same block with the mixer's reference (recurrent) form.
+  torch::Tensor forward_reference(const torch::Tensor& x);
+
+  // 0 = off; see HybridLM::set_efficient_receptive_field.
+  void set_receptive_field(int64_t window) { receptive_field_ = window; }
+
+  std::shared_ptr<Mixer> mixer;
+  RMSNorm mixer_norm{nullptr}, ffn_norm{nullptr};
+  SwiGLU ffn{nullptr};
+
+ private:
+  torch::Tensor MixWithReceptiveField(const torch::Tensor& x);
+  int64_t receptive_field_ = 0;
+};
+TORCH_MODULE(Block);
+
+class HybridLMImpl : public torch::nn::Module {
+ public:
+  explicit HybridLMImpl(const ModelConfig& config);
+
+  // tokens: (B, T) int64 -> logits (B, T, V), fp32.
+  torch::Tensor forward(const torch::Tensor& tokens);
+  // The same with every mixer in its reference form (tests).
+  torch::Tensor forward_reference(const torch::Tensor& tokens);
+  // Mean next-token cross-entropy in fp32. inputs, targets: (B, T) int64;
+  // targets equal to -1 are ignored.
+  torch::Tensor loss(const torch::Tensor& inputs, const torch::Tensor& targets);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t num_layers() const { return static_cast<int64_t>(blocks_.size()); }
+  Block block(int64_t layer) const { return blocks_.at(layer); }
+
+  // Hooks. Layer indices out of range, or capture_attention on a layer that
+  // is not softmax attention, throw std::invalid_argument.
+  void capture_hidden_states(const std::vector<int64_t>& layers);
+  // Residual stream after each captured block from the last forward,
+  // (B, T, d), detached.
+  const std::map<int64_t, torch::Tensor>& captured_hidden_states() const {
+    return hidden_states_;
+  }
+  void capture_attention(const std::vector<int64_t>& layers);
+  // (B, H, T, T) fp32 probabilities of a captured layer from the last forward.
+  torch::Tensor captured_attention(int64_t layer) const;
+  void set_full_attention_key_limit(int64_t keys);
+  void set_efficient_receptive_field(int64_t window);
+
+  torch::nn::Embedding embedding{nullptr};
+  RMSNorm final_norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when tied
+
+ private:
+  torch::Tensor Run(const torch::Tensor& tokens, bool reference);
+
+  ModelConfig config_;
+  std::vector<Block> blocks_;
+  std::vector<int64_t> hidden_layers_;
+  std::map<int64_t, torch::Tensor> hidden_states_;
+};
+TORCH_MODULE(HybridLM);
+
+}  // namespace hlab::model
+
+#endif  // HLAB_MODEL_HYBRID_LM_H_

@@ -1,0 +1,119 @@
+#include "model/lightning.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "model/norm.h"
+#include "model/scalar_gla_kernel.h"
+
+namespace hlab::model {
+namespace {
+
+// 2^(-8h/n) for h = 1..n, n a power of two.
+std::vector<double> PowerOfTwoSlopes(int64_t n) {
+  std::vector<double> slopes;
+  slopes.reserve(n);
+  for (int64_t h = 1; h <= n; ++h) {
+    slopes.push_back(
+        std::pow(2.0, -8.0 * static_cast<double>(h) / static_cast<double>(n)));
+  }
+  return slopes;
+}
+
+// (B, T, Hkv, dh) -> (B, T, Hkv * group, dh): query head h reads KV head
+// h / group.
+torch::Tensor RepeatKvHeads(const torch::Tensor& t, int64_t group) {
+  if (group == 1) return t;
+  const int64_t b = t.size(0), s = t.size(1), hkv = t.size(2), dh = t.size(3);
+  return t.unsqueeze(3)
+      .expand({b, s, hkv, group, dh})
+      .reshape({b, s, hkv * group, dh});
+}
+
+torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
+  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+  torch::NoGradGuard no_grad;
+  linear->weight.normal_(0.0, std);
+  return linear;
+}
+
+}  // namespace
+
+std::vector<double> AlibiSlopes(int64_t n_heads) {
+  TORCH_CHECK(n_heads > 0, "AlibiSlopes: n_heads must be > 0");
+  int64_t closest = 1;
+  while (closest * 2 <= n_heads) closest *= 2;
+  std::vector<double> slopes = PowerOfTwoSlopes(closest);
+  if (closest == n_heads) return slopes;
+  // Every other slope of the next power of two, as many as are missing.
+  const std::vector<double> next = PowerOfTwoSlopes(2 * closest);
+  for (int64_t i = 0; static_cast<int64_t>(slopes.size()) < n_heads; i += 2) {
+    slopes.push_back(next[i]);
+  }
+  return slopes;
+}
+
+Lightning::Lightning(const ModelConfig& config, const MixerSpec& spec)
+    : n_heads_(config.n_heads),
+      n_kv_heads_(config.n_kv_heads),
+      head_dim_(config.head_dim),
+      chunk_(EffectiveChunk(spec)),
+      eps_(config.norm_eps) {
+  TORCH_CHECK(n_heads_ % n_kv_heads_ == 0,
+              "Lightning: n_heads must be a multiple of n_kv_heads");
+  const int64_t d = config.d_model;
+  const int64_t inner = n_heads_ * head_dim_;
+  const int64_t kv_inner = n_kv_heads_ * head_dim_;
+  q_proj_ = register_module("q_proj", MakeLinear(d, inner, config.init_std));
+  k_proj_ = register_module("k_proj", MakeLinear(d, kv_inner, config.init_std));
+  v_proj_ = register_module("v_proj", MakeLinear(d, kv_inner, config.init_std));
+  gate_ = register_module("gate", MakeLinear(d, inner, config.init_std));
+  o_proj_ =
+      register_module("o_proj", MakeLinear(inner, d, ResidualInitStd(config)));
+  q_norm_ = register_parameter("q_norm", torch::ones({head_dim_}));
+  k_norm_ = register_parameter("k_norm", torch::ones({head_dim_}));
+  out_norm_ = register_parameter("out_norm", torch::ones({inner}));
+  slopes_ = register_buffer(
+      "slopes", torch::tensor(AlibiSlopes(n_heads_), torch::kFloat32));
+}
+
+torch::Tensor Lightning::forward(const torch::Tensor& x) {
+  return Forward(x, /*use_chunked=*/true);
+}
+
+torch::Tensor Lightning::forward_reference(const torch::Tensor& x) {
+  return Forward(x, /*use_chunked=*/false);
+}
+
+torch::Tensor Lightning::Forward(const torch::Tensor& x, bool use_chunked) {
+  TORCH_CHECK(x.dim() == 3, "Lightning: expected x (B, T, d), got ", x.sizes());
+  const int64_t b = x.size(0), t = x.size(1);
+  const int64_t inner = n_heads_ * head_dim_;
+  const int64_t group = n_heads_ / n_kv_heads_;
+
+  const torch::Tensor q =
+      RmsNorm(q_proj_(x).view({b, t, n_heads_, head_dim_}), q_norm_, eps_);
+  const torch::Tensor k = RepeatKvHeads(
+      RmsNorm(k_proj_(x).view({b, t, n_kv_heads_, head_dim_}), k_norm_, eps_),
+      group);
+  const torch::Tensor v =
+      RepeatKvHeads(v_proj_(x).view({b, t, n_kv_heads_, head_dim_}), group);
+
+  // Constant log-decay -s_h, shared by the batch: (1, H, T).
+  const torch::Tensor g =
+      (-slopes_).view({1, n_heads_, 1}).expand({1, n_heads_, t});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  const torch::Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2),
+                      vh = v.transpose(1, 2);  // (B, H, T, dh)
+  const torch::Tensor o =
+      use_chunked ? ChunkedScalarGla(qh, kh, vh, g, scale, chunk_)
+                  : RecurrentScalarGla(qh, kh, vh, g, scale);  // (B, H, T, dh)
+
+  const torch::Tensor y =
+      RmsNorm(o.transpose(1, 2).reshape({b, t, inner}), out_norm_, eps_) *
+      torch::sigmoid(gate_(x));
+  return o_proj_(y);
+}
+
+}  // namespace hlab::model

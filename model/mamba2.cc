@@ -1,0 +1,105 @@
+#include "model/mamba2.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "model/norm.h"
+#include "model/scalar_gla_kernel.h"
+
+namespace hlab::model {
+namespace {
+
+torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
+  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+  torch::NoGradGuard no_grad;
+  linear->weight.normal_(0.0, std);
+  return linear;
+}
+
+}  // namespace
+
+torch::Tensor InitDtBias(int64_t heads) {
+  constexpr double kDtMin = 1e-3, kDtMax = 0.1, kDtFloor = 1e-4;
+  const torch::Tensor dt =
+      torch::exp(torch::rand({heads}, torch::kFloat64) *
+                     (std::log(kDtMax) - std::log(kDtMin)) +
+                 std::log(kDtMin))
+          .clamp_min(kDtFloor);
+  // softplus^-1(dt) = dt + log(1 - exp(-dt)).
+  return (dt + torch::log(-torch::expm1(-dt))).to(torch::kFloat32);
+}
+
+torch::Tensor InitALog(int64_t heads) {
+  return torch::empty({heads}).uniform_(1.0, 16.0).log();
+}
+
+Mamba2::Mamba2(const ModelConfig& config, const MixerSpec& spec)
+    : d_inner_(spec.ssm_expand * config.d_model),
+      head_dim_(spec.ssm_head_dim),
+      n_heads_(Mamba2Heads(config, spec)),
+      state_(spec.ssm_state),
+      chunk_(EffectiveChunk(spec)),
+      eps_(config.norm_eps) {
+  TORCH_CHECK(n_heads_ * head_dim_ == d_inner_,
+              "Mamba2: ssm_head_dim must divide ssm_expand * d_model");
+  const int64_t d = config.d_model;
+  in_proj_ = register_module(
+      "in_proj",
+      MakeLinear(d, 2 * d_inner_ + 2 * state_ + n_heads_, config.init_std));
+  out_proj_ = register_module("out_proj",
+                              MakeLinear(d_inner_, d, ResidualInitStd(config)));
+  if (spec.short_conv) {
+    conv_ = register_module(
+        "conv", ShortConv(d_inner_ + 2 * state_, spec.conv_size, true));
+  }
+  a_log_ = register_parameter("A_log", InitALog(n_heads_));
+  dt_bias_ = register_parameter("dt_bias", InitDtBias(n_heads_));
+  d_skip_ = register_parameter("D", torch::ones({n_heads_}));
+  norm_weight_ = register_parameter("norm_weight", torch::ones({d_inner_}));
+}
+
+torch::Tensor Mamba2::forward(const torch::Tensor& x) {
+  return Forward(x, /*use_chunked=*/true);
+}
+
+torch::Tensor Mamba2::forward_reference(const torch::Tensor& x) {
+  return Forward(x, /*use_chunked=*/false);
+}
+
+torch::Tensor Mamba2::Forward(const torch::Tensor& x, bool use_chunked) {
+  TORCH_CHECK(x.dim() == 3, "Mamba2: expected x (B, T, d), got ", x.sizes());
+  const int64_t b = x.size(0), t = x.size(1);
+
+  const std::vector<torch::Tensor> parts = in_proj_(x).split_with_sizes(
+      {d_inner_, d_inner_ + 2 * state_, n_heads_}, -1);
+  const torch::Tensor& z = parts[0];  // (B, T, di)
+  torch::Tensor xbc = parts[1];       // (B, T, di + 2N)
+  if (conv_) xbc = conv_(xbc);
+  xbc = torch::silu(xbc);
+  const std::vector<torch::Tensor> xbc_parts =
+      xbc.split_with_sizes({d_inner_, state_, state_}, -1);
+  const torch::Tensor xh =
+      xbc_parts[0].reshape({b, t, n_heads_, head_dim_});  // (B, T, Hm, P)
+
+  // Gates in fp32 (fp64 for fp64 input): dt (B, T, Hm), A (Hm).
+  const torch::Tensor dt = torch::softplus(AtLeastFp32(parts[2]) + dt_bias_);
+  const torch::Tensor a = -torch::exp(a_log_);
+  const torch::Tensor v =
+      (xh * dt.unsqueeze(-1)).transpose(1, 2);       // (B,Hm,T,P)
+  const torch::Tensor g = (dt * a).transpose(1, 2);  // (B,Hm,T)
+  // ngroups = 1: C and B are shared by all heads, (B, 1, T, N).
+  const torch::Tensor q = xbc_parts[2].unsqueeze(1);
+  const torch::Tensor k = xbc_parts[1].unsqueeze(1);
+  const torch::Tensor ssd = use_chunked
+                                ? ChunkedScalarGla(q, k, v, g, 1.0, chunk_)
+                                : RecurrentScalarGla(q, k, v, g, 1.0);
+
+  const torch::Tensor y =
+      ssd.transpose(1, 2) + xh * d_skip_.view({n_heads_, 1});  // (B,T,Hm,P)
+  return out_proj_(
+      GatedRmsNorm(y.reshape({b, t, d_inner_}), z, norm_weight_, eps_)
+          .to(x.scalar_type()));
+}
+
+}  // namespace hlab::model

@@ -1,0 +1,79 @@
+// Scalar-gated linear attention ("simple GLA"): the kernel shared by
+// Lightning attention (constant per-head decay) and Mamba-2 SSD (data-dependent
+// decay), in a chunked form for training and a step-by-step form for tests.
+//
+// Recurrence, per batch element and head, with state S: (dk, dv):
+//   S_t = exp(g_t) * S_{t-1} + k_t v_t^T ;  o_t = (scale * q_t)^T S_t
+// with log-decays g_t <= 0 and S_{-1} = 0.
+//
+// Both forms are plain LibTorch ops, differentiable by autograd with respect
+// to every input. They run with CPU autocast disabled, compute in fp32 (fp64
+// when any input is fp64) and return v's dtype.
+//
+// Thread-safe: pure functions of their inputs.
+//
+//   // q, k: (B, H, T, dk); v: (B, H, T, dv); g: (B, H, T)
+//   torch::Tensor o = ChunkedScalarGla(q, k, v, g, 1.0 / 8.0, 64);
+//   torch::Tensor ref = RecurrentScalarGla(q, k, v, g, 1.0 / 8.0);
+//   // o, ref: (B, H, T, dv), equal up to rounding.
+#ifndef HLAB_MODEL_SCALAR_GLA_KERNEL_H_
+#define HLAB_MODEL_SCALAR_GLA_KERNEL_H_
+
+#include <cstdint>
+#include <initializer_list>
+
+#include <torch/types.h>
+
+namespace hlab::model {
+
+// Chunked form (fla naive_chunk_simple_gla, mamba ssd_minimal): within each
+// chunk of `chunk` tokens the output is computed in parallel for all chunks
+// with batched matmuls; only the per-chunk state recurrence (T / chunk steps)
+// is sequential. T need not be a multiple of `chunk` (the kernel pads).
+//
+// Shapes (broadcast dimensions of size 1 are allowed where noted, so that
+// Mamba-2 can share B and C across heads and Lightning its constant decay
+// across the batch without copies):
+//   q, k: (B, H or 1, T, dk)    v: (B, H, T, dv)    g: (B or 1, H, T)
+//   returns (B, H, T, dv) in v's dtype.
+torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& g,
+                               double scale, int64_t chunk);
+
+// Step-by-step recurrence over T: the reference for tests. Same contract as
+// ChunkedScalarGla; slow (O(T) sequential ops).
+torch::Tensor RecurrentScalarGla(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, const torch::Tensor& g,
+                                 double scale);
+
+// Helpers shared by the recurrent-mixer kernels.
+
+// Disables CPU autocast for its lifetime and restores the previous setting.
+class ScopedCpuAutocastOff {
+ public:
+  ScopedCpuAutocastOff();
+  ~ScopedCpuAutocastOff();
+  ScopedCpuAutocastOff(const ScopedCpuAutocastOff&) = delete;
+  ScopedCpuAutocastOff& operator=(const ScopedCpuAutocastOff&) = delete;
+
+ private:
+  bool was_enabled_;
+};
+
+// The dtype the kernels compute in: fp64 if any input is fp64, else fp32.
+torch::ScalarType KernelComputeDtype(
+    std::initializer_list<torch::Tensor> inputs);
+
+// t in fp32, or unchanged if it is fp64: the dtype for gates and decays.
+torch::Tensor AtLeastFp32(const torch::Tensor& t);
+
+// Pads dimension 2 (time) of `t` at the end with zeros to length `t_padded`.
+torch::Tensor PadTime(const torch::Tensor& t, int64_t t_padded);
+
+// (chunk, chunk) bool mask, true strictly above the diagonal (j > i): the
+// entries to fill with -inf before exp.
+torch::Tensor StrictUpperMask(int64_t chunk, const torch::Device& device);
+
+}  // namespace hlab::model
+
+#endif  // HLAB_MODEL_SCALAR_GLA_KERNEL_H_

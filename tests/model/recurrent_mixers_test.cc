@@ -1,0 +1,563 @@
+// Tests of the recurrent mixers: the chunked kernels against their step-by-step
+// recurrences (outputs and gradients, fp64 and fp32), the recurrences against
+// closed forms, and the Lightning, Mamba2 and GatedDeltaNet modules (chunked
+// vs reference forward, causality, parameter counts).
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model/config/model_config.h"
+#include "model/gated_delta_kernel.h"
+#include "model/gated_deltanet.h"
+#include "model/lightning.h"
+#include "model/mamba2.h"
+#include "model/mixer.h"
+#include "model/scalar_gla_kernel.h"
+#include "model/short_conv.h"
+
+namespace hlab::model {
+namespace {
+
+constexpr double kFp64Tolerance = 1e-10;  // max |a - ref| / max |ref|
+// fp32 chunked vs fp64 recurrence, relative RMS error (fla's assert_close
+// metric; fla allows 0.005-0.02 in fp16). Measured ~1e-7 to 1e-6.
+constexpr double kFp32Tolerance = 1e-5;
+
+// max |a - ref| / max |ref| (0 when both are 0).
+double MaxRelError(const torch::Tensor& a, const torch::Tensor& ref) {
+  const torch::Tensor a64 = a.to(torch::kFloat64);
+  const torch::Tensor r64 = ref.to(torch::kFloat64);
+  const double diff = (a64 - r64).abs().max().item<double>();
+  const double scale = r64.abs().max().item<double>();
+  if (!std::isfinite(diff)) return INFINITY;
+  return scale > 0 ? diff / scale : diff;
+}
+
+// ||a - ref||_2 / ||ref||_2, fla's relative RMS error.
+double RelRmsError(const torch::Tensor& a, const torch::Tensor& ref) {
+  const torch::Tensor a64 = a.to(torch::kFloat64);
+  const torch::Tensor r64 = ref.to(torch::kFloat64);
+  const double diff = (a64 - r64).norm().item<double>();
+  const double scale = r64.norm().item<double>();
+  if (!std::isfinite(diff)) return INFINITY;
+  return scale > 0 ? diff / scale : diff;
+}
+
+// Output and gradients of (out * dout).sum() w.r.t. `inputs`.
+struct Result {
+  torch::Tensor out;
+  std::vector<torch::Tensor> grads;
+};
+
+template <typename Fn>
+Result RunWithGrads(Fn fn, const std::vector<torch::Tensor>& inputs,
+                    const torch::Tensor& dout) {
+  Result r;
+  r.out = fn();
+  r.grads = torch::autograd::grad({(r.out * dout.to(r.out.dtype())).sum()},
+                                  inputs, {}, /*retain_graph=*/false,
+                                  /*create_graph=*/false,
+                                  /*allow_unused=*/true);
+  r.out = r.out.detach();
+  return r;
+}
+
+// Inputs as in fla's tests: q, k L2-normalised, g = logsigmoid(randn) scaled
+// by `decay_scale`, beta = sigmoid(randn).
+struct KernelInputs {
+  torch::Tensor q, k, v, g, beta;
+  std::vector<torch::Tensor> All() const { return {q, k, v, g, beta}; }
+};
+
+KernelInputs MakeKernelInputs(int64_t b, int64_t h, int64_t t, int64_t dk,
+                              int64_t dv, double decay_scale,
+                              torch::ScalarType dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto l2 = [](const torch::Tensor& x) {
+    return x / x.norm(2, -1, /*keepdim=*/true);
+  };
+  KernelInputs in;
+  in.q = l2(torch::randn({b, h, t, dk}, opts));
+  in.k = l2(torch::randn({b, h, t, dk}, opts));
+  in.v = torch::randn({b, h, t, dv}, opts);
+  in.g = torch::log_sigmoid(torch::randn({b, h, t}, opts)) * decay_scale;
+  in.beta = torch::sigmoid(torch::randn({b, h, t}, opts));
+  for (torch::Tensor* x : {&in.q, &in.k, &in.v, &in.g, &in.beta}) {
+    *x = x->to(dtype).requires_grad_(true);
+  }
+  return in;
+}
+
+const char* const kInputNames[] = {"q", "k", "v", "g", "beta"};
+
+// ---------------------------------------------------------------------------
+// Kernels: chunked vs recurrent, fp64, T = 75 (not a multiple of any chunk).
+
+class KernelFp64Test
+    : public ::testing::TestWithParam<std::tuple<int64_t, double>> {};
+
+TEST_P(KernelFp64Test, ScalarGlaChunkedMatchesRecurrent) {
+  const auto [chunk, decay_scale] = GetParam();
+  const KernelInputs in =
+      MakeKernelInputs(2, 3, 75, 16, 12, decay_scale, torch::kFloat64, 1);
+  const std::vector<torch::Tensor> inputs = {in.q, in.k, in.v, in.g};
+  const torch::Tensor dout = torch::randn({2, 3, 75, 12}, torch::kFloat64);
+  const Result got = RunWithGrads(
+      [&] { return ChunkedScalarGla(in.q, in.k, in.v, in.g, 0.25, chunk); },
+      inputs, dout);
+  const Result ref = RunWithGrads(
+      [&] { return RecurrentScalarGla(in.q, in.k, in.v, in.g, 0.25); }, inputs,
+      dout);
+  ASSERT_EQ(got.out.scalar_type(), torch::kFloat64);
+  EXPECT_LT(MaxRelError(got.out, ref.out), kFp64Tolerance);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), kFp64Tolerance)
+        << "d" << kInputNames[i];
+  }
+}
+
+TEST_P(KernelFp64Test, GatedDeltaChunkedMatchesRecurrent) {
+  const auto [chunk, decay_scale] = GetParam();
+  const KernelInputs in =
+      MakeKernelInputs(2, 3, 75, 16, 12, decay_scale, torch::kFloat64, 2);
+  const torch::Tensor dout = torch::randn({2, 3, 75, 12}, torch::kFloat64);
+  const Result got = RunWithGrads(
+      [&] {
+        return ChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.25, chunk);
+      },
+      in.All(), dout);
+  const Result ref = RunWithGrads(
+      [&] {
+        return RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.25);
+      },
+      in.All(), dout);
+  ASSERT_EQ(got.out.scalar_type(), torch::kFloat64);
+  EXPECT_LT(MaxRelError(got.out, ref.out), kFp64Tolerance);
+  for (size_t i = 0; i < in.All().size(); ++i) {
+    EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), kFp64Tolerance)
+        << "d" << kInputNames[i];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ChunksAndDecays, KernelFp64Test,
+    ::testing::Combine(::testing::Values<int64_t>(16, 32, 64),
+                       ::testing::Values(1.0, 10.0, 100.0)),
+    [](const auto& param_info) {
+      return "C" + std::to_string(std::get<0>(param_info.param)) + "_g" +
+             std::to_string(static_cast<int>(std::get<1>(param_info.param)));
+    });
+
+// T shorter than one chunk, and T an exact multiple of it (no padding).
+TEST(KernelEdgeTest, ShortAndExactLengths) {
+  for (const int64_t t : {1, 5, 32, 64}) {
+    const KernelInputs in =
+        MakeKernelInputs(1, 2, t, 8, 8, 1.0, torch::kFloat64, 3);
+    EXPECT_LT(MaxRelError(ChunkedScalarGla(in.q, in.k, in.v, in.g, 1.0, 32),
+                          RecurrentScalarGla(in.q, in.k, in.v, in.g, 1.0)),
+              kFp64Tolerance)
+        << "T=" << t;
+    EXPECT_LT(
+        MaxRelError(ChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta, 1.0, 32),
+                    RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, 1.0)),
+        kFp64Tolerance)
+        << "T=" << t;
+  }
+}
+
+// Mamba-2 shares q, k across heads (H = 1) and Lightning g across the batch.
+TEST(KernelEdgeTest, ScalarGlaBroadcastsSharedQkAndDecay) {
+  torch::manual_seed(4);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor q = torch::randn({2, 1, 50, 8}, opts).requires_grad_();
+  const torch::Tensor k = torch::randn({2, 1, 50, 8}, opts).requires_grad_();
+  const torch::Tensor v = torch::randn({2, 3, 50, 4}, opts).requires_grad_();
+  const torch::Tensor g = (-torch::rand({1, 3, 50}, opts)).requires_grad_();
+  const torch::Tensor dout = torch::randn({2, 3, 50, 4}, opts);
+  const std::vector<torch::Tensor> inputs = {q, k, v, g};
+  const Result got = RunWithGrads(
+      [&] { return ChunkedScalarGla(q, k, v, g, 1.0, 16); }, inputs, dout);
+  // Reference: the same inputs expanded to full shapes.
+  const Result ref = RunWithGrads(
+      [&] {
+        return RecurrentScalarGla(q.expand({2, 3, 50, 8}),
+                                  k.expand({2, 3, 50, 8}), v,
+                                  g.expand({2, 3, 50}), 1.0);
+      },
+      inputs, dout);
+  EXPECT_LT(MaxRelError(got.out, ref.out), kFp64Tolerance);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(got.grads[i].sizes(), inputs[i].sizes());
+    EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), kFp64Tolerance)
+        << "d" << kInputNames[i];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The recurrences against closed forms written independently.
+
+// o_t = scale * sum_{j <= t} exp(G_t - G_j) (q_t . k_j) v_j, G = cumsum(g).
+TEST(RecurrenceTest, ScalarGlaMatchesQuadraticForm) {
+  const KernelInputs in =
+      MakeKernelInputs(2, 2, 20, 8, 6, 1.0, torch::kFloat64, 5);
+  const torch::Tensor cum = in.g.detach().cumsum(-1);
+  const torch::Tensor decay = (cum.unsqueeze(-1) - cum.unsqueeze(-2))
+                                  .exp()
+                                  .tril();  // (B, H, T, T), j <= t
+  const torch::Tensor expected = torch::matmul(
+      0.5 * torch::matmul(in.q.detach(), in.k.detach().transpose(-1, -2)) *
+          decay,
+      in.v.detach());
+  EXPECT_LT(
+      MaxRelError(RecurrentScalarGla(in.q, in.k, in.v, in.g, 0.5), expected),
+      1e-13);
+}
+
+// S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T for one
+// head, as explicit matrix products.
+TEST(RecurrenceTest, GatedDeltaMatchesHouseholderForm) {
+  const KernelInputs in =
+      MakeKernelInputs(1, 1, 12, 5, 3, 1.0, torch::kFloat64, 6);
+  const torch::Tensor q = in.q.detach()[0][0], k = in.k.detach()[0][0],
+                      v = in.v.detach()[0][0], g = in.g.detach()[0][0],
+                      beta = in.beta.detach()[0][0];
+  torch::Tensor s = torch::zeros({5, 3}, torch::kFloat64);
+  const torch::Tensor eye = torch::eye(5, torch::kFloat64);
+  std::vector<torch::Tensor> outs;
+  for (int64_t t = 0; t < 12; ++t) {
+    const torch::Tensor kt = k[t].unsqueeze(1);  // (dk, 1)
+    s = g[t].exp() * torch::matmul(eye - beta[t] * kt.mm(kt.t()), s) +
+        beta[t] * kt.mm(v[t].unsqueeze(0));
+    outs.push_back(torch::matmul(s.t(), 0.3 * q[t]));
+  }
+  const torch::Tensor expected = torch::stack(outs);  // (T, dv)
+  EXPECT_LT(MaxRelError(
+                RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.3)[0][0],
+                expected),
+            1e-13);
+}
+
+// ---------------------------------------------------------------------------
+// fp32: chunked in fp32 vs the fp64 recurrence; dtype and autocast rules.
+
+TEST(KernelFp32Test, ChunkedFp32MatchesFp64Recurrence) {
+  const KernelInputs in64 =
+      MakeKernelInputs(2, 2, 200, 32, 32, 1.0, torch::kFloat64, 7);
+  KernelInputs in32;
+  in32.q = in64.q.detach().to(torch::kFloat32).requires_grad_();
+  in32.k = in64.k.detach().to(torch::kFloat32).requires_grad_();
+  in32.v = in64.v.detach().to(torch::kFloat32).requires_grad_();
+  in32.g = in64.g.detach().to(torch::kFloat32).requires_grad_();
+  in32.beta = in64.beta.detach().to(torch::kFloat32).requires_grad_();
+  const torch::Tensor dout = torch::randn({2, 2, 200, 32}, torch::kFloat64);
+
+  const Result gla32 = RunWithGrads(
+      [&] { return ChunkedScalarGla(in32.q, in32.k, in32.v, in32.g, 0.2, 64); },
+      {in32.q, in32.k, in32.v, in32.g}, dout);
+  const Result gla64 = RunWithGrads(
+      [&] { return RecurrentScalarGla(in64.q, in64.k, in64.v, in64.g, 0.2); },
+      {in64.q, in64.k, in64.v, in64.g}, dout);
+  ASSERT_EQ(gla32.out.scalar_type(), torch::kFloat32);
+  EXPECT_LT(RelRmsError(gla32.out, gla64.out), kFp32Tolerance);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_LT(RelRmsError(gla32.grads[i], gla64.grads[i]), kFp32Tolerance)
+        << "scalar GLA d" << kInputNames[i];
+  }
+
+  const Result gdn32 = RunWithGrads(
+      [&] {
+        return ChunkedGatedDelta(in32.q, in32.k, in32.v, in32.g, in32.beta, 0.2,
+                                 32);
+      },
+      in32.All(), dout);
+  const Result gdn64 = RunWithGrads(
+      [&] {
+        return RecurrentGatedDelta(in64.q, in64.k, in64.v, in64.g, in64.beta,
+                                   0.2);
+      },
+      in64.All(), dout);
+  ASSERT_EQ(gdn32.out.scalar_type(), torch::kFloat32);
+  EXPECT_LT(RelRmsError(gdn32.out, gdn64.out), kFp32Tolerance);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_LT(RelRmsError(gdn32.grads[i], gdn64.grads[i]), kFp32Tolerance)
+        << "gated delta d" << kInputNames[i];
+  }
+}
+
+// Under CPU autocast (bf16) the kernels still compute in fp32: the error stays
+// at fp32 level (bf16 matmuls would give ~1e-2), and autocast is restored.
+TEST(KernelFp32Test, KernelsDisableAutocast) {
+  const KernelInputs in =
+      MakeKernelInputs(1, 2, 100, 32, 32, 1.0, torch::kFloat32, 8);
+  const torch::Tensor gla_ref =
+      RecurrentScalarGla(in.q, in.k, in.v, in.g, 0.2).detach();
+  const torch::Tensor gdn_ref =
+      RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.2).detach();
+  const bool was_enabled = at::autocast::is_cpu_enabled();
+  const at::ScalarType was_dtype = at::autocast::get_autocast_cpu_dtype();
+  at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
+  at::autocast::set_cpu_enabled(true);
+  const torch::Tensor gla = ChunkedScalarGla(in.q, in.k, in.v, in.g, 0.2, 64);
+  const torch::Tensor gdn =
+      ChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.2, 32);
+  const bool still_enabled = at::autocast::is_cpu_enabled();
+  at::autocast::set_cpu_enabled(was_enabled);
+  at::autocast::set_autocast_cpu_dtype(was_dtype);
+  at::autocast::clear_cache();
+  EXPECT_TRUE(still_enabled);
+  EXPECT_EQ(gla.scalar_type(), torch::kFloat32);
+  EXPECT_LT(RelRmsError(gla, gla_ref), kFp32Tolerance);
+  EXPECT_LT(RelRmsError(gdn, gdn_ref), kFp32Tolerance);
+}
+
+TEST(KernelFp32Test, ReturnsInputDtype) {
+  const KernelInputs in =
+      MakeKernelInputs(1, 1, 10, 8, 8, 1.0, torch::kBFloat16, 9);
+  EXPECT_EQ(ChunkedScalarGla(in.q, in.k, in.v, in.g, 1.0, 4).scalar_type(),
+            torch::kBFloat16);
+  EXPECT_EQ(
+      ChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta, 1.0, 4).scalar_type(),
+      torch::kBFloat16);
+}
+
+// ---------------------------------------------------------------------------
+// Short conv.
+
+TEST(ShortConvTest, MatchesExplicitCausalSum) {
+  torch::manual_seed(10);
+  ShortConv conv(6, 3, /*bias=*/true);
+  conv->to(torch::kFloat64);
+  const torch::Tensor x = torch::randn({2, 9, 6}, torch::kFloat64);
+  const torch::Tensor y = conv->forward(x).detach();
+  ASSERT_EQ(y.sizes(), x.sizes());
+  const torch::Tensor w = conv->weight.detach().squeeze(1);  // (C, K)
+  for (int64_t t = 0; t < 9; ++t) {
+    torch::Tensor expected = conv->bias.detach().clone().expand({2, 6});
+    for (int64_t j = 0; j < 3; ++j) {
+      const int64_t src = t - 2 + j;
+      if (src >= 0) expected = expected + w.select(1, j) * x.select(1, src);
+    }
+    EXPECT_LT(MaxRelError(y.select(1, t), expected), 1e-14) << "t=" << t;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Modules.
+
+ModelConfig SmallConfig() {
+  ModelConfig config;
+  config.vocab_size = 64;
+  config.d_model = 32;
+  config.n_layers = 2;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.head_dim = 8;
+  config.ffn_hidden = 64;
+  config.init_std = 0.1;  // larger than the default, to exercise the gates
+  return config;
+}
+
+struct ModuleCase {
+  std::string name;
+  MixerSpec spec;
+};
+
+void PrintTo(const ModuleCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<ModuleCase> ModuleCases() {
+  std::vector<ModuleCase> cases;
+  MixerSpec lightning;
+  lightning.kind = MixerKind::kLightning;
+  lightning.chunk = 16;
+  cases.push_back({"lightning", lightning});
+
+  MixerSpec mamba2;
+  mamba2.kind = MixerKind::kMamba2;
+  mamba2.ssm_state = 4;
+  mamba2.ssm_head_dim = 8;
+  mamba2.chunk = 16;
+  cases.push_back({"mamba2", mamba2});
+  mamba2.short_conv = true;
+  mamba2.conv_size = 3;
+  cases.push_back({"mamba2_conv", mamba2});
+
+  MixerSpec gdn;
+  gdn.kind = MixerKind::kGatedDeltaNet;
+  gdn.chunk = 16;
+  cases.push_back({"gdn", gdn});
+  gdn.short_conv = true;
+  cases.push_back({"gdn_conv", gdn});
+  gdn.short_conv = false;
+  gdn.gdn_heads = 2;
+  gdn.gdn_head_dim = 12;
+  cases.push_back({"gdn_2heads_dim12", gdn});
+  return cases;
+}
+
+std::shared_ptr<Mixer> Build(const ModelConfig& config, const MixerSpec& spec) {
+  switch (spec.kind) {
+    case MixerKind::kLightning:
+      return std::make_shared<Lightning>(config, spec);
+    case MixerKind::kMamba2:
+      return std::make_shared<Mamba2>(config, spec);
+    case MixerKind::kGatedDeltaNet:
+      return std::make_shared<GatedDeltaNet>(config, spec);
+    default:
+      return nullptr;
+  }
+}
+
+// The parameter layout of model/config/param_count.h, written out here.
+int64_t LayoutParameterCount(const ModelConfig& c, const MixerSpec& s) {
+  const int64_t d = c.d_model;
+  switch (s.kind) {
+    case MixerKind::kLightning: {
+      const int64_t inner = c.n_heads * c.head_dim;
+      const int64_t kv = c.n_kv_heads * c.head_dim;
+      return d * inner + 2 * d * kv + inner * d + 2 * c.head_dim + inner +
+             d * inner;
+    }
+    case MixerKind::kMamba2: {
+      const int64_t di = s.ssm_expand * d, n = s.ssm_state;
+      const int64_t hm = di / s.ssm_head_dim;
+      return d * (2 * di + 2 * n + hm) + 3 * hm + di + di * d +
+             (s.short_conv ? (di + 2 * n) * (s.conv_size + 1) : 0);
+    }
+    case MixerKind::kGatedDeltaNet: {
+      const int64_t hg = s.gdn_heads > 0 ? s.gdn_heads : c.n_heads;
+      const int64_t dh = s.gdn_head_dim > 0 ? s.gdn_head_dim : c.head_dim;
+      return 4 * d * hg * dh + hg * dh * d + 2 * d * hg + 2 * hg + dh +
+             (s.short_conv ? 3 * hg * dh * s.conv_size : 0);
+    }
+    default:
+      return -1;
+  }
+}
+
+class MixerModuleTest : public ::testing::TestWithParam<ModuleCase> {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(11);
+    config_ = SmallConfig();
+    mixer_ = Build(config_, GetParam().spec);
+    ASSERT_NE(mixer_, nullptr);
+  }
+  ModelConfig config_;
+  std::shared_ptr<Mixer> mixer_;
+};
+
+TEST_P(MixerModuleTest, ParameterCountMatchesLayout) {
+  int64_t count = 0;
+  for (const torch::Tensor& p : mixer_->parameters()) count += p.numel();
+  EXPECT_EQ(count, LayoutParameterCount(config_, GetParam().spec));
+}
+
+TEST_P(MixerModuleTest, ChunkedMatchesReferenceInFp64WithGradients) {
+  mixer_->to(torch::kFloat64);
+  const int64_t t = 37;  // not a multiple of the chunk (16)
+  const torch::Tensor x =
+      torch::randn({2, t, config_.d_model}, torch::kFloat64).requires_grad_();
+  const torch::Tensor dout =
+      torch::randn({2, t, config_.d_model}, torch::kFloat64);
+  std::vector<torch::Tensor> inputs = {x};
+  std::vector<std::string> names = {"x"};
+  for (const auto& item : mixer_->named_parameters()) {
+    inputs.push_back(item.value());
+    names.push_back(item.key());
+  }
+  const Result got =
+      RunWithGrads([&] { return mixer_->forward(x); }, inputs, dout);
+  const Result ref =
+      RunWithGrads([&] { return mixer_->forward_reference(x); }, inputs, dout);
+  ASSERT_EQ(got.out.sizes(), x.sizes());
+  EXPECT_LT(MaxRelError(got.out, ref.out), kFp64Tolerance);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_TRUE(got.grads[i].defined() && ref.grads[i].defined()) << names[i];
+    EXPECT_GT(ref.grads[i].abs().max().item<double>(), 0) << names[i];
+    EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), kFp64Tolerance)
+        << names[i];
+  }
+}
+
+TEST_P(MixerModuleTest, ChunkedFp32MatchesFp64Reference) {
+  const torch::Tensor x = torch::randn({2, 37, config_.d_model});
+  const torch::Tensor y32 = mixer_->forward(x).detach();
+  ASSERT_EQ(y32.scalar_type(), torch::kFloat32);
+  mixer_->to(torch::kFloat64);
+  const torch::Tensor y64 =
+      mixer_->forward_reference(x.to(torch::kFloat64)).detach();
+  EXPECT_LT(RelRmsError(y32, y64), kFp32Tolerance);
+}
+
+TEST_P(MixerModuleTest, IsCausal) {
+  mixer_->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  const int64_t t = 40;
+  const torch::Tensor x =
+      torch::randn({2, t, config_.d_model}, torch::kFloat64);
+  const torch::Tensor y = mixer_->forward(x);
+  for (const int64_t pos : {0, 15, 16, 20, 38}) {
+    torch::Tensor x2 = x.clone();
+    x2.narrow(1, pos + 1, t - pos - 1).normal_();
+    const torch::Tensor y2 = mixer_->forward(x2);
+    EXPECT_LT(MaxRelError(y2.narrow(1, 0, pos + 1), y.narrow(1, 0, pos + 1)),
+              1e-13)
+        << "pos=" << pos;
+    // The later outputs do change: the check above can fail.
+    EXPECT_GT(MaxRelError(y2.narrow(1, pos + 1, t - pos - 1),
+                          y.narrow(1, pos + 1, t - pos - 1)),
+              1e-3)
+        << "pos=" << pos;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, MixerModuleTest,
+                         ::testing::ValuesIn(ModuleCases()),
+                         [](const auto& param_info) {
+                           return param_info.param.name;
+                         });
+
+TEST(LightningTest, AlibiSlopes) {
+  const std::vector<double> eight = AlibiSlopes(8);
+  ASSERT_EQ(eight.size(), 8u);
+  for (int h = 1; h <= 8; ++h) {
+    EXPECT_DOUBLE_EQ(eight[h - 1], std::pow(2.0, -h));
+  }
+  // Not a power of two: the 4-head slopes, then slopes 1 and 3 of 8 heads.
+  const std::vector<double> six = AlibiSlopes(6);
+  const std::vector<double> expected = {std::pow(2.0, -2), std::pow(2.0, -4),
+                                        std::pow(2.0, -6), std::pow(2.0, -8),
+                                        std::pow(2.0, -1), std::pow(2.0, -3)};
+  ASSERT_EQ(six.size(), expected.size());
+  for (size_t i = 0; i < six.size(); ++i) EXPECT_DOUBLE_EQ(six[i], expected[i]);
+}
+
+TEST(Mamba2Test, InitialisesGatesAsMamba2) {
+  torch::manual_seed(12);
+  ModelConfig config = SmallConfig();
+  config.d_model = 512;  // 64 heads of 8, for the ranges below
+  MixerSpec spec;
+  spec.kind = MixerKind::kMamba2;
+  spec.ssm_head_dim = 8;
+  Mamba2 mamba(config, spec);
+  const auto params = mamba.named_parameters();
+  const torch::Tensor a = params["A_log"].detach().exp();
+  EXPECT_GE(a.min().item<double>(), 1.0);
+  EXPECT_LE(a.max().item<double>(), 16.0);
+  const torch::Tensor dt = torch::softplus(params["dt_bias"].detach());
+  EXPECT_GE(dt.min().item<double>(), 1e-3 * (1 - 1e-5));
+  EXPECT_LE(dt.max().item<double>(), 0.1 * (1 + 1e-5));
+  EXPECT_TRUE(torch::equal(params["D"].detach(), torch::ones({64})));
+}
+
+}  // namespace
+}  // namespace hlab::model
