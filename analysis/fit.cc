@@ -338,7 +338,9 @@ absl::StatusOr<FitResult> FitPowerLaw(absl::Span<const ScalingPoint> points,
   }
   Finish(points, objective, polished, options, &result);
 
-  if (options.grid.OnEdge(best) && !interior_reached) {
+  result.best_start_on_edge = options.grid.OnEdge(best);
+  result.interior_start_reached_best = interior_reached;
+  if (result.best_start_on_edge && !interior_reached) {
     result.warnings.push_back(absl::StrFormat(
         "the best L-BFGS start (alpha=%g beta=%g e=%g a=%g b=%g) lies on the "
         "edge of the start grid and no interior start reached its objective; "

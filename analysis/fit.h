@@ -102,8 +102,15 @@ struct FitResult {
   size_t best_start = 0;  // index into the grid (0 for RefinePowerLaw)
   LogPowerLaw best_start_params;
   size_t n_starts_at_best = 0;  // starts that reached the best objective
-  int iterations = 0;           // L-BFGS iterations of the best start
-  std::string termination;      // Ceres's message for the best start
+  // Whether the best start lies on the edge of the grid, and whether some
+  // start strictly inside the grid reached the best objective too. Only an
+  // edge best that no interior start matches is warned about: with many
+  // starts converging to one optimum the lowest-index one is usually on an
+  // edge, which says nothing about the grid being too narrow.
+  bool best_start_on_edge = false;
+  bool interior_start_reached_best = false;
+  int iterations = 0;       // L-BFGS iterations of the best start
+  std::string termination;  // Ceres's message for the best start
   // Condition number of the Jacobian of ln L-hat w.r.t. (a, b, e, alpha,
   // beta) at the optimum, columns scaled to unit norm; inf when singular.
   double condition_number = 0;

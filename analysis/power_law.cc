@@ -180,6 +180,7 @@ __attribute__((always_inline)) inline double EvaluateLanes(
   for (size_t i = 0; i < padded; i += kPointsPerStep) {
     LaneTerms<V> terms[kVectors];
     V vn[kVectors], vd[kVectors];
+#pragma GCC unroll 4
     for (int h = 0; h < kVectors; ++h) {
       const size_t j = i + h * kLanes;
       V vl, vw;
@@ -190,6 +191,7 @@ __attribute__((always_inline)) inline double EvaluateLanes(
       ComputeLaneTerms<V>(a, b, e, alpha, beta, d, vn[h], vd[h], vl, vw,
                           &terms[h]);
     }
+#pragma GCC unroll 4
     for (int h = 0; h < kVectors; ++h) {
       value[h] += terms[h].huber;
       g_a[h] += terms[h].w1;
@@ -245,6 +247,11 @@ double HuberLogObjective::Evaluate(const double* x, double* gradient) const {
                         weight_.data(), log_n_.size(), delta_, x, gradient);
   }
 #endif
+  return EvaluatePortable(x, gradient);
+}
+
+double HuberLogObjective::EvaluatePortable(const double* x,
+                                           double* gradient) const {
   return EvaluateLanes<internal::Vec2>(log_n_.data(), log_d_.data(),
                                        log_loss_.data(), weight_.data(),
                                        log_n_.size(), delta_, x, gradient);

@@ -114,8 +114,7 @@ std::string SharedDir() {
 
 // Runs a command and returns the last line of its stdout that parses as a
 // JSON object, or nullopt (with the reason in *error).
-std::optional<Json> RunForJson(const std::string& command,
-                               std::string* error) {
+std::optional<Json> RunForJson(const std::string& command, std::string* error) {
   FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
   if (pipe == nullptr) {
     *error = "cannot start: " + command;
@@ -124,7 +123,8 @@ std::optional<Json> RunForJson(const std::string& command,
   std::string out;
   std::array<char, 4096> buf{};
   size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    out.append(buf.data(), n);
   const int status = pclose(pipe);
   std::optional<Json> last;
   for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
@@ -132,9 +132,10 @@ std::optional<Json> RunForJson(const std::string& command,
     if (!j.is_discarded() && j.is_object()) last = j;
   }
   if (!last) {
-    *error = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 137)
-                 ? "killed (out of memory?)"
-                 : absl::StrCat("failed (exit ", WEXITSTATUS(status), ")");
+    *error =
+        WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 137)
+            ? "killed (out of memory?)"
+            : absl::StrCat("failed (exit ", WEXITSTATUS(status), ")");
   }
   return last;
 }
@@ -153,20 +154,17 @@ std::string SelfExe() {
 }
 
 std::string ShapeFlags(const Options& o) {
-  return absl::StrCat(" --d-model ", o.d_model, " --layers ", o.layers,
-                      " --heads ", o.heads, " --kv-heads ", o.kv_heads,
-                      " --vocab ", o.vocab,
-                      o.threads > 0 ? absl::StrCat(" --threads ", o.threads)
-                                    : std::string());
+  return absl::StrCat(
+      " --d-model ", o.d_model, " --layers ", o.layers, " --heads ", o.heads,
+      " --kv-heads ", o.kv_heads, " --vocab ", o.vocab,
+      o.threads > 0 ? absl::StrCat(" --threads ", o.threads) : std::string());
 }
 
 // Child: one configuration, one JSON line.
 int RunChild(const Options& o, const std::string& mode, const std::string& arch,
              int64_t seq_len, int64_t batch, bool bf16) {
-  hlab::bench::StepOptions step{.seq_len = seq_len,
-                                .batch = batch,
-                                .steps = o.steps,
-                                .bf16 = bf16};
+  hlab::bench::StepOptions step{
+      .seq_len = seq_len, .batch = batch, .steps = o.steps, .bf16 = bf16};
   ModelConfig config;
   hlab::bench::StepResult r;
   try {
@@ -214,12 +212,17 @@ int main(int argc, char** argv) {
   int64_t child_seq = 0, child_batch = 0;
   bool child_bf16 = false, quick = false;
   std::map<std::string, int64_t*> ints = {
-      {"--tokens-per-step", &o.tokens_per_step}, {"--steps", &o.steps},
-      {"--d-model", &o.d_model},   {"--layers", &o.layers},
-      {"--heads", &o.heads},       {"--kv-heads", &o.kv_heads},
-      {"--vocab", &o.vocab},       {"--threads", &o.threads},
+      {"--tokens-per-step", &o.tokens_per_step},
+      {"--steps", &o.steps},
+      {"--d-model", &o.d_model},
+      {"--layers", &o.layers},
+      {"--heads", &o.heads},
+      {"--kv-heads", &o.kv_heads},
+      {"--vocab", &o.vocab},
+      {"--threads", &o.threads},
       {"--reference-max-seq-len", &o.reference_max_seq_len},
-      {"--child-seq-len", &child_seq}, {"--child-batch", &child_batch}};
+      {"--child-seq-len", &child_seq},
+      {"--child-batch", &child_batch}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -240,7 +243,8 @@ int main(int argc, char** argv) {
       o.seq_lens = ParseIntList(arg, value());
     } else if (arg == "--bf16-seq-lens") {
       const std::string v = value();
-      o.bf16_seq_lens = v == "none" ? std::vector<int64_t>{} : ParseIntList(arg, v);
+      o.bf16_seq_lens =
+          v == "none" ? std::vector<int64_t>{} : ParseIntList(arg, v);
     } else if (arg == "--reference") {
       o.reference = true;
     } else if (arg == "--no-layer-bench") {
@@ -278,7 +282,8 @@ int main(int argc, char** argv) {
   const double peak_bf16 = hlab::bench::MatmulPeakGflops(true);
   const bool cpu_bf16 = hlab::bench::CpuHasBf16();
   const std::string exe = SelfExe();
-  const std::string reference_script = SharedDir() + "/anchors/torch_reference.py";
+  const std::string reference_script =
+      SharedDir() + "/anchors/torch_reference.py";
   const bool have_reference =
       o.reference && access(reference_script.c_str(), R_OK) == 0;
   if (o.reference && !have_reference) {
@@ -353,11 +358,12 @@ int main(int argc, char** argv) {
                                arch.find('-', 4) == std::string::npos);
         if (have_reference && ref_arch && t <= o.reference_max_seq_len) {
           auto ref = RunForJson(
-              absl::StrCat(ReferencePython(), " ", reference_script, " --arch ", arch,
-                           " --d-model ", o.d_model, " --layers ", o.layers,
-                           " --heads ", o.heads, " --kv-heads ", o.kv_heads,
-                           " --vocab ", o.vocab, " --seq-len ", t, " --batch ",
-                           batch, " --steps ", o.steps, " --threads ",
+              absl::StrCat(ReferencePython(), " ", reference_script, " --arch ",
+                           arch, " --d-model ", o.d_model, " --layers ",
+                           o.layers, " --heads ", o.heads, " --kv-heads ",
+                           o.kv_heads, " --vocab ", o.vocab, " --seq-len ", t,
+                           " --batch ", batch, " --steps ", o.steps,
+                           " --threads ",
                            o.threads > 0 ? o.threads : at::get_num_threads(),
                            bf16 ? " --bf16" : ""),
               &error);
@@ -410,8 +416,8 @@ int main(int argc, char** argv) {
       std::string error;
       auto child = RunForJson(
           absl::StrCat(exe, " --child-layer swa:128 --child-seq-len ", t,
-                       " --child-batch 1 --steps ", std::max<int64_t>(o.steps, 3),
-                       ShapeFlags(o)),
+                       " --child-batch 1 --steps ",
+                       std::max<int64_t>(o.steps, 3), ShapeFlags(o)),
           &error);
       Json j = {{"layer", "swa:128"}, {"seq_len", t}};
       if (child && child->contains("step_ms")) {
@@ -429,11 +435,13 @@ int main(int argc, char** argv) {
 
   // Targets.
   std::vector<Json> targets;
-  auto target = [&](const std::string& name, bool pass, const std::string& detail) {
+  auto target = [&](const std::string& name, bool pass,
+                    const std::string& detail) {
     targets.push_back({{"target", name}, {"pass", pass}, {"detail", detail}});
   };
   for (const Row& r : rows) {
-    if (!r.ok || !r.j.contains("speedup_vs_reference") || r.j["dtype"] != "fp32") {
+    if (!r.ok || !r.j.contains("speedup_vs_reference") ||
+        r.j["dtype"] != "fp32") {
       continue;
     }
     const std::string arch = r.j["arch"];
@@ -453,9 +461,8 @@ int main(int argc, char** argv) {
                                 other->j["flops_per_token"].get<double>();
       target(absl::StrCat(arch, "/full speed at T=8192 >= 90% of FLOP ratio"),
              speed >= 0.9 * flop_ratio,
-             absl::StrCat(Fmt(speed, 2), "x vs FLOP ratio ",
-                          Fmt(flop_ratio, 2), "x (", Fmt(100 * speed / flop_ratio),
-                          "%)"));
+             absl::StrCat(Fmt(speed, 2), "x vs FLOP ratio ", Fmt(flop_ratio, 2),
+                          "x (", Fmt(100 * speed / flop_ratio), "%)"));
     }
   }
   for (const std::string& arch : o.archs) {
@@ -474,17 +481,18 @@ int main(int argc, char** argv) {
     const double mem_ratio =
         layer_rows[1]["kb_per_token"].get<double>() /
         std::max(1e-9, layer_rows[0]["kb_per_token"].get<double>());
-    target("SWA-128 layer per-token time 16384 vs 2048 <= 1.3x",
-           time_ratio <= 1.3,
-           absl::StrCat(Fmt(time_ratio, 2), "x (",
-                        Fmt(layer_rows[0]["us_per_token"].get<double>(), 1),
-                        " -> ", Fmt(layer_rows[1]["us_per_token"].get<double>(), 1),
-                        " us/token)"));
+    target(
+        "SWA-128 layer per-token time 16384 vs 2048 <= 1.3x", time_ratio <= 1.3,
+        absl::StrCat(
+            Fmt(time_ratio, 2), "x (",
+            Fmt(layer_rows[0]["us_per_token"].get<double>(), 1), " -> ",
+            Fmt(layer_rows[1]["us_per_token"].get<double>(), 1), " us/token)"));
     target("SWA-128 layer per-token memory 16384 vs 2048 <= 1.3x",
            mem_ratio <= 1.3,
            absl::StrCat(Fmt(mem_ratio, 2), "x (",
                         Fmt(layer_rows[0]["kb_per_token"].get<double>(), 1),
-                        " -> ", Fmt(layer_rows[1]["kb_per_token"].get<double>(), 1),
+                        " -> ",
+                        Fmt(layer_rows[1]["kb_per_token"].get<double>(), 1),
                         " KB/token)"));
   }
   for (const std::string& arch : o.archs) {
@@ -496,13 +504,15 @@ int main(int argc, char** argv) {
                              f->j["tokens_per_s"].get<double>();
         const double loss_diff = std::abs(b->j["first_loss"].get<double>() -
                                           f->j["first_loss"].get<double>());
-        target(absl::StrCat(arch, " T=", t, " bf16 >= 1.8x fp32",
-                            cpu_bf16 ? "" : " (no native bf16: not applicable)"),
-               !cpu_bf16 || speed >= 1.8,
-               absl::StrCat(Fmt(speed, 2), "x; |loss bf16 - fp32| = ",
-                            Fmt(loss_diff, 4), " (tolerance 0.02)"));
-        target(absl::StrCat(arch, " T=", t, " bf16 loss matches fp32 within 0.02"),
-               loss_diff <= 0.02, Fmt(loss_diff, 4));
+        target(
+            absl::StrCat(arch, " T=", t, " bf16 >= 1.8x fp32",
+                         cpu_bf16 ? "" : " (no native bf16: not applicable)"),
+            !cpu_bf16 || speed >= 1.8,
+            absl::StrCat(Fmt(speed, 2), "x; |loss bf16 - fp32| = ",
+                         Fmt(loss_diff, 4), " (tolerance 0.02)"));
+        target(
+            absl::StrCat(arch, " T=", t, " bf16 loss matches fp32 within 0.02"),
+            loss_diff <= 0.02, Fmt(loss_diff, 4));
       }
     }
   }

@@ -1,5 +1,4 @@
 #include "bench/measure.h"
-
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -53,8 +52,9 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
   result.baseline_rss_mb = PeakRssMb();
   model::HybridLM lm(config);
   auto optimizer = train::MakeAdamW(*lm, {.lr = 1e-3});
-  torch::Tensor tokens = torch::randint(
-      0, config.vocab_size, {options.batch, options.seq_len + 1}, torch::kInt64);
+  torch::Tensor tokens =
+      torch::randint(0, config.vocab_size, {options.batch, options.seq_len + 1},
+                     torch::kInt64);
   torch::Tensor inputs = tokens.narrow(1, 0, options.seq_len);
   torch::Tensor targets = tokens.narrow(1, 1, options.seq_len);
   std::vector<double> times;
@@ -88,8 +88,9 @@ StepResult MeasureMixerLayer(const model::ModelConfig& config,
   std::shared_ptr<model::Mixer> mixer = model::MakeMixer(config, spec, 0);
   StepResult result;
   result.baseline_rss_mb = PeakRssMb();
-  torch::Tensor x = torch::randn({options.batch, options.seq_len, config.d_model})
-                        .requires_grad_(true);
+  torch::Tensor x =
+      torch::randn({options.batch, options.seq_len, config.d_model})
+          .requires_grad_(true);
   std::vector<double> times;
   for (int64_t step = 0; step < options.steps; ++step) {
     const auto start = Clock::now();

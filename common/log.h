@@ -39,11 +39,11 @@ class LogMessage {
 }  // namespace internal
 }  // namespace hlab
 
-#define HLAB_LOG(level)                                     \
-  if (!::hlab::LogEnabled(::hlab::LogLevel::k##level)) {    \
-  } else                                                    \
-    ::hlab::internal::LogMessage(::hlab::LogLevel::k##level, \
-                                 __FILE__, __LINE__)        \
+#define HLAB_LOG(level)                                                \
+  if (!::hlab::LogEnabled(::hlab::LogLevel::k##level)) {               \
+  } else                                                               \
+    ::hlab::internal::LogMessage(::hlab::LogLevel::k##level, __FILE__, \
+                                 __LINE__)                             \
         .stream()
 
 #endif  // HLAB_COMMON_LOG_H_

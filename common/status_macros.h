@@ -17,10 +17,10 @@
 #include "absl/status/statusor.h"
 
 // Returns from the enclosing function if `expr` is not OK.
-#define HLAB_RETURN_IF_ERROR(expr)                      \
-  do {                                                  \
-    ::absl::Status hlab_status_ = (expr);               \
-    if (!hlab_status_.ok()) return hlab_status_;        \
+#define HLAB_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status hlab_status_ = (expr);        \
+    if (!hlab_status_.ok()) return hlab_status_; \
   } while (false)
 
 #define HLAB_STATUS_CONCAT_INNER_(a, b) a##b
@@ -28,12 +28,12 @@
 
 // Evaluates `rexpr` (a StatusOr<T>); returns its status if not OK, otherwise
 // moves the value into `lhs` (which may be a declaration).
-#define HLAB_ASSIGN_OR_RETURN(lhs, rexpr)                               \
-  HLAB_ASSIGN_OR_RETURN_IMPL_(                                          \
-      HLAB_STATUS_CONCAT_(hlab_statusor_, __LINE__), lhs, rexpr)
+#define HLAB_ASSIGN_OR_RETURN(lhs, rexpr)                                    \
+  HLAB_ASSIGN_OR_RETURN_IMPL_(HLAB_STATUS_CONCAT_(hlab_statusor_, __LINE__), \
+                              lhs, rexpr)
 
-#define HLAB_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
-  auto statusor = (rexpr);                                \
+#define HLAB_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr)  \
+  auto statusor = (rexpr);                                 \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 

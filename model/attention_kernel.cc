@@ -1,6 +1,8 @@
 #include "model/attention_kernel.h"
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,6 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
@@ -178,10 +183,11 @@ std::vector<QueryBlock> PlanBlocks(const Dims& dims, int64_t window,
 
 // Scratch buffers for one pass, allocated once and carved per block pair.
 struct Scratch {
-  Tensor scores;   // input dtype: S, then P (N * R * Tk)
-  Tensor grads;    // input dtype: dP, then dS (backward only)
-  Tensor work;     // stat dtype, for bf16 input only: S - m, dP - D
-  Tensor product;  // input dtype, bf16 only: a block product (N * R * D)
+  Tensor scores;      // input dtype: S, then P (N * R * Tk)
+  Tensor grads;       // input dtype: dP, then dS (backward only)
+  Tensor work;        // stat dtype, for bf16 input only: P
+  Tensor work_grads;  // stat dtype, for bf16 input only: dS (backward)
+  Tensor product;     // input dtype, bf16 only: a block product (N * R * D)
 };
 
 Scratch MakeScratch(const Dims& dims, const AttentionBlocks& blocks,
@@ -197,6 +203,9 @@ Scratch MakeScratch(const Dims& dims, const AttentionBlocks& blocks,
   const torch::ScalarType stat = StatType(dtype);
   if (dtype != stat) {
     scratch.work = at::empty({score_numel}, options.dtype(stat));
+    if (backward) {
+      scratch.work_grads = at::empty({score_numel}, options.dtype(stat));
+    }
     scratch.product = at::empty({dims.n() * std::max(rows, keys) * dims.d},
                                 options.dtype(dtype));
   }
@@ -215,17 +224,20 @@ Tensor BlockScores(const Tensor& qb, const Tensor& kb, const KeyBlock& key,
   return s;
 }
 
-// x = exp(x - shift) in place; shift: (N, R, 1) in the stat dtype. For bf16
-// x the difference is taken in fp32 (Scratch::work) and only the result is
-// rounded to bf16.
-void ExpShiftedInPlace(Tensor& x, const Tensor& shift, const Scratch& scratch) {
+// P = exp(x - shift), shift: (N, R, 1) in the stat dtype. Returns P in the
+// stat dtype and leaves it in x in x's dtype, for the next matmul: for fp32
+// and fp64 both are x itself; for bf16 P is computed in fp32
+// (Scratch::work) from the bf16 scores and rounded once.
+Tensor ExpShifted(Tensor& x, const Tensor& shift, const Scratch& scratch) {
   if (x.scalar_type() == shift.scalar_type()) {
     x.sub_(shift).exp_();
-    return;
+    return x;
   }
-  Tensor diff = Carve(scratch.work, x.sizes());
-  at::sub_out(diff, x, shift);
-  at::exp_out(x, diff);
+  Tensor p = Carve(scratch.work, x.sizes());
+  p.copy_(x);
+  p.sub_(shift).exp_();
+  x.copy_(p);
+  return p;
 }
 
 // acc += a @ b: acc (N, M, D) in the stat dtype, a and b in the input dtype.
@@ -240,92 +252,225 @@ void AccumulateProduct(Tensor acc, const Tensor& a, const Tensor& b,
   acc.add_(product);
 }
 
-// Forward on folded tensors: qf (N, T*G, D) already scaled, kf and vf
-// (N, T, D), sink_rows (N, Tq*G) or undefined. Returns the output (N, T*G, D)
-// and the per-row logsumexp (N, T*G), both in the stat dtype.
-std::pair<Tensor, Tensor> ForwardBlocks(const Tensor& qf, const Tensor& kf,
-                                        const Tensor& vf,
-                                        const Tensor& sink_rows,
-                                        const std::vector<QueryBlock>& plan,
-                                        const Scratch& scratch,
-                                        const Dims& dims) {
-  const torch::ScalarType stat = StatType(qf.scalar_type());
-  const auto stat_options = qf.options().dtype(stat);
-  Tensor out = at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options);
-  Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
+// One unit of parallel work: query block `query` of batch matrices
+// [n0, n0 + n).
+struct WorkItem {
+  const QueryBlock* query = nullptr;
+  int64_t n0 = 0, n = 0;
+  int64_t cost = 0;  // visited keys x matrices, for scheduling
+};
+
+// The work items, costliest first. Batch matrices are split across threads
+// only when there are too few query blocks to keep the threads busy.
+std::vector<WorkItem> ScheduleWork(const std::vector<QueryBlock>& plan,
+                                   const Dims& dims, int64_t threads) {
+  const int64_t slices = static_cast<int64_t>(plan.size()) >= 4 * threads
+                             ? 1
+                             : std::min(dims.n(), threads);
+  std::vector<WorkItem> items;
   for (const QueryBlock& query : plan) {
-    const int64_t r = query.size * dims.g;
-    const int64_t row0 = query.start * dims.g;
-    const Tensor qb = qf.narrow(1, row0, r);
-    // Running max m and denominator l per row; the sink starts both (it is a
-    // logit with no value), so rows never see an all -inf max.
-    Tensor m, l;
-    if (sink_rows.defined()) {
-      m = sink_rows.narrow(1, 0, r).clone();
-      l = at::ones({dims.n(), r}, stat_options);
-    } else {
-      m = at::full({dims.n(), r}, kNoScoreYet, stat_options);
-      l = at::zeros({dims.n(), r}, stat_options);
+    int64_t keys = 0;
+    for (const KeyBlock& key : query.keys) keys += key.size;
+    for (int64_t i = 0; i < slices; ++i) {
+      WorkItem item;
+      item.query = &query;
+      item.n0 = dims.n() * i / slices;
+      item.n = dims.n() * (i + 1) / slices - item.n0;
+      item.cost = keys * query.size * item.n;
+      items.push_back(item);
     }
-    Tensor acc = out.narrow(1, row0, r);
-    acc.zero_();
-    for (const KeyBlock& key : query.keys) {
-      Tensor p =
-          BlockScores(qb, kf.narrow(1, key.start, key.size), key, scratch);
-      const Tensor m_new = at::maximum(m, at::amax(p, -1));
-      const Tensor alpha = (m - m_new).exp_();
-      ExpShiftedInPlace(p, m_new.unsqueeze(-1), scratch);  // unnormalised
-      l.mul_(alpha).add_(p.sum(-1, /*keepdim=*/false, stat));
-      acc.mul_(alpha.unsqueeze(-1));
-      AccumulateProduct(acc, p, vf.narrow(1, key.start, key.size), scratch);
-      m = m_new;
-    }
-    acc.div_(l.unsqueeze(-1));
-    Tensor lse_block = lse.narrow(1, row0, r);
-    at::log_out(lse_block, l);
-    lse_block.add_(m);
   }
-  return {out, lse};
+  std::stable_sort(
+      items.begin(), items.end(),
+      [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
+  return items;
 }
 
-// Backward on folded tensors (FlashAttention-2): recomputes each block's
-// probabilities from the saved logsumexp. dof: (N, T*G, D) in the input dtype;
-// drow: rowsum(dO * O) (N, T*G). Accumulates into dqf (N, T*G, D) and dkf, dvf
-// (N, T, D), all in the stat dtype; dqf is with respect to the scaled q.
-void BackwardBlocks(const Tensor& qf, const Tensor& kf, const Tensor& vf,
-                    const Tensor& dof, const Tensor& lse, const Tensor& drow,
-                    const std::vector<QueryBlock>& plan, const Scratch& scratch,
-                    const Dims& dims, Tensor& dqf, Tensor& dkf, Tensor& dvf) {
-  const bool low_precision = StatType(qf.scalar_type()) != qf.scalar_type();
-  for (const QueryBlock& query : plan) {
-    const int64_t r = query.size * dims.g;
-    const int64_t row0 = query.start * dims.g;
-    const Tensor qb = qf.narrow(1, row0, r);
-    const Tensor dob = dof.narrow(1, row0, r);
-    const Tensor lse_b = lse.narrow(1, row0, r).unsqueeze(-1);
-    const Tensor drow_b = drow.narrow(1, row0, r).unsqueeze(-1);
-    Tensor dqb = dqf.narrow(1, row0, r);
-    for (const KeyBlock& key : query.keys) {
-      const Tensor kb = kf.narrow(1, key.start, key.size);
-      const Tensor vb = vf.narrow(1, key.start, key.size);
-      Tensor p = BlockScores(qb, kb, key, scratch);
-      ExpShiftedInPlace(p, lse_b, scratch);
-      AccumulateProduct(dvf.narrow(1, key.start, key.size), p.transpose(1, 2),
-                        dob, scratch);
-      // dS = P * (dO V^T - rowsum(dO * O)), the difference in the stat dtype.
-      Tensor ds = Carve(scratch.grads, {dims.n(), r, key.size});
-      at::bmm_out(ds, dob, vb.transpose(1, 2));
-      if (low_precision) {
-        Tensor diff = Carve(scratch.work, ds.sizes());
-        at::sub_out(diff, ds, drow_b);
-        at::mul_out(ds, diff, p);
-      } else {
-        ds.sub_(drow_b).mul_(p);
+// Threads for the block loop: the intra-op pool, or 1 inside a parallel
+// region.
+int64_t BlockThreads() {
+  return at::in_parallel_region() ? 1 : std::max(1, at::get_num_threads());
+}
+
+// Workers for the items: the block-loop threads, but no more than items.
+int64_t WorkerCount(const std::vector<WorkItem>& items) {
+  return std::max<int64_t>(
+      1, std::min<int64_t>(BlockThreads(), static_cast<int64_t>(items.size())));
+}
+
+// Runs fn(worker) once for each worker in [0, workers) on the intra-op
+// threads, in one parallel region.
+//
+// at::parallel_for cannot be used for this here: it is a header template
+// whose `#pragma omp parallel` is compiled into the caller, and hlab is not
+// built with -fopenmp, so it would run serially. TensorIterator::for_each
+// runs the same parallel loop compiled inside LibTorch; iterating over a
+// tensor of worker ids with grain 1 gives one worker per thread.
+template <typename Fn>
+void RunOnWorkers(int64_t workers, const Fn& fn) {
+  const Tensor ids = at::arange(workers, torch::kInt64);
+  at::TensorIterator iter = at::TensorIteratorConfig()
+                                .add_output(ids)
+                                .resize_outputs(false)
+                                .check_all_same_dtype(false)
+                                .build();
+  // Workers start with default thread-local state (grad mode on, autocast
+  // off); give them the caller's.
+  const at::ThreadLocalState caller_state;
+  iter.for_each(
+      [&](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
+        const at::ThreadLocalStateGuard state_guard(caller_state);
+        for (int64_t j = 0; j < size1; ++j) {
+          for (int64_t i = 0; i < size0; ++i) {
+            fn(*reinterpret_cast<const int64_t*>(data[0] + i * strides[0] +
+                                                 j * strides[1]));
+          }
+        }
+      },
+      /*grain_size=*/1);
+}
+
+// OpenBLAS (the pthreads build Debian's LibTorch uses for fp32 matmuls) runs
+// each gemm on its own threads; called from every worker of the block loop it
+// would oversubscribe the cores. This makes it single-threaded for the
+// guard's lifetime when the BLAS is OpenBLAS, and does nothing otherwise. The
+// setting is process-wide: another thread's gemm during the loop also runs
+// single-threaded.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() {
+    using SetFn = void (*)(int);
+    using GetFn = int (*)();
+    static const auto set = reinterpret_cast<SetFn>(
+        dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    static const auto get = reinterpret_cast<GetFn>(
+        dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    if (set != nullptr && get != nullptr) {
+      previous_ = get();
+      if (previous_ > 1) {
+        set(1);
+        restore_ = set;
       }
-      AccumulateProduct(dqb, ds, kb, scratch);
-      AccumulateProduct(dkf.narrow(1, key.start, key.size), ds.transpose(1, 2),
-                        qb, scratch);
     }
+  }
+  ~SingleThreadedBlas() {
+    if (restore_ != nullptr) restore_(previous_);
+  }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  void (*restore_)(int) = nullptr;
+  int previous_ = 1;
+};
+
+// Runs fn(item, worker) for every item on `threads` workers, each taking the
+// costliest remaining item next. Inside, ATen ops and BLAS run
+// single-threaded: one parallel region for the whole loop instead of one per
+// small op, which on 2 cores is several times faster and far less sensitive
+// to other load.
+template <typename Fn>
+void ForEachItemInParallel(const std::vector<WorkItem>& items, int64_t threads,
+                           const Fn& fn) {
+  std::atomic<size_t> next{0};
+  auto work = [&](int64_t worker) {
+    for (size_t i = next++; i < items.size(); i = next++) fn(items[i], worker);
+  };
+  if (threads == 1) {
+    work(0);
+    return;
+  }
+  const SingleThreadedBlas single_threaded_blas;
+  RunOnWorkers(threads, work);
+}
+
+// Forward of one work item, online softmax over its key blocks. qf: (N, T*G,
+// D) already scaled; kf, vf: (N, T, D); sink_rows: (N, Tq*G) or undefined.
+// Writes the item's rows of out (N, T*G, D) and lse (N, T*G), stat dtype.
+void ForwardItem(const WorkItem& item, const Tensor& qf, const Tensor& kf,
+                 const Tensor& vf, const Tensor& sink_rows,
+                 const Scratch& scratch, int64_t g, Tensor& out, Tensor& lse) {
+  const QueryBlock& query = *item.query;
+  const int64_t r = query.size * g;
+  const int64_t row0 = query.start * g;
+  const Tensor qb = qf.narrow(0, item.n0, item.n).narrow(1, row0, r);
+  const Tensor kn = kf.narrow(0, item.n0, item.n);
+  const Tensor vn = vf.narrow(0, item.n0, item.n);
+  const auto stat_options = out.options();
+  // Running max m and denominator l per row; the sink starts both (it is a
+  // logit with no value), so rows never see an all -inf max.
+  Tensor m, l;
+  if (sink_rows.defined()) {
+    m = sink_rows.narrow(0, item.n0, item.n).narrow(1, 0, r).clone();
+    l = at::ones({item.n, r}, stat_options);
+  } else {
+    m = at::full({item.n, r}, kNoScoreYet, stat_options);
+    l = at::zeros({item.n, r}, stat_options);
+  }
+  Tensor acc = out.narrow(0, item.n0, item.n).narrow(1, row0, r);
+  acc.zero_();
+  for (const KeyBlock& key : query.keys) {
+    Tensor p = BlockScores(qb, kn.narrow(1, key.start, key.size), key, scratch);
+    const Tensor m_new = at::maximum(m, at::amax(p, -1));
+    const Tensor alpha = (m - m_new).exp_();
+    // Unnormalised probabilities, p_stat in the stat dtype.
+    const Tensor p_stat = ExpShifted(p, m_new.unsqueeze(-1), scratch);
+    l.mul_(alpha).add_(p_stat.sum(-1));
+    acc.mul_(alpha.unsqueeze(-1));
+    AccumulateProduct(acc, p, vn.narrow(1, key.start, key.size), scratch);
+    m = m_new;
+  }
+  acc.div_(l.unsqueeze(-1));
+  Tensor lse_block = lse.narrow(0, item.n0, item.n).narrow(1, row0, r);
+  at::log_out(lse_block, l);
+  lse_block.add_(m);
+}
+
+// Backward of one work item (FlashAttention-2): recomputes its
+// probabilities from the saved logsumexp. dof: (N, T*G, D) in the input
+// dtype; drow = rowsum(dO * O): (N, T*G). Accumulates into the item's rows of
+// dqf (N, T*G, D) and into dkf, dvf (N, T, D), all in the stat dtype; dqf is
+// with respect to the scaled q.
+void BackwardItem(const WorkItem& item, const Tensor& qf, const Tensor& kf,
+                  const Tensor& vf, const Tensor& dof, const Tensor& lse,
+                  const Tensor& drow, const Scratch& scratch, int64_t g,
+                  Tensor& dqf, Tensor& dkf, Tensor& dvf) {
+  const QueryBlock& query = *item.query;
+  const bool low_precision = StatType(qf.scalar_type()) != qf.scalar_type();
+  const int64_t r = query.size * g;
+  const int64_t row0 = query.start * g;
+  auto rows = [&](const Tensor& x) {
+    return x.narrow(0, item.n0, item.n).narrow(1, row0, r);
+  };
+  const Tensor qb = rows(qf), dob = rows(dof);
+  const Tensor lse_b = rows(lse).unsqueeze(-1);
+  const Tensor drow_b = rows(drow).unsqueeze(-1);
+  Tensor dqb = rows(dqf);
+  const Tensor kn = kf.narrow(0, item.n0, item.n);
+  const Tensor vn = vf.narrow(0, item.n0, item.n);
+  const Tensor dkn = dkf.narrow(0, item.n0, item.n);
+  const Tensor dvn = dvf.narrow(0, item.n0, item.n);
+  for (const KeyBlock& key : query.keys) {
+    const Tensor kb = kn.narrow(1, key.start, key.size);
+    const Tensor vb = vn.narrow(1, key.start, key.size);
+    Tensor p = BlockScores(qb, kb, key, scratch);
+    const Tensor p_stat = ExpShifted(p, lse_b, scratch);
+    AccumulateProduct(dvn.narrow(1, key.start, key.size), p.transpose(1, 2),
+                      dob, scratch);
+    // dS = P * (dO V^T - rowsum(dO * O)), the difference in the stat dtype.
+    Tensor ds = Carve(scratch.grads, {item.n, r, key.size});
+    at::bmm_out(ds, dob, vb.transpose(1, 2));
+    if (low_precision) {
+      Tensor ds_stat = Carve(scratch.work_grads, ds.sizes());
+      ds_stat.copy_(ds);
+      ds_stat.sub_(drow_b).mul_(p_stat);
+      ds.copy_(ds_stat);
+    } else {
+      ds.sub_(drow_b).mul_(p_stat);
+    }
+    AccumulateProduct(dqb, ds, kb, scratch);
+    AccumulateProduct(dkn.narrow(1, key.start, key.size), ds.transpose(1, 2),
+                      qb, scratch);
   }
 }
 
@@ -345,18 +490,30 @@ class BlockwiseAttentionFunction
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
     const Tensor qf = FoldHeads(q, dims, scale, dtype);
-    const Tensor kf = k.reshape({dims.n(), dims.t, dims.d});
-    const Tensor vf = v.reshape({dims.n(), dims.t, dims.d});
+    const Tensor kf = k.detach().reshape({dims.n(), dims.t, dims.d});
+    const Tensor vf = v.detach().reshape({dims.n(), dims.t, dims.d});
     const Tensor sink_rows =
         sink.defined()
             ? SinkRows(sink, dims, std::min(blocks.query, dims.t), stat)
             : Tensor();
     const std::vector<QueryBlock> plan =
         PlanBlocks(dims, window, blocks, q.device());
-    const Scratch scratch =
-        MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device());
-    auto [out_f, lse] =
-        ForwardBlocks(qf, kf, vf, sink_rows, plan, scratch, dims);
+    const std::vector<WorkItem> items =
+        ScheduleWork(plan, dims, BlockThreads());
+    const int64_t threads = WorkerCount(items);
+    const auto stat_options = q.options().dtype(stat);
+    Tensor out_f = at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options);
+    Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
+    std::vector<Scratch> scratch;
+    for (int64_t i = 0; i < threads; ++i) {
+      scratch.push_back(
+          MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device()));
+    }
+    ForEachItemInParallel(items, threads,
+                          [&](const WorkItem& item, int64_t worker) {
+                            ForwardItem(item, qf, kf, vf, sink_rows,
+                                        scratch[worker], dims.g, out_f, lse);
+                          });
     Tensor out = UnfoldHeads(out_f, dims, dtype);
 
     ctx->save_for_backward({q, k, v, sink_arg, out, lse});
@@ -385,8 +542,8 @@ class BlockwiseAttentionFunction
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
     const Tensor qf = FoldHeads(q, dims, scale, dtype);
-    const Tensor kf = k.reshape({dims.n(), dims.t, dims.d});
-    const Tensor vf = v.reshape({dims.n(), dims.t, dims.d});
+    const Tensor kf = k.detach().reshape({dims.n(), dims.t, dims.d});
+    const Tensor vf = v.detach().reshape({dims.n(), dims.t, dims.d});
     const Tensor dof = FoldHeads(grad_outputs[0], dims, 1.0, dtype);
     // D = rowsum(dO * O), in the stat dtype: (N, T*G).
     const Tensor drow = (FoldHeads(grad_outputs[0], dims, 1.0, stat) *
@@ -394,15 +551,30 @@ class BlockwiseAttentionFunction
                             .sum(-1);
 
     const auto stat_options = q.options().dtype(stat);
-    Tensor dqf = at::zeros({dims.n(), dims.t * dims.g, dims.d}, stat_options);
-    Tensor dkf = at::zeros({dims.n(), dims.t, dims.d}, stat_options);
-    Tensor dvf = at::zeros({dims.n(), dims.t, dims.d}, stat_options);
     const std::vector<QueryBlock> plan =
         PlanBlocks(dims, window, blocks, q.device());
-    const Scratch scratch =
-        MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device());
-    BackwardBlocks(qf, kf, vf, dof, lse, drow, plan, scratch, dims, dqf, dkf,
-                   dvf);
+    const std::vector<WorkItem> items =
+        ScheduleWork(plan, dims, BlockThreads());
+    const int64_t threads = WorkerCount(items);
+    // dq rows belong to one item each; dk and dv get one accumulator per
+    // worker, summed at the end.
+    Tensor dqf = at::zeros({dims.n(), dims.t * dims.g, dims.d}, stat_options);
+    Tensor dkf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
+    Tensor dvf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
+    std::vector<Scratch> scratch;
+    for (int64_t i = 0; i < threads; ++i) {
+      scratch.push_back(
+          MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device()));
+    }
+    ForEachItemInParallel(
+        items, threads, [&](const WorkItem& item, int64_t worker) {
+          Tensor dk_worker = dkf.select(0, worker),
+                 dv_worker = dvf.select(0, worker);
+          BackwardItem(item, qf, kf, vf, dof, lse, drow, scratch[worker],
+                       dims.g, dqf, dk_worker, dv_worker);
+        });
+    dkf = threads == 1 ? dkf.select(0, 0) : dkf.sum(0);
+    dvf = threads == 1 ? dvf.select(0, 0) : dvf.sum(0);
 
     dqf.mul_(scale);  // qf was scaled
     Tensor dsink;

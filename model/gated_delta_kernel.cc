@@ -43,21 +43,23 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t t_padded = n * chunk;
   const int64_t bh = b * h;
 
-  // Batch and heads are flattened (bh) so the sequential loop can use bmm.
-  // Padded steps have g = beta = 0 and k = v = 0: they change nothing. The
-  // scale is applied to the output (alpha of the last baddbmm), not to q.
+  // Batch, heads and chunks are flattened: tensors are (bh * n, C, d), viewed
+  // as (bh, n, C, d) for the sequential loop over n. Padded steps have
+  // g = beta = 0 and k = v = 0: they change nothing. The scale is applied to
+  // the output (alpha of the last matmul), not to q.
+  const int64_t rows = bh * n;
   const torch::Tensor qc =
-      PadTime(q.to(dtype), t_padded).reshape({bh, n, chunk, dk});
+      PadTime(q.to(dtype), t_padded).reshape({rows, chunk, dk});
   const torch::Tensor kc =
-      PadTime(k.to(dtype), t_padded).reshape({bh, n, chunk, dk});
+      PadTime(k.to(dtype), t_padded).reshape({rows, chunk, dk});
   const torch::Tensor vc =
-      PadTime(v.to(dtype), t_padded).reshape({bh, n, chunk, dv});
+      PadTime(v.to(dtype), t_padded).reshape({rows, chunk, dv});
   const torch::Tensor betac =
-      PadTime(beta.to(dtype), t_padded).reshape({bh, n, chunk, 1});
-  // Log-decay since the start of the chunk: (bh, n, C).
+      PadTime(beta.to(dtype), t_padded).reshape({rows, chunk, 1});
+  // Log-decay since the start of the chunk: (rows, C).
   const torch::Tensor cum =
-      PadTime(g.to(dtype), t_padded).reshape({bh, n, chunk}).cumsum(-1);
-  const torch::Tensor cum_last = cum.narrow(-1, chunk - 1, 1);  // (bh, n, 1)
+      PadTime(g.to(dtype), t_padded).reshape({rows, chunk}).cumsum(-1);
+  const torch::Tensor cum_last = cum.narrow(-1, chunk - 1, 1);  // (rows, 1)
   const torch::Tensor decay_from_start = cum.exp().unsqueeze(-1);
 
   // D_ij = exp(G_i - G_j) for j <= i; the upper triangle is masked with -inf
@@ -66,33 +68,34 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
       (cum.unsqueeze(-1) - cum.unsqueeze(-2))
           .masked_fill(StrictUpperMask(chunk, q.device()),
                        -std::numeric_limits<double>::infinity())
-          .exp();  // (bh, n, C, C)
+          .exp();  // (rows, C, C)
 
   // WY/UT representation: with A = strict_lower((beta K K^T) * D),
   //   W = (I + A)^-1 (beta K * exp(G)),  U = (I + A)^-1 (beta V).
-  // (I + A)^-1 comes from one unit-lower-triangular solve against the
-  // identity (C right-hand sides instead of dk + dv: the batched solve is
-  // the slowest op per FLOP), then two batched matmuls. The unitriangular
-  // solve reads only the strict lower triangle of its matrix and its
-  // backward gives the rest zero gradient, so the diagonal of
+  // (I + A)^-1 comes from a batched unit-lower-triangular solve against the
+  // identity (C right-hand sides instead of dk + dv), then two matmuls.
+  // UnitLowerInverse reads only the strict lower triangle, so the diagonal of
   // (beta K K^T) * D need not be masked.
   const torch::Tensor k_beta = kc * betac;
-  const torch::Tensor a =
-      torch::matmul(k_beta, kc.transpose(-1, -2)) * decay;  // (bh, n, C, C)
-  const torch::Tensor inverse = torch::linalg_solve_triangular(
-      a, torch::eye(chunk, a.options()).expand_as(a), /*upper=*/false,
-      /*left=*/true, /*unitriangular=*/true);
+  const torch::Tensor inverse = UnitLowerInverse(
+      ParallelBmm(k_beta, kc.transpose(1, 2)) * decay);  // (rows, C, C)
   const std::vector<torch::Tensor> w_i =
-      torch::matmul(inverse, k_beta * decay_from_start).unbind(1);
-  const std::vector<torch::Tensor> u_i =
-      torch::matmul(inverse, vc * betac).unbind(1);  // each (bh, C, d)
+      ParallelBmm(inverse, k_beta * decay_from_start)
+          .view({bh, n, chunk, dk})
+          .unbind(1);  // each (bh, C, dk)
+  const std::vector<torch::Tensor> u_i = ParallelBmm(inverse, vc * betac)
+                                             .view({bh, n, chunk, dv})
+                                             .unbind(1);  // each (bh, C, dv)
 
   // Keys decayed to the chunk end (transposed for the state update) and the
   // whole-chunk decays.
   const std::vector<torch::Tensor> k_to_end_t =
-      (kc * (cum_last - cum).exp().unsqueeze(-1)).transpose(-1, -2).unbind(1);
+      (kc * (cum_last - cum).exp().unsqueeze(-1))
+          .view({bh, n, chunk, dk})
+          .transpose(-1, -2)
+          .unbind(1);  // each (bh, dk, C)
   const std::vector<torch::Tensor> chunk_decay =
-      cum_last.exp().unsqueeze(-1).unbind(1);  // each (bh, 1, 1)
+      cum_last.exp().view({bh, n, 1, 1}).unbind(1);  // each (bh, 1, 1)
 
   // Sequential over chunks: V'_n = U_n - W_n S; S = exp(G_C) S + Kd_n^T V'_n.
   std::vector<torch::Tensor> states, new_values;
@@ -101,24 +104,22 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   torch::Tensor s = torch::zeros({bh, dk, dv}, q.options().dtype(dtype));
   for (int64_t i = 0; i < n; ++i) {
     states.push_back(s);
-    new_values.push_back(torch::baddbmm(u_i[i], w_i[i], s, /*beta=*/1,
-                                        /*alpha=*/-1));  // (bh, C, dv)
+    new_values.push_back(ParallelBaddbmm(u_i[i], w_i[i], s, /*beta=*/1,
+                                         /*alpha=*/-1));  // (bh, C, dv)
     if (i + 1 < n) {
-      s = torch::baddbmm(s * chunk_decay[i], k_to_end_t[i], new_values.back());
+      s = ParallelBaddbmm(s * chunk_decay[i], k_to_end_t[i], new_values.back(),
+                          /*beta=*/1, /*alpha=*/1);
     }
   }
 
   // All chunks at once: O = scale ((Q * exp(G)) S_in + ((Q K^T) * D) V').
-  const torch::Tensor q_from_start =
-      (qc * decay_from_start).reshape({bh * n, chunk, dk});
-  const torch::Tensor scores = (torch::matmul(qc, kc.transpose(-1, -2)) * decay)
-                                   .reshape({bh * n, chunk, chunk});
-  const torch::Tensor inter = torch::bmm(
-      q_from_start, torch::stack(states, 1).reshape({bh * n, dk, dv}));
-  const torch::Tensor out = torch::baddbmm(
-      inter, scores, torch::stack(new_values, 1).reshape({bh * n, chunk, dv}),
+  const torch::Tensor scores = ParallelBmm(qc, kc.transpose(1, 2)) * decay;
+  const torch::Tensor inter = ParallelBmm(
+      qc * decay_from_start, torch::stack(states, 1).view({rows, dk, dv}));
+  const torch::Tensor out = ParallelBaddbmm(
+      inter, scores, torch::stack(new_values, 1).view({rows, chunk, dv}),
       /*beta=*/scale, /*alpha=*/scale);
-  return out.reshape({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
+  return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
 }
 
 torch::Tensor RecurrentGatedDelta(const torch::Tensor& q,

@@ -8,9 +8,11 @@
 //   o_t = (scale * q_t)^T S
 // i.e. S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T.
 //
-// Both forms are plain LibTorch ops, differentiable by autograd with respect
-// to every input. They run with CPU autocast disabled, compute in fp32 (fp64
-// when any input is fp64) and return v's dtype.
+// Both forms are differentiable with respect to every input: LibTorch ops
+// under autograd, plus the thread-split batched matmuls of
+// model/scalar_gla_kernel.h (custom autograd Functions). They run with CPU
+// autocast disabled, compute in fp32 (fp64 when any input is fp64) and return
+// v's dtype.
 //
 // Thread-safe: pure functions of their inputs.
 //

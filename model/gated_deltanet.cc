@@ -67,16 +67,19 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t h = n_heads_, dh = head_dim_, inner = h * dh;
 
-  // (B, T, 3 inner): the short conv, when enabled, mixes q, k and v channels
-  // alike (depthwise), then SiLU.
-  torch::Tensor qkv = torch::cat({q_proj_(x), k_proj_(x), v_proj_(x)}, -1);
-  if (conv_) qkv = conv_(qkv);
-  const std::vector<torch::Tensor> qkv_parts =
-      torch::silu(qkv).view({b, t, 3, h, dh}).unbind(2);  // (B, T, Hg, dh)
-
-  const torch::Tensor q = L2Normalize(qkv_parts[0]).transpose(1, 2);
-  const torch::Tensor k = L2Normalize(qkv_parts[1]).transpose(1, 2);
-  const torch::Tensor v = qkv_parts[2].transpose(1, 2);  // (B, Hg, T, dv)
+  torch::Tensor q = q_proj_(x), k = k_proj_(x), v = v_proj_(x);  // (B,T,inner)
+  if (conv_) {
+    // One depthwise conv over the concatenated q, k, v channels.
+    const std::vector<torch::Tensor> parts =
+        conv_(torch::cat({q, k, v}, -1)).split(inner, -1);
+    q = parts[0];
+    k = parts[1];
+    v = parts[2];
+  }
+  // SiLU, heads, q and k L2-normalised: (B, Hg, T, dh).
+  q = L2Normalize(torch::silu(q).view({b, t, h, dh})).transpose(1, 2);
+  k = L2Normalize(torch::silu(k).view({b, t, h, dh})).transpose(1, 2);
+  v = torch::silu(v).view({b, t, h, dh}).transpose(1, 2);
   const torch::Tensor beta =
       torch::sigmoid(AtLeastFp32(b_proj_(x))).transpose(1, 2);  // (B, Hg, T)
   const torch::Tensor g = (-torch::exp(a_log_) *

@@ -6,9 +6,10 @@
 //   S_t = exp(g_t) * S_{t-1} + k_t v_t^T ;  o_t = (scale * q_t)^T S_t
 // with log-decays g_t <= 0 and S_{-1} = 0.
 //
-// Both forms are plain LibTorch ops, differentiable by autograd with respect
-// to every input. They run with CPU autocast disabled, compute in fp32 (fp64
-// when any input is fp64) and return v's dtype.
+// Both forms are differentiable with respect to every input: LibTorch ops
+// under autograd, plus the thread-split batched matmuls declared below
+// (custom autograd Functions). They run with CPU autocast disabled, compute in
+// fp32 (fp64 when any input is fp64) and return v's dtype.
 //
 // Thread-safe: pure functions of their inputs.
 //
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include <c10/util/Optional.h>
 #include <torch/types.h>
 
 namespace hlab::model {
@@ -34,7 +36,8 @@ namespace hlab::model {
 // Shapes (broadcast dimensions of size 1 are allowed where noted, so that
 // Mamba-2 can share B and C across heads and Lightning its constant decay
 // across the batch without copies):
-//   q, k: (B, H or 1, T, dk)    v: (B, H, T, dv)    g: (B or 1, H, T)
+//   q, k: (B, H or 1, T, dk), the same shape   v: (B, H, T, dv)
+//   g: (B or 1, H, T)
 //   returns (B, H, T, dv) in v's dtype.
 torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& g,
@@ -46,7 +49,9 @@ torch::Tensor RecurrentScalarGla(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, const torch::Tensor& g,
                                  double scale);
 
-// Helpers shared by the recurrent-mixer kernels.
+// ---------------------------------------------------------------------------
+// Helpers shared by the recurrent-mixer kernels (model/gated_delta_kernel.cc
+// uses them too).
 
 // Disables CPU autocast for its lifetime and restores the previous setting.
 class ScopedCpuAutocastOff {
@@ -73,6 +78,27 @@ torch::Tensor PadTime(const torch::Tensor& t, int64_t t_padded);
 // (chunk, chunk) bool mask, true strictly above the diagonal (j > i): the
 // entries to fill with -inf before exp.
 torch::Tensor StrictUpperMask(int64_t chunk, const torch::Device& device);
+
+// Batched matmul out = beta * c + alpha * (a @ b), with a: (N, m, k),
+// b: (N, k, n) and c: (N, m, n) (beta is ignored without c). Differentiable
+// in a, b and c. In LibTorch builds without MKL (Debian's), torch::bmm runs
+// its batch serially, one small BLAS call after another on one core; this
+// splits the batch across the intra-op threads (at::parallel_for, which is
+// header-inline OpenMP: parallel only when this library is compiled with
+// -fopenmp, serial otherwise). Computes in the inputs' dtype, ignoring
+// autocast.
+torch::Tensor ParallelBaddbmm(const c10::optional<torch::Tensor>& c,
+                              const torch::Tensor& a, const torch::Tensor& b,
+                              double beta, double alpha);
+inline torch::Tensor ParallelBmm(const torch::Tensor& a,
+                                 const torch::Tensor& b) {
+  return ParallelBaddbmm(c10::nullopt, a, b, 0.0, 1.0);
+}
+
+// (I + A)^-1 where A is the strict lower triangle of a: (N, C, C); the
+// diagonal and upper triangle of a are ignored (and get zero gradient).
+// Differentiable; the batch of triangular solves is split across threads.
+torch::Tensor UnitLowerInverse(const torch::Tensor& a);
 
 }  // namespace hlab::model
 

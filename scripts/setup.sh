@@ -21,7 +21,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev nlohmann-json3-dev libceres-dev libeigen3-dev
-  python3 python3-torch
+  python3 python3-torch python3-scipy
 )
 
 missing=()

@@ -117,13 +117,17 @@ void PrintBuildInfo() {
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  std::map<std::string, int64_t*> ints = {
-      {"--d-model", &o.d_model},   {"--layers", &o.layers},
-      {"--heads", &o.heads},       {"--kv-heads", &o.kv_heads},
-      {"--seq-len", &o.seq_len},   {"--batch", &o.batch},
-      {"--steps", &o.steps},       {"--warmup", &o.warmup},
-      {"--seed", &o.seed},         {"--threads", &o.threads},
-      {"--eval-every", &o.eval_every}};
+  std::map<std::string, int64_t*> ints = {{"--d-model", &o.d_model},
+                                          {"--layers", &o.layers},
+                                          {"--heads", &o.heads},
+                                          {"--kv-heads", &o.kv_heads},
+                                          {"--seq-len", &o.seq_len},
+                                          {"--batch", &o.batch},
+                                          {"--steps", &o.steps},
+                                          {"--warmup", &o.warmup},
+                                          {"--seed", &o.seed},
+                                          {"--threads", &o.threads},
+                                          {"--eval-every", &o.eval_every}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -273,10 +277,10 @@ void PrintChart(const std::vector<std::pair<int64_t, double>>& curve) {
   constexpr int kWidth = 50;
   std::cout << "\nheld-out loss curve (nats/byte):\n";
   for (const auto& [step, loss] : curve) {
-    const int bar =
-        hi > lo ? static_cast<int>(std::lround((loss - lo) / (hi - lo) *
-                                               (kWidth - 1))) + 1
-                : 1;
+    const int bar = hi > lo ? static_cast<int>(std::lround(
+                                  (loss - lo) / (hi - lo) * (kWidth - 1))) +
+                                  1
+                            : 1;
     std::printf("  step %5lld  %6.3f  %s\n", static_cast<long long>(step), loss,
                 std::string(bar, '#').c_str());
   }
@@ -303,9 +307,9 @@ int main(int argc, char** argv) {
       {.peak_lr = o.lr, .warmup_steps = o.warmup, .total_steps = o.steps});
 
   std::cerr << "hlab-train: " << config.arch << " ("
-            << hlab::model::LayersToPattern(config.layers) << "), N = "
-            << count.non_embedding << " non-embedding / " << count.total
-            << " total parameters\n"
+            << hlab::model::LayersToPattern(config.layers)
+            << "), N = " << count.non_embedding << " non-embedding / "
+            << count.total << " total parameters\n"
             << "hlab-train: data: " << source << " (" << bytes.size()
             << " bytes, last 10% held out); " << o.steps << " steps x "
             << o.batch << " x " << o.seq_len << " tokens; "
@@ -316,9 +320,8 @@ int main(int argc, char** argv) {
                 "held-out", "lr", "tok/s");
   }
 
-  const torch::Tensor val_batch =
-      SampleBatch(bytes, split, static_cast<int64_t>(bytes.size()), 16,
-                  o.seq_len, 0xE7A1);
+  const torch::Tensor val_batch = SampleBatch(
+      bytes, split, static_cast<int64_t>(bytes.size()), 16, o.seq_len, 0xE7A1);
   auto evaluate = [&]() {
     torch::NoGradGuard no_grad;
     model->eval();

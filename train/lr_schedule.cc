@@ -16,9 +16,9 @@ absl::Status ValidateWsdConfig(const WsdConfig& c) {
         absl::StrCat("total_steps: must be > 0, got ", c.total_steps));
   }
   if (c.warmup_steps < 0 || c.warmup_steps >= c.total_steps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("warmup_steps: must be in [0, total_steps = ",
-                     c.total_steps, "), got ", c.warmup_steps));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "warmup_steps: must be in [0, total_steps = ", c.total_steps, "), got ",
+        c.warmup_steps));
   }
   if (!(c.decay_fraction >= 0 && c.decay_fraction <= 1)) {
     return absl::InvalidArgumentError("decay_fraction: must be in [0, 1]");
@@ -32,9 +32,9 @@ absl::Status ValidateWsdConfig(const WsdConfig& c) {
 WsdSchedule::WsdSchedule(const WsdConfig& config)
     : config_(config),
       decay_start_(config.total_steps -
-                   static_cast<int64_t>(std::llround(
-                       config.decay_fraction *
-                       static_cast<double>(config.total_steps)))) {
+                   static_cast<int64_t>(
+                       std::llround(config.decay_fraction *
+                                    static_cast<double>(config.total_steps)))) {
   decay_start_ = std::max(decay_start_, config_.warmup_steps);
 }
 
@@ -47,9 +47,9 @@ double WsdSchedule::LearningRate(int64_t step) const {
   if (step < decay_start_) return peak;
   const int64_t decay_steps = config_.total_steps - decay_start_;
   // Progress in (0, 1]: the last step reaches the minimum.
-  const double p = std::min(
-      1.0, static_cast<double>(step - decay_start_ + 1) /
-               static_cast<double>(std::max<int64_t>(decay_steps, 1)));
+  const double p =
+      std::min(1.0, static_cast<double>(step - decay_start_ + 1) /
+                        static_cast<double>(std::max<int64_t>(decay_steps, 1)));
   double factor = 1.0 - p;  // linear
   if (config_.shape == DecayShape::kCosine) {
     factor = 0.5 * (1.0 + std::cos(M_PI * p));

@@ -78,7 +78,8 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandNamed(absl::string_view name,
     return ArchError(name, "-headwise applies to swa-<window> only");
   }
   if (headwise) {
-    if (sparse) return ArchError(name, "-headwise cannot be combined with -1to3");
+    if (sparse)
+      return ArchError(name, "-headwise cannot be combined with -1to3");
     // Every layer is head-wise: half of its heads windowed, half full.
     efficient.nope = nope;
     return std::vector<MixerSpec>(n_layers, efficient);
@@ -98,10 +99,9 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandNamed(absl::string_view name,
 }  // namespace
 
 std::vector<std::string> PaperArchitectureNames() {
-  return {"full",         "swa-128",          "swa-512",
-          "swa-2048",     "lightning",        "mamba2",
-          "gdn",          "swa-128-1to3",     "swa-128-headwise",
-          "swa-128-nope"};
+  return {
+      "full",   "swa-128", "swa-512",      "swa-2048",         "lightning",
+      "mamba2", "gdn",     "swa-128-1to3", "swa-128-headwise", "swa-128-nope"};
 }
 
 absl::StatusOr<MixerSpec> ParseLayerSpec(absl::string_view text) {
@@ -114,9 +114,9 @@ absl::StatusOr<MixerSpec> ParseLayerSpec(absl::string_view text) {
   if (spec.kind == MixerKind::kSlidingWindow ||
       spec.kind == MixerKind::kHeadwiseSlidingWindow) {
     if (parts.size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layer '", text, "': ", parts[0], " needs a window, e.g. ",
-          parts[0], ":128"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", text, "': ", parts[0],
+                       " needs a window, e.g. ", parts[0], ":128"));
     }
     auto window = ParsePositive(parts[1], "window");
     if (!window.ok()) {
@@ -182,12 +182,13 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandArchitecture(
     unit.push_back(*spec);
   }
   if (n_layers % static_cast<int64_t>(unit.size()) != 0) {
-    return ArchError(name, absl::StrCat("pattern of ", unit.size(),
-                                        " layers does not divide n_layers = ",
-                                        n_layers));
+    return ArchError(
+        name, absl::StrCat("pattern of ", unit.size(),
+                           " layers does not divide n_layers = ", n_layers));
   }
   std::vector<MixerSpec> layers;
-  for (int64_t i = 0; i < n_layers; ++i) layers.push_back(unit[i % unit.size()]);
+  for (int64_t i = 0; i < n_layers; ++i)
+    layers.push_back(unit[i % unit.size()]);
   return layers;
 }
 

@@ -68,8 +68,8 @@ absl::Status ValidateLayer(const ModelConfig& config, const MixerSpec& spec,
                                    "only, not ",
                                    MixerKindName(spec.kind)));
   }
-  const bool conv_kind = spec.kind == MixerKind::kMamba2 ||
-                         spec.kind == MixerKind::kGatedDeltaNet;
+  const bool conv_kind =
+      spec.kind == MixerKind::kMamba2 || spec.kind == MixerKind::kGatedDeltaNet;
   if (spec.short_conv && !conv_kind) {
     return FieldError(where + ".short_conv", "only applies to mamba2/gdn");
   }
@@ -87,10 +87,9 @@ absl::Status ValidateLayer(const ModelConfig& config, const MixerSpec& spec,
         RequirePositive(where + ".ssm_expand", spec.ssm_expand));
     const int64_t inner = spec.ssm_expand * config.d_model;
     if (inner % spec.ssm_head_dim != 0) {
-      return FieldError(
-          where + ".ssm_head_dim",
-          absl::StrCat("must divide ssm_expand * d_model = ", inner, ", got ",
-                       spec.ssm_head_dim));
+      return FieldError(where + ".ssm_head_dim",
+                        absl::StrCat("must divide ssm_expand * d_model = ",
+                                     inner, ", got ", spec.ssm_head_dim));
     }
   } else if (spec.ssm_state != defaults.ssm_state ||
              spec.ssm_head_dim != defaults.ssm_head_dim ||
@@ -219,9 +218,9 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
                                    ", got ", config.n_kv_heads));
   }
   if (config.head_dim % 2 != 0) {
-    return FieldError("head_dim",
-                      absl::StrCat("must be even (rotary embedding), got ",
-                                   config.head_dim));
+    return FieldError(
+        "head_dim",
+        absl::StrCat("must be even (rotary embedding), got ", config.head_dim));
   }
   if (!(config.norm_eps > 0) || !std::isfinite(config.norm_eps)) {
     return FieldError("norm_eps", "must be a positive finite number");
@@ -236,10 +235,9 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
     return FieldError("layers", "the layer pattern is empty");
   }
   if (static_cast<int64_t>(config.layers.size()) != config.n_layers) {
-    return FieldError("layers",
-                      absl::StrCat("has ", config.layers.size(),
-                                   " entries but n_layers = ",
-                                   config.n_layers));
+    return FieldError(
+        "layers", absl::StrCat("has ", config.layers.size(),
+                               " entries but n_layers = ", config.n_layers));
   }
   for (size_t i = 0; i < config.layers.size(); ++i) {
     HLAB_RETURN_IF_ERROR(ValidateLayer(config, config.layers[i],
@@ -262,7 +260,8 @@ absl::Status ReadField(const Json& object, absl::string_view key,
   if constexpr (std::is_same_v<T, bool>) {
     if (!it->is_boolean()) return FieldError(field, "must be true or false");
   } else if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer()) return FieldError(field, "must be an integer");
+    if (!it->is_number_integer())
+      return FieldError(field, "must be an integer");
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!it->is_number()) return FieldError(field, "must be a number");
   } else {
@@ -294,12 +293,12 @@ absl::StatusOr<MixerSpec> LayerFromJson(const Json& j,
   if (!j.is_object()) {
     return FieldError(where, "must be an object or a layer spec string");
   }
-  HLAB_RETURN_IF_ERROR(CheckKeys(
-      j,
-      {"mixer", "window", "windowed_heads", "nope", "short_conv", "conv_size",
-       "ssm_state", "ssm_head_dim", "ssm_expand", "gdn_head_dim", "gdn_heads",
-       "chunk", "ffn_hidden"},
-      where));
+  HLAB_RETURN_IF_ERROR(
+      CheckKeys(j,
+                {"mixer", "window", "windowed_heads", "nope", "short_conv",
+                 "conv_size", "ssm_state", "ssm_head_dim", "ssm_expand",
+                 "gdn_head_dim", "gdn_heads", "chunk", "ffn_hidden"},
+                where));
   MixerSpec spec;
   std::string mixer;
   HLAB_RETURN_IF_ERROR(ReadField(j, "mixer", where, &mixer));
@@ -335,9 +334,11 @@ Json LayerToJson(const MixerSpec& spec) {
   if (spec.short_conv) j["short_conv"] = true;
   if (spec.conv_size != d.conv_size) j["conv_size"] = spec.conv_size;
   if (spec.ssm_state != d.ssm_state) j["ssm_state"] = spec.ssm_state;
-  if (spec.ssm_head_dim != d.ssm_head_dim) j["ssm_head_dim"] = spec.ssm_head_dim;
+  if (spec.ssm_head_dim != d.ssm_head_dim)
+    j["ssm_head_dim"] = spec.ssm_head_dim;
   if (spec.ssm_expand != d.ssm_expand) j["ssm_expand"] = spec.ssm_expand;
-  if (spec.gdn_head_dim != d.gdn_head_dim) j["gdn_head_dim"] = spec.gdn_head_dim;
+  if (spec.gdn_head_dim != d.gdn_head_dim)
+    j["gdn_head_dim"] = spec.gdn_head_dim;
   if (spec.gdn_heads != d.gdn_heads) j["gdn_heads"] = spec.gdn_heads;
   if (spec.chunk != d.chunk) j["chunk"] = spec.chunk;
   if (spec.ffn_hidden != d.ffn_hidden) j["ffn_hidden"] = spec.ffn_hidden;
@@ -354,12 +355,12 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(absl::string_view text) {
   if (!j.is_object()) {
     return absl::InvalidArgumentError("model config: must be a JSON object");
   }
-  HLAB_RETURN_IF_ERROR(CheckKeys(
-      j,
-      {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
-       "head_dim", "ffn_hidden", "norm_eps", "init_std", "rope_theta",
-       "tie_embeddings", "arch", "pattern", "layers"},
-      ""));
+  HLAB_RETURN_IF_ERROR(
+      CheckKeys(j,
+                {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
+                 "head_dim", "ffn_hidden", "norm_eps", "init_std", "rope_theta",
+                 "tie_embeddings", "arch", "pattern", "layers"},
+                ""));
   ModelConfig c;
   c.ffn_hidden = 0;
   HLAB_RETURN_IF_ERROR(ReadField(j, "vocab_size", "", &c.vocab_size));
@@ -406,7 +407,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(absl::string_view text) {
     if (!list.is_array()) return FieldError("layers", "must be a list");
     for (size_t i = 0; i < list.size(); ++i) {
       HLAB_ASSIGN_OR_RETURN(
-          MixerSpec spec, LayerFromJson(list[i], absl::StrCat("layers[", i, "]")));
+          MixerSpec spec,
+          LayerFromJson(list[i], absl::StrCat("layers[", i, "]")));
       c.layers.push_back(spec);
     }
   }

@@ -18,22 +18,22 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace hlab::model {
 
 // The sequence mixer of one layer.
 enum class MixerKind {
-  kFull,           // softmax attention over all previous keys
-  kSlidingWindow,  // softmax attention over the last `window` keys
+  kFull,                   // softmax attention over all previous keys
+  kSlidingWindow,          // softmax attention over the last `window` keys
   kHeadwiseSlidingWindow,  // some heads windowed, the others full
-  kLightning,      // linear attention with a fixed per-head decay
-  kMamba2,         // SSD: scalar data-dependent decay
-  kGatedDeltaNet,  // delta rule with data-dependent decay and strength
+  kLightning,              // linear attention with a fixed per-head decay
+  kMamba2,                 // SSD: scalar data-dependent decay
+  kGatedDeltaNet,          // delta rule with data-dependent decay and strength
 };
 
 // "full", "swa", "hswa", "lightning", "mamba2", "gdn".

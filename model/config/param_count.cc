@@ -11,7 +11,7 @@ namespace {
 
 int64_t AttentionParameters(const ModelConfig& c) {
   const int64_t d = c.d_model, dh = c.head_dim;
-  return d * c.n_heads * dh          // q
+  return d * c.n_heads * dh           // q
          + 2 * d * c.n_kv_heads * dh  // k, v
          + c.n_heads * dh * d         // o
          + c.n_heads;                 // sinks
@@ -20,12 +20,12 @@ int64_t AttentionParameters(const ModelConfig& c) {
 int64_t GdnMixerParameters(const ModelConfig& c, const MixerSpec& s) {
   const int64_t d = c.d_model, h = GdnHeads(c, s), dk = GdnHeadDim(c, s);
   const int64_t dv = dk;
-  int64_t n = d * h * dk * 2      // q, k
-              + d * h * dv * 2    // v, g
-              + h * dv * d        // o
-              + 2 * d * h         // a, b
-              + 2 * h             // A_log, dt_bias
-              + dv;               // o_norm
+  int64_t n = d * h * dk * 2    // q, k
+              + d * h * dv * 2  // v, g
+              + h * dv * d      // o
+              + 2 * d * h       // a, b
+              + 2 * h           // A_log, dt_bias
+              + dv;             // o_norm
   if (s.short_conv) n += (2 * h * dk + h * dv) * s.conv_size;
   return n;
 }
@@ -47,9 +47,9 @@ int64_t CountMixerParameters(const ModelConfig& c, const MixerSpec& s) {
     case MixerKind::kMamba2: {
       const int64_t di = s.ssm_expand * d, hm = Mamba2Heads(c, s);
       int64_t n = d * (2 * di + 2 * s.ssm_state + hm)  // in_proj
-                  + 3 * hm                            // A_log, dt_bias, D
-                  + di                                // norm
-                  + di * d;                           // out_proj
+                  + 3 * hm                             // A_log, dt_bias, D
+                  + di                                 // norm
+                  + di * d;                            // out_proj
       if (s.short_conv) n += (di + 2 * s.ssm_state) * (s.conv_size + 1);
       return n;
     }
@@ -78,8 +78,8 @@ ParamCount CountParameters(const ModelConfig& c) {
 double TrainingFlopsPerToken(const ModelConfig& c, int64_t seq_len) {
   const ParamCount count = CountParameters(c);
   const double t = static_cast<double>(seq_len);
-  double flops = 6.0 * static_cast<double>(count.non_embedding +
-                                           c.vocab_size * c.d_model);
+  double flops =
+      6.0 * static_cast<double>(count.non_embedding + c.vocab_size * c.d_model);
   const double dh = static_cast<double>(c.head_dim);
   const double h = static_cast<double>(c.n_heads);
   for (const MixerSpec& s : c.layers) {
@@ -93,7 +93,8 @@ double TrainingFlopsPerToken(const ModelConfig& c, int64_t seq_len) {
         break;
       case MixerKind::kHeadwiseSlidingWindow: {
         const double hw = static_cast<double>(EffectiveWindowedHeads(c, s));
-        flops += 12.0 * dh * (hw * std::min<double>(s.window, t) + (h - hw) * t);
+        flops +=
+            12.0 * dh * (hw * std::min<double>(s.window, t) + (h - hw) * t);
         break;
       }
       case MixerKind::kLightning:
@@ -196,11 +197,11 @@ absl::StatusOr<MatchReport> MatchParameters(const ModelConfig& config,
       static_cast<double>(report.non_embedding - report.target_non_embedding) /
       static_cast<double>(report.target_non_embedding);
   if (std::abs(report.relative_gap) > tolerance) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "parameter matching: N = ", report.non_embedding, " is ",
-        report.relative_gap * 100, "% from the Full backbone's ",
-        report.target_non_embedding, ", outside the tolerance of ",
-        tolerance * 100, "%"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("parameter matching: N = ", report.non_embedding, " is ",
+                     report.relative_gap * 100, "% from the Full backbone's ",
+                     report.target_non_embedding, ", outside the tolerance of ",
+                     tolerance * 100, "%"));
   }
   return report;
 }

@@ -41,7 +41,7 @@ struct LayerParamCount {
 };
 
 struct ParamCount {
-  int64_t embedding = 0;  // token embedding (+ untied LM head)
+  int64_t embedding = 0;      // token embedding (+ untied LM head)
   int64_t non_embedding = 0;  // N: layers + final norm
   int64_t total = 0;
   std::vector<LayerParamCount> layers;
@@ -63,7 +63,7 @@ double TrainingFlopsPerToken(const ModelConfig& config, int64_t seq_len);
 ModelConfig FullBackbone(const ModelConfig& config);
 
 struct MatchReport {
-  ModelConfig config;           // the matched config
+  ModelConfig config;            // the matched config
   int64_t target_non_embedding;  // Full backbone's N
   int64_t non_embedding;         // matched N
   double relative_gap;           // (N - target) / target

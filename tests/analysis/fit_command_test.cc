@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
+#include "analysis/report.h"
 #include "tests/analysis/synthetic.h"
 
 namespace hlab::analysis {
@@ -169,6 +170,38 @@ TEST(RunFitCommandTest, TextWithAVerificationFile) {
       RunFit({"--points", fit.path(), "--verify-n-above", "1e12"});
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("nothing is held out"), std::string::npos);
+}
+
+TEST(AnalyzePowerLawTest, NamesABadHeldOutPoint) {
+  const std::vector<ScalingPoint> points = SyntheticGrid(kTrueLaw, 0.0, 1);
+  std::vector<ScalingPoint> verify = {{2e9, 1e10, 2.0}, {2e9, -1, 2.0}};
+  auto report = AnalyzePowerLaw(points, verify);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find("verify point 1: D = -1"),
+            absl::string_view::npos)
+      << report.status().message();
+}
+
+TEST(AnalyzePowerLawTest, JsonOmitsR2VerifyWithoutHeldOutPoints) {
+  const std::vector<ScalingPoint> points = SyntheticGrid(kTrueLaw, 0.002, 4);
+  AnalysisOptions options;
+  options.fit.grid.alpha = {0.5};  // a small grid: this tests the report
+  options.fit.grid.e = {0.5};
+  options.bootstrap.resamples = 0;
+  auto report = AnalyzePowerLaw(points, {}, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->r2_verify.has_value());
+  EXPECT_FALSE(report->bootstrap.has_value());
+  ASSERT_TRUE(report->varpro.has_value());
+  const nlohmann::json j = nlohmann::json::parse(PowerLawReportToJson(*report));
+  EXPECT_FALSE(j.contains("r2_verify"));
+  EXPECT_FALSE(j.contains("bootstrap"));
+  EXPECT_EQ(j["E"].get<double>(), report->E);
+  EXPECT_EQ(j["fit"]["n_starts"], 5 * 6 * 6);
+  EXPECT_EQ(j["n_points"], 30);
+  const std::string text = FormatPowerLawReport(*report);
+  EXPECT_EQ(text.find("Held-out"), std::string::npos);
+  EXPECT_EQ(text.find("CI"), std::string::npos);
 }
 
 }  // namespace

@@ -195,6 +195,8 @@ TEST(FitPowerLawTest, WarnsWhenTheBestStartIsOnTheGridEdgeAlone) {
   }
   EXPECT_TRUE(edge);
   EXPECT_TRUE(range);
+  EXPECT_TRUE(fit->best_start_on_edge);
+  EXPECT_FALSE(fit->interior_start_reached_best);
 }
 
 }  // namespace

@@ -83,6 +83,14 @@ TEST(PowerLawTest, ObjectiveMatchesReferenceForEveryPaddingLength) {
       const double expected = ReferenceObjective(points, law, 1e-3);
       EXPECT_NEAR(objective.Evaluate(x, nullptr), expected, 1e-13 * expected)
           << "n=" << n << " scale=" << scale;
+      // The portable kernel (the AVX2 one runs above where the CPU has it).
+      double g1[kNumLogParams], g2[kNumLogParams];
+      EXPECT_NEAR(objective.EvaluatePortable(x, g1), expected,
+                  1e-13 * expected);
+      objective.Evaluate(x, g2);
+      for (int k = 0; k < kNumLogParams; ++k) {
+        EXPECT_NEAR(g1[k], g2[k], 1e-12 * std::max(1.0, std::abs(g2[k])));
+      }
     }
   }
 }

@@ -210,6 +210,24 @@ TEST(BlockwiseAttentionTest, MatchesNaiveWithoutSinkFp64) {
   }
 }
 
+TEST(BlockwiseAttentionTest, ParallelWorkersMatchNaiveFp64) {
+  // The block loop runs on the intra-op threads: many query blocks (one work
+  // item each) and a single query block (items split over the batch).
+  const int old_threads = at::get_num_threads();
+  at::set_num_threads(2);
+  const Inputs in = MakeInputs(3, 4, 2, 33, 8, /*with_sink=*/true, 9);
+  for (const AttentionBlocks& blocks :
+       {AttentionBlocks{4, 8}, AttentionBlocks{64, 16}}) {
+    for (int64_t window : {0, 6}) {
+      ExpectClose(RunWithGrads(Blockwise(window, blocks), in),
+                  RunWithGrads(Naive(window), in), kFp64Tol,
+                  "2 threads, query block " + std::to_string(blocks.query) +
+                      " window " + std::to_string(window));
+    }
+  }
+  at::set_num_threads(old_threads);
+}
+
 TEST(BlockwiseAttentionTest, GqaEqualsRepeatedKeysAndValuesFp64) {
   for (int64_t hkv : {2, 1}) {
     const Inputs in = MakeInputs(2, 4, hkv, 23, 8, /*with_sink=*/true, 2);

@@ -1,6 +1,8 @@
 // Tests of the assembled HybridLM: parameter counts against the closed form,
 // causality and reference agreement for every named architecture, and the
 // analysis hooks.
+#include "model/hybrid_lm.h"
+
 #include <string>
 #include <vector>
 
@@ -9,7 +11,6 @@
 
 #include "model/config/architectures.h"
 #include "model/config/param_count.h"
-#include "model/hybrid_lm.h"
 
 namespace hlab::model {
 namespace {
@@ -17,9 +18,18 @@ namespace {
 // The paper's architectures with windows scaled to a tiny model.
 const std::vector<std::string>& TinyArchitectures() {
   static const std::vector<std::string> names = {
-      "full",         "swa-4",         "swa-8",          "swa-16",
-      "lightning",    "mamba2",        "gdn",            "swa-4-1to3",
-      "swa-4-headwise", "swa-4-nope",  "gdn-nope",       "mamba2-1to3",
+      "full",
+      "swa-4",
+      "swa-8",
+      "swa-16",
+      "lightning",
+      "mamba2",
+      "gdn",
+      "swa-4-1to3",
+      "swa-4-headwise",
+      "swa-4-nope",
+      "gdn-nope",
+      "mamba2-1to3",
       "gdn:conv,mamba2:conv,lightning,full:nope"};
   return names;
 }
@@ -96,7 +106,8 @@ TEST(HybridLMTest, EveryArchitectureIsCausal) {
     torch::Tensor b = model->forward(changed).narrow(1, 0, cut + 1);
     EXPECT_LT((a - b).abs().max().item<double>(), 1e-12) << arch;
     // And the future does matter (the test can fail).
-    torch::Tensor tail_a = model->forward(tokens).narrow(1, cut + 1, t - cut - 1);
+    torch::Tensor tail_a =
+        model->forward(tokens).narrow(1, cut + 1, t - cut - 1);
     torch::Tensor tail_b =
         model->forward(changed).narrow(1, cut + 1, t - cut - 1);
     EXPECT_GT((tail_a - tail_b).abs().max().item<double>(), 1e-6) << arch;
@@ -121,12 +132,14 @@ TEST(HybridLMTest, LossIsFiniteAndNearUniformAtInit) {
   torch::manual_seed(2);
   HybridLM model(TinyConfig("gdn"));
   torch::Tensor tokens = torch::randint(0, 50, {2, 17}, torch::kInt64);
-  torch::Tensor loss = model->loss(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16));
+  torch::Tensor loss =
+      model->loss(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16));
   EXPECT_NEAR(loss.item<double>(), std::log(50.0), 0.2);
   loss.backward();
   for (const auto& p : model->named_parameters()) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
-    EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+    EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>())
+        << p.key();
   }
 }
 
@@ -171,11 +184,13 @@ TEST(HybridLMTest, KeyLimitEqualsSlidingWindowWithTheSameWeights) {
   a->set_full_attention_key_limit(3);
   torch::NoGradGuard no_grad;
   torch::Tensor tokens = torch::randint(0, 50, {2, 11}, torch::kInt64);
-  EXPECT_LT((a->forward(tokens) - b->forward(tokens)).abs().max().item<double>(),
-            1e-5);
+  EXPECT_LT(
+      (a->forward(tokens) - b->forward(tokens)).abs().max().item<double>(),
+      1e-5);
   a->set_full_attention_key_limit(0);
-  EXPECT_GT((a->forward(tokens) - b->forward(tokens)).abs().max().item<double>(),
-            1e-4);
+  EXPECT_GT(
+      (a->forward(tokens) - b->forward(tokens)).abs().max().item<double>(),
+      1e-4);
 }
 
 TEST(HybridLMTest, EfficientReceptiveFieldResetsState) {
@@ -204,11 +219,13 @@ TEST(HybridLMTest, EfficientReceptiveFieldResetsState) {
   // Positions 12..15 equal running the unrestricted block on tokens 8..15.
   block->set_receptive_field(0);
   torch::Tensor alone = block->forward(x.narrow(1, 8, 8));
-  EXPECT_LT((alone.narrow(1, 4, 4) - y.narrow(1, 12, 4)).abs().max().item<double>(),
-            1e-12);
+  EXPECT_LT(
+      (alone.narrow(1, 4, 4) - y.narrow(1, 12, 4)).abs().max().item<double>(),
+      1e-12);
   // Unrestricted, the far past does matter.
   torch::Tensor free_y = block->forward(x), free_y2 = block->forward(x2);
-  EXPECT_GT((free_y - free_y2).narrow(1, 12, 5).abs().max().item<double>(), 1e-8);
+  EXPECT_GT((free_y - free_y2).narrow(1, 12, 5).abs().max().item<double>(),
+            1e-8);
 }
 
 TEST(HybridLMTest, InvalidConfigThrowsWithTheField) {

@@ -1,12 +1,13 @@
 // Tests of model configs, named architectures and closed-form parameter
 // counts (no LibTorch; tests/model/hybrid_lm_test.cc checks the counts against
 // the built model's tensors).
+#include "model/config/model_config.h"
+
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "model/config/architectures.h"
-#include "model/config/model_config.h"
 #include "model/config/param_count.h"
 
 namespace hlab::model {
@@ -213,8 +214,9 @@ TEST(ParamCountTest, ClosedFormPerMixer) {
   conv_gdn.short_conv = true;
   MixerSpec plain_gdn;
   plain_gdn.kind = MixerKind::kGatedDeltaNet;
-  EXPECT_EQ(CountMixerParameters(c, conv_gdn) - CountMixerParameters(c, plain_gdn),
-            (2 * 4 * 64 + 4 * 64) * 4);
+  EXPECT_EQ(
+      CountMixerParameters(c, conv_gdn) - CountMixerParameters(c, plain_gdn),
+      (2 * 4 * 64 + 4 * 64) * 4);
 }
 
 TEST(ParamCountTest, MatchingBringsEveryHybridWithinTwoPercent) {

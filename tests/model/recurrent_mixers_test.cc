@@ -10,11 +10,13 @@
 #include <tuple>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "model/config/model_config.h"
+#include "model/config/param_count.h"
 #include "model/gated_delta_kernel.h"
 #include "model/gated_deltanet.h"
 #include "model/lightning.h"
@@ -330,6 +332,124 @@ TEST(KernelFp32Test, ReturnsInputDtype) {
 }
 
 // ---------------------------------------------------------------------------
+// Batched helpers: the thread-split matmul and triangular inverse against
+// LibTorch's own ops, with two intra-op threads.
+
+class TwoThreads {
+ public:
+  TwoThreads() : saved_(at::get_num_threads()) { at::set_num_threads(2); }
+  ~TwoThreads() { at::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+TEST(BatchedHelpersTest, ParallelBaddbmmMatchesTorch) {
+  TwoThreads two_threads;
+  torch::manual_seed(13);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor a = torch::randn({37, 5, 7}, opts).requires_grad_();
+  const torch::Tensor b = torch::randn({37, 7, 3}, opts).requires_grad_();
+  const torch::Tensor c = torch::randn({37, 5, 3}, opts).requires_grad_();
+  const torch::Tensor dout = torch::randn({37, 5, 3}, opts);
+  const std::vector<torch::Tensor> inputs = {c, a, b};
+  const Result got = RunWithGrads(
+      [&] { return ParallelBaddbmm(c, a, b, 0.5, -2.0); }, inputs, dout);
+  const Result ref = RunWithGrads(
+      [&] { return torch::baddbmm(c, a, b, 0.5, -2.0); }, inputs, dout);
+  EXPECT_LT(MaxRelError(got.out, ref.out), 1e-14);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), 1e-14) << i;
+  }
+  EXPECT_LT(MaxRelError(ParallelBmm(a, b), torch::bmm(a, b)), 1e-14);
+}
+
+TEST(BatchedHelpersTest, UnitLowerInverseMatchesSolve) {
+  TwoThreads two_threads;
+  torch::manual_seed(14);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  // The diagonal and upper triangle are ignored: fill them with noise.
+  const torch::Tensor a =
+      (0.3 * torch::randn({21, 6, 6}, opts)).requires_grad_();
+  const torch::Tensor dout = torch::randn({21, 6, 6}, opts);
+  const Result got =
+      RunWithGrads([&] { return UnitLowerInverse(a); }, {a}, dout);
+  const Result ref = RunWithGrads(
+      [&] {
+        return torch::linalg_solve_triangular(a.tril(-1) + torch::eye(6, opts),
+                                              torch::eye(6, opts).expand_as(a),
+                                              /*upper=*/false);
+      },
+      {a}, dout);
+  EXPECT_LT(MaxRelError(got.out, ref.out), 1e-13);
+  EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), 1e-13);
+  EXPECT_EQ(got.grads[0].triu().abs().max().item<double>(), 0.0);
+}
+
+// The chunked kernels with two intra-op threads (the batched matmuls split
+// their batch) still match the recurrences.
+TEST(BatchedHelpersTest, KernelsMatchRecurrencesWithTwoThreads) {
+  TwoThreads two_threads;
+  const KernelInputs in =
+      MakeKernelInputs(3, 2, 70, 16, 8, 1.0, torch::kFloat64, 15);
+  const torch::Tensor dout = torch::randn({3, 2, 70, 8}, torch::kFloat64);
+  const Result gdn = RunWithGrads(
+      [&] {
+        return ChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.3, 16);
+      },
+      in.All(), dout);
+  const Result gdn_ref = RunWithGrads(
+      [&] { return RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.3); },
+      in.All(), dout);
+  const std::vector<torch::Tensor> gla_inputs = {in.q, in.k, in.v, in.g};
+  const Result gla = RunWithGrads(
+      [&] { return ChunkedScalarGla(in.q, in.k, in.v, in.g, 0.3, 16); },
+      gla_inputs, dout);
+  const Result gla_ref = RunWithGrads(
+      [&] { return RecurrentScalarGla(in.q, in.k, in.v, in.g, 0.3); },
+      gla_inputs, dout);
+  EXPECT_LT(MaxRelError(gdn.out, gdn_ref.out), kFp64Tolerance);
+  EXPECT_LT(MaxRelError(gla.out, gla_ref.out), kFp64Tolerance);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_LT(MaxRelError(gdn.grads[i], gdn_ref.grads[i]), kFp64Tolerance)
+        << "gated delta d" << kInputNames[i];
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_LT(MaxRelError(gla.grads[i], gla_ref.grads[i]), kFp64Tolerance)
+        << "scalar GLA d" << kInputNames[i];
+  }
+}
+
+// Evaluation code runs the mixers without autograd (NoGradGuard,
+// InferenceMode); the custom autograd Functions must work there too.
+TEST(BatchedHelpersTest, KernelsRunWithoutAutograd) {
+  const KernelInputs in =
+      MakeKernelInputs(1, 2, 40, 8, 8, 1.0, torch::kFloat64, 16);
+  const torch::Tensor gdn_ref =
+      RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.5).detach();
+  const torch::Tensor gla_ref =
+      RecurrentScalarGla(in.q, in.k, in.v, in.g, 0.5).detach();
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_LT(
+        MaxRelError(ChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta, 0.5, 16),
+                    gdn_ref),
+        kFp64Tolerance);
+  }
+  {
+    c10::InferenceMode inference;
+    const torch::Tensor q = in.q.detach().clone(), k = in.k.detach().clone(),
+                        v = in.v.detach().clone(), g = in.g.detach().clone(),
+                        beta = in.beta.detach().clone();
+    EXPECT_LT(
+        MaxRelError(ChunkedGatedDelta(q, k, v, g, beta, 0.5, 16), gdn_ref),
+        kFp64Tolerance);
+    EXPECT_LT(MaxRelError(ChunkedScalarGla(q, k, v, g, 0.5, 16), gla_ref),
+              kFp64Tolerance);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Short conv.
 
 TEST(ShortConvTest, MatchesExplicitCausalSum) {
@@ -459,6 +579,8 @@ TEST_P(MixerModuleTest, ParameterCountMatchesLayout) {
   int64_t count = 0;
   for (const torch::Tensor& p : mixer_->parameters()) count += p.numel();
   EXPECT_EQ(count, LayoutParameterCount(config_, GetParam().spec));
+  // The closed form the coordinator uses, implemented from the same layout.
+  EXPECT_EQ(count, CountMixerParameters(config_, GetParam().spec));
 }
 
 TEST_P(MixerModuleTest, ChunkedMatchesReferenceInFp64WithGradients) {
