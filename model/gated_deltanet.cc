@@ -90,9 +90,12 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
       use_chunked ? ChunkedGatedDelta(q, k, v, g, beta, scale, chunk_)
                   : RecurrentGatedDelta(q, k, v, g, beta, scale);
 
+  // fla's FusedRMSNormGated: per-head RMSNorm first, then the SiLU gate
+  // (Mamba-2 gates first; see GatedRmsNorm).
+  const torch::Tensor normed = RmsNorm(o.transpose(1, 2), o_norm_, eps_);
   const torch::Tensor y =
-      GatedRmsNorm(o.transpose(1, 2), g_proj_(x).view({b, t, h, dh}), o_norm_,
-                   eps_);  // (B, T, Hg, dv)
+      normed * torch::silu(AtLeastFp32(g_proj_(x).view({b, t, h, dh})))
+                   .to(normed.scalar_type());  // (B, T, Hg, dv)
   return o_proj_(y.reshape({b, t, inner}).to(x.scalar_type()));
 }
 

@@ -8,7 +8,7 @@
 //   q, k = L2-normalised per head (B, T, Hg, dk); v (B, T, Hg, dv)
 //   beta = sigmoid(b_proj x), g = -exp(A_log) * softplus(a_proj x + dt_bias)
 //   o = GatedDelta(q, k, v, g, beta, scale = 1/sqrt(dk))     (B, T, Hg, dv)
-//   y = o_proj(GatedRmsNorm_per_head(o, g_proj x, o_norm))   (B, T, d)
+//   y = o_proj(RmsNorm_per_head(o, o_norm) * silu(g_proj x))  (B, T, d)
 // Parameters: q_proj, k_proj, v_proj, g_proj, o_proj, a_proj, b_proj
 // (linear, no bias), A_log, dt_bias (Hg), o_norm (dv, shared by heads) and,
 // with short conv, conv (model/short_conv.h).

@@ -59,6 +59,8 @@ fi
 build_dir=${HLAB_BUILD_DIR:-build}
 jobs=${HLAB_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths under the checkout hash as relative, so clones share cache entries.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 
