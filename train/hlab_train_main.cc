@@ -107,7 +107,8 @@ void PrintBuildInfo() {
     if (path.find("blas") != std::string::npos ||
         path.find("lapack") != std::string::npos ||
         path.find("dnnl") != std::string::npos ||
-        path.find("malloc") != std::string::npos) {
+        path.find("jemalloc") != std::string::npos ||
+        path.find("tcmalloc") != std::string::npos) {
       libs.insert(path);
     }
   }
