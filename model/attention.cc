@@ -5,19 +5,12 @@
 
 #include <torch/torch.h>
 
+#include "model/internal/linear.h"
 #include "model/rope.h"
 
 namespace hlab::model {
-namespace {
 
-torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
-  torch::NoGradGuard no_grad;
-  linear->weight.normal_(0.0, std);
-  return linear;
-}
-
-}  // namespace
+using internal::MakeLinear;
 
 Attention::Attention(const ModelConfig& config, const MixerSpec& spec,
                      int64_t /*layer_index*/)

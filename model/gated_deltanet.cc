@@ -5,19 +5,16 @@
 #include <torch/torch.h>
 
 #include "model/gated_delta_kernel.h"
+#include "model/internal/linear.h"
 #include "model/mamba2.h"
 #include "model/norm.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
-namespace {
 
-torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
-  torch::NoGradGuard no_grad;
-  linear->weight.normal_(0.0, std);
-  return linear;
-}
+using internal::MakeLinear;
+
+namespace {
 
 // x * rsqrt(|x|^2 + 1e-6) over the last dimension (fla's l2norm), in fp32
 // (fp64 for fp64 input).

@@ -1,6 +1,9 @@
-// Initialisation constants shared by the mixers (declared in model/mixer.h).
+// Initialisation shared by the mixers (model/mixer.h, model/internal/linear.h).
 #include <cmath>
 
+#include <torch/torch.h>
+
+#include "model/internal/linear.h"
 #include "model/mixer.h"
 
 namespace hlab::model {
@@ -10,4 +13,14 @@ double ResidualInitStd(const ModelConfig& config) {
          std::sqrt(2.0 * static_cast<double>(config.n_layers));
 }
 
+namespace internal {
+
+torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
+  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+  torch::NoGradGuard no_grad;
+  linear->weight.normal_(0.0, std);
+  return linear;
+}
+
+}  // namespace internal
 }  // namespace hlab::model

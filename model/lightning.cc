@@ -4,10 +4,14 @@
 
 #include <torch/torch.h>
 
+#include "model/internal/linear.h"
 #include "model/norm.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
+
+using internal::MakeLinear;
+
 namespace {
 
 // 2^(-8h/n) for h = 1..n, n a power of two.
@@ -29,13 +33,6 @@ torch::Tensor RepeatKvHeads(const torch::Tensor& t, int64_t group) {
   return t.unsqueeze(3)
       .expand({b, s, hkv, group, dh})
       .reshape({b, s, hkv * group, dh});
-}
-
-torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
-  torch::NoGradGuard no_grad;
-  linear->weight.normal_(0.0, std);
-  return linear;
 }
 
 }  // namespace

@@ -4,20 +4,13 @@
 
 #include <torch/torch.h>
 
+#include "model/internal/linear.h"
 #include "model/norm.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
-namespace {
 
-torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
-  torch::NoGradGuard no_grad;
-  linear->weight.normal_(0.0, std);
-  return linear;
-}
-
-}  // namespace
+using internal::MakeLinear;
 
 torch::Tensor InitDtBias(int64_t heads) {
   constexpr double kDtMin = 1e-3, kDtMax = 0.1, kDtFloor = 1e-4;
