@@ -17,6 +17,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "model/internal/autocast.h"
+
 namespace hlab::model {
 namespace {
 
@@ -29,20 +31,7 @@ using torch::autograd::variable_list;
 // masked (-inf).
 constexpr double kNoScoreYet = -1e30;
 
-// Disables CPU autocast for its lifetime, restoring the previous setting, so
-// the kernel chooses its own dtypes.
-class CpuAutocastOff {
- public:
-  CpuAutocastOff() : was_enabled_(at::autocast::is_cpu_enabled()) {
-    at::autocast::set_cpu_enabled(false);
-  }
-  ~CpuAutocastOff() { at::autocast::set_cpu_enabled(was_enabled_); }
-  CpuAutocastOff(const CpuAutocastOff&) = delete;
-  CpuAutocastOff& operator=(const CpuAutocastOff&) = delete;
-
- private:
-  bool was_enabled_;
-};
+using internal::ScopedCpuAutocastOff;
 
 // Softmax statistics and accumulators: fp64 for fp64 input, else fp32.
 torch::ScalarType StatType(torch::ScalarType dtype) {
@@ -481,7 +470,7 @@ class BlockwiseAttentionFunction
   static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& sink_arg, int64_t window,
                         int64_t query_block, int64_t key_block) {
-    CpuAutocastOff autocast_off;
+    ScopedCpuAutocastOff autocast_off;
     const Tensor sink = sink_arg.numel() > 0 ? sink_arg : Tensor();
     const Dims dims = CheckArgs(q, k, v, sink, window);
     const AttentionBlocks blocks{query_block, key_block};
@@ -525,7 +514,7 @@ class BlockwiseAttentionFunction
 
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
-    CpuAutocastOff autocast_off;
+    ScopedCpuAutocastOff autocast_off;
     const variable_list saved = ctx->get_saved_variables();
     const Tensor& q = saved[0];
     const Tensor& k = saved[1];
@@ -644,7 +633,7 @@ torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
 torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, const torch::Tensor& sink,
                              int64_t window) {
-  CpuAutocastOff autocast_off;
+  ScopedCpuAutocastOff autocast_off;
   const Dims dims = CheckArgs(q, k, v, sink, window);
   const Tensor p =
       NaiveProbabilities(q, k, sink, window, dims).narrow(-1, 0, dims.t);
@@ -656,7 +645,7 @@ torch::Tensor AttentionProbabilities(const torch::Tensor& q,
                                      const torch::Tensor& k,
                                      const torch::Tensor& sink,
                                      int64_t window) {
-  CpuAutocastOff autocast_off;
+  ScopedCpuAutocastOff autocast_off;
   torch::NoGradGuard no_grad;
   const Dims dims = CheckArgs(q, k, k, sink, window);
   return NaiveProbabilities(q, k, sink, window, dims)

@@ -195,15 +195,6 @@ torch::Tensor UnitLowerInverse(const torch::Tensor& a) {
   return UnitLowerInverseFunction::apply(a);
 }
 
-ScopedCpuAutocastOff::ScopedCpuAutocastOff()
-    : was_enabled_(at::autocast::is_cpu_enabled()) {
-  at::autocast::set_cpu_enabled(false);
-}
-
-ScopedCpuAutocastOff::~ScopedCpuAutocastOff() {
-  at::autocast::set_cpu_enabled(was_enabled_);
-}
-
 torch::ScalarType KernelComputeDtype(
     std::initializer_list<torch::Tensor> inputs) {
   for (const torch::Tensor& t : inputs) {

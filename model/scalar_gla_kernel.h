@@ -26,6 +26,8 @@
 #include <c10/util/Optional.h>
 #include <torch/types.h>
 
+#include "model/internal/autocast.h"
+
 namespace hlab::model {
 
 // Chunked form (fla naive_chunk_simple_gla, mamba ssd_minimal): within each
@@ -53,17 +55,7 @@ torch::Tensor RecurrentScalarGla(const torch::Tensor& q, const torch::Tensor& k,
 // Helpers shared by the recurrent-mixer kernels (model/gated_delta_kernel.cc
 // uses them too).
 
-// Disables CPU autocast for its lifetime and restores the previous setting.
-class ScopedCpuAutocastOff {
- public:
-  ScopedCpuAutocastOff();
-  ~ScopedCpuAutocastOff();
-  ScopedCpuAutocastOff(const ScopedCpuAutocastOff&) = delete;
-  ScopedCpuAutocastOff& operator=(const ScopedCpuAutocastOff&) = delete;
-
- private:
-  bool was_enabled_;
-};
+using internal::ScopedCpuAutocastOff;  // model/internal/autocast.h
 
 // The dtype the kernels compute in: fp64 if any input is fp64, else fp32.
 torch::ScalarType KernelComputeDtype(
