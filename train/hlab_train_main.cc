@@ -62,7 +62,8 @@ training:
   --batch N           sequences per step (default 16)
   --steps N           optimizer steps (default 200)
   --lr X              peak learning rate (default 3e-3)
-  --warmup N          warmup steps (default 20); WSD, decay over the last 10%
+  --warmup N          warmup steps (default min(20, steps/10)); WSD, decay
+                      over the last 10%
   --seed N            seed for init and data order (default 0)
   --threads N         intra-op threads (default: all cores)
   --bf16              bf16 autocast
@@ -79,7 +80,7 @@ struct Options {
   bool match_params = false;
   std::string text_path;
   bool synthetic = false;
-  int64_t seq_len = 128, batch = 16, steps = 200, warmup = 20, seed = 0;
+  int64_t seq_len = 128, batch = 16, steps = 200, warmup = -1, seed = 0;
   int64_t threads = 0, eval_every = 20;
   double lr = 3e-3;
   bool bf16 = false, json = false;
@@ -175,6 +176,7 @@ Options ParseArgs(int argc, char** argv) {
                          {"--eval-every", o.eval_every}}) {
     if (v <= 0) Fail(std::string(name) + " must be > 0");
   }
+  if (o.warmup < 0) o.warmup = std::min<int64_t>(20, o.steps / 10);
   if (o.warmup >= o.steps) Fail("--warmup must be smaller than --steps");
   return o;
 }
