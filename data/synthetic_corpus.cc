@@ -1,0 +1,173 @@
+#include "data/synthetic_corpus.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "data/byte_tokenizer.h"
+#include "data/random.h"
+
+namespace hlab::data {
+namespace {
+
+constexpr int kLexiconSize = 256;
+constexpr int kSuccessors = 4;
+constexpr int kKeyLetters = 4;
+constexpr int kValueDigits = 4;
+// Longest sentence a binding's recall needs after its due point:
+// "recall XXXX is 0000. ".
+constexpr int64_t kRecallLength = 21;
+
+struct Pending {
+  std::string key, value;
+  int64_t value_position;  // offset of the binding's first value digit
+  int64_t due;             // emit the recall once the text reaches this
+};
+
+}  // namespace
+
+absl::Status ValidateSyntheticCorpusConfig(const SyntheticCorpusConfig& c) {
+  if (c.min_length < 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_length: must be >= 16 tokens, got ", c.min_length));
+  }
+  if (c.max_length < c.min_length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_length: must be >= min_length (", c.min_length,
+                     "), got ", c.max_length));
+  }
+  if (c.min_distance < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_distance: must be >= 1, got ", c.min_distance));
+  }
+  if (!(c.binding_rate >= 0 && c.binding_rate <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("binding_rate: must be in [0, 1], got ", c.binding_rate));
+  }
+  if (c.num_documents < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_documents: must be >= 1, got ", c.num_documents));
+  }
+  return absl::OkStatus();
+}
+
+SyntheticCorpus::SyntheticCorpus(const SyntheticCorpusConfig& config)
+    : config_(config) {
+  vocabulary_ = {.size = kByteVocabSize,
+                 .end_of_document = kByteEndOfDocument,
+                 .pad = kBytePad,
+                 .tokenizer = "byte"};
+  // The lexicon depends on the seed only, so both splits and both document
+  // kinds speak the same language.
+  Rng rng(MixSeeds(config.seed, 0x1E81C0));
+  lexicon_.resize(kLexiconSize);
+  for (Word& word : lexicon_) {
+    const int64_t letters = 2 + rng.Uniform(6);
+    for (int64_t i = 0; i < letters; ++i) {
+      word.text.push_back(static_cast<char>('a' + rng.Uniform(26)));
+    }
+    for (int s = 0; s < kSuccessors; ++s) {
+      word.successors.push_back(
+          static_cast<int32_t>(rng.Uniform(kLexiconSize)));
+    }
+  }
+}
+
+uint64_t SyntheticCorpus::DocumentSeed(int64_t index) const {
+  uint64_t h = MixSeeds(
+      config_.seed, config_.split == Split::kTrain ? 0x7A41ULL : 0x4E1DB0E7ULL);
+  h = MixSeeds(h, static_cast<uint64_t>(config_.min_length));
+  h = MixSeeds(h, static_cast<uint64_t>(config_.max_length));
+  return MixSeeds(h, static_cast<uint64_t>(index % config_.num_documents));
+}
+
+int64_t SyntheticCorpus::DocumentLength(int64_t index) const {
+  Rng rng(DocumentSeed(index));
+  return config_.min_length +
+         rng.Uniform(config_.max_length - config_.min_length + 1);
+}
+
+absl::StatusOr<Document> SyntheticCorpus::GetDocument(int64_t index) const {
+  if (index < 0) {
+    return absl::OutOfRangeError(
+        absl::StrCat("synthetic document index must be >= 0, got ", index));
+  }
+  Rng rng(DocumentSeed(index));
+  // Same first draw as DocumentLength().
+  const int64_t length =
+      config_.min_length +
+      rng.Uniform(config_.max_length - config_.min_length + 1);
+  std::string text;
+  text.reserve(static_cast<size_t>(length + 64));
+  Document doc;
+  std::deque<Pending> pending;  // ordered by due
+
+  auto filler = [&]() {
+    const int64_t words = 4 + rng.Uniform(7);
+    int64_t w = rng.Uniform(kLexiconSize);
+    for (int64_t i = 0; i < words; ++i) {
+      if (i > 0) text.push_back(' ');
+      text += lexicon_[static_cast<size_t>(w)].text;
+      w = rng.UniformReal() < 0.9
+              ? lexicon_[static_cast<size_t>(w)]
+                    .successors[static_cast<size_t>(rng.Uniform(kSuccessors))]
+              : rng.Uniform(kLexiconSize);
+    }
+    text += ". ";
+  };
+
+  while (static_cast<int64_t>(text.size()) < length) {
+    const int64_t here = static_cast<int64_t>(text.size());
+    if (!pending.empty() && pending.front().due <= here) {
+      const Pending p = pending.front();
+      pending.pop_front();
+      text += "recall " + p.key + " is ";
+      const int64_t value_start = static_cast<int64_t>(text.size());
+      text += p.value + ". ";
+      for (int64_t j = 0; j < kValueDigits; ++j) {
+        if (value_start + j >= length) break;
+        doc.recall_positions.push_back(value_start + j);
+        doc.recall_distances.push_back(value_start - p.value_position);
+      }
+      continue;
+    }
+    if (rng.UniformReal() < config_.binding_rate) {
+      // Log-uniform distance in [min_distance, room left in the document],
+      // so early bindings reach far and every binding can be recalled.
+      const int64_t room = length - here - 2 * kRecallLength;
+      const double lo = std::log(static_cast<double>(config_.min_distance));
+      const double hi =
+          std::log(static_cast<double>(std::max(room, config_.min_distance)));
+      const int64_t distance =
+          static_cast<int64_t>(std::exp(lo + (hi - lo) * rng.UniformReal()));
+      Pending p;
+      for (int i = 0; i < kKeyLetters; ++i) {
+        p.key.push_back(static_cast<char>('A' + rng.Uniform(26)));
+      }
+      for (int i = 0; i < kValueDigits; ++i) {
+        p.value.push_back(static_cast<char>('0' + rng.Uniform(10)));
+      }
+      const int64_t binding_length = 4 + kKeyLetters + 4;  // "key XXXX is "
+      p.value_position = here + binding_length;
+      p.due = p.value_position + distance - (kRecallLength - kValueDigits - 2);
+      if (p.due + kRecallLength <= length) {
+        text += "key " + p.key + " is " + p.value + ". ";
+        const auto at = std::upper_bound(
+            pending.begin(), pending.end(), p.due,
+            [](int64_t due, const Pending& q) { return due < q.due; });
+        pending.insert(at, p);
+        continue;
+      }
+    }
+    filler();
+  }
+  text.resize(static_cast<size_t>(length));
+  doc.tokens.assign(text.begin(), text.end());
+  for (int32_t& t : doc.tokens) t &= 0xFF;
+  return doc;
+}
+
+}  // namespace hlab::data

@@ -1,0 +1,88 @@
+// SyntheticCorpus: the built-in corpus, generated on demand from a seed, whose
+// documents mix learnable local structure with long-range recalls at known
+// distances.
+//
+// Documents are byte-level text (ids 0-255; see data/byte_tokenizer.h), so a
+// sample can be read. Two kinds of sentence make up a document:
+//   * filler: words from a seeded lexicon of pseudo-words chained by a sparse
+//     bigram table ("tovu relka mip ..."), so short-context loss falls as a
+//     model learns the lexicon and its transitions;
+//   * bindings and recalls: "key QZXW is 4821. " states a binding; much later
+//     "recall QZXW is 4821. " repeats it. The four value digits of a recall
+//     cannot be predicted from anything but the binding, which lies
+//     `distance` tokens back. Distances are drawn log-uniformly between
+//     `min_distance` and the room left in the document, so they span the
+//     inside of a small sliding window to far beyond the largest one.
+// Every recall's value positions and distances are returned with the
+// document (Document::recall_positions / recall_distances): evaluation can
+// check which tokens truly need long context.
+//
+// Document i is a pure function of (seed, split, kind, i): no state, no
+// stream to replay. The held-out split uses a disjoint seed domain, so its
+// documents never occur in training.
+//
+// Thread-safe: immutable after construction.
+//
+//   SyntheticCorpus long_docs({.seed = 7, .min_length = 1025,
+//                              .max_length = 2048});
+//   HLAB_ASSIGN_OR_RETURN(Document doc, long_docs.GetDocument(3));
+#ifndef HLAB_DATA_SYNTHETIC_CORPUS_H_
+#define HLAB_DATA_SYNTHETIC_CORPUS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "data/corpus.h"
+
+namespace hlab::data {
+
+enum class Split { kTrain, kHeldOut };
+
+struct SyntheticCorpusConfig {
+  uint64_t seed = 0;
+  Split split = Split::kTrain;
+  // Document lengths in tokens, drawn uniformly from [min, max].
+  int64_t min_length = 64;
+  int64_t max_length = 512;
+  // Shortest binding-to-recall distance, in tokens.
+  int64_t min_distance = 16;
+  // Probability that a sentence opens a new binding (when one fits).
+  double binding_rate = 0.3;
+  // Number of distinct documents; indices wrap beyond it.
+  int64_t num_documents = int64_t{1} << 40;
+};
+
+// InvalidArgument naming the field for inconsistent configs.
+absl::Status ValidateSyntheticCorpusConfig(const SyntheticCorpusConfig& c);
+
+class SyntheticCorpus final : public Corpus {
+ public:
+  // `config` must be valid (ValidateSyntheticCorpusConfig).
+  explicit SyntheticCorpus(const SyntheticCorpusConfig& config);
+
+  int64_t num_documents() const override { return config_.num_documents; }
+  const Vocabulary& vocabulary() const override { return vocabulary_; }
+  int64_t DocumentLength(int64_t index) const override;
+  absl::StatusOr<Document> GetDocument(int64_t index) const override;
+
+  const SyntheticCorpusConfig& config() const { return config_; }
+
+ private:
+  struct Word {
+    std::string text;
+    std::vector<int32_t> successors;  // bigram table: likely next words
+  };
+
+  uint64_t DocumentSeed(int64_t index) const;
+
+  SyntheticCorpusConfig config_;
+  Vocabulary vocabulary_;
+  std::vector<Word> lexicon_;
+};
+
+}  // namespace hlab::data
+
+#endif  // HLAB_DATA_SYNTHETIC_CORPUS_H_

@@ -1,0 +1,105 @@
+#include "data/synthetic_corpus.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace hlab::data {
+namespace {
+
+SyntheticCorpusConfig LongConfig() {
+  return {.seed = 3, .min_length = 2048, .max_length = 4096};
+}
+
+TEST(SyntheticCorpusTest, DocumentsAreAPureFunctionOfSeedAndIndex) {
+  SyntheticCorpus a(LongConfig()), b(LongConfig());
+  for (int64_t i : {0, 1, 17, 123456789}) {
+    auto da = a.GetDocument(i);
+    auto db = b.GetDocument(i);
+    ASSERT_TRUE(da.ok() && db.ok());
+    EXPECT_EQ(da->tokens, db->tokens);
+    EXPECT_EQ(da->recall_positions, db->recall_positions);
+    EXPECT_EQ(static_cast<int64_t>(da->tokens.size()), a.DocumentLength(i));
+  }
+  EXPECT_NE(a.GetDocument(0)->tokens, a.GetDocument(1)->tokens);
+  SyntheticCorpusConfig other = LongConfig();
+  other.seed = 4;
+  EXPECT_NE(SyntheticCorpus(other).GetDocument(0)->tokens,
+            a.GetDocument(0)->tokens);
+}
+
+TEST(SyntheticCorpusTest, RecallValuesRepeatTheBindingAtTheStatedDistance) {
+  SyntheticCorpus corpus(LongConfig());
+  int64_t recalls = 0, shortest = 1 << 30, longest = 0;
+  for (int64_t i = 0; i < 50; ++i) {
+    auto doc = corpus.GetDocument(i);
+    ASSERT_TRUE(doc.ok());
+    ASSERT_EQ(doc->recall_positions.size(), doc->recall_distances.size());
+    const std::string text(doc->tokens.begin(), doc->tokens.end());
+    for (size_t r = 0; r < doc->recall_positions.size(); ++r) {
+      const int64_t p = doc->recall_positions[r];
+      const int64_t d = doc->recall_distances[r];
+      ASSERT_GT(d, 0);
+      ASSERT_GE(p - d, 0);
+      EXPECT_TRUE(text[p] >= '0' && text[p] <= '9') << text.substr(p - 20, 30);
+      EXPECT_EQ(text[p], text[p - d]) << "document " << i << " position " << p;
+      ++recalls;
+      shortest = std::min(shortest, d);
+      longest = std::max(longest, d);
+    }
+  }
+  EXPECT_GT(recalls, 200);
+  // Distances span the inside of a small window to beyond a large one.
+  EXPECT_LT(shortest, 64);
+  EXPECT_GT(longest, 1024);
+}
+
+TEST(SyntheticCorpusTest, RecallKeyMatchesBindingKey) {
+  SyntheticCorpus corpus(LongConfig());
+  auto doc = corpus.GetDocument(5);
+  ASSERT_TRUE(doc.ok());
+  const std::string text(doc->tokens.begin(), doc->tokens.end());
+  ASSERT_FALSE(doc->recall_positions.empty());
+  for (size_t r = 0; r < doc->recall_positions.size(); r += 4) {
+    const int64_t p = doc->recall_positions[r];
+    const int64_t b = p - doc->recall_distances[r];
+    // "recall QZXW is 4821": the key is 8..5 characters before the value.
+    EXPECT_EQ(text.substr(p - 15, 7), "recall ");
+    EXPECT_EQ(text.substr(b - 8, 4), text.substr(p - 8, 4));
+    EXPECT_EQ(text.substr(b - 12, 4), "key ");
+  }
+}
+
+TEST(SyntheticCorpusTest, HeldOutSplitIsDisjointFromTraining) {
+  SyntheticCorpusConfig train = {
+      .seed = 1, .min_length = 64, .max_length = 256};
+  SyntheticCorpusConfig held = train;
+  held.split = Split::kHeldOut;
+  SyntheticCorpus train_docs(train), held_docs(held);
+  std::set<std::vector<int32_t>> seen;
+  for (int64_t i = 0; i < 2000; ++i)
+    seen.insert(train_docs.GetDocument(i)->tokens);
+  for (int64_t i = 0; i < 200; ++i) {
+    EXPECT_EQ(seen.count(held_docs.GetDocument(i)->tokens), 0u) << i;
+  }
+}
+
+TEST(SyntheticCorpusTest, BadConfigNamesTheField) {
+  SyntheticCorpusConfig c;
+  c.max_length = 10;
+  c.min_length = 20;
+  auto status = ValidateSyntheticCorpusConfig(c);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("max_length"),
+            std::string::npos);
+  c = SyntheticCorpusConfig();
+  c.binding_rate = 1.5;
+  EXPECT_NE(std::string(ValidateSyntheticCorpusConfig(c).message())
+                .find("binding_rate"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace hlab::data
