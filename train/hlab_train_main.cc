@@ -1,94 +1,64 @@
-// hlab-train: trains one hybrid LM and prints its loss curve.
+// hlab-train: runs one training task in one process (docs/training.md).
 //
-// This is the early, standalone form of the trainer (see docs/training.md):
-// it trains on the bytes of a text file (default: the novel in
-// ../shared/data/gutenberg when present) or, without one, on a built-in
-// Markov-chain corpus, and prints train and held-out loss as it goes. The
-// task-file interface (--task task.json), checkpoints and the synthetic
-// long-range corpus come with the training engine.
-#include <algorithm>
-#include <array>
-#include <chrono>
-#include <cmath>
+//   hlab-train --task task.json [--record-fd N] [--threads N]
+//   hlab-train --example-task > task.json
+//   hlab-train --probe-devices
+//   hlab-train --build-info
+//
+// Records (JSON lines) go to stdout or --record-fd; a progress bar goes to
+// stderr when it is a terminal. Exit codes: train/exit_codes.h.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <iterator>
-#include <map>
-#include <random>
 #include <set>
-#include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "model/config/architectures.h"
-#include "model/config/model_config.h"
-#include "model/config/param_count.h"
-#include "model/hybrid_lm.h"
-#include "train/lr_schedule.h"
-#include "train/optimizer.h"
+#include "train/devices.h"
+#include "train/exit_codes.h"
+#include "train/records.h"
+#include "train/task.h"
+#include "train/trainer.h"
 
 namespace {
 
-using hlab::model::ModelConfig;
+using hlab::train::kExitPermanent;
 
-constexpr char kUsage[] = R"(usage: hlab-train [options]
+constexpr char kUsage[] = R"(usage: hlab-train --task FILE [options]
+       hlab-train --example-task | --probe-devices | --build-info | --help
 
-Trains one small hybrid LM (byte-level) and prints its loss curve.
+Runs one training task: trains a hybrid LM to its budget (or stop point),
+writing checkpoints, held-out validation and progress records.
 
-model:
-  --arch NAME         architecture or pattern (default swa-32): full, swa-<w>,
-                      lightning, mamba2, gdn, with -1to3 / -headwise / -nope
-                      suffixes, or a pattern such as 'gdn:conv,full'
-  --config FILE       model config JSON (overrides the model flags)
-  --d-model N         width (default 128)
-  --layers N          layers (default 4)
-  --heads N           query heads (default 4)
-  --kv-heads N        key/value heads (default 2)
-  --match-params      match the hybrid's N to the Full backbone (appendix B)
-data:
-  --text FILE         train on the bytes of FILE (default: the Gutenberg novel
-                      under $HLAB_SHARED_DIR/data, else a built-in corpus)
-  --synthetic         use the built-in Markov-chain corpus
-training:
-  --seq-len N         tokens per sequence (default 128)
-  --batch N           sequences per step (default 16)
-  --steps N           optimizer steps (default 200)
-  --lr X              peak learning rate (default 3e-3)
-  --warmup N          warmup steps (default min(20, steps/10)); WSD, decay
-                      over the last 10%
-  --seed N            seed for init and data order (default 0)
-  --threads N         intra-op threads (default: all cores)
-  --bf16              bf16 autocast
-  --eval-every N      held-out evaluation interval (default 20)
-  --json              one JSON object per evaluation on stdout
-  --build-info        print LibTorch's build configuration, threads and the
-                      BLAS library actually loaded, then exit
+options:
+  --task FILE        the task (JSON; fields below)
+  --record-fd N      write the JSON-lines records to file descriptor N
+                     instead of stdout
+  --threads N        override the task's thread count
+  --example-task     print a small valid task (synthetic data, < 1 minute)
+  --probe-devices    print the devices this build can train on, as JSON
+  --build-info       print LibTorch's configuration and the BLAS loaded
+
+exit codes: 0 success; 2 permanent failure (bad task, data or checkpoint:
+fix the task); 3 loss not finite at the same step twice (lower the LR);
+75 retryable (out of memory, I/O, preempted by SIGTERM after a checkpoint).
+
 )";
 
-struct Options {
-  std::string arch = "swa-32";
-  std::string config_path;
-  int64_t d_model = 128, layers = 4, heads = 4, kv_heads = 2;
-  bool match_params = false;
-  std::string text_path;
-  bool synthetic = false;
-  int64_t seq_len = 128, batch = 16, steps = 200, warmup = -1, seed = 0;
-  int64_t threads = 0, eval_every = 20;
-  double lr = 3e-3;
-  bool bf16 = false, json = false;
-};
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
 
 [[noreturn]] void Fail(const std::string& message) {
   std::cerr << "hlab-train: " << message << "\n";
-  std::exit(2);
+  std::exit(kExitPermanent);
 }
 
 // LibTorch's configuration and the BLAS/LAPACK libraries mapped into this
@@ -96,7 +66,6 @@ struct Options {
 // selected; OpenBLAS is ~2x faster than the reference BLAS or ATLAS).
 void PrintBuildInfo() {
   std::cout << at::show_config() << "\n" << at::get_parallel_info() << "\n";
-  // Force BLAS to load, then list the mapped libraries.
   torch::mm(torch::ones({64, 64}), torch::ones({64, 64}));
   std::ifstream maps("/proc/self/maps");
   std::string line;
@@ -105,31 +74,21 @@ void PrintBuildInfo() {
     const auto slash = line.find('/');
     if (slash == std::string::npos) continue;
     const std::string path = line.substr(slash);
-    if (path.find("blas") != std::string::npos ||
-        path.find("lapack") != std::string::npos ||
-        path.find("dnnl") != std::string::npos ||
-        path.find("jemalloc") != std::string::npos ||
-        path.find("tcmalloc") != std::string::npos) {
-      libs.insert(path);
+    for (const char* name :
+         {"blas", "lapack", "dnnl", "jemalloc", "tcmalloc"}) {
+      if (path.find(name) != std::string::npos) libs.insert(path);
     }
   }
   std::cout << "libraries loaded:\n";
   for (const std::string& lib : libs) std::cout << "  " << lib << "\n";
 }
 
-Options ParseArgs(int argc, char** argv) {
-  Options o;
-  std::map<std::string, int64_t*> ints = {{"--d-model", &o.d_model},
-                                          {"--layers", &o.layers},
-                                          {"--heads", &o.heads},
-                                          {"--kv-heads", &o.kv_heads},
-                                          {"--seq-len", &o.seq_len},
-                                          {"--batch", &o.batch},
-                                          {"--steps", &o.steps},
-                                          {"--warmup", &o.warmup},
-                                          {"--seed", &o.seed},
-                                          {"--threads", &o.threads},
-                                          {"--eval-every", &o.eval_every}};
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string task_path;
+  int record_fd = -1;
+  int64_t threads = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -137,255 +96,63 @@ Options ParseArgs(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
+      std::cout << kUsage << hlab::train::kTaskFieldsHelp;
+      return 0;
+    } else if (arg == "--example-task") {
+      std::cout << hlab::train::ExampleTaskJson();
+      return 0;
+    } else if (arg == "--probe-devices") {
+      std::cout << hlab::train::ProbeDevicesJson() << "\n";
+      return 0;
     } else if (arg == "--build-info") {
       PrintBuildInfo();
-      std::exit(0);
-    } else if (ints.count(arg)) {
+      return 0;
+    } else if (arg == "--task") {
+      task_path = value();
+    } else if (arg == "--record-fd") {
       const std::string v = value();
-      if (!absl::SimpleAtoi(v, ints[arg]) || *ints[arg] < 0) {
-        Fail(arg + " must be a non-negative integer, got '" + v + "'");
+      if (!absl::SimpleAtoi(v, &record_fd) || record_fd < 0) {
+        Fail("--record-fd must be a file descriptor number, got '" + v + "'");
       }
-    } else if (arg == "--lr") {
+    } else if (arg == "--threads") {
       const std::string v = value();
-      if (!absl::SimpleAtod(v, &o.lr) || !(o.lr > 0)) {
-        Fail("--lr must be a positive number, got '" + v + "'");
+      if (!absl::SimpleAtoi(v, &threads) || threads < 1) {
+        Fail("--threads must be a positive integer, got '" + v + "'");
       }
-    } else if (arg == "--arch") {
-      o.arch = value();
-    } else if (arg == "--config") {
-      o.config_path = value();
-    } else if (arg == "--text") {
-      o.text_path = value();
-    } else if (arg == "--synthetic") {
-      o.synthetic = true;
-    } else if (arg == "--match-params") {
-      o.match_params = true;
-    } else if (arg == "--bf16") {
-      o.bf16 = true;
-    } else if (arg == "--json") {
-      o.json = true;
     } else {
       Fail("unknown option '" + arg + "' (see --help)");
     }
   }
-  for (auto [name, v] : {std::pair{"--seq-len", o.seq_len},
-                         {"--batch", o.batch},
-                         {"--steps", o.steps},
-                         {"--eval-every", o.eval_every}}) {
-    if (v <= 0) Fail(std::string(name) + " must be > 0");
+  if (task_path.empty()) {
+    Fail("no task: give --task FILE (try --example-task for one)");
   }
-  if (o.warmup < 0) o.warmup = std::min<int64_t>(20, o.steps / 10);
-  if (o.warmup >= o.steps) Fail("--warmup must be smaller than --steps");
-  return o;
-}
 
-ModelConfig BuildConfig(const Options& o) {
-  ModelConfig c;
-  if (!o.config_path.empty()) {
-    std::ifstream in(o.config_path);
-    if (!in) Fail("cannot read --config file '" + o.config_path + "'");
-    std::string text((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-    auto parsed = hlab::model::ModelConfigFromJson(text);
-    if (!parsed.ok()) {
-      Fail(absl::StrCat(o.config_path, ": ", parsed.status().message()));
+  std::FILE* out = stdout;
+  if (record_fd >= 0) {
+    out = ::fdopen(record_fd, "w");
+    if (out == nullptr) {
+      Fail(absl::StrCat("--record-fd ", record_fd, " is not open for writing"));
     }
-    c = *parsed;
-  } else {
-    c.vocab_size = 256;
-    c.d_model = o.d_model;
-    c.n_layers = o.layers;
-    c.n_heads = o.heads;
-    c.n_kv_heads = o.kv_heads;
-    c.head_dim = o.heads > 0 ? o.d_model / o.heads : 0;
-    c.ffn_hidden = hlab::model::DefaultFfnHidden(o.d_model);
-    c.arch = o.arch;
-    auto layers = hlab::model::ExpandArchitecture(o.arch, o.layers);
-    if (!layers.ok()) Fail(std::string(layers.status().message()));
-    c.layers = *layers;
-    absl::Status valid = hlab::model::ValidateModelConfig(c);
-    if (!valid.ok()) Fail(std::string(valid.message()));
   }
-  if (o.match_params) {
-    auto matched = hlab::model::MatchParameters(c);
-    if (!matched.ok()) Fail(std::string(matched.status().message()));
-    c = matched->config;
-  }
-  if (c.vocab_size < 256) Fail("vocab_size must be >= 256 for byte-level data");
-  return c;
-}
-
-// Byte tokens of the training text; the last 10% is held out.
-std::vector<uint8_t> LoadBytes(const Options& o, std::string* source) {
-  std::string path = o.text_path;
-  if (path.empty() && !o.synthetic) {
-    const char* shared = std::getenv("HLAB_SHARED_DIR");
-    const std::string dir = shared ? shared : "../shared";
-    const std::string novel = dir + "/data/gutenberg/frankenstein_pg84.txt";
-    if (std::ifstream(novel)) path = novel;
-  }
-  if (!path.empty()) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) Fail("cannot read --text file '" + path + "'");
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                               std::istreambuf_iterator<char>());
-    if (static_cast<int64_t>(bytes.size()) < 20 * (o.seq_len + 1)) {
-      Fail("--text file '" + path + "' is too short for --seq-len " +
-           std::to_string(o.seq_len));
-    }
-    *source = path;
-    return bytes;
-  }
-  // Built-in corpus: an order-1 Markov chain over 64 symbols where each
-  // symbol has 4 likely successors (entropy floor ~1.4 nats/token).
-  *source = "built-in Markov corpus";
-  std::mt19937_64 rng(1234);
-  std::vector<std::array<uint8_t, 4>> next(64);
-  for (auto& n : next) {
-    for (auto& s : n) s = static_cast<uint8_t>(rng() % 64);
-  }
-  std::vector<uint8_t> bytes(400000);
-  uint8_t s = 0;
-  for (auto& b : bytes) {
-    s = next[s][rng() % 4];
-    b = static_cast<uint8_t>(s + 32);
-  }
-  return bytes;
-}
-
-// A batch of (B, T+1) windows at offsets drawn from (seed, step).
-torch::Tensor SampleBatch(const std::vector<uint8_t>& bytes, int64_t begin,
-                          int64_t end, int64_t batch, int64_t seq_len,
-                          uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  torch::Tensor out = torch::empty({batch, seq_len + 1}, torch::kInt64);
-  auto acc = out.accessor<int64_t, 2>();
-  std::uniform_int_distribution<int64_t> pick(begin, end - seq_len - 2);
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t start = pick(rng);
-    for (int64_t t = 0; t <= seq_len; ++t) acc[b][t] = bytes[start + t];
-  }
-  return out;
-}
-
-void PrintChart(const std::vector<std::pair<int64_t, double>>& curve) {
-  if (curve.size() < 2) return;
-  double lo = curve[0].second, hi = curve[0].second;
-  for (const auto& [step, loss] : curve) {
-    lo = std::min(lo, loss);
-    hi = std::max(hi, loss);
-  }
-  constexpr int kWidth = 50;
-  std::cout << "\nheld-out loss curve (nats/byte):\n";
-  for (const auto& [step, loss] : curve) {
-    const int bar = hi > lo ? static_cast<int>(std::lround(
-                                  (loss - lo) / (hi - lo) * (kWidth - 1))) +
-                                  1
-                            : 1;
-    std::printf("  step %5lld  %6.3f  %s\n", static_cast<long long>(step), loss,
-                std::string(bar, '#').c_str());
-  }
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Options o = ParseArgs(argc, argv);
-  // LibTorch (Debian) starts with one intra-op thread: set it explicitly.
-  at::set_num_threads(static_cast<int>(
-      o.threads > 0 ? o.threads
-                    : std::max(1u, std::thread::hardware_concurrency())));
-  const ModelConfig config = BuildConfig(o);
-  std::string source;
-  const std::vector<uint8_t> bytes = LoadBytes(o, &source);
-  const int64_t split = static_cast<int64_t>(bytes.size()) * 9 / 10;
-
-  torch::manual_seed(static_cast<uint64_t>(o.seed));
-  hlab::model::HybridLM model(config);
-  const auto count = hlab::model::CountParameters(config);
-  auto optimizer = hlab::train::MakeAdamW(*model, {.lr = o.lr});
-  hlab::train::WsdSchedule schedule(
-      {.peak_lr = o.lr, .warmup_steps = o.warmup, .total_steps = o.steps});
-
-  std::cerr << "hlab-train: " << config.arch << " ("
-            << hlab::model::LayersToPattern(config.layers)
-            << "), N = " << count.non_embedding << " non-embedding / "
-            << count.total << " total parameters\n"
-            << "hlab-train: data: " << source << " (" << bytes.size()
-            << " bytes, last 10% held out); " << o.steps << " steps x "
-            << o.batch << " x " << o.seq_len << " tokens; "
-            << at::get_num_threads() << " threads"
-            << (o.bf16 ? "; bf16 autocast" : "") << "\n";
-  if (!o.json) {
-    std::printf("%6s %10s %10s %10s %9s %9s\n", "step", "tokens", "train",
-                "held-out", "lr", "tok/s");
-  }
-
-  const torch::Tensor val_batch = SampleBatch(
-      bytes, split, static_cast<int64_t>(bytes.size()), 16, o.seq_len, 0xE7A1);
-  auto evaluate = [&]() {
-    torch::NoGradGuard no_grad;
-    model->eval();
-    double loss = model
-                      ->loss(val_batch.narrow(1, 0, o.seq_len),
-                             val_batch.narrow(1, 1, o.seq_len))
-                      .item<double>();
-    model->train();
-    return loss;
+  hlab::train::RecordWriter records(out, ::isatty(STDERR_FILENO) != 0);
+  auto report = [&](const absl::Status& status) {
+    const int code = hlab::train::ExitCodeFor(status);
+    records.Emit({{"type", "error"},
+                  {"exit_code", code},
+                  {"message", std::string(status.message())}});
+    std::cerr << "hlab-train: " << status.message() << "\n";
+    return code;
   };
 
-  std::vector<std::pair<int64_t, double>> curve = {{0, evaluate()}};
-  auto start = std::chrono::steady_clock::now();
-  int64_t tokens = 0;
-  double train_loss = 0;
-  for (int64_t step = 0; step < o.steps; ++step) {
-    torch::Tensor batch =
-        SampleBatch(bytes, 0, split, o.batch, o.seq_len,
-                    static_cast<uint64_t>(o.seed) * 1000003ULL + step);
-    at::autocast::set_cpu_enabled(o.bf16);
-    if (o.bf16) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    torch::Tensor loss = model->loss(batch.narrow(1, 0, o.seq_len),
-                                     batch.narrow(1, 1, o.seq_len));
-    at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-    optimizer->zero_grad();
-    loss.backward();
-    const double grad_norm = hlab::train::ClipGradNorm(*model, 1.0);
-    const double lr = schedule.LearningRate(step);
-    hlab::train::SetLearningRate(*optimizer, lr);
-    optimizer->step();
-    train_loss = loss.item<double>();
-    if (!std::isfinite(train_loss) || !std::isfinite(grad_norm)) {
-      std::cerr << "hlab-train: loss or gradient is not finite at step "
-                << step + 1 << "; lower --lr\n";
-      return 3;
-    }
-    tokens += o.batch * o.seq_len;
-    if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
-      const double seconds = std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
-      const double held_out = evaluate();
-      curve.emplace_back(step + 1, held_out);
-      const double tps = static_cast<double>(tokens) / seconds;
-      if (o.json) {
-        std::printf(
-            "{\"step\": %lld, \"tokens\": %lld, \"train_loss\": %.5f, "
-            "\"val_loss\": %.5f, \"lr\": %.3g, \"grad_norm\": %.4f, "
-            "\"tokens_per_s\": %.1f}\n",
-            static_cast<long long>(step + 1), static_cast<long long>(tokens),
-            train_loss, held_out, lr, grad_norm, tps);
-      } else {
-        std::printf("%6lld %10lld %10.4f %10.4f %9.2e %9.0f\n",
-                    static_cast<long long>(step + 1),
-                    static_cast<long long>(tokens), train_loss, held_out, lr,
-                    tps);
-      }
-      std::fflush(stdout);
-    }
-  }
-  if (!o.json) PrintChart(curve);
-  return 0;
+  auto task = hlab::train::LoadTrainTask(task_path);
+  if (!task.ok()) return report(task.status());
+  if (threads > 0) task->threads = threads;
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  auto trainer = hlab::train::Trainer::Create(*task, &records);
+  if (!trainer.ok()) return report(trainer.status());
+  const absl::Status done = (*trainer)->Run(&g_stop);
+  if (!done.ok()) return report(done);
+  return hlab::train::kExitSuccess;
 }

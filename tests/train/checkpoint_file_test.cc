@@ -1,0 +1,99 @@
+#include "train/checkpoint_file.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace hlab::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("hlab_ckpt_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(int64_t step, const std::string& payload) {
+    CheckpointMeta meta{.step = step,
+                        .tokens = step * 10,
+                        .kind = "latest",
+                        .model_config = "{}",
+                        .fingerprint = "f",
+                        .payload_sha256 = ""};
+    const std::string path = (dir_ / LatestName(step)).string();
+    EXPECT_TRUE(WriteCheckpoint(path, meta, payload).ok());
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CheckpointFileTest, RoundTripsAndVerifies) {
+  const std::string path = Write(7, std::string(1000, 'x') + "payload");
+  auto file = ReadCheckpoint(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->meta.step, 7);
+  EXPECT_EQ(file->meta.tokens, 70);
+  EXPECT_EQ(file->payload, std::string(1000, 'x') + "payload");
+  EXPECT_EQ(file->meta.payload_sha256, Sha256Hex(file->payload));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST_F(CheckpointFileTest, CorruptFileIsRefusedNamingItAndSkipped) {
+  Write(1, "first");
+  const std::string newest = Write(2, "second-payload");
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('!');
+  }
+  auto bad = ReadCheckpoint(newest);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(bad.status().message()).find(newest),
+            std::string::npos);
+  std::vector<std::string> warnings;
+  auto valid = NewestValidCheckpoint(dir_.string(), &warnings);
+  ASSERT_TRUE(valid.has_value());
+  EXPECT_EQ(valid->meta.step, 1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(newest), std::string::npos);
+}
+
+TEST_F(CheckpointFileTest, TruncatedFileIsDataLoss) {
+  const std::string path = Write(3, std::string(5000, 'y'));
+  fs::resize_file(path, fs::file_size(path) - 100);
+  EXPECT_EQ(ReadCheckpoint(path).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ReadCheckpoint((dir_ / "nope.ckpt").string()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(CheckpointFileTest, PruneKeepsTheNewestAndAllBranches) {
+  for (int64_t step : {1, 2, 3, 4}) Write(step, "p");
+  CheckpointMeta branch{.step = 2,
+                        .kind = "branch",
+                        .branch_budget_tokens = 99,
+                        .model_config = "{}",
+                        .fingerprint = "f",
+                        .payload_sha256 = ""};
+  ASSERT_TRUE(
+      WriteCheckpoint((dir_ / BranchName(99)).string(), branch, "b").ok());
+  ASSERT_TRUE(PruneCheckpoints(dir_.string(), 2).ok());
+  EXPECT_FALSE(fs::exists(dir_ / LatestName(1)));
+  EXPECT_FALSE(fs::exists(dir_ / LatestName(2)));
+  EXPECT_TRUE(fs::exists(dir_ / LatestName(3)));
+  EXPECT_TRUE(fs::exists(dir_ / LatestName(4)));
+  EXPECT_TRUE(fs::exists(dir_ / BranchName(99)));
+  const auto listed = ListCheckpoints(dir_.string());
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(fs::path(listed[0]).filename(), LatestName(4));
+}
+
+}  // namespace
+}  // namespace hlab::train

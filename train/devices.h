@@ -1,0 +1,23 @@
+// Device discovery for `hlab-train --probe-devices`: what this build of
+// hlab-train can train on, as JSON, so the worker daemon can advertise its
+// devices without linking LibTorch.
+//
+//   {"cpu": {"cores": 16, "memory_bytes": 137438953472},
+//    "cuda": [{"index": 0, "name": "NVIDIA H200", "memory_bytes": ...}],
+//    "torch_version": "1.13.1", "cuda_build": false}
+//
+// CUDA devices are listed only when hlab-train is built against a CUDA
+// LibTorch (HLAB_WITH_CUDA); the CPU build always reports an empty list.
+#ifndef HLAB_TRAIN_DEVICES_H_
+#define HLAB_TRAIN_DEVICES_H_
+
+#include <string>
+
+namespace hlab::train {
+
+// The devices as a JSON object (one line).
+std::string ProbeDevicesJson();
+
+}  // namespace hlab::train
+
+#endif  // HLAB_TRAIN_DEVICES_H_

@@ -1,0 +1,55 @@
+// RecordWriter: the structured progress records hlab-train emits, one JSON
+// object per line, for the worker daemon to relay to the coordinator.
+//
+// Record types (field "type"):
+//   start       task name, model, N, budget, steps, start step, threads
+//   step        step, tokens, loss, lr, grad_norm, tokens_per_s
+//   eval        step, tokens, val_loss, val_recall_loss, sequences, tokens
+//   checkpoint  step, tokens, kind ("latest" | "branch"), path, sha256,
+//               branch_budget_tokens
+//   warning     message
+//   done        step, tokens, final loss, seconds
+//   error       exit_code, message
+// Records go to stdout by default, or to a file descriptor the worker gives
+// (--record-fd). When stderr is a terminal, a one-line progress bar is drawn
+// there too; it never goes to the record stream.
+//
+// Not thread-safe: the training loop owns it.
+//
+//   RecordWriter records(stdout, /*progress_bar=*/isatty(2));
+//   records.Emit({{"type", "step"}, {"step", 10}, {"loss", 2.31}});
+#ifndef HLAB_TRAIN_RECORDS_H_
+#define HLAB_TRAIN_RECORDS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace hlab::train {
+
+class RecordWriter {
+ public:
+  // `out` may be null (records dropped, e.g. in tests).
+  RecordWriter(std::FILE* out, bool progress_bar)
+      : out_(out), progress_bar_(progress_bar) {}
+
+  // Writes one record and flushes, so the worker sees it at once.
+  void Emit(const nlohmann::json& record);
+
+  // Redraws the stderr progress bar (no-op without a terminal).
+  void Progress(int64_t step, int64_t stop_step, int64_t tokens, double loss,
+                double tokens_per_s);
+  // Ends the progress bar line.
+  void FinishProgress();
+
+ private:
+  std::FILE* out_;
+  bool progress_bar_;
+  bool bar_drawn_ = false;
+};
+
+}  // namespace hlab::train
+
+#endif  // HLAB_TRAIN_RECORDS_H_

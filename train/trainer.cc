@@ -1,0 +1,452 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <thread>
+
+#include <ATen/autocast_mode.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "model/config/param_count.h"
+#include "model/hybrid_lm.h"
+#include "train/checkpoint_file.h"
+#include "train/exit_codes.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+#include "train/training_data.h"
+#include "train/training_state.h"
+
+namespace hlab::train {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kNonFiniteMarker[] = "nonfinite-step";
+
+// Hash of everything that shapes the trajectory up to a step; see
+// CheckpointMeta::fingerprint.
+std::string Fingerprint(const TrainTask& t) {
+  Json j = Json::parse(TrainTaskToJson(t));
+  Json f = {{"model", j["model"]},
+            {"data", j["data"]},
+            {"seq_len", t.seq_len},
+            {"batch_tokens", t.batch_tokens},
+            {"micro_batch_tokens", t.micro_batch_tokens},
+            {"optimizer", j["optimizer"]},
+            {"warmup_steps", t.schedule.warmup_steps},
+            {"seed", t.seed},
+            {"bf16", t.bf16}};
+  return Sha256Hex(f.dump()).substr(0, 16);
+}
+
+// (B, T + 1) int64 tokens of sequences [first, first + count).
+absl::StatusOr<torch::Tensor> MakeBatch(
+    const data::SequenceMixture& mixture, int64_t first, int64_t count,
+    std::vector<data::PackedSequence>* keep) {
+  const int64_t width = mixture.config().seq_len + 1;
+  torch::Tensor out = torch::empty({count, width}, torch::kInt64);
+  int64_t* p = out.data_ptr<int64_t>();
+  for (int64_t b = 0; b < count; ++b) {
+    HLAB_ASSIGN_OR_RETURN(data::PackedSequence s, mixture.Sample(first + b));
+    std::copy(s.tokens.begin(), s.tokens.end(), p + b * width);
+    if (keep != nullptr) keep->push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitSuccess;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kOutOfRange:
+      return kExitPermanent;
+    case absl::StatusCode::kAborted:
+      return kExitDiverged;
+    default:
+      return kExitRetryable;
+  }
+}
+
+struct Trainer::State {
+  TrainTask task;
+  TrainPlan plan;
+  RecordWriter* records = nullptr;
+  std::unique_ptr<TrainingData> data;
+  model::ModelConfig config;
+  model::HybridLM model{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::unique_ptr<WsdSchedule> schedule;
+  std::string fingerprint;
+  std::string model_json;
+  int64_t start_step = 0;
+  std::vector<double> losses;
+
+  void Emit(const Json& record) {
+    if (records != nullptr) records->Emit(record);
+  }
+  absl::Status SaveCheckpoint(int64_t step, const std::string& kind,
+                              int64_t branch_budget);
+  absl::Status LoadFrom(const CheckpointFile& file);
+  absl::Status OnNonFinite(int64_t step, double loss, double grad_norm);
+};
+
+Trainer::Trainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Trainer::~Trainer() = default;
+
+int64_t Trainer::start_step() const { return state_->start_step; }
+const TrainPlan& Trainer::plan() const { return state_->plan; }
+const std::vector<double>& Trainer::losses() const { return state_->losses; }
+
+std::vector<float> Trainer::ParameterValues() const {
+  std::vector<float> values;
+  for (const torch::Tensor& p : state_->model->parameters()) {
+    torch::Tensor flat = p.detach().to(torch::kFloat32).contiguous().view(-1);
+    values.insert(values.end(), flat.data_ptr<float>(),
+                  flat.data_ptr<float>() + flat.numel());
+  }
+  return values;
+}
+
+absl::Status Trainer::State::LoadFrom(const CheckpointFile& file) {
+  if (file.meta.model_config != model_json) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint '", file.path,
+                     "' was written for a different model config: use a fresh "
+                     "checkpoint.dir, or the task that wrote it"));
+  }
+  if (file.meta.fingerprint != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", file.path,
+        "' was written by a task with different data, batch, optimizer, "
+        "warmup or seed settings (fingerprint ",
+        file.meta.fingerprint, " vs ", fingerprint,
+        "): use a fresh checkpoint.dir, or the task that wrote it"));
+  }
+  if (file.meta.step > plan.stop_step) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint '", file.path, "' is at step ", file.meta.step,
+                     ", beyond this task's stop step ", plan.stop_step));
+  }
+  HLAB_RETURN_IF_ERROR(LoadTrainingState(file.payload, *model, *optimizer));
+  start_step = file.meta.step;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::State::SaveCheckpoint(int64_t step,
+                                            const std::string& kind,
+                                            int64_t branch_budget) {
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.tokens = step * task.batch_tokens;
+  meta.kind = kind;
+  meta.branch_budget_tokens = branch_budget;
+  meta.model_config = model_json;
+  meta.fingerprint = fingerprint;
+  const std::string payload = SaveTrainingState(*model, *optimizer);
+  const std::string path =
+      (std::filesystem::path(task.checkpoint.dir) /
+       (kind == "branch" ? BranchName(branch_budget) : LatestName(step)))
+          .string();
+  HLAB_RETURN_IF_ERROR(WriteCheckpoint(path, meta, payload));
+  if (kind != "branch") {
+    HLAB_RETURN_IF_ERROR(
+        PruneCheckpoints(task.checkpoint.dir, task.checkpoint.keep_last));
+  }
+  Json record = {{"type", "checkpoint"},  {"step", step},
+                 {"tokens", meta.tokens}, {"kind", kind},
+                 {"path", path},          {"sha256", Sha256Hex(payload)}};
+  if (kind == "branch") record["branch_budget_tokens"] = branch_budget;
+  Emit(record);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::State::OnNonFinite(int64_t step, double loss,
+                                         double grad_norm) {
+  const std::string what =
+      absl::StrCat("loss (", loss, ") or gradient norm (", grad_norm,
+                   ") is not finite at step ", step + 1);
+  if (task.checkpoint.dir.empty()) {
+    return absl::AbortedError(absl::StrCat(
+        what,
+        "; without a checkpoint.dir a retry would repeat it: lower "
+        "optimizer.peak_lr"));
+  }
+  const std::string marker =
+      (std::filesystem::path(task.checkpoint.dir) / kNonFiniteMarker).string();
+  int64_t previous = -1;
+  if (std::ifstream in(marker); in) in >> previous;
+  if (previous == step + 1) {
+    return absl::AbortedError(
+        absl::StrCat(what,
+                     " for the second time: the run diverges; lower "
+                     "optimizer.peak_lr"));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(task.checkpoint.dir, ec);
+  std::ofstream(marker) << step + 1 << "\n";
+  return absl::UnavailableError(absl::StrCat(
+      what, "; the last good checkpoint is kept and a retry resumes from it"));
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
+    const TrainTask& task_in, RecordWriter* records) {
+  auto s = std::make_unique<State>();
+  s->task = task_in;
+  s->records = records;
+  TrainTask& task = s->task;
+  HLAB_RETURN_IF_ERROR(ValidateTrainTask(task));
+  at::set_num_threads(static_cast<int>(
+      task.threads > 0 ? task.threads
+                       : std::max(1u, std::thread::hardware_concurrency())));
+  s->config = task.model;
+  if (task.match_params) {
+    HLAB_ASSIGN_OR_RETURN(auto matched, model::MatchParameters(s->config));
+    s->config = matched.config;
+    task.model = s->config;
+    task.match_params = false;
+  }
+  const auto count = model::CountParameters(s->config);
+  HLAB_ASSIGN_OR_RETURN(s->plan, PlanTraining(task, count.non_embedding));
+  HLAB_ASSIGN_OR_RETURN(s->data, TrainingData::Create(task));
+  s->model_json = model::ModelConfigToJson(s->config);
+  s->fingerprint = Fingerprint(task);
+
+  torch::manual_seed(task.seed);
+  s->model = model::HybridLM(s->config);
+  s->optimizer =
+      MakeAdamW(*s->model, {.lr = task.optimizer.peak_lr,
+                            .beta1 = task.optimizer.beta1,
+                            .beta2 = task.optimizer.beta2,
+                            .eps = task.optimizer.eps,
+                            .weight_decay = task.optimizer.weight_decay});
+  s->schedule = std::make_unique<WsdSchedule>(s->plan.schedule);
+
+  if (!task.init_from.empty()) {
+    auto file = ReadCheckpoint(task.init_from);
+    if (!file.ok()) {
+      return absl::Status(file.status().code(),
+                          absl::StrCat("init_from: ", file.status().message(),
+                                       ": re-run the task that wrote it"));
+    }
+    HLAB_RETURN_IF_ERROR(s->LoadFrom(*file));
+  }
+  if (task.resume && !task.checkpoint.dir.empty()) {
+    std::vector<std::string> warnings;
+    auto newest = NewestValidCheckpoint(task.checkpoint.dir, &warnings);
+    for (const std::string& w : warnings) {
+      s->Emit({{"type", "warning"}, {"message", w}});
+      std::fprintf(stderr, "hlab-train: warning: %s\n", w.c_str());
+    }
+    if (newest && newest->meta.step > s->start_step) {
+      HLAB_RETURN_IF_ERROR(s->LoadFrom(*newest));
+    } else if (newest && newest->meta.model_config != s->model_json) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint '", newest->path,
+          "' was written for a different model config: use a fresh "
+          "checkpoint.dir, or the task that wrote it"));
+    }
+  }
+  s->Emit({{"type", "start"},
+           {"name", task.name},
+           {"arch", s->config.arch},
+           {"non_embedding_params", count.non_embedding},
+           {"total_params", count.total},
+           {"budget_tokens", s->plan.budget_tokens},
+           {"total_steps", s->plan.total_steps},
+           {"stop_step", s->plan.stop_step},
+           {"start_step", s->start_step},
+           {"batch_tokens", task.batch_tokens},
+           {"micro_batches", s->plan.micro_batches},
+           {"threads", at::get_num_threads()},
+           {"fingerprint", s->fingerprint}});
+  return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
+}
+
+ValidationResult Trainer::Validate() {
+  State& s = *state_;
+  ValidationResult result;
+  torch::NoGradGuard no_grad;
+  s.model->eval();
+  const int64_t per_batch = s.plan.sequences_per_micro_batch;
+  const int64_t seq_len = s.task.seq_len;
+  double sum = 0, recall_sum = 0;
+  for (int64_t first = 0; first < s.task.eval.sequences; first += per_batch) {
+    const int64_t count = std::min(per_batch, s.task.eval.sequences - first);
+    std::vector<data::PackedSequence> sequences;
+    auto batch = MakeBatch(s.data->validation(), first, count, &sequences);
+    if (!batch.ok()) break;
+    torch::Tensor logits = s.model->forward(batch->narrow(1, 0, seq_len));
+    torch::Tensor nll =
+        -torch::log_softmax(logits.to(torch::kFloat32), -1)
+             .gather(-1, batch->narrow(1, 1, seq_len).unsqueeze(-1))
+             .squeeze(-1);  // (B, T)
+    sum += nll.sum().item<double>();
+    result.tokens += nll.numel();
+    auto acc = nll.accessor<float, 2>();
+    for (int64_t b = 0; b < count; ++b) {
+      for (int64_t t : sequences[static_cast<size_t>(b)].recall_targets) {
+        recall_sum += acc[b][t];
+        ++result.recall_tokens;
+      }
+    }
+    result.sequences += count;
+  }
+  s.model->train();
+  result.loss =
+      result.tokens > 0 ? sum / static_cast<double>(result.tokens) : 0;
+  result.recall_loss =
+      result.recall_tokens > 0
+          ? recall_sum / static_cast<double>(result.recall_tokens)
+          : 0;
+  return result;
+}
+
+absl::Status Trainer::Run(const std::atomic<bool>* stop) {
+  State& s = *state_;
+  const TrainPlan& plan = s.plan;
+  const int64_t seq_len = s.task.seq_len;
+  const bool checkpoints = !s.task.checkpoint.dir.empty();
+  auto validate = [&](int64_t step) {
+    if (s.task.eval.sequences == 0) return;
+    const ValidationResult v = Validate();
+    s.Emit({{"type", "eval"},
+            {"step", step},
+            {"tokens", step * s.task.batch_tokens},
+            {"val_loss", v.loss},
+            {"val_recall_loss", v.recall_loss},
+            {"sequences", v.sequences},
+            {"eval_tokens", v.tokens},
+            {"recall_tokens", v.recall_tokens}});
+  };
+  const auto start = Clock::now();
+  int64_t tokens_this_run = 0;
+  double last_loss = 0;
+  try {
+    for (int64_t step = s.start_step; step < plan.stop_step; ++step) {
+      if (stop != nullptr && stop->load()) {
+        if (checkpoints && step > s.start_step) {
+          HLAB_RETURN_IF_ERROR(s.SaveCheckpoint(step, "latest", 0));
+        }
+        if (s.records != nullptr) s.records->FinishProgress();
+        return absl::CancelledError(absl::StrCat(
+            "stopped by signal at step ", step,
+            checkpoints ? "; checkpoint written, a retry resumes from it"
+                        : ""));
+      }
+      s.optimizer->zero_grad();
+      double loss_sum = 0;
+      for (int64_t m = 0; m < plan.micro_batches; ++m) {
+        const int64_t first =
+            step * plan.sequences_per_step + m * plan.sequences_per_micro_batch;
+        HLAB_ASSIGN_OR_RETURN(
+            torch::Tensor batch,
+            MakeBatch(s.data->train(), first, plan.sequences_per_micro_batch,
+                      nullptr));
+        at::autocast::set_cpu_enabled(s.task.bf16);
+        if (s.task.bf16) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+        torch::Tensor loss = s.model->loss(batch.narrow(1, 0, seq_len),
+                                           batch.narrow(1, 1, seq_len));
+        at::autocast::set_cpu_enabled(false);
+        at::autocast::clear_cache();
+        (loss / static_cast<double>(plan.micro_batches)).backward();
+        loss_sum += loss.item<double>();
+      }
+      const double loss = loss_sum / static_cast<double>(plan.micro_batches);
+      const double grad_norm =
+          ClipGradNorm(*s.model, s.task.optimizer.grad_clip);
+      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+        if (s.records != nullptr) s.records->FinishProgress();
+        return s.OnNonFinite(step, loss, grad_norm);
+      }
+      const double lr = s.schedule->LearningRate(step);
+      SetLearningRate(*s.optimizer, lr);
+      s.optimizer->step();
+      s.losses.push_back(loss);
+      last_loss = loss;
+      const int64_t done = step + 1;
+      tokens_this_run += s.task.batch_tokens;
+      const double seconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      const double tps = seconds > 0 ? tokens_this_run / seconds : 0;
+      if (done % s.task.log_every_steps == 0 || done == plan.stop_step) {
+        s.Emit({{"type", "step"},
+                {"step", done},
+                {"tokens", done * s.task.batch_tokens},
+                {"loss", loss},
+                {"lr", lr},
+                {"grad_norm", grad_norm},
+                {"tokens_per_s", tps}});
+      }
+      if (s.records != nullptr) {
+        s.records->Progress(done, plan.stop_step, done * s.task.batch_tokens,
+                            loss, tps);
+      }
+      bool validated = false;
+      for (size_t b = 0; b < plan.branch_steps.size(); ++b) {
+        if (plan.branch_steps[b] != done) continue;
+        HLAB_RETURN_IF_ERROR(
+            s.SaveCheckpoint(done, "branch", plan.branch_budgets[b]));
+        if (!validated) validate(done);
+        validated = true;
+      }
+      if (checkpoints && s.task.checkpoint.every_steps > 0 &&
+          done % s.task.checkpoint.every_steps == 0 && done != plan.stop_step) {
+        HLAB_RETURN_IF_ERROR(s.SaveCheckpoint(done, "latest", 0));
+      }
+      if (!validated && s.task.eval.every_steps > 0 &&
+          done % s.task.eval.every_steps == 0 && done != plan.stop_step) {
+        validate(done);
+      }
+    }
+    if (checkpoints && plan.stop_step > s.start_step) {
+      HLAB_RETURN_IF_ERROR(s.SaveCheckpoint(plan.stop_step, "latest", 0));
+    }
+    if (s.records != nullptr) s.records->FinishProgress();
+    if (plan.branch_steps.empty() ||
+        plan.branch_steps.back() != plan.stop_step) {
+      validate(plan.stop_step);
+    }
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory during training");
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (absl::StrContains(what, "out of memory") ||
+        absl::StrContains(what, "DefaultCPUAllocator")) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory: ", what));
+    }
+    return absl::InternalError(absl::StrCat("LibTorch error: ", what));
+  }
+  if (checkpoints) {
+    std::error_code ec;
+    std::filesystem::remove(
+        std::filesystem::path(s.task.checkpoint.dir) / kNonFiniteMarker, ec);
+  }
+  s.Emit({{"type", "done"},
+          {"step", plan.stop_step},
+          {"tokens", plan.stop_step * s.task.batch_tokens},
+          {"loss", last_loss},
+          {"seconds",
+           std::chrono::duration<double>(Clock::now() - start).count()}});
+  return absl::OkStatus();
+}
+
+}  // namespace hlab::train

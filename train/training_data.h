@@ -1,0 +1,46 @@
+// TrainingData: the corpora and mixtures a task trains and validates on,
+// built from its `data` section.
+//
+// The training mixture draws from the training split; the validation mixture
+// draws from the held-out split, which training never sees (synthetic: a
+// disjoint seed domain; prepared: the held-out shards).
+//
+// Thread-safety: immutable after Create; safe for concurrent Sample calls.
+//
+//   HLAB_ASSIGN_OR_RETURN(auto data, TrainingData::Create(task));
+//   HLAB_ASSIGN_OR_RETURN(auto seq, data->train().Sample(k));
+#ifndef HLAB_TRAIN_TRAINING_DATA_H_
+#define HLAB_TRAIN_TRAINING_DATA_H_
+
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "data/corpus.h"
+#include "data/mixture.h"
+#include "train/task.h"
+
+namespace hlab::train {
+
+class TrainingData {
+ public:
+  // InvalidArgument naming the field for a bad data section; NotFound or
+  // DataLoss naming the file for a missing or corrupt prepared dataset.
+  static absl::StatusOr<std::unique_ptr<TrainingData>> Create(
+      const TrainTask& task);
+
+  const data::SequenceMixture& train() const { return *train_; }
+  const data::SequenceMixture& validation() const { return *validation_; }
+  const data::Vocabulary& vocabulary() const { return train_->vocabulary(); }
+
+ private:
+  TrainingData() = default;
+
+  std::unique_ptr<data::Corpus> long_train_, short_train_, long_held_,
+      short_held_;
+  std::optional<data::SequenceMixture> train_, validation_;
+};
+
+}  // namespace hlab::train
+
+#endif  // HLAB_TRAIN_TRAINING_DATA_H_
