@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds, and trains one small hybrid
-# model, printing its loss curve. (When the orchestration service lands this
+# model (the example task: swa-32, 100 steps on the built-in synthetic
+# corpus), printing its loss curve: train loss every 5 steps, held-out and
+# recall-token loss every 25. (When the orchestration service lands this
 # becomes `hlab up`: a whole sweep on local workers.)
 #
-#   scripts/demo.sh                 # swa-32 hybrid, 200 steps (~1-2 min)
-#   scripts/demo.sh --arch gdn      # extra arguments go to hlab-train
+#   scripts/demo.sh                      # the example task
+#   scripts/demo.sh --task my_task.json  # extra arguments go to hlab-train
+#
+# Records (JSON lines) are kept in build/demo/records.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-export HLAB_SHARED_DIR=${HLAB_SHARED_DIR:-$(cd .. && pwd)/shared}
-exec build/bin/hlab-train --arch swa-32 --steps 200 --seq-len 128 --batch 16 "$@"
+mkdir -p build/demo
+build/bin/hlab-train --example-task > build/demo/task.json
+args=("$@")
+if [[ ${#args[@]} -eq 0 ]]; then args=(--task build/demo/task.json); fi
+exec build/bin/hlab-train "${args[@]}" --progress \
+  --record-fd 3 3> build/demo/records.jsonl

@@ -42,6 +42,13 @@ options:
   --record-fd N      write the JSON-lines records to file descriptor N
                      instead of stdout
   --threads N        override the task's thread count
+  --progress         plain progress lines on stderr (for log files); by
+                     default a progress bar when stderr is a terminal
+  --rank R, --world-size W, --master-addr A, --master-port P
+                     data-parallel rank R of W (c10d; rank 0 hosts the
+                     rendezvous at A:P, default 127.0.0.1:29500). Every
+                     rank gets the same task; rank 0 writes the records and
+                     checkpoints
   --example-task     print a small valid task (synthetic data, < 1 minute)
   --probe-devices    print the devices this build can train on, as JSON
   --build-info       print LibTorch's configuration and the BLAS loaded
@@ -89,6 +96,8 @@ int main(int argc, char** argv) {
   std::string task_path;
   int record_fd = -1;
   int64_t threads = -1;
+  bool progress_lines = false;
+  hlab::train::DistributedConfig distributed;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -107,6 +116,19 @@ int main(int argc, char** argv) {
     } else if (arg == "--build-info") {
       PrintBuildInfo();
       return 0;
+    } else if (arg == "--rank" || arg == "--world-size" ||
+               arg == "--master-port") {
+      const std::string v = value();
+      int* target = arg == "--rank"         ? &distributed.rank
+                    : arg == "--world-size" ? &distributed.world_size
+                                            : &distributed.master_port;
+      if (!absl::SimpleAtoi(v, target)) {
+        Fail(arg + " must be an integer, got '" + v + "'");
+      }
+    } else if (arg == "--master-addr") {
+      distributed.master_addr = value();
+    } else if (arg == "--progress") {
+      progress_lines = true;
     } else if (arg == "--task") {
       task_path = value();
     } else if (arg == "--record-fd") {
@@ -134,12 +156,17 @@ int main(int argc, char** argv) {
       Fail(absl::StrCat("--record-fd ", record_fd, " is not open for writing"));
     }
   }
-  hlab::train::RecordWriter records(out, ::isatty(STDERR_FILENO) != 0);
+  using Human = hlab::train::RecordWriter::Human;
+  hlab::train::RecordWriter records(out, progress_lines ? Human::kLines
+                                         : ::isatty(STDERR_FILENO) != 0
+                                             ? Human::kBar
+                                             : Human::kNone);
   auto report = [&](const absl::Status& status) {
     const int code = hlab::train::ExitCodeFor(status);
     records.Emit({{"type", "error"},
                   {"exit_code", code},
                   {"message", std::string(status.message())}});
+    records.FinishProgress();
     std::cerr << "hlab-train: " << status.message() << "\n";
     return code;
   };
@@ -150,7 +177,7 @@ int main(int argc, char** argv) {
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  auto trainer = hlab::train::Trainer::Create(*task, &records);
+  auto trainer = hlab::train::Trainer::Create(*task, &records, distributed);
   if (!trainer.ok()) return report(trainer.status());
   const absl::Status done = (*trainer)->Run(&g_stop);
   if (!done.ok()) return report(done);

@@ -11,12 +11,14 @@
 //   done        step, tokens, final loss, seconds
 //   error       exit_code, message
 // Records go to stdout by default, or to a file descriptor the worker gives
-// (--record-fd). When stderr is a terminal, a one-line progress bar is drawn
-// there too; it never goes to the record stream.
+// (--record-fd). Humans get stderr: a one-line progress bar when it is a
+// terminal (kBar), or one plain line per step record, evaluation and
+// checkpoint (kLines, `--progress`; for log files such as Slurm's). Neither
+// ever goes to the record stream.
 //
 // Not thread-safe: the training loop owns it.
 //
-//   RecordWriter records(stdout, /*progress_bar=*/isatty(2));
+//   RecordWriter records(stdout, RecordWriter::Human::kBar);
 //   records.Emit({{"type", "step"}, {"step", 10}, {"loss", 2.31}});
 #ifndef HLAB_TRAIN_RECORDS_H_
 #define HLAB_TRAIN_RECORDS_H_
@@ -31,9 +33,10 @@ namespace hlab::train {
 
 class RecordWriter {
  public:
+  enum class Human { kNone, kBar, kLines };
+
   // `out` may be null (records dropped, e.g. in tests).
-  RecordWriter(std::FILE* out, bool progress_bar)
-      : out_(out), progress_bar_(progress_bar) {}
+  RecordWriter(std::FILE* out, Human human) : out_(out), human_(human) {}
 
   // Writes one record and flushes, so the worker sees it at once.
   void Emit(const nlohmann::json& record);
@@ -45,8 +48,10 @@ class RecordWriter {
   void FinishProgress();
 
  private:
+  void PrintLine(const nlohmann::json& record);
+
   std::FILE* out_;
-  bool progress_bar_;
+  Human human_;
   bool bar_drawn_ = false;
 };
 

@@ -94,6 +94,8 @@ struct Trainer::State {
   model::HybridLM model{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
   std::unique_ptr<WsdSchedule> schedule;
+  std::unique_ptr<DataParallel> parallel;  // null for one process
+  int rank = 0;
   std::string fingerprint;
   std::string model_json;
   int64_t start_step = 0;
@@ -183,6 +185,7 @@ absl::Status Trainer::State::OnNonFinite(int64_t step, double loss,
   const std::string what =
       absl::StrCat("loss (", loss, ") or gradient norm (", grad_norm,
                    ") is not finite at step ", step + 1);
+  if (rank != 0) return absl::UnavailableError(what);  // rank 0 decides
   if (task.checkpoint.dir.empty()) {
     return absl::AbortedError(absl::StrCat(
         what,
@@ -207,12 +210,15 @@ absl::Status Trainer::State::OnNonFinite(int64_t step, double loss,
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
-    const TrainTask& task_in, RecordWriter* records) {
+    const TrainTask& task_in, RecordWriter* records,
+    const DistributedConfig& distributed) {
   auto s = std::make_unique<State>();
   s->task = task_in;
-  s->records = records;
+  s->rank = distributed.rank;
+  s->records = distributed.rank == 0 ? records : nullptr;
   TrainTask& task = s->task;
   HLAB_RETURN_IF_ERROR(ValidateTrainTask(task));
+  HLAB_RETURN_IF_ERROR(ValidateDistributedConfig(distributed));
   at::set_num_threads(static_cast<int>(
       task.threads > 0 ? task.threads
                        : std::max(1u, std::thread::hardware_concurrency())));
@@ -225,6 +231,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   }
   const auto count = model::CountParameters(s->config);
   HLAB_ASSIGN_OR_RETURN(s->plan, PlanTraining(task, count.non_embedding));
+  if (s->plan.micro_batches % distributed.world_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro_batch_tokens: a step has ", s->plan.micro_batches,
+        " micro-batches, which world size ", distributed.world_size,
+        " does not divide: set micro_batch_tokens to batch_tokens / ",
+        distributed.world_size, " or a divisor of it"));
+  }
   HLAB_ASSIGN_OR_RETURN(s->data, TrainingData::Create(task));
   s->model_json = model::ModelConfigToJson(s->config);
   s->fingerprint = Fingerprint(task);
@@ -238,6 +251,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                             .eps = task.optimizer.eps,
                             .weight_decay = task.optimizer.weight_decay});
   s->schedule = std::make_unique<WsdSchedule>(s->plan.schedule);
+  if (distributed.world_size > 1) {
+    HLAB_ASSIGN_OR_RETURN(s->parallel, DataParallel::Connect(distributed));
+  }
 
   if (!task.init_from.empty()) {
     auto file = ReadCheckpoint(task.init_from);
@@ -276,6 +292,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
            {"batch_tokens", task.batch_tokens},
            {"micro_batches", s->plan.micro_batches},
            {"threads", at::get_num_threads()},
+           {"world_size", distributed.world_size},
            {"fingerprint", s->fingerprint}});
   return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
 }
@@ -323,9 +340,12 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
   State& s = *state_;
   const TrainPlan& plan = s.plan;
   const int64_t seq_len = s.task.seq_len;
-  const bool checkpoints = !s.task.checkpoint.dir.empty();
+  // Only rank 0 writes checkpoints and validates.
+  const bool checkpoints = !s.task.checkpoint.dir.empty() && s.rank == 0;
+  const int64_t world = s.parallel ? s.parallel->world_size() : 1;
+  const int64_t my_micro_batches = plan.micro_batches / world;
   auto validate = [&](int64_t step) {
-    if (s.task.eval.sequences == 0) return;
+    if (s.task.eval.sequences == 0 || s.rank != 0) return;
     const ValidationResult v = Validate();
     s.Emit({{"type", "eval"},
             {"step", step},
@@ -341,7 +361,9 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
   double last_loss = 0;
   try {
     for (int64_t step = s.start_step; step < plan.stop_step; ++step) {
-      if (stop != nullptr && stop->load()) {
+      bool stopping = stop != nullptr && stop->load();
+      if (s.parallel) stopping = s.parallel->Sum({stopping ? 1.0 : 0.0})[0] > 0;
+      if (stopping) {
         if (checkpoints && step > s.start_step) {
           HLAB_RETURN_IF_ERROR(s.SaveCheckpoint(step, "latest", 0));
         }
@@ -353,7 +375,8 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
       }
       s.optimizer->zero_grad();
       double loss_sum = 0;
-      for (int64_t m = 0; m < plan.micro_batches; ++m) {
+      for (int64_t m = s.rank * my_micro_batches;
+           m < (s.rank + 1) * my_micro_batches; ++m) {
         const int64_t first =
             step * plan.sequences_per_step + m * plan.sequences_per_micro_batch;
         HLAB_ASSIGN_OR_RETURN(
@@ -368,6 +391,10 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
         at::autocast::clear_cache();
         (loss / static_cast<double>(plan.micro_batches)).backward();
         loss_sum += loss.item<double>();
+      }
+      if (s.parallel) {
+        s.parallel->SumGradients(s.model->parameters());
+        loss_sum = s.parallel->Sum({loss_sum})[0];
       }
       const double loss = loss_sum / static_cast<double>(plan.micro_batches);
       const double grad_norm =
@@ -401,7 +428,7 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
       }
       bool validated = false;
       for (size_t b = 0; b < plan.branch_steps.size(); ++b) {
-        if (plan.branch_steps[b] != done) continue;
+        if (plan.branch_steps[b] != done || s.rank != 0) continue;
         HLAB_RETURN_IF_ERROR(
             s.SaveCheckpoint(done, "branch", plan.branch_budgets[b]));
         if (!validated) validate(done);

@@ -19,7 +19,7 @@
 // Not thread-safe: one trainer per process (LibTorch's thread pool and RNG
 // are process-wide).
 //
-//   RecordWriter records(stdout, isatty(2));
+//   RecordWriter records(stdout, RecordWriter::Human::kBar);
 //   HLAB_ASSIGN_OR_RETURN(auto trainer, Trainer::Create(task, &records));
 //   absl::Status done = trainer->Run(&stop_requested);
 //   return ExitCodeFor(done);
@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "train/data_parallel.h"
 #include "train/records.h"
 #include "train/task.h"
 
@@ -55,9 +56,12 @@ class Trainer {
  public:
   // Validates the task, builds data, model and optimizer, and loads the
   // starting state (init_from, or the newest valid checkpoint when resuming).
-  // Nothing is written to the checkpoint directory before Run().
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainTask& task,
-                                                         RecordWriter* records);
+  // Nothing is written to the checkpoint directory before Run(). With a
+  // world size above 1 this connects to the other ranks (data parallel);
+  // only rank 0 writes records and checkpoints.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      const TrainTask& task, RecordWriter* records,
+      const DistributedConfig& distributed = {});
   ~Trainer();
 
   // Trains from the start step to the plan's stop step. When `*stop` turns

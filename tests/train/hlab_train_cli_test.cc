@@ -1,0 +1,256 @@
+// hlab-train as the worker meets it: exit codes, error messages, nothing
+// written on bad input, and kill -9 followed by an exact resume.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class HlabTrainCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("hlab_cli_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  Json Task() {
+    Json j = Json::parse(R"({
+      "model": {"arch": "swa-16", "d_model": 32, "n_layers": 2, "n_heads": 2,
+                "n_kv_heads": 1, "vocab_size": 258},
+      "seq_len": 32, "batch_tokens": 256, "budget_tokens": 25600,
+      "schedule": {"warmup_steps": 5}, "threads": 1,
+      "eval": {"sequences": 0}
+    })");
+    j["checkpoint"] = {{"dir", (root_ / "ckpt").string()}};
+    return j;
+  }
+
+  Result Run(const Json& task, const std::string& extra = "") {
+    const fs::path task_path = root_ / "task.json";
+    std::ofstream(task_path) << task.dump(2);
+    const std::string cmd = std::string(HLAB_TRAIN_BIN) + " --task " +
+                            task_path.string() + " " + extra + " > " +
+                            (root_ / "out").string() + " 2> " +
+                            (root_ / "err").string();
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(root_ / "out");
+    r.err = ReadFile(root_ / "err");
+    return r;
+  }
+
+  // The loss of every step record, by step.
+  static std::map<int64_t, std::string> Losses(const std::string& records) {
+    std::map<int64_t, std::string> losses;
+    std::istringstream in(records);
+    std::string line;
+    while (std::getline(in, line)) {
+      Json j = Json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("type", "") != "step") continue;
+      losses[j["step"].get<int64_t>()] = j["loss"].dump();
+    }
+    return losses;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(HlabTrainCliTest, BadTasksArePermanentFailuresThatWriteNothing) {
+  struct Case {
+    std::string name, field;
+    Json task;
+  };
+  std::vector<Case> cases;
+  Json j = Task();
+  j["learning_rate"] = 0.1;
+  cases.push_back({"unknown field", "learning_rate", j});
+  j = Task();
+  j["budget_tokens"] = 256 * 4;
+  cases.push_back({"budget below warmup", "budget_tokens", j});
+  j = Task();
+  j["batch_tokens"] = 300;
+  cases.push_back({"batch not whole sequences", "batch_tokens", j});
+  j = Task();
+  j["data"] = {{"source", "prepared"},
+               {"long_dir", (root_ / "missing-long").string()},
+               {"short_dir", (root_ / "missing-short").string()}};
+  cases.push_back({"missing data", "missing-", j});
+  for (const Case& c : cases) {
+    const Result r = Run(c.task);
+    EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.err;
+    EXPECT_NE(r.err.find(c.field), std::string::npos)
+        << c.name << ": " << r.err;
+    EXPECT_NE(r.out.find("\"type\":\"error\""), std::string::npos) << c.name;
+    EXPECT_FALSE(fs::exists(root_ / "ckpt")) << c.name;
+  }
+}
+
+TEST_F(HlabTrainCliTest, CheckpointOfAnotherConfigIsRefusedAndKept) {
+  Json j = Task();
+  j["stop_at_tokens"] = 256 * 6;
+  ASSERT_EQ(Run(j).exit_code, 0);
+  const auto before = fs::directory_iterator(root_ / "ckpt");
+  std::vector<std::string> names_before;
+  for (const auto& e : before) names_before.push_back(e.path().filename());
+  Json other = Task();
+  other["model"]["d_model"] = 64;
+  const Result r = Run(other);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("different model config"), std::string::npos) << r.err;
+  std::vector<std::string> names_after;
+  for (const auto& e : fs::directory_iterator(root_ / "ckpt")) {
+    names_after.push_back(e.path().filename());
+  }
+  EXPECT_EQ(names_after, names_before);
+}
+
+TEST_F(HlabTrainCliTest, KillDashNineThenResumeReproducesTheLosses) {
+  Json j = Task();
+  j["checkpoint"]["every_steps"] = 3;
+  // Uninterrupted reference in its own directory.
+  Json reference = j;
+  reference["checkpoint"]["dir"] = (root_ / "reference").string();
+  const Result full = Run(reference);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  const auto expected = Losses(full.out);
+  ASSERT_EQ(expected.size(), 100u);
+
+  // Start the same task, kill -9 it mid-run.
+  const fs::path task_path = root_ / "killed.json";
+  std::ofstream(task_path) << j.dump(2);
+  const fs::path records = root_ / "killed.out";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string out = records.string();
+    std::freopen(out.c_str(), "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    ::execl(HLAB_TRAIN_BIN, HLAB_TRAIN_BIN, "--task", task_path.c_str(),
+            static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Losses(ReadFile(records)).size() < 40 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the trainer finished before the kill";
+  const auto before_kill = Losses(ReadFile(records));
+  ASSERT_LT(before_kill.size(), 100u);
+
+  const Result resumed = Run(j);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto after = Losses(resumed.out);
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.rbegin()->first, 100);
+  // Resumed from a checkpoint at a multiple of 3 before the kill point.
+  EXPECT_EQ((after.begin()->first - 1) % 3, 0);
+  EXPECT_LE(after.begin()->first, static_cast<int64_t>(before_kill.size()) + 1);
+  for (const auto& [step, loss] : after) {
+    EXPECT_EQ(loss, expected.at(step)) << "step " << step;
+  }
+  for (const auto& [step, loss] : before_kill) {
+    EXPECT_EQ(loss, expected.at(step)) << "step " << step;
+  }
+}
+
+// A free loopback port (bind to 0, read it back, release it).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST_F(HlabTrainCliTest, TwoDataParallelRanksMatchOneProcessAccumulating) {
+  Json j = Task();
+  j["budget_tokens"] = 256 * 12;
+  j["micro_batch_tokens"] = 128;
+  j.erase("checkpoint");
+  const Result single = Run(j);
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  const auto expected = Losses(single.out);
+  ASSERT_EQ(expected.size(), 12u);
+
+  const fs::path task_path = root_ / "dp.json";
+  std::ofstream(task_path) << j.dump(2);
+  const std::string port = std::to_string(FreePort());
+  std::vector<pid_t> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const std::string out =
+          (root_ / ("rank" + std::to_string(rank))).string();
+      std::freopen(out.c_str(), "w", stdout);
+      std::freopen((out + ".err").c_str(), "w", stderr);
+      const std::string r = std::to_string(rank);
+      ::execl(HLAB_TRAIN_BIN, HLAB_TRAIN_BIN, "--task", task_path.c_str(),
+              "--rank", r.c_str(), "--world-size", "2", "--master-port",
+              port.c_str(), static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    ranks.push_back(pid);
+  }
+  for (pid_t pid : ranks) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << ReadFile(root_ / "rank0.err") << ReadFile(root_ / "rank1.err");
+  }
+  const auto parallel = Losses(ReadFile(root_ / "rank0"));
+  ASSERT_EQ(parallel.size(), expected.size());
+  // Rank 1 writes no records.
+  EXPECT_TRUE(Losses(ReadFile(root_ / "rank1")).empty());
+  // Same update up to the all-reduce's summation order (float32).
+  for (const auto& [step, loss] : expected) {
+    EXPECT_NEAR(std::stod(parallel.at(step)), std::stod(loss), 1e-5)
+        << "step " << step;
+  }
+}
+
+}  // namespace

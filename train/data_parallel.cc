@@ -1,0 +1,94 @@
+#include "train/data_parallel.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace hlab::train {
+
+struct DataParallel::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+};
+
+absl::Status ValidateDistributedConfig(const DistributedConfig& c) {
+  if (c.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--world-size: must be >= 1, got ", c.world_size));
+  }
+  if (c.rank < 0 || c.rank >= c.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rank: must be in [0, world size ", c.world_size, "), got ", c.rank));
+  }
+  if (c.master_port < 1 || c.master_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--master-port: must be in [1, 65535], got ", c.master_port));
+  }
+  return absl::OkStatus();
+}
+
+DataParallel::DataParallel(const DistributedConfig& config,
+                           std::unique_ptr<Impl> impl)
+    : config_(config), impl_(std::move(impl)) {}
+
+DataParallel::~DataParallel() = default;
+
+absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Connect(
+    const DistributedConfig& config) {
+  if (absl::Status s = ValidateDistributedConfig(config); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>();
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(config.master_port);
+    options.isServer = config.rank == 0;
+    options.numWorkers = static_cast<size_t>(config.world_size);
+    options.waitWorkers = true;
+    options.timeout = config.timeout;
+    impl->store =
+        c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
+    auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
+    gloo->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(config.master_addr));
+    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        impl->store, config.rank, config.world_size, gloo);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("rendezvous at ", config.master_addr, ":",
+                     config.master_port, " failed for rank ", config.rank,
+                     " of ", config.world_size, ": ", e.what()));
+  }
+  return std::unique_ptr<DataParallel>(
+      new DataParallel(config, std::move(impl)));
+}
+
+void DataParallel::SumGradients(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& p : parameters) {
+    flat.push_back(p.grad().defined() ? p.grad().reshape(-1)
+                                      : torch::zeros({p.numel()}, p.options()));
+  }
+  std::vector<torch::Tensor> buffer = {torch::cat(flat)};
+  impl_->group->allreduce(buffer)->wait();
+  int64_t offset = 0;
+  for (const torch::Tensor& p : parameters) {
+    torch::Tensor slice =
+        buffer[0].narrow(0, offset, p.numel()).view(p.sizes());
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(slice);
+    } else {
+      p.mutable_grad() = slice.clone();
+    }
+    offset += p.numel();
+  }
+}
+
+std::vector<double> DataParallel::Sum(const std::vector<double>& values) {
+  std::vector<torch::Tensor> buffer = {torch::tensor(values, torch::kFloat64)};
+  impl_->group->allreduce(buffer)->wait();
+  const double* p = buffer[0].data_ptr<double>();
+  return std::vector<double>(p, p + values.size());
+}
+
+}  // namespace hlab::train
