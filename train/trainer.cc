@@ -100,6 +100,7 @@ struct Trainer::State {
   std::string model_json;
   int64_t start_step = 0;
   std::vector<double> losses;
+  TrainingTime time;
 
   void Emit(const Json& record) {
     if (records != nullptr) records->Emit(record);
@@ -116,6 +117,7 @@ Trainer::~Trainer() = default;
 int64_t Trainer::start_step() const { return state_->start_step; }
 const TrainPlan& Trainer::plan() const { return state_->plan; }
 const std::vector<double>& Trainer::losses() const { return state_->losses; }
+const TrainingTime& Trainer::time() const { return state_->time; }
 
 std::vector<float> Trainer::ParameterValues() const {
   std::vector<float> values;
@@ -379,10 +381,13 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
            m < (s.rank + 1) * my_micro_batches; ++m) {
         const int64_t first =
             step * plan.sequences_per_step + m * plan.sequences_per_micro_batch;
+        const auto data_start = Clock::now();
         HLAB_ASSIGN_OR_RETURN(
             torch::Tensor batch,
             MakeBatch(s.data->train(), first, plan.sequences_per_micro_batch,
                       nullptr));
+        s.time.data_seconds +=
+            std::chrono::duration<double>(Clock::now() - data_start).count();
         at::autocast::set_cpu_enabled(s.task.bf16);
         if (s.task.bf16) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
         torch::Tensor loss = s.model->loss(batch.narrow(1, 0, seq_len),
@@ -407,6 +412,9 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
       SetLearningRate(*s.optimizer, lr);
       s.optimizer->step();
       s.losses.push_back(loss);
+      ++s.time.steps;
+      s.time.total_seconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
       last_loss = loss;
       const int64_t done = step + 1;
       tokens_this_run += s.task.batch_tokens;
@@ -471,6 +479,7 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
           {"step", plan.stop_step},
           {"tokens", plan.stop_step * s.task.batch_tokens},
           {"loss", last_loss},
+          {"data_seconds", s.time.data_seconds},
           {"seconds",
            std::chrono::duration<double>(Clock::now() - start).count()}});
   return absl::OkStatus();

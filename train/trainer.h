@@ -52,6 +52,13 @@ struct ValidationResult {
   int64_t recall_tokens = 0;
 };
 
+// Where the wall time of Run() went.
+struct TrainingTime {
+  double total_seconds = 0;  // the step loop
+  double data_seconds = 0;   // building batches (sampling and packing)
+  int64_t steps = 0;
+};
+
 class Trainer {
  public:
   // Validates the task, builds data, model and optimizer, and loads the
@@ -75,6 +82,7 @@ class Trainer {
   const TrainPlan& plan() const;
   // Training loss of every step run by this process, in order.
   const std::vector<double>& losses() const;
+  const TrainingTime& time() const;
   // Flattened copy of all parameters (for equality checks in tests).
   std::vector<float> ParameterValues() const;
 

@@ -193,6 +193,19 @@ TEST_F(HlabTrainCliTest, KillDashNineThenResumeReproducesTheLosses) {
   }
 }
 
+TEST_F(HlabTrainCliTest, DivergenceIsRetryableOnceThenPermanent) {
+  Json j = Task();
+  j["optimizer"] = {{"peak_lr", 1e30}, {"grad_clip", 1e30}};
+  j["checkpoint"]["every_steps"] = 1;
+  const Result first = Run(j);
+  EXPECT_EQ(first.exit_code, 75) << first.err;
+  EXPECT_NE(first.err.find("not finite at step"), std::string::npos)
+      << first.err;
+  const Result second = Run(j);
+  EXPECT_EQ(second.exit_code, 3) << second.err;
+  EXPECT_NE(second.err.find("second time"), std::string::npos) << second.err;
+}
+
 // A free loopback port (bind to 0, read it back, release it).
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
