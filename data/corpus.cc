@@ -1,1 +1,0 @@
-#include "data/corpus.h"
