@@ -1,5 +1,6 @@
 #include "data/gpt2_tokenizer.h"
 
+#include <atomic>
 #include <climits>
 #include <utility>
 
@@ -14,6 +15,18 @@ namespace hlab::data {
 namespace {
 
 constexpr int32_t kEndOfText = 50256;
+// Per-thread cache of piece -> ids, cleared when it grows past this.
+constexpr size_t kCacheEntries = 1 << 16;
+
+std::atomic<uint64_t> next_instance_id{1};
+
+// Words repeat, so each thread remembers the ids of pieces it has encoded,
+// for one tokenizer instance at a time (ids are never reused, unlike
+// addresses).
+struct PieceCache {
+  uint64_t instance_id = 0;
+  std::unordered_map<std::string, std::vector<int32_t>> ids;
+};
 
 std::string Utf8(uint32_t c) {
   std::string out;
@@ -65,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(
                         internal::ReadFileToString(merges_path));
   std::unique_ptr<Gpt2Tokenizer> tok(new Gpt2Tokenizer);
   tok->dir_ = dir;
+  tok->instance_id_ = next_instance_id++;
   BuildByteToUnicode(tok->byte_to_unicode_);
   std::unordered_map<std::string, unsigned char> unicode_to_byte;
   for (int b = 0; b < 256; ++b) {
@@ -179,9 +193,22 @@ void Gpt2Tokenizer::EncodePiece(absl::string_view piece,
 }
 
 std::vector<int32_t> Gpt2Tokenizer::Encode(absl::string_view text) const {
+  thread_local PieceCache cache;
+  if (cache.instance_id != instance_id_ || cache.ids.size() >= kCacheEntries) {
+    cache.ids.clear();
+    cache.instance_id = instance_id_;
+  }
   std::vector<int32_t> ids;
+  std::string key;
   for (absl::string_view piece : internal::Gpt2PreTokenize(text)) {
-    EncodePiece(piece, &ids);
+    key.assign(piece.data(), piece.size());
+    auto it = cache.ids.find(key);
+    if (it == cache.ids.end()) {
+      std::vector<int32_t> piece_ids;
+      EncodePiece(piece, &piece_ids);
+      it = cache.ids.emplace(key, std::move(piece_ids)).first;
+    }
+    ids.insert(ids.end(), it->second.begin(), it->second.end());
   }
   return ids;
 }

@@ -8,6 +8,7 @@
 // as the special id.
 //
 // Thread-safety: immutable after Load(); safe for concurrent const calls.
+// Encode() keeps a bounded per-thread cache of encoded pieces.
 //
 //   HLAB_ASSIGN_OR_RETURN(auto tok, Gpt2Tokenizer::Load("/data/gpt2"));
 //   tok->Encode("Hello world");  // {15496, 995}
@@ -45,6 +46,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   void EncodePiece(absl::string_view piece, std::vector<int32_t>* ids) const;
 
   std::string dir_;
+  uint64_t instance_id_ = 0;  // keys the per-thread piece cache
   Vocabulary vocabulary_;
   std::unordered_map<std::string, int32_t> encoder_;  // mapped text -> id
   std::vector<std::string> decoder_;                  // id -> raw bytes

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "data/internal/unicode_classes.h"
+
 namespace hlab::data::internal {
 namespace {
 
@@ -13,8 +15,7 @@ struct CodePoint {
 };
 
 // Decodes one UTF-8 code point at `text[pos]`; an invalid byte decodes to
-// itself with length 1 (and is classified as a symbol by its value >= 0x80
-// being marked invalid below).
+// itself with length 1 and `*valid` false (it then counts as a symbol).
 CodePoint DecodeAt(absl::string_view text, size_t pos, bool* valid) {
   auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
   unsigned char b0 = byte(pos);
@@ -43,46 +44,22 @@ bool IsSpace(uint32_t c) {
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-bool IsNumber(uint32_t c) {
-  if (c < 0x80) return c >= '0' && c <= '9';
-  if (c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE)) {
-    return true;
-  }
-  // Decimal digits of Arabic, Devanagari..Malayalam (0x66-0x6F per block),
-  // full-width digits.
-  if (c >= 0x0660 && c <= 0x0669) return true;
-  if (c >= 0x06F0 && c <= 0x06F9) return true;
-  if (c >= 0x0966 && c <= 0x0D6F && (c & 0x7F) >= 0x66 && (c & 0x7F) <= 0x6F) {
-    return true;
-  }
-  if (c >= 0xFF10 && c <= 0xFF19) return true;
-  return (c >= 0x2070 && c <= 0x2089) || (c >= 0x2150 && c <= 0x218B) ||
-         (c >= 0x2460 && c <= 0x249B);
-}
-
-bool IsLetter(uint32_t c) {
-  if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-  if (c < 0xC0) return c == 0xAA || c == 0xB5 || c == 0xBA;
-  if (c == 0xD7 || c == 0xF7) return false;
-  if (c >= 0x2000 && c <= 0x2BFF) return false;  // punctuation, symbols
-  if (c >= 0x3000 && c <= 0x303F) return false;  // CJK punctuation
-  if (c >= 0xFF00 && c <= 0xFF20) return false;  // full-width punctuation
-  if (c >= 0xFF3B && c <= 0xFF40) return false;
-  if (c >= 0xFF5B && c <= 0xFF65) return false;
-  if (c >= 0xFE30 && c <= 0xFE4F) return false;
-  if (c >= 0x1F000 && c <= 0x1FAFF) return false;  // emoji, symbols
-  if (c >= 0xE000 && c <= 0xF8FF) return false;    // private use
-  return true;
-}
-
 CharClass Classify(absl::string_view text, size_t pos, size_t* length) {
   bool valid = true;
   CodePoint cp = DecodeAt(text, pos, &valid);
   *length = cp.length;
   if (!valid) return CharClass::kOther;
   if (IsSpace(cp.value)) return CharClass::kSpace;
-  if (IsNumber(cp.value)) return CharClass::kNumber;
-  if (IsLetter(cp.value)) return CharClass::kLetter;
+  if (cp.value < 0x80) {
+    uint32_t c = cp.value;
+    if (c >= '0' && c <= '9') return CharClass::kNumber;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      return CharClass::kLetter;
+    }
+    return CharClass::kOther;
+  }
+  if (IsUnicodeLetter(cp.value)) return CharClass::kLetter;
+  if (IsUnicodeNumber(cp.value)) return CharClass::kNumber;
   return CharClass::kOther;
 }
 

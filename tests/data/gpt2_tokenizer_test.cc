@@ -39,7 +39,7 @@ TEST(Gpt2PreTokenizerTest, FollowsTheRegexOnAscii) {
   EXPECT_EQ(Pieces("'x"), (V{"'", "x"}));
 }
 
-TEST(Gpt2PreTokenizerTest, TreatsNonAsciiLettersAsLetters) {
+TEST(Gpt2PreTokenizerTest, UsesUnicodeClasses) {
   using V = std::vector<std::string>;
   EXPECT_EQ(Pieces("caf\xC3\xA9 na\xC3\xAFve"),
             (V{"caf\xC3\xA9", " na\xC3\xAFve"}));
@@ -47,6 +47,15 @@ TEST(Gpt2PreTokenizerTest, TreatsNonAsciiLettersAsLetters) {
   EXPECT_EQ(Pieces("a\xE2\x80\x94"
                    "b"),
             (V{"a", "\xE2\x80\x94", "b"}));
+  // A combining acute accent (U+0301) is a mark, not a letter.
+  EXPECT_EQ(Pieces("e\xCC\x81t"), (V{"e", "\xCC\x81", "t"}));
+  // Devanagari digits are numbers.
+  EXPECT_EQ(Pieces("x\xE0\xA5\xA8\xE0\xA5\xA9"),
+            (V{"x", "\xE0\xA5\xA8\xE0\xA5\xA9"}));
+  // NBSP is whitespace, but only an ASCII space joins the next word.
+  EXPECT_EQ(Pieces("a\xC2\xA0\xC2\xA0"
+                   "b"),
+            (V{"a", "\xC2\xA0", "\xC2\xA0", "b"}));
 }
 
 TEST(Gpt2PreTokenizerTest, PiecesConcatenateToTheText) {
@@ -94,6 +103,32 @@ TEST_F(Gpt2TokenizerTest, KnownEncodings) {
   EXPECT_EQ(tok_->Encode("\n"), (std::vector<int32_t>{198}));
   EXPECT_EQ(tok_->Encode("!"), (std::vector<int32_t>{0}));
   EXPECT_TRUE(tok_->Encode("").empty());
+}
+
+// Expected ids computed with a reference implementation of GPT-2's
+// encoder.py (the `regex` module's pattern, the same bpe loop) over the same
+// encoder.json and vocab.bpe; they exercise the Unicode classes: an em dash
+// (symbol), CJK and full-width punctuation, Cyrillic, an emoji, Devanagari
+// digits (\p{N}), a combining accent (not \p{L}), NBSP and ideographic
+// space (\s).
+TEST_F(Gpt2TokenizerTest, MatchesTheReferenceOnNonAscii) {
+  EXPECT_EQ(
+      tok_->Encode("It's 3:45pm \xE2\x80\x94 caf\xC3\xA9 na\xC3\xAFve!\n\n"
+                   "  Indented"),
+      (std::vector<int32_t>{1026, 338, 513, 25, 2231, 4426, 851, 40304, 41492,
+                            0, 628, 220, 1423, 4714}));
+  EXPECT_EQ(
+      tok_->Encode(
+          "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95"
+          "\x8C\xE3\x80\x82 \xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5"
+          "\xD1\x82 \xF0\x9F\x98\x80 \xE0\xA5\xA8\xE0\xA5\xA9 e\xCC\x81"),
+      (std::vector<int32_t>{
+          19526, 254,   25001, 121, 171,   120,   234,   10310, 244,   45911,
+          234,   16764, 12466, 253, 21169, 18849, 38857, 16843, 20375, 30325,
+          222,   220,   24231, 101, 24231, 102,   304,   136,   223}));
+  EXPECT_EQ(tok_->Encode(" \xC2\xA0x\xE3\x80\x80y  \n\tz"),
+            (std::vector<int32_t>{220, 1849, 87, 5099, 222, 88, 220, 220, 198,
+                                  197, 89}));
 }
 
 TEST_F(Gpt2TokenizerTest, RoundTripsTextIncludingNonAscii) {
