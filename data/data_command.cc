@@ -202,6 +202,10 @@ int Prepare(const std::vector<std::string>& args, std::ostream& out,
         ParseNumber(*flags, "threads", &options.threads)}) {
     if (!status.ok()) return Fail(status, err);
   }
+  if (flags->Has("tokenizer") && flags->Has("train-sentencepiece")) {
+    err << "error: give either --tokenizer or --train-sentencepiece\n";
+    return kExitBadInput;
+  }
   if (options.inputs.empty() || options.output_dir.empty()) {
     err << "error: prepare needs --input and --output\n" << kPrepareUsage;
     return kExitBadInput;

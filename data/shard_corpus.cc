@@ -24,7 +24,8 @@ absl::Status Corrupt(const std::string& path, absl::string_view what) {
 
 // Maps `path` and checks its size and SHA-256 against the manifest.
 absl::StatusOr<std::unique_ptr<internal::MappedFile>> MapVerified(
-    const std::string& path, int64_t bytes, const std::string& sha256) {
+    const std::string& path, int64_t bytes, const std::string& sha256,
+    bool verify_checksum) {
   absl::StatusOr<std::unique_ptr<internal::MappedFile>> file =
       internal::MappedFile::Open(path);
   if (absl::IsNotFound(file.status())) {
@@ -37,6 +38,7 @@ absl::StatusOr<std::unique_ptr<internal::MappedFile>> MapVerified(
     return Corrupt(path, absl::StrCat("size ", (*file)->size(),
                                       " bytes, manifest says ", bytes));
   }
+  if (!verify_checksum) return file;
   internal::Sha256 sha;
   sha.Update((*file)->data(), (*file)->size());
   if (sha.HexDigest() != sha256) {
@@ -48,7 +50,8 @@ absl::StatusOr<std::unique_ptr<internal::MappedFile>> MapVerified(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardCorpus>> ShardCorpus::Open(
-    const std::string& dir, absl::string_view split) {
+    const std::string& dir, absl::string_view split,
+    const ShardCorpusOptions& options) {
   if (split != kTrainSplit && split != kHeldOutSplit) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown split '", split, "': expected train or heldout"));
@@ -64,12 +67,14 @@ absl::StatusOr<std::unique_ptr<ShardCorpus>> ShardCorpus::Open(
     std::string tokens_path = absl::StrCat(dir, "/", shard_info.tokens_file);
     std::string index_path = absl::StrCat(dir, "/", shard_info.index_file);
     Shard shard;
-    HLAB_ASSIGN_OR_RETURN(shard.tokens,
-                          MapVerified(tokens_path, shard_info.tokens_bytes,
-                                      shard_info.tokens_sha256));
-    HLAB_ASSIGN_OR_RETURN(std::unique_ptr<internal::MappedFile> index,
-                          MapVerified(index_path, shard_info.index_bytes,
-                                      shard_info.index_sha256));
+    HLAB_ASSIGN_OR_RETURN(
+        shard.tokens,
+        MapVerified(tokens_path, shard_info.tokens_bytes,
+                    shard_info.tokens_sha256, options.verify_checksums));
+    HLAB_ASSIGN_OR_RETURN(
+        std::unique_ptr<internal::MappedFile> index,
+        MapVerified(index_path, shard_info.index_bytes, shard_info.index_sha256,
+                    options.verify_checksums));
     if (shard_info.tokens_bytes !=
             shard_info.num_tokens * corpus->token_bytes_ ||
         shard_info.index_bytes != 8 * (shard_info.num_documents + 1)) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "absl/strings/match.h"
@@ -123,8 +124,11 @@ absl::StatusOr<std::vector<InputFile>> ListInputFiles(
     const std::vector<std::string>& inputs) {
   if (inputs.empty()) return absl::InvalidArgumentError("no input files");
   std::vector<InputFile> files;
-  auto add = [&files](const fs::path& path) {
+  std::set<std::string> seen;  // canonical paths: each file is read once
+  auto add = [&files, &seen](const fs::path& path) {
     std::error_code ec;
+    fs::path canonical = fs::weakly_canonical(path, ec);
+    if (!seen.insert(ec ? path.string() : canonical.string()).second) return;
     InputFile file;
     file.path = path.string();
     file.format = FormatOfFileName(path.filename().string());

@@ -39,8 +39,9 @@ std::string FormatOfFileName(absl::string_view name);
 // Expands `inputs`: a file stands for itself (any name); a directory for the
 // files under it, recursively, in sorted path order, skipping hidden entries
 // and keeping only *.jsonl, *.json, *.ndjson, *.txt, *.md (each optionally
-// .gz). NotFound naming an input that does not exist; InvalidArgument when
-// there are no inputs or a directory holds no such file.
+// .gz). A file reached twice is listed once. NotFound naming an input that does
+// not exist; InvalidArgument when there are no inputs or a directory holds no
+// such file.
 absl::StatusOr<std::vector<InputFile>> ListInputFiles(
     const std::vector<std::string>& inputs);
 

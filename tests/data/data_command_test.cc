@@ -51,6 +51,10 @@ TEST(DataCommandTest, BadArgumentsExitTwo) {
                      "lots"})
                 .code,
             2);
+  EXPECT_EQ(RunData({"prepare", "--input", "x", "--output", "y", "--tokenizer",
+                     "byte", "--train-sentencepiece", "500"})
+                .code,
+            2);
   EXPECT_EQ(RunData({"verify"}).code, 2);
   EXPECT_EQ(RunData({"inspect", "a", "b"}).code, 2);
 }

@@ -60,7 +60,8 @@ TEST(PrepareTest, ImportsJsonlGzipTextAndDirectories) {
   testing::WriteFile(dir / "single.txt", "A file given by name.");
 
   PrepareOptions options;
-  options.inputs = {dir / "in", dir / "single.txt"};
+  // in/a.jsonl is named twice (directly and through in/): read once.
+  options.inputs = {dir / "in", dir / "single.txt", dir / "in/a.jsonl"};
   options.output_dir = dir / "out";
   options.held_out_fraction = 0;
   absl::StatusOr<Manifest> manifest = PrepareDataset(options);

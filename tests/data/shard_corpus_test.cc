@@ -87,6 +87,11 @@ TEST(ShardCorpusTest, FlippedByteIsDataLossNamingTheShard) {
             absl::string_view::npos);
   absl::Status verify = VerifyDataset(dir / "out");
   EXPECT_EQ(verify.code(), absl::StatusCode::kDataLoss);
+
+  // Without checksum verification the same-size file opens.
+  ShardCorpusOptions options;
+  options.verify_checksums = false;
+  EXPECT_TRUE(ShardCorpus::Open(dir / "out", kTrainSplit, options).ok());
 }
 
 TEST(ShardCorpusTest, TruncatedIndexIsDataLossNamingIt) {
