@@ -1,6 +1,7 @@
 #include "data/import.h"
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <memory>
@@ -36,18 +37,95 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// True when `text` belongs to the held-out split: a hash of the text alone
-// (FNV-1a 64, mixed with the seed), so duplicates share a split.
-bool IsHeldOut(const std::string& text, uint64_t seed, double fraction) {
-  if (fraction <= 0) return false;
+// A uniform [0, 1) score of `text` alone (FNV-1a 64, mixed with the seed):
+// a document is held out when its score is below the held-out fraction, so
+// duplicates share a split.
+double HeldOutScore(const std::string& text, uint64_t seed) {
   uint64_t h = 0xCBF29CE484222325ull;
   for (unsigned char c : text) {
     h ^= c;
     h *= 0x100000001B3ull;
   }
   uint64_t mixed = SplitMix64(h ^ SplitMix64(seed));
-  double u = static_cast<double>(mixed >> 11) * 0x1.0p-53;
-  return u < fraction;
+  return static_cast<double>(mixed >> 11) * 0x1.0p-53;
+}
+
+bool IsHeldOut(const std::string& text, uint64_t seed, double fraction) {
+  return fraction > 0 && HeldOutScore(text, seed) < fraction;
+}
+
+// The train documents with the lowest held-out score (exact duplicates
+// share it), tracked so that a small corpus still gets a held-out split.
+struct LowestScore {
+  double score = 2;
+  std::vector<int64_t> train_indices;
+
+  void Offer(double s, int64_t train_index) {
+    if (s < score) {
+      score = s;
+      train_indices.clear();
+    }
+    if (s == score) train_indices.push_back(train_index);
+  }
+};
+
+// Moves the train documents `moved` (sorted indices) to the (empty) held-out
+// split, rewriting the train shards in `dir`. Used only when no document
+// scored below the held-out fraction, so the corpus is small.
+absl::Status MoveToHeldOut(const std::string& dir,
+                           const std::vector<int64_t>& moved, int token_bytes,
+                           int64_t shard_tokens, Manifest* manifest) {
+  const std::string rewrite_split = "train-rewrite";
+  internal::ShardWriter train(dir, rewrite_split, token_bytes, shard_tokens);
+  internal::ShardWriter heldout(dir, kHeldOutSplit, token_bytes, shard_tokens);
+  int64_t index = 0;
+  for (const ShardInfo& shard : manifest->train.shards) {
+    HLAB_ASSIGN_OR_RETURN(
+        std::string tokens,
+        internal::ReadFileToString(dir + "/" + shard.tokens_file));
+    HLAB_ASSIGN_OR_RETURN(
+        std::string offsets,
+        internal::ReadFileToString(dir + "/" + shard.index_file));
+    auto read = [](const std::string& bytes, size_t at, int width) {
+      uint64_t value = 0;
+      for (int i = width - 1; i >= 0; --i) {
+        value = (value << 8) | static_cast<unsigned char>(bytes[at + i]);
+      }
+      return value;
+    };
+    for (int64_t d = 0; d < shard.num_documents; ++d, ++index) {
+      uint64_t begin = read(offsets, 8 * static_cast<size_t>(d), 8);
+      uint64_t end = read(offsets, 8 * static_cast<size_t>(d + 1), 8);
+      std::vector<int32_t> ids;
+      for (uint64_t t = begin; t < end; ++t) {
+        ids.push_back(static_cast<int32_t>(
+            read(tokens, static_cast<size_t>(t) * token_bytes, token_bytes)));
+      }
+      bool move = std::binary_search(moved.begin(), moved.end(), index);
+      HLAB_RETURN_IF_ERROR((move ? heldout : train).Add(ids));
+    }
+    std::error_code ec;
+    fs::remove(dir + "/" + shard.tokens_file, ec);
+    fs::remove(dir + "/" + shard.index_file, ec);
+  }
+  HLAB_RETURN_IF_ERROR(train.Finish(&manifest->train));
+  HLAB_RETURN_IF_ERROR(heldout.Finish(&manifest->heldout));
+  for (int i = 0; i < static_cast<int>(manifest->train.shards.size()); ++i) {
+    ShardInfo& shard = manifest->train.shards[static_cast<size_t>(i)];
+    for (auto [file, extension] :
+         {std::pair<std::string*, const char*>{&shard.tokens_file, "tokens"},
+          {&shard.index_file, "index"}}) {
+      std::string name = ShardFileName(kTrainSplit, i, extension);
+      std::error_code ec;
+      fs::rename(dir + "/" + *file, dir + "/" + name, ec);
+      if (ec) {
+        return absl::InternalError(
+            absl::StrCat("cannot rename ", *file, " in ", dir));
+      }
+      *file = name;
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Removes a directory tree when it goes out of scope, unless released.
@@ -250,6 +328,8 @@ absl::StatusOr<Manifest> PrepareDataset(const PrepareOptions& options) {
   if (threads < 1) threads = 1;
   int64_t total_documents = 0;
   int64_t total_tokens = 0;
+  LowestScore lowest;
+  int64_t train_documents = 0;
   for (size_t f = 0; f < files.size(); ++f) {
     const InputFile& file = files[f];
     SourceInfo source;
@@ -275,8 +355,9 @@ absl::StatusOr<Manifest> PrepareDataset(const PrepareOptions& options) {
           ++source.skipped_empty;
           continue;
         }
-        bool held_out = IsHeldOut(docs[i].text, options.split_seed,
-                                  options.held_out_fraction);
+        double score = HeldOutScore(docs[i].text, options.split_seed);
+        bool held_out = score < options.held_out_fraction;
+        if (!held_out) lowest.Offer(score, train_documents++);
         HLAB_RETURN_IF_ERROR((held_out ? heldout : train).Add(ids));
         file_held_out += held_out ? 1 : 0;
         file_tokens += static_cast<int64_t>(ids.size());
@@ -306,6 +387,19 @@ absl::StatusOr<Manifest> PrepareDataset(const PrepareOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "all ", total_documents,
         " documents went to the held-out split; lower --held-out"));
+  }
+  if (options.held_out_fraction > 0 && manifest.heldout.num_documents == 0 &&
+      static_cast<int64_t>(lowest.train_indices.size()) <
+          manifest.train.num_documents) {
+    if (options.progress) {
+      options.progress(absl::StrCat(
+          "prepare: no document scored below the held-out fraction; holding "
+          "out the ",
+          lowest.train_indices.size(), " with the lowest score"));
+    }
+    HLAB_RETURN_IF_ERROR(MoveToHeldOut(tmp.path(), lowest.train_indices,
+                                       token_bytes, options.shard_tokens,
+                                       &manifest));
   }
   HLAB_RETURN_IF_ERROR(internal::WriteStringToFile(
       tmp.path() + "/" + kManifestFileName, ManifestToJson(manifest)));

@@ -7,9 +7,12 @@
 // Held-out split: a document goes to the "heldout" split when a hash of its
 // text and `split_seed` falls below `held_out_fraction`. The decision depends
 // on the text alone, so duplicates land in the same split and a held-out
-// document never appears in training. The output is deterministic: the same
-// inputs and options give byte-identical shards and manifest, whatever the
-// thread count.
+// document never appears in training. When the fraction is positive but no
+// document falls below it (a small corpus), the document(s) with the lowest
+// hash are held out instead, so the held-out split is never empty unless
+// the fraction is 0 (or the corpus is one distinct document). The output is
+// deterministic: the same inputs and options give byte-identical shards and
+// manifest, whatever the thread count.
 //
 // Atomic: everything is written to a temporary sibling directory
 // (OUTPUT.tmp-PID) that is renamed to OUTPUT at the end, so a crash never

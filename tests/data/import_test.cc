@@ -159,6 +159,54 @@ TEST(PrepareTest, HeldOutDocumentsNeverAppearInTraining) {
   EXPECT_NE(Texts(dir / "out7", kHeldOutSplit), heldout);
 }
 
+// 12 distinct documents at 1%: for most seeds none scores below 0.01, and
+// then the lowest-scoring one (with its duplicate) is held out instead.
+TEST(PrepareTest, SmallCorpusStillGetsAHeldOutDocument) {
+  testing::ScratchDir dir;
+  testing::WriteFile(dir / "a.jsonl", Jsonl(12) + Jsonl(12));  // duplicated
+  PrepareOptions options;
+  options.inputs = {dir / "a.jsonl"};
+  options.held_out_fraction = 0.01;
+  options.shard_tokens = 30;  // several train shards to rewrite
+  bool fell_back = false;
+  options.progress = [&fell_back](const std::string& line) {
+    if (line.find("holding out") != std::string::npos) fell_back = true;
+  };
+  absl::StatusOr<Manifest> manifest;
+  for (options.split_seed = 0; options.split_seed < 20 && !fell_back;
+       ++options.split_seed) {
+    options.output_dir = dir / absl::StrCat("out", options.split_seed);
+    manifest = PrepareDataset(options);
+    ASSERT_TRUE(manifest.ok()) << manifest.status();
+    EXPECT_GE(manifest->heldout.num_documents, 2);  // a document, its copy
+  }
+  ASSERT_TRUE(fell_back);
+  --options.split_seed;
+  const std::string out = options.output_dir;
+  EXPECT_EQ(manifest->heldout.num_documents, 2);
+  EXPECT_EQ(manifest->train.num_documents, 22);
+  EXPECT_GT(manifest->train.shards.size(), 2u);
+  ASSERT_TRUE(VerifyDataset(out).ok());
+  std::multiset<std::string> train = Texts(out, kTrainSplit);
+  std::multiset<std::string> heldout = Texts(out, kHeldOutSplit);
+  EXPECT_EQ(train.size(), 22u);
+  ASSERT_EQ(heldout.size(), 2u);
+  EXPECT_EQ(*heldout.begin(), *heldout.rbegin());
+  EXPECT_EQ(train.count(*heldout.begin()), 0u);
+  // Only train-* and heldout-* shard files and the manifest are left.
+  for (const auto& entry : fs::directory_iterator(out)) {
+    std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name == "manifest.json" || name.rfind("train-0", 0) == 0 ||
+                name.rfind("heldout-0", 0) == 0)
+        << name;
+  }
+  // Deterministic, like every preparation.
+  options.output_dir = dir / "again";
+  absl::StatusOr<Manifest> again = PrepareDataset(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ManifestToJson(*again), ManifestToJson(*manifest));
+}
+
 TEST(PrepareTest, PreparingTwiceGivesIdenticalChecksums) {
   testing::ScratchDir dir;
   testing::WriteFile(dir / "a.jsonl", Jsonl(200));
