@@ -364,6 +364,11 @@ absl::StatusOr<Manifest> PrepareDataset(const PrepareOptions& options) {
         ++source.num_documents;
       }
       begin = end;
+      if (options.progress && end < docs.size()) {
+        options.progress(
+            absl::StrFormat("prepare: [%d/%d] %s: %d of %d documents tokenized",
+                            f + 1, files.size(), file.path, end, docs.size()));
+      }
     }
     total_documents += source.num_documents;
     total_tokens += file_tokens;

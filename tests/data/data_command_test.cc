@@ -65,9 +65,11 @@ TEST(DataCommandTest, PrepareVerifyInspectAndRefuseCorruption) {
                      "{\"body\": \"first document\"}\n"
                      "{\"body\": \"second document\"}\n");
   testing::WriteFile(dir / "in/b.txt", "a text file");
-  Result prepare = RunData({"prepare", "--input", dir / "in",
-                            "--output=" + (dir / "out"), "--text-field", "body",
-                            "--held-out", "0", "--shard-tokens", "20"});
+  // Two paths after one --input: the second is a bare argument.
+  Result prepare =
+      RunData({"prepare", "--input", dir / "in/a.jsonl", dir / "in/b.txt",
+               "--output=" + (dir / "out"), "--text-field", "body",
+               "--held-out", "0", "--shard-tokens", "20"});
   ASSERT_EQ(prepare.code, 0) << prepare.err;
   EXPECT_NE(prepare.out.find("3 train documents"), std::string::npos)
       << prepare.out;
