@@ -22,8 +22,9 @@
 
 namespace hlab::data {
 
-// argv[0] names the command (ignored), argv[1] is the subcommand. Results go
-// to stdout, progress lines and errors to stderr.
+// argv[0] names the command (ignored), argv[1] is the subcommand: hlab-train
+// calls RunDataCommand(argc - 1, argv + 1) for `hlab-train data ...`. Results
+// go to stdout, progress lines and errors to stderr.
 int RunDataCommand(int argc, char** argv);
 
 // The same with explicit arguments (args[0] is the subcommand) and streams.

@@ -55,7 +55,8 @@ struct PrepareOptions {
   int64_t shard_tokens = int64_t{1} << 24;  // target tokens per shard
   int threads = 0;                          // tokenizer threads; 0 = cores
   bool overwrite = false;                   // replace an existing output
-  // Called with one progress line per input file (for stderr); may be empty.
+  // Called with progress lines for stderr (one per input file, and one per
+  // 32 MB batch within a large file); may be empty.
   std::function<void(const std::string&)> progress;
 };
 

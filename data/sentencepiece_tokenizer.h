@@ -12,9 +12,8 @@
 //
 //   SentencePieceTrainOptions options;
 //   options.vocab_size = 4000;
-//   HLAB_RETURN_IF_ERROR(TrainSentencePiece(texts, options, "/d/tok.model"));
-//   HLAB_ASSIGN_OR_RETURN(auto tok,
-//   SentencePieceTokenizer::Load("/d/tok.model"));
+//   HLAB_RETURN_IF_ERROR(TrainSentencePiece(texts, options, path));
+//   HLAB_ASSIGN_OR_RETURN(auto tok, SentencePieceTokenizer::Load(path));
 #ifndef HLAB_DATA_SENTENCEPIECE_TOKENIZER_H_
 #define HLAB_DATA_SENTENCEPIECE_TOKENIZER_H_
 

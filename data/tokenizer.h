@@ -17,8 +17,8 @@
 // Thread-safety: implementations are immutable after construction and safe
 // for concurrent const calls.
 //
-//   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok,
-//   MakeTokenizer("byte")); std::vector<int32_t> ids = tok->Encode("héllo");
+//   HLAB_ASSIGN_OR_RETURN(auto tok, MakeTokenizer("byte"));
+//   std::vector<int32_t> ids = tok->Encode("héllo");
 //   std::string text = tok->Decode(ids);  // "héllo"
 #ifndef HLAB_DATA_TOKENIZER_H_
 #define HLAB_DATA_TOKENIZER_H_
