@@ -13,6 +13,7 @@ namespace hlab::data {
 namespace {
 
 constexpr char kReplacementCharacter[] = "\xEF\xBF\xBD";  // U+FFFD
+constexpr char kByteTokenizerName[] = "byte";
 
 class ByteTokenizer final : public Tokenizer {
  public:
@@ -55,6 +56,15 @@ std::string Resolve(absl::string_view path, absl::string_view base_dir) {
 }
 
 }  // namespace
+
+Vocabulary ByteVocabulary() {
+  Vocabulary vocab;
+  vocab.size = kByteVocabSize;
+  vocab.end_of_document = kByteEndOfDocument;
+  vocab.pad = kBytePad;
+  vocab.tokenizer = kByteTokenizerName;
+  return vocab;
+}
 
 std::unique_ptr<Tokenizer> MakeByteTokenizer() {
   return std::make_unique<ByteTokenizer>();

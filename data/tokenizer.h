@@ -66,6 +66,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(
 // The byte-level tokenizer (spec "byte"); never fails.
 std::unique_ptr<Tokenizer> MakeByteTokenizer();
 
+// Its vocabulary (data/byte_tokenizer.h): {258 ids, end_of_document 256,
+// pad 257, tokenizer "byte"}.
+Vocabulary ByteVocabulary();
+
 }  // namespace hlab::data
 
 #endif  // HLAB_DATA_TOKENIZER_H_

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "data/byte_tokenizer.h"
 #include "data/import.h"
 #include "data/shard_corpus.h"
+#include "data/tokenizer.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
 

@@ -19,6 +19,8 @@ TEST(ByteTokenizerTest, VocabularyIsTheFixedLayout) {
   EXPECT_EQ(vocab.tokenizer, "byte");
   EXPECT_EQ(tok->spec(), "byte");
   EXPECT_EQ(kByteVocabSize, 258);
+  EXPECT_EQ(ByteVocabulary().tokenizer, "byte");
+  EXPECT_EQ(ByteVocabulary().size, kByteVocabSize);
 }
 
 TEST(ByteTokenizerTest, EncodesUtf8BytesAndRoundTrips) {
