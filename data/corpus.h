@@ -3,7 +3,7 @@
 //
 // Implementations: the built-in synthetic corpus (data/synthetic_corpus.h),
 // generated on demand from a seed, and the prepared shard corpus
-// (data/shard_corpus.h), read from `hlab-train data prepare` output. A
+// (data/shard_corpus.h), read from `hlab-data prepare` output. A
 // document is addressed by its index, so any sample can be built from
 // (seed, sample index) alone without replaying a stream (data/mixture.h).
 //

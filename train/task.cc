@@ -249,12 +249,12 @@ absl::Status ValidateTrainTask(const TrainTask& t) {
     if (t.data.long_fraction > 0 && t.data.long_dir.empty()) {
       return FieldError("data.long_dir",
                         "is required when data.long_fraction > 0 (a directory "
-                        "from `hlab-train data prepare`)");
+                        "from `hlab-data prepare`)");
     }
     if (t.data.long_fraction < 1 && t.data.short_dir.empty()) {
       return FieldError("data.short_dir",
                         "is required when data.long_fraction < 1 (a directory "
-                        "from `hlab-train data prepare`)");
+                        "from `hlab-data prepare`)");
     }
   }
   HLAB_RETURN_IF_ERROR(

@@ -51,7 +51,7 @@ struct DataConfig {
   uint64_t seed = 0;
   double long_fraction = 0.5;
   SyntheticDataConfig synthetic;
-  // Prepared datasets (`hlab-train data prepare`): long and short documents.
+  // Prepared datasets (`hlab-data prepare`): long and short documents.
   std::string long_dir, short_dir;
 };
 

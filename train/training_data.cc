@@ -1,9 +1,14 @@
 #include "train/training_data.h"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "data/length_filtered_corpus.h"
+#include "data/shard_corpus.h"
+#include "data/shard_format.h"
 #include "data/synthetic_corpus.h"
 
 namespace hlab::train {
@@ -48,7 +53,63 @@ absl::StatusOr<data::SyntheticCorpusConfig> SyntheticConfig(
   return c;
 }
 
+absl::StatusOr<std::unique_ptr<data::Corpus>> OpenSplit(
+    const std::string& field, const std::string& dir, const char* split) {
+  auto corpus = data::ShardCorpus::Open(dir, split);
+  if (!corpus.ok()) {
+    return absl::Status(corpus.status().code(),
+                        absl::StrCat(field, ": ", corpus.status().message()));
+  }
+  return std::unique_ptr<data::Corpus>(*std::move(corpus));
+}
+
+// A view of `base` with the documents of [min_tokens, max_tokens) tokens.
+absl::StatusOr<std::unique_ptr<data::Corpus>> ByLength(
+    const data::Corpus* base, int64_t min_tokens, int64_t max_tokens,
+    const std::string& field) {
+  auto filtered =
+      data::LengthFilteredCorpus::Create(base, min_tokens, max_tokens);
+  if (!filtered.ok()) {
+    return absl::Status(filtered.status().code(),
+                        absl::StrCat(field, ": ", filtered.status().message()));
+  }
+  return std::unique_ptr<data::Corpus>(*std::move(filtered));
+}
+
 }  // namespace
+
+absl::Status TrainingData::OpenPrepared(const TrainTask& task,
+                                        TrainingData* d) {
+  const DataConfig& c = task.data;
+  for (const char* split : {data::kTrainSplit, data::kHeldOutSplit}) {
+    const bool train = std::string(split) == data::kTrainSplit;
+    std::unique_ptr<data::Corpus> long_docs, short_docs;
+    if (c.long_dir == c.short_dir) {
+      // One dataset for both kinds: documents of >= seq_len tokens are long.
+      HLAB_ASSIGN_OR_RETURN(std::unique_ptr<data::Corpus> base,
+                            OpenSplit("data.long_dir", c.long_dir, split));
+      HLAB_ASSIGN_OR_RETURN(
+          long_docs,
+          ByLength(base.get(), task.seq_len,
+                   std::numeric_limits<int64_t>::max(), "data.long_dir"));
+      HLAB_ASSIGN_OR_RETURN(
+          short_docs, ByLength(base.get(), 1, task.seq_len, "data.short_dir"));
+      d->owned_.push_back(std::move(base));
+    } else {
+      if (c.long_fraction > 0) {
+        HLAB_ASSIGN_OR_RETURN(long_docs,
+                              OpenSplit("data.long_dir", c.long_dir, split));
+      }
+      if (c.long_fraction < 1) {
+        HLAB_ASSIGN_OR_RETURN(short_docs,
+                              OpenSplit("data.short_dir", c.short_dir, split));
+      }
+    }
+    (train ? d->long_train_ : d->long_held_) = std::move(long_docs);
+    (train ? d->short_train_ : d->short_held_) = std::move(short_docs);
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<TrainingData>> TrainingData::Create(
     const TrainTask& task) {
@@ -67,9 +128,7 @@ absl::StatusOr<std::unique_ptr<TrainingData>> TrainingData::Create(
     d->long_held_ = std::make_unique<data::SyntheticCorpus>(long_held);
     d->short_held_ = std::make_unique<data::SyntheticCorpus>(short_held);
   } else {
-    return absl::UnimplementedError(
-        "data.source \"prepared\" is not wired into the trainer yet: use "
-        "\"synthetic\"");
+    HLAB_RETURN_IF_ERROR(OpenPrepared(task, d.get()));
   }
   const data::MixtureConfig train_config = {
       .seq_len = task.seq_len,

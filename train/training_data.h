@@ -3,7 +3,9 @@
 //
 // The training mixture draws from the training split; the validation mixture
 // draws from the held-out split, which training never sees (synthetic: a
-// disjoint seed domain; prepared: the held-out shards).
+// disjoint seed domain; prepared: the held-out shards). A prepared dataset
+// given as both long_dir and short_dir is split by length: documents of at
+// least seq_len tokens are long, the rest short.
 //
 // Thread-safety: immutable after Create; safe for concurrent Sample calls.
 //
@@ -14,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "data/corpus.h"
@@ -35,7 +38,9 @@ class TrainingData {
 
  private:
   TrainingData() = default;
+  static absl::Status OpenPrepared(const TrainTask& task, TrainingData* d);
 
+  std::vector<std::unique_ptr<data::Corpus>> owned_;  // bases of views
   std::unique_ptr<data::Corpus> long_train_, short_train_, long_held_,
       short_held_;
   std::optional<data::SequenceMixture> train_, validation_;

@@ -1,0 +1,230 @@
+#include "data/gpt2_tokenizer.h"
+
+#include <atomic>
+#include <climits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "data/internal/files.h"
+#include "data/internal/gpt2_pretokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace hlab::data {
+namespace {
+
+constexpr int32_t kEndOfText = 50256;
+// Per-thread cache of piece -> ids, cleared when it grows past this.
+constexpr size_t kCacheEntries = 1 << 16;
+
+std::atomic<uint64_t> next_instance_id{1};
+
+// Words repeat, so each thread remembers the ids of pieces it has encoded,
+// for one tokenizer instance at a time (ids are never reused, unlike
+// addresses).
+struct PieceCache {
+  uint64_t instance_id = 0;
+  std::unordered_map<std::string, std::vector<int32_t>> ids;
+};
+
+std::string Utf8(uint32_t c) {
+  std::string out;
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+  return out;
+}
+
+// GPT-2's bytes_to_unicode(): printable bytes map to themselves, the others
+// to code points 256, 257, ... in byte order.
+void BuildByteToUnicode(std::string (&table)[256]) {
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) ||
+                     (b >= 0xAE && b <= 0xFF);
+    table[b] = Utf8(printable ? b : next++);
+  }
+}
+
+// Splits UTF-8 `text` into its characters.
+std::vector<std::string> Characters(const std::string& text) {
+  std::vector<std::string> chars;
+  for (size_t i = 0; i < text.size();) {
+    unsigned char b = static_cast<unsigned char>(text[i]);
+    size_t n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    chars.push_back(text.substr(i, n));
+    i += n;
+  }
+  return chars;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(
+    const std::string& dir) {
+  std::string encoder_path = dir + "/encoder.json";
+  std::string merges_path = dir + "/vocab.bpe";
+  HLAB_ASSIGN_OR_RETURN(std::string encoder_text,
+                        internal::ReadFileToString(encoder_path));
+  HLAB_ASSIGN_OR_RETURN(std::string merges_text,
+                        internal::ReadFileToString(merges_path));
+  std::unique_ptr<Gpt2Tokenizer> tok(new Gpt2Tokenizer);
+  tok->dir_ = dir;
+  tok->instance_id_ = next_instance_id++;
+  BuildByteToUnicode(tok->byte_to_unicode_);
+  std::unordered_map<std::string, unsigned char> unicode_to_byte;
+  for (int b = 0; b < 256; ++b) {
+    unicode_to_byte[tok->byte_to_unicode_[b]] = static_cast<unsigned char>(b);
+  }
+
+  nlohmann::json encoder = nlohmann::json::parse(encoder_text, nullptr, false);
+  if (encoder.is_discarded() || !encoder.is_object()) {
+    return absl::DataLossError(
+        absl::StrCat("not a GPT-2 encoder (JSON object): ", encoder_path));
+  }
+  tok->decoder_.resize(encoder.size());
+  for (auto it = encoder.begin(); it != encoder.end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
+        it.value().get<int64_t>() >= static_cast<int64_t>(encoder.size())) {
+      return absl::DataLossError(
+          absl::StrCat("bad id for token '", it.key(), "' in ", encoder_path));
+    }
+    int32_t id = it.value().get<int32_t>();
+    tok->encoder_[it.key()] = id;
+    std::string raw;
+    if (id == kEndOfText) {
+      raw = it.key();
+    } else {
+      for (const std::string& c : Characters(it.key())) {
+        auto found = unicode_to_byte.find(c);
+        if (found == unicode_to_byte.end()) {
+          return absl::DataLossError(absl::StrCat(
+              "token '", it.key(), "' is not byte-level in ", encoder_path));
+        }
+        raw.push_back(static_cast<char>(found->second));
+      }
+    }
+    tok->decoder_[id] = std::move(raw);
+  }
+  auto eot = tok->encoder_.find("<|endoftext|>");
+  if (eot == tok->encoder_.end() || eot->second != kEndOfText) {
+    return absl::DataLossError(
+        absl::StrCat("no <|endoftext|> with id 50256 in ", encoder_path));
+  }
+
+  for (const std::string& symbol : tok->byte_to_unicode_) {
+    if (tok->encoder_.count(symbol) == 0) {
+      return absl::DataLossError(absl::StrCat("byte symbol '", symbol,
+                                              "' missing from ", encoder_path));
+    }
+  }
+
+  int rank = 0;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(merges_text, '\n')) {
+    ++line_number;
+    if (line.empty() || (line_number == 1 && line[0] == '#')) continue;
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+    if (parts.size() != 2 ||
+        tok->encoder_.count(absl::StrCat(parts[0], parts[1])) == 0) {
+      return absl::DataLossError(absl::StrCat("bad merge at ", merges_path, ":",
+                                              line_number, ": '", line, "'"));
+    }
+    tok->merge_ranks_[std::string(line)] = rank++;
+  }
+
+  tok->vocabulary_.size = static_cast<int64_t>(tok->decoder_.size());
+  tok->vocabulary_.end_of_document = kEndOfText;
+  tok->vocabulary_.pad = kEndOfText;
+  tok->vocabulary_.tokenizer = absl::StrCat(
+      "gpt2:", internal::Sha256Hex(absl::StrCat(encoder_text, merges_text))
+                   .substr(0, 16));
+  return tok;
+}
+
+void Gpt2Tokenizer::EncodePiece(absl::string_view piece,
+                                std::vector<int32_t>* ids) const {
+  std::vector<std::string> word;
+  word.reserve(piece.size());
+  for (char c : piece) {
+    word.push_back(byte_to_unicode_[static_cast<unsigned char>(c)]);
+  }
+  // Merge the lowest-ranked adjacent pair, everywhere it occurs, until no
+  // adjacent pair is a merge.
+  while (word.size() > 1) {
+    int best_rank = INT_MAX;
+    size_t best = 0;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      auto it = merge_ranks_.find(absl::StrCat(word[i], " ", word[i + 1]));
+      if (it != merge_ranks_.end() && it->second < best_rank) {
+        best_rank = it->second;
+        best = i;
+      }
+    }
+    if (best_rank == INT_MAX) break;
+    std::string first = word[best];
+    std::string second = word[best + 1];
+    std::vector<std::string> merged;
+    merged.reserve(word.size());
+    for (size_t i = 0; i < word.size();) {
+      if (i + 1 < word.size() && word[i] == first && word[i + 1] == second) {
+        merged.push_back(first + second);
+        i += 2;
+      } else {
+        merged.push_back(std::move(word[i]));
+        ++i;
+      }
+    }
+    word = std::move(merged);
+  }
+  for (const std::string& symbol : word) {
+    // Every single byte and every merge result is in the encoder (checked
+    // at load), so the lookup cannot fail.
+    ids->push_back(encoder_.at(symbol));
+  }
+}
+
+std::vector<int32_t> Gpt2Tokenizer::Encode(absl::string_view text) const {
+  thread_local PieceCache cache;
+  if (cache.instance_id != instance_id_ || cache.ids.size() >= kCacheEntries) {
+    cache.ids.clear();
+    cache.instance_id = instance_id_;
+  }
+  std::vector<int32_t> ids;
+  std::string key;
+  for (absl::string_view piece : internal::Gpt2PreTokenize(text)) {
+    key.assign(piece.data(), piece.size());
+    auto it = cache.ids.find(key);
+    if (it == cache.ids.end()) {
+      std::vector<int32_t> piece_ids;
+      EncodePiece(piece, &piece_ids);
+      it = cache.ids.emplace(key, std::move(piece_ids)).first;
+    }
+    ids.insert(ids.end(), it->second.begin(), it->second.end());
+  }
+  return ids;
+}
+
+std::string Gpt2Tokenizer::Decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id == kEndOfText) {
+      out.push_back('\n');
+    } else if (id >= 0 && id < vocabulary_.size) {
+      out += decoder_[id];
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+    }
+  }
+  return out;
+}
+
+}  // namespace hlab::data

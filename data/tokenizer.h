@@ -1,0 +1,75 @@
+// Tokenizer: turns text into token ids and back, the one interface the
+// import (data/import.h), the inspect command and evaluation read text
+// through. Implementations: byte-level (data/byte_tokenizer.h), SentencePiece
+// (data/sentencepiece_tokenizer.h) and GPT-2 byte-level BPE
+// (data/gpt2_tokenizer.h). MakeTokenizer() builds one from a spec string.
+//
+// Specs:
+//   "byte"                          258 ids: bytes, end of document, pad
+//   "sentencepiece:PATH.model"      a trained SentencePiece model
+//   "gpt2:DIR"                      DIR/encoder.json + DIR/vocab.bpe
+//
+// A tokenizer is identified by vocabulary().tokenizer, which names the kind
+// and, for model files, a SHA-256 prefix of their contents
+// ("sentencepiece:3f2a9c01d4e5b6a7"): two datasets or models share a
+// tokenizer exactly when these strings are equal, wherever the files live.
+//
+// Thread-safety: implementations are immutable after construction and safe
+// for concurrent const calls.
+//
+//   HLAB_ASSIGN_OR_RETURN(auto tok, MakeTokenizer("byte"));
+//   std::vector<int32_t> ids = tok->Encode("héllo");
+//   std::string text = tok->Decode(ids);  // "héllo"
+#ifndef HLAB_DATA_TOKENIZER_H_
+#define HLAB_DATA_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "data/corpus.h"
+
+namespace hlab::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Token ids of `text` (no end-of-document separator appended). Never
+  // fails: every byte string has an encoding (invalid UTF-8 included for
+  // byte-level tokenizers; SentencePiece maps unknown characters to unk).
+  virtual std::vector<int32_t> Encode(absl::string_view text) const = 0;
+
+  // The text of `ids`. The pad id decodes to nothing, end_of_document to
+  // "\n"; ids outside [0, vocabulary().size) decode to U+FFFD.
+  virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
+
+  // Size and special ids; `tokenizer` is the identity described above.
+  virtual const Vocabulary& vocabulary() const = 0;
+
+  // The spec this tokenizer was made from (MakeTokenizer(spec()) loads it
+  // again while its files stay where they are).
+  virtual std::string spec() const = 0;
+};
+
+// Builds a tokenizer from `spec` (see the top of this file). Relative paths
+// in a spec are resolved against `base_dir` when it is non-empty (a prepared
+// dataset stores "sentencepiece:tokenizer.model" next to its manifest).
+// Errors: InvalidArgument for an unknown spec; NotFound or DataLoss (naming
+// the file) when a model file is missing or cannot be parsed.
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(
+    absl::string_view spec, absl::string_view base_dir = "");
+
+// The byte-level tokenizer (spec "byte"); never fails.
+std::unique_ptr<Tokenizer> MakeByteTokenizer();
+
+// Its vocabulary (data/byte_tokenizer.h): {258 ids, end_of_document 256,
+// pad 257, tokenizer "byte"}.
+Vocabulary ByteVocabulary();
+
+}  // namespace hlab::data
+
+#endif  // HLAB_DATA_TOKENIZER_H_
