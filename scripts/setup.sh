@@ -24,7 +24,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev nlohmann-json3-dev libceres-dev libeigen3-dev
-  libyaml-cpp-dev libsentencepiece-dev zlib1g-dev gnuplot-nox
+  libyaml-cpp-dev libsentencepiece-dev zlib1g-dev gnuplot-nox libssl-dev
   python3 python3-torch python3-scipy
 )
 
