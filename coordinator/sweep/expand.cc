@@ -94,8 +94,7 @@ int ReferenceRun(const SweepSpec& spec, const std::vector<Run>& runs,
   return best;
 }
 
-nlohmann::json TrainingTaskJson(const Task& t,
-                                const std::vector<std::string>& configs) {
+nlohmann::json TrainingTaskJson(const Task& t, const std::string& config) {
   nlohmann::json j;
   j["kind"] = TaskKindName(t.kind());
   j["task_id"] = t.task_id();
@@ -108,8 +107,7 @@ nlohmann::json TrainingTaskJson(const Task& t,
     branches.push_back({{"run_id", b.run_id()}, {"step", b.step()}});
   }
   if (!branches.empty()) j["branch_points"] = branches;
-  // The first run's config: the runs of a trunk differ only in budget.
-  j["config"] = nlohmann::json::parse(configs.front());
+  j["config"] = nlohmann::json::parse(config);
   return j;
 }
 
@@ -232,8 +230,10 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         bp->set_step(info[m].branch_step);
         bp->set_tokens(info[m].branch_step * last.batch_tokens);
       }
+      // The largest run's config: its schedule is warmup + constant LR up
+      // to b_max, exactly what every budget trains on before its decay.
       trunk.set_task_json(
-          TrainingTaskJson(trunk, {configs[members[0]]}).dump());
+          TrainingTaskJson(trunk, configs[members.back()]).dump());
       plan.tasks.push_back(trunk);
       for (int m : members) {
         const Run& run = plan.runs[m];
@@ -246,7 +246,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         decay.set_flops(
             fpt * batch *
             static_cast<double>(info[m].steps - info[m].branch_step));
-        decay.set_task_json(TrainingTaskJson(decay, {configs[m]}).dump());
+        decay.set_task_json(TrainingTaskJson(decay, configs[m]).dump());
         info[m].final_task = decay.task_id();
         plan.tasks.push_back(decay);
         if (spec.evaluation().at_branch_points()) {
@@ -269,7 +269,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         train.set_start_step(0);
         train.set_end_step(info[m].steps);
         train.set_flops(run.flops());
-        train.set_task_json(TrainingTaskJson(train, {configs[m]}).dump());
+        train.set_task_json(TrainingTaskJson(train, configs[m]).dump());
         info[m].final_task = train.task_id();
         plan.tasks.push_back(train);
       }

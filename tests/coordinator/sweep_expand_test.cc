@@ -122,6 +122,25 @@ TEST(SweepExpandTest, BranchPointsAtNinetyPercentOfEachBudget) {
   }
 }
 
+TEST(SweepExpandTest, TrunkTrainsWithTheLargestBudgetsSchedule) {
+  // Before its decay start the largest run's LR is warmup + constant, which
+  // is what every budget's stable phase is; a smaller run's config would
+  // start decaying inside the trunk.
+  const SweepPlan plan = Plan(kBase);
+  std::map<std::string, int64_t> steps;
+  for (const auto& r : plan.runs) steps[r.run_id()] = r.steps();
+  int trunks = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_TRUNK) continue;
+    int64_t largest = 0;
+    for (const auto& id : t.run_ids()) largest = std::max(largest, steps[id]);
+    const std::string needle = "\"steps\":" + std::to_string(largest) + ",";
+    EXPECT_NE(t.task_json().find(needle), std::string::npos) << t.task_json();
+    ++trunks;
+  }
+  EXPECT_EQ(trunks, 4);
+}
+
 TEST(SweepExpandTest, FlopSavingMatchesHandComputation) {
   // One model, budgets of 10 and 20 steps of 256 tokens. Decay 10%:
   // branch points at steps 9 and 18. Shared: trunk 18 steps + decays 1 + 2

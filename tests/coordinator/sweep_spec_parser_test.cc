@@ -71,7 +71,7 @@ void ExpectInvalid(const std::string& text, const std::string& needle) {
 
 TEST(SweepSpecParserTest, RejectsUnknownFieldWithPathAndPosition) {
   ExpectInvalid("name: x\nscales:\n  - {name: A, d_modle: 32}\n",
-                "scales[0].d_modle: unknown field (line 3, column");
+                "scales[0].d_modle: unknown field (line 3, column 15)");
 }
 
 TEST(SweepSpecParserTest, RejectsWrongTypes) {

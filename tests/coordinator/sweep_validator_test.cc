@@ -1,5 +1,6 @@
 // Bad sweep specs: each kind gets INVALID_ARGUMENT naming the field.
 #include <cctype>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,9 @@ struct BadSpec {
   std::string value;
   std::string field;  // must appear in the message
 };
+
+// Test names print the kind, not the bytes of the struct.
+void PrintTo(const BadSpec& c, std::ostream* os) { *os << c.kind; }
 
 class BadSpecTest : public testing::TestWithParam<BadSpec> {};
 
@@ -187,6 +191,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"branch-point evals without sharing", "evaluation",
                 "{at_branch_points: true}\nshare_trunk: false",
                 "evaluation.at_branch_points"},
+        BadSpec{"pattern equal to a named architecture", "architectures",
+                "[full, swa-16, {name: mine, pattern: 'swa:16,full'}]",
+                "architectures[2].pattern: architecture 'mine' at scale 'A' "
+                "is the same model and run as architecture 'swa-16'"},
+        BadSpec{"two scales with equal dimensions", "scales",
+                std::string("[") + kScales + "}, {name: B, d_model: 32, " +
+                    "n_layers: 2, n_heads: 4}]",
+                "at scale 'B' is the same model and run as"},
         BadSpec{"missing name", "name", "", "name: missing"}),
     [](const testing::TestParamInfo<BadSpec>& param_info) {
       std::string name;

@@ -57,14 +57,18 @@ absl::StatusOr<DocNode> FromYaml(const YAML::Node& node) {
           return YamlError(absl::StrCat("duplicate key '", key, "'"),
                            kv.first.Mark());
         }
-        HLAB_ASSIGN_OR_RETURN(DocNode child, FromYaml(kv.second));
-        if (child.line == 0) {
+        DocEntry entry;
+        entry.key = key;
+        const YAML::Mark key_mark = kv.first.Mark();
+        entry.line = key_mark.line + 1;
+        entry.column = key_mark.column + 1;
+        HLAB_ASSIGN_OR_RETURN(entry.value, FromYaml(kv.second));
+        if (entry.value.line == 0) {
           // A null value has no mark of its own: point at its key.
-          const YAML::Mark key_mark = kv.first.Mark();
-          child.line = key_mark.line + 1;
-          child.column = key_mark.column + 1;
+          entry.value.line = entry.line;
+          entry.value.column = entry.column;
         }
-        out.entries.emplace_back(key, std::move(child));
+        out.entries.push_back(std::move(entry));
       }
       return out;
     }
@@ -79,7 +83,10 @@ DocNode FromJson(const nlohmann::json& j) {
   } else if (j.is_object()) {
     out.kind = DocNode::Kind::kMap;
     for (auto it = j.begin(); it != j.end(); ++it) {
-      out.entries.emplace_back(it.key(), FromJson(it.value()));
+      DocEntry entry;
+      entry.key = it.key();
+      entry.value = FromJson(it.value());
+      out.entries.push_back(std::move(entry));
     }
   } else if (j.is_array()) {
     out.kind = DocNode::Kind::kList;

@@ -5,7 +5,7 @@
 // Thread-compatible plain data.
 //
 //   HLAB_ASSIGN_OR_RETURN(DocNode root, ParseYamlDocument(text));
-//   for (const auto& [key, value] : root.entries) { ... }
+//   for (const DocEntry& entry : root.entries) { ... entry.value ... }
 #ifndef HLAB_COORDINATOR_SWEEP_INTERNAL_DOCUMENT_H_
 #define HLAB_COORDINATOR_SWEEP_INTERNAL_DOCUMENT_H_
 
@@ -18,6 +18,8 @@
 
 namespace hlab::sweep::internal {
 
+struct DocEntry;
+
 struct DocNode {
   enum class Kind { kNull, kScalar, kList, kMap };
   Kind kind = Kind::kNull;
@@ -26,11 +28,20 @@ struct DocNode {
   // or booleans.
   std::string scalar;
   bool quoted = false;
-  std::vector<DocNode> items;                            // kList
-  std::vector<std::pair<std::string, DocNode>> entries;  // kMap, in order
+  std::vector<DocNode> items;     // kList
+  std::vector<DocEntry> entries;  // kMap, in document order
   // 1-based source position; 0 when unknown (JSON values).
   int line = 0;
   int column = 0;
+};
+
+// One key of a map and its value; the key keeps its own position, which
+// "unknown field" errors point at.
+struct DocEntry {
+  std::string key;
+  int line = 0;  // of the key; 0 when unknown
+  int column = 0;
+  DocNode value;
 };
 
 // "list", "map", "null", "scalar".

@@ -233,11 +233,16 @@ absl::Status ReadMessage(const DocNode& node, const std::string& path,
   if (node.kind != DocNode::Kind::kMap) {
     return Error(path, node, absl::StrCat("expected a map, got ", Shown(node)));
   }
-  for (const auto& [key, value] : node.entries) {
+  for (const DocEntry& entry : node.entries) {
+    const std::string& key = entry.key;
+    const DocNode& value = entry.value;
     const std::string child_path = Join(path, key);
     const FieldDescriptor* field = d->FindFieldByName(key);
     if (field == nullptr) {
-      return Error(child_path, value, "unknown field",
+      DocNode at_key;
+      at_key.line = entry.line;
+      at_key.column = entry.column;
+      return Error(child_path, at_key, "unknown field",
                    absl::StrCat("known fields: ", KnownFields(d)));
     }
     const auto* oneof = field->real_containing_oneof();
