@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/sweep/embedded_demo.h"
 #include "coordinator/sweep/spec_parser.h"
 #include "coordinator/sweep/spec_validator.h"
 
@@ -25,6 +26,17 @@ TEST(SweepSpecParserTest, DemoSpecParsesAndValidates) {
   EXPECT_GE(spec->budgets().tokens_per_param_size(), 3);
   EXPECT_FALSE(spec->fit().verify_scales().empty());
   EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
+}
+
+TEST(SweepSpecParserTest, EmbeddedDemoIsTheDemoFile) {
+  absl::StatusOr<hlab::v1::SweepSpec> file =
+      LoadSweepSpec(Example("demo.yaml"));
+  absl::StatusOr<hlab::v1::SweepSpec> embedded =
+      ParseSweepSpec(EmbeddedDemoSpec());
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(embedded.ok()) << embedded.status();
+  EXPECT_EQ(SweepSpecToCanonicalJson(*file),
+            SweepSpecToCanonicalJson(*embedded));
 }
 
 TEST(SweepSpecParserTest, PaperSpecParsesAndValidates) {
