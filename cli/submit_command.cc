@@ -15,11 +15,12 @@ Command SubmitCommand() {
   c.name = "submit";
   c.summary = "validate and submit a sweep spec (--dry-run: print the plan)";
   c.usage =
-      "usage: hlab submit --dry-run SPEC.yaml|SPEC.json\n\n"
+      "usage: hlab submit --dry-run [--json] SPEC.yaml|SPEC.json\n\n"
       "Validates the sweep spec and expands it into runs. With --dry-run it\n"
       "prints each run's architecture, scale, N, D, D/N, steps, estimated\n"
       "FLOPs and run id, then the total training compute with and without\n"
-      "WSD trunk sharing, without contacting a server.\n"
+      "WSD trunk sharing, without contacting a server. --json prints the\n"
+      "plan (sweep, runs, tasks, totals) as SubmitSweepResponse JSON.\n"
       "Submitting to a coordinator is not implemented yet.\n"
       "Spec reference: docs/sweeps.md; example: examples/sweeps/demo.yaml";
   c.run = RunSubmit;
@@ -29,10 +30,13 @@ Command SubmitCommand() {
 int RunSubmit(const std::vector<std::string>& args, std::ostream& out,
               std::ostream& err) {
   bool dry_run = false;
+  bool json = false;
   std::vector<std::string> paths;
   for (const std::string& a : args) {
     if (a == "--dry-run") {
       dry_run = true;
+    } else if (a == "--json") {
+      json = true;
     } else if (a.size() > 1 && a[0] == '-') {
       err << "hlab submit: error: unknown option '" << a
           << "'; run 'hlab submit --help'\n";
@@ -64,7 +68,8 @@ int RunSubmit(const std::vector<std::string>& args, std::ostream& out,
         << plan->runs.size() << " runs); use --dry-run to see the plan\n";
     return kExitUsage;
   }
-  out << hlab::sweep::RenderDryRun(*plan);
+  out << (json ? hlab::sweep::DryRunJson(*plan)
+               : hlab::sweep::RenderDryRun(*plan));
   return kExitOk;
 }
 

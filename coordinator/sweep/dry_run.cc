@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -92,6 +94,36 @@ std::string RenderDryRun(const SweepPlan& plan) {
                   " FLOPs (", absl::StrFormat("%.1f", percent), "%)\n",
                   "training tokens: ", plan.tokens_shared, " with sharing, ",
                   plan.tokens_unshared, " without\n");
+  return out;
+}
+
+hlab::v1::SubmitSweepResponse DryRunResponse(const SweepPlan& plan) {
+  hlab::v1::SubmitSweepResponse response;
+  hlab::v1::Sweep* sweep = response.mutable_sweep();
+  sweep->set_name(plan.spec.name());
+  *sweep->mutable_spec() = plan.spec;
+  sweep->set_spec_hash(plan.spec_hash);
+  sweep->set_runs_total(static_cast<int64_t>(plan.runs.size()));
+  sweep->set_runs_pending(static_cast<int64_t>(plan.runs.size()));
+  sweep->set_flops_planned(plan.spec.share_trunk() ? plan.flops_shared
+                                                   : plan.flops_unshared);
+  response.set_created(false);
+  for (const auto& run : plan.runs) *response.add_runs() = run;
+  for (const auto& task : plan.tasks) *response.add_tasks() = task;
+  response.set_flops_shared(plan.flops_shared);
+  response.set_flops_unshared(plan.flops_unshared);
+  response.set_tokens_shared(plan.tokens_shared);
+  response.set_tokens_unshared(plan.tokens_unshared);
+  return response;
+}
+
+std::string DryRunJson(const SweepPlan& plan) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(DryRunResponse(plan), &out,
+                                                    options);
   return out;
 }
 

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
+
+#include "hlab/v1/client_service.pb.h"
 
 namespace hlab::cli {
 namespace {
@@ -80,6 +83,20 @@ TEST(CliTest, DryRunPrintsThePlanOfTheDemo) {
   EXPECT_NE(r.out.find("with WSD trunk sharing"), std::string::npos);
   EXPECT_NE(r.out.find("without WSD trunk sharing"), std::string::npos);
   EXPECT_NE(r.out.find("swa-32"), std::string::npos);
+}
+
+TEST(CliTest, DryRunJsonIsTheSubmitResponse) {
+  const Result r =
+      Hlab({"submit", "--dry-run", "--json", Example("demo.yaml")});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  hlab::v1::SubmitSweepResponse response;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(r.out, &response).ok());
+  EXPECT_EQ(response.sweep().name(), "demo");
+  EXPECT_EQ(response.runs_size(), 48);
+  EXPECT_EQ(response.sweep().runs_total(), 48);
+  EXPECT_FALSE(response.tasks().empty());
+  EXPECT_GT(response.flops_unshared(), response.flops_shared());
 }
 
 TEST(CliTest, DryRunOfThePaperGrid) {
