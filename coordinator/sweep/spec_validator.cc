@@ -31,7 +31,15 @@ absl::Status CheckTopLevel(const SweepSpec& spec) {
   if (spec.name().empty()) {
     return Bad("name", "missing; give the sweep a name such as 'demo'");
   }
-  if (spec.seq_len() <= 0) {
+  if (spec.seq_len() == 0) {
+    return Bad("seq_len", "missing; give the training sequence length");
+  }
+  if (spec.batch_tokens() == 0) {
+    return Bad("batch_tokens",
+               "missing; give the tokens per optimizer step (a multiple of "
+               "seq_len)");
+  }
+  if (spec.seq_len() < 0) {
     return Bad("seq_len", absl::StrCat("must be > 0, got ", spec.seq_len()));
   }
   if (spec.batch_tokens() <= 0) {
@@ -87,6 +95,9 @@ absl::Status CheckData(const SweepSpec& spec) {
 
 absl::Status CheckSchedule(const SweepSpec& spec) {
   const auto& s = spec.schedule();
+  if (s.peak_lr() == 0) {
+    return Bad("schedule.peak_lr", "missing; give the stable learning rate");
+  }
   if (!(s.peak_lr() > 0)) {
     return Bad("schedule.peak_lr",
                absl::StrCat("must be > 0, got ", s.peak_lr()));

@@ -115,6 +115,8 @@ TEST(SweepSpecParserTest, RejectsDuplicateKeysAndMissingValues) {
 TEST(SweepSpecParserTest, RejectsEmptyDocumentAndNonMapRoot) {
   ExpectInvalid("", "empty");
   ExpectInvalid("- a\n- b\n", "spec: expected a map");
+  ExpectInvalid("hello\n", "spec: expected a map, got 'hello'");
+  ExpectInvalid("scales: [S1]\n", "scales[0]: expected a map, got 'S1'");
 }
 
 TEST(SweepSpecParserTest, MissingFileIsNotFound) {

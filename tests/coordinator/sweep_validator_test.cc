@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"min_lr_ratio out of range", "schedule",
                 "{peak_lr: 1.0e-3, min_lr_ratio: 1.5}",
                 "schedule.min_lr_ratio"},
-        BadSpec{"non-positive peak_lr", "schedule", "{peak_lr: 0}",
+        BadSpec{"non-positive peak_lr", "schedule", "{peak_lr: -0.1}",
                 "schedule.peak_lr"},
         BadSpec{"two warmups", "schedule",
                 "{peak_lr: 1.0e-3, warmup_steps: 2, warmup_tokens: 512}",
@@ -199,6 +199,11 @@ INSTANTIATE_TEST_SUITE_P(
                 std::string("[") + kScales + "}, {name: B, d_model: 32, " +
                     "n_layers: 2, n_heads: 4}]",
                 "at scale 'B' is the same model and run as"},
+        BadSpec{"missing seq_len", "seq_len", "", "seq_len: missing"},
+        BadSpec{"missing batch_tokens", "batch_tokens", "",
+                "batch_tokens: missing"},
+        BadSpec{"missing peak_lr", "schedule", "{warmup_steps: 5}",
+                "schedule.peak_lr: missing"},
         BadSpec{"missing name", "name", "", "name: missing"}),
     [](const testing::TestParamInfo<BadSpec>& param_info) {
       std::string name;

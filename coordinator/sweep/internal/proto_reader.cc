@@ -210,6 +210,12 @@ absl::Status ReadField(const DocNode& node, const std::string& path,
   return ReadScalarField(node, path, field, message);
 }
 
+// Messages that may be written as a bare name: `- swa-128` for
+// `- {name: swa-128}`. Only where a name alone is a complete value.
+bool AllowsNameShorthand(const Descriptor* d) {
+  return d->full_name() == "hlab.v1.Architecture";
+}
+
 std::string KnownFields(const Descriptor* d) {
   std::vector<std::string> names;
   for (int i = 0; i < d->field_count(); ++i)
@@ -222,7 +228,7 @@ std::string KnownFields(const Descriptor* d) {
 absl::Status ReadMessage(const DocNode& node, const std::string& path,
                          Message* message) {
   const Descriptor* d = message->GetDescriptor();
-  if (node.kind == DocNode::Kind::kScalar) {
+  if (node.kind == DocNode::Kind::kScalar && AllowsNameShorthand(d)) {
     const FieldDescriptor* name = d->FindFieldByName("name");
     if (name != nullptr && !name->is_repeated() &&
         name->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {

@@ -22,8 +22,8 @@
 namespace hlab::sweep::internal {
 
 // Reads `node` into `message` (which should be empty). `path` is the field
-// path of `node` for messages ("" at the root). A scalar given where a
-// message is expected fills the message's `name` field when it has one, so
+// path of `node` for messages ("" at the root). A scalar given where an
+// hlab.v1.Architecture is expected fills its `name`, so
 // `architectures: [full, swa-128]` reads as [{name: full}, {name: swa-128}].
 absl::Status ReadMessage(const DocNode& node, const std::string& path,
                          google::protobuf::Message* message);
