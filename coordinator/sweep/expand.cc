@@ -111,6 +111,29 @@ nlohmann::json TrainingTaskJson(const Task& t, const std::string& config) {
   return j;
 }
 
+// What an EVAL task measures and with which settings (defaults applied).
+nlohmann::json EvaluationSettingsJson(const SweepSpec& spec) {
+  const auto& e = spec.evaluation();
+  nlohmann::json j = nlohmann::json::object();
+  if (e.validation_loss().enabled()) {
+    j["val_loss"] = {{"tokens", e.validation_loss().tokens()}};
+  }
+  if (e.longppl().enabled()) {
+    j["longppl"] = {{"trunc_len", e.longppl().trunc_len()},
+                    {"sliding_window", e.longppl().sliding_window()},
+                    {"context_len", e.longppl().context_len()}};
+  }
+  if (e.niah().enabled()) {
+    j["niah"] = {{"context_lengths",
+                  std::vector<int64_t>(e.niah().context_lengths().begin(),
+                                       e.niah().context_lengths().end())},
+                 {"depths", std::vector<double>(e.niah().depths().begin(),
+                                                e.niah().depths().end())},
+                 {"samples", e.niah().samples()}};
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string TaskKindName(hlab::v1::TaskKind kind) {
@@ -194,7 +217,13 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
     if (groups.find(key) == groups.end()) group_order.push_back(key);
     groups[key].push_back(static_cast<int>(i));
   }
-  std::vector<Task> trunk_evals;
+  // EVAL tasks of branch checkpoints: (run, step, trunk task).
+  struct BranchEval {
+    int run;
+    int64_t step;
+    std::string trunk;
+  };
+  std::vector<BranchEval> branch_evals;
   for (const auto& key : group_order) {
     std::vector<int>& members = groups[key];
     std::sort(members.begin(), members.end(),
@@ -250,14 +279,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         info[m].final_task = decay.task_id();
         plan.tasks.push_back(decay);
         if (spec.evaluation().at_branch_points()) {
-          Task e = NewTask(
-              spec, hlab::v1::TASK_KIND_EVAL,
-              absl::StrCat("eval|", run.run_id(), "@", info[m].branch_step),
-              scale);
-          e.add_run_ids(run.run_id());
-          AddDependency(&e, trunk.task_id());
-          e.set_eval_step(info[m].branch_step);
-          trunk_evals.push_back(e);
+          branch_evals.push_back({m, info[m].branch_step, trunk.task_id()});
         }
       }
     } else {
@@ -284,14 +306,25 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
   if (e.niah().enabled()) evals.push_back("niah");
   if (evals.empty()) return plan;
   const int reference = ReferenceRun(spec, plan.runs, info);
-  auto finish_eval = [&](Task task, int64_t step) {
+  const nlohmann::json settings = EvaluationSettingsJson(spec);
+  // One EVAL task of run `i` at training step `step`, after `after`.
+  auto add_eval = [&](size_t i, int64_t step, const std::string& after) {
+    const Run& run = plan.runs[i];
+    Task task = NewTask(
+        spec, hlab::v1::TASK_KIND_EVAL,
+        absl::StrCat("eval|", run.run_id(), "@", step, "|", settings.dump()),
+        run.scale());
+    task.add_run_ids(run.run_id());
+    AddDependency(&task, after);
+    task.set_eval_step(step);
     for (const std::string& name : evals) task.add_evals(name);
     nlohmann::json j;
     j["kind"] = "eval";
     j["task_id"] = task.task_id();
-    j["run_id"] = task.run_ids(0);
+    j["run_id"] = run.run_id();
     j["step"] = step;
-    j["evals"] = evals;
+    j["evals"] = settings;
+    j["config"] = nlohmann::json::parse(configs[i]);
     if (e.longppl().enabled()) {
       const auto& ref = e.longppl().reference();
       nlohmann::json r;
@@ -303,25 +336,16 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
       } else {
         r["checkpoint_path"] = ref.checkpoint_path();
       }
-      j["longppl_reference"] = r;
+      j["evals"]["longppl"]["reference"] = r;
     }
     task.set_task_json(j.dump());
     plan.tasks.push_back(std::move(task));
   };
   for (size_t i = 0; i < plan.runs.size(); ++i) {
-    const Run& run = plan.runs[i];
-    Task task = NewTask(spec, hlab::v1::TASK_KIND_EVAL,
-                        absl::StrCat("eval|", run.run_id(), "@", info[i].steps,
-                                     "|", absl::StrJoin(evals, ",")),
-                        run.scale());
-    task.add_run_ids(run.run_id());
-    AddDependency(&task, info[i].final_task);
-    task.set_eval_step(info[i].steps);
-    finish_eval(std::move(task), info[i].steps);
+    add_eval(i, info[i].steps, info[i].final_task);
   }
-  for (Task& task : trunk_evals) {
-    const int64_t step = task.eval_step();
-    finish_eval(std::move(task), step);
+  for (const BranchEval& b : branch_evals) {
+    add_eval(static_cast<size_t>(b.run), b.step, b.trunk);
   }
   return plan;
 }

@@ -87,9 +87,6 @@ absl::Status CheckData(const SweepSpec& spec) {
     return Bad("data.long_fraction",
                absl::StrCat("must be in [0, 1], got ", d.long_fraction()));
   }
-  if (d.validation_tokens() < 0) {
-    return Bad("data.validation_tokens", "must be >= 0");
-  }
   return absl::OkStatus();
 }
 

@@ -269,6 +269,28 @@ TEST(SweepExpandTest, LongPplEvalWaitsOnTheReferenceRun) {
   EXPECT_EQ(evals, 8);
 }
 
+TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
+  auto eval_ids = [](const SweepPlan& plan) {
+    std::set<std::string> ids;
+    for (const auto& t : plan.tasks) {
+      if (t.kind() == hlab::v1::TASK_KIND_EVAL) ids.insert(t.task_id());
+    }
+    return ids;
+  };
+  const SweepPlan a = Plan(std::string(kBase) +
+                           "evaluation: {niah: {enabled: true, samples: 7}}\n");
+  const SweepPlan b = Plan(std::string(kBase) +
+                           "evaluation: {niah: {enabled: true, samples: 8}}\n");
+  EXPECT_EQ(RunIds(a), RunIds(b)) << "evaluation is not part of a run";
+  const std::set<std::string> ids_a = eval_ids(a);
+  for (const auto& id : eval_ids(b)) EXPECT_EQ(ids_a.count(id), 0u) << id;
+  for (const auto& t : a.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    EXPECT_NE(t.task_json().find("\"samples\":7"), std::string::npos);
+    EXPECT_NE(t.task_json().find("\"config\":"), std::string::npos);
+  }
+}
+
 TEST(SweepExpandTest, BranchPointEvaluationsDependOnTheTrunk) {
   const SweepPlan plan =
       Plan(std::string(kBase) + "evaluation: {at_branch_points: true}\n");
