@@ -59,6 +59,20 @@ TEST(SweepSpecParserTest, ArchitectureShorthandAndCustomPatterns) {
   EXPECT_EQ(spec->architectures(1).pattern(), "gdn:conv,full");
 }
 
+TEST(SweepSpecParserTest, CanonicalJsonReadsBack) {
+  // Protobuf's JSON printing (int64 as strings, every field) parses back to
+  // the same spec, so a printed spec can be resubmitted.
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("paper.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string json = SweepSpecToCanonicalJson(*spec);
+  EXPECT_NE(json.find("\"batch_tokens\":\""), std::string::npos)
+      << "int64 printed as a string";
+  absl::StatusOr<hlab::v1::SweepSpec> back = ParseSweepSpec(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(SweepSpecToCanonicalJson(*back), json);
+}
+
 TEST(SweepSpecParserTest, JsonAndYamlGiveTheSameSpec) {
   const auto yaml = ParseSweepSpec(
       "name: x\nseq_len: 64\nbudgets: {tokens_per_param: [5, 10]}\n"
@@ -88,12 +102,14 @@ TEST(SweepSpecParserTest, RejectsUnknownFieldWithPathAndPosition) {
 
 TEST(SweepSpecParserTest, RejectsWrongTypes) {
   ExpectInvalid("seq_len: long\n", "seq_len: expected an integer, got 'long'");
-  ExpectInvalid("seq_len: '64'\n", "seq_len: expected an integer");
+  ExpectInvalid("seq_len: '64k'\n", "seq_len: expected an integer");
+  ExpectInvalid("share_trunk: 'true'\n", "share_trunk: expected true or false");
   ExpectInvalid("share_trunk: 1\n", "share_trunk: expected true or false");
   ExpectInvalid("schedule: 3\n", "schedule: expected a map");
   ExpectInvalid("seeds: 3\n", "seeds: expected a list");
   ExpectInvalid("priority: 99999999999\n", "priority: integer 99999999999 out");
-  ExpectInvalid("{\"seq_len\": \"64\"}", "seq_len: expected an integer");
+  ExpectInvalid("{\"seq_len\": \"sixty\"}", "seq_len: expected an integer");
+  ExpectInvalid("{\"seq_len\": 64.5}", "seq_len: expected an integer");
   ExpectInvalid("{\"schedule\": {\"peak_lr\": true}}",
                 "schedule.peak_lr: expected a finite number");
 }

@@ -42,15 +42,17 @@ std::string Shown(const DocNode& node) {
   return absl::StrCat("a ", DocKindName(node.kind));
 }
 
-// Scalar readers: plain (unquoted) scalars only for numbers and booleans.
+// Scalar readers. Numbers may be quoted, as in protobuf's JSON mapping
+// (which prints 64-bit integers as strings), so printed specs read back;
+// booleans must be plain true/false.
 absl::StatusOr<int64_t> ReadInt(const DocNode& node, const std::string& path,
                                 int64_t lo, int64_t hi) {
   int64_t v = 0;
-  if (node.kind != DocNode::Kind::kScalar || node.quoted ||
+  if (node.kind != DocNode::Kind::kScalar ||
       !absl::SimpleAtoi(node.scalar, &v)) {
     // Accept integral floats written as 1e6 or 1000000.0.
     double d = 0;
-    if (node.kind == DocNode::Kind::kScalar && !node.quoted &&
+    if (node.kind == DocNode::Kind::kScalar &&
         absl::SimpleAtod(node.scalar, &d) && std::isfinite(d) &&
         d == std::floor(d) && std::fabs(d) < 9.0e18) {
       v = static_cast<int64_t>(d);
@@ -70,7 +72,7 @@ absl::StatusOr<int64_t> ReadInt(const DocNode& node, const std::string& path,
 absl::StatusOr<double> ReadDouble(const DocNode& node,
                                   const std::string& path) {
   double v = 0;
-  if (node.kind != DocNode::Kind::kScalar || node.quoted ||
+  if (node.kind != DocNode::Kind::kScalar ||
       !absl::SimpleAtod(node.scalar, &v) || !std::isfinite(v)) {
     return Error(path, node,
                  absl::StrCat("expected a finite number, got ", Shown(node)));

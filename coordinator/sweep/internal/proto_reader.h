@@ -5,6 +5,8 @@
 //   "seq_len: expected an integer, got 'long' (line 4, column 10)"
 //
 // Keys are the proto field names. Enum fields take their value names.
+// Numbers may be quoted ("64"), as protobuf's JSON mapping prints 64-bit
+// integers; booleans must be plain true/false.
 // Thread-safe (pure function).
 //
 //   hlab::v1::SweepSpec spec;
