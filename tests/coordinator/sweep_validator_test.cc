@@ -31,18 +31,35 @@ std::vector<std::pair<std::string, std::string>> BaseEntries() {
   };
 }
 
+// The base spec with `key` set to `value` (removed if empty). Further
+// lines of `value` ("other: v") set more entries the same way.
 std::string SpecText(const std::string& key, const std::string& value) {
-  std::string text;
-  bool replaced = false;
-  for (const auto& [k, v] : BaseEntries()) {
-    if (k == key) {
-      replaced = true;
-      if (!value.empty()) text += k + ": " + value + "\n";
-    } else {
-      text += k + ": " + v + "\n";
-    }
+  std::vector<std::pair<std::string, std::string>> entries = BaseEntries();
+  std::vector<std::pair<std::string, std::string>> changes;
+  const size_t newline = value.find('\n');
+  changes.emplace_back(key, value.substr(0, newline));
+  for (size_t at = newline; at != std::string::npos;) {
+    const size_t next = value.find('\n', at + 1);
+    const std::string line = value.substr(at + 1, next - at - 1);
+    const size_t colon = line.find(": ");
+    changes.emplace_back(line.substr(0, colon), line.substr(colon + 2));
+    at = next;
   }
-  if (!replaced && !key.empty()) text += key + ": " + value + "\n";
+  for (const auto& [k, v] : changes) {
+    if (k.empty()) continue;
+    bool found = false;
+    for (auto& entry : entries) {
+      if (entry.first == k) {
+        entry.second = v;
+        found = true;
+      }
+    }
+    if (!found) entries.emplace_back(k, v);
+  }
+  std::string text;
+  for (const auto& [k, v] : entries) {
+    if (!v.empty()) text += k + ": " + v + "\n";
+  }
   return text;
 }
 
@@ -85,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
     Kinds, BadSpecTest,
     testing::Values(
         BadSpec{"unknown architecture", "architectures", "[full, lstm]",
-                "architectures[1].name"},
+                "architectures[1].name: 'lstm': architecture 'lstm': unknown "
+                "name"},
         BadSpec{"bad custom pattern", "architectures",
                 "[full, {name: mine, pattern: 'foo,full'}]",
                 "architectures[1].pattern"},
@@ -223,8 +241,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"longppl fit target without longppl", "fit",
                 "{fit_scales: [A], targets: [loss, longppl]}",
                 "fit.targets[1]: longppl needs"},
-        BadSpec{"architecture invalid at a scale", "architectures",
-                "[full, mamba2]",
+        BadSpec{"architecture invalid at one scale", "scales",
+                std::string("[") + kScales +
+                    "}, {name: B, d_model: 128, n_layers: 2, n_heads: 4}]\n"
+                    "architectures: [full, mamba2]",
                 "architectures[1].name: 'mamba2' at scale 'A': "
                 "layers[0].ssm_head_dim"},
         BadSpec{"missing seq_len", "seq_len", "", "seq_len: missing"},

@@ -168,9 +168,18 @@ absl::Status CheckModelsAndBudgets(const SweepSpec& sweep) {
       absl::StatusOr<hlab::model::ModelConfig> model =
           ResolveModel(spec, arch, scale);
       if (!model.ok()) {
-        return Bad(field,
-                   absl::StrCat("'", arch.name(), "' at scale '", scale.name(),
-                                "': ", model.status().message()));
+        // Name the scale only when the architecture works at another one.
+        bool works_elsewhere = false;
+        for (const auto& other : sweep.scales()) {
+          works_elsewhere =
+              works_elsewhere || ResolveModel(spec, arch, other).ok();
+        }
+        return Bad(field, absl::StrCat("'", arch.name(), "'",
+                                       works_elsewhere
+                                           ? absl::StrCat(" at scale '",
+                                                          scale.name(), "'")
+                                           : "",
+                                       ": ", model.status().message()));
       }
       for (size_t l = 0; l < model->layers.size(); ++l) {
         if (model->layers[l].window > spec.seq_len()) {
