@@ -1,0 +1,353 @@
+#include "coordinator/sweep/expand.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "coordinator/sweep/run_config.h"
+#include "coordinator/sweep/spec_defaults.h"
+#include "coordinator/sweep/spec_validator.h"
+#include "model/config/architectures.h"
+#include "model/config/param_count.h"
+
+namespace hlab::sweep {
+namespace {
+
+using hlab::v1::Run;
+using hlab::v1::SweepSpec;
+using hlab::v1::Task;
+using hlab::v1::TaskKind;
+
+// What expansion knows about a run beyond its proto.
+struct RunInfo {
+  int arch = 0;
+  int scale = 0;
+  int budget = 0;
+  int64_t seed = 0;
+  int64_t steps = 0;
+  int64_t branch_step = 0;  // decay start
+  int64_t batch_tokens = 0;
+  double flops_per_token = 0;
+  std::string final_task;  // the task that finishes its training
+};
+
+hlab::v1::ResourceRequest ResourcesFor(const SweepSpec& spec,
+                                       const std::string& scale) {
+  hlab::v1::ResourceRequest out;
+  for (const auto& r : spec.resources()) {
+    if (r.scale() != scale) continue;
+    out.set_gpus(r.gpus());
+    out.set_gpu_memory_bytes(r.gpu_memory_bytes());
+    out.set_cpu_threads(r.cpu_threads());
+  }
+  return out;
+}
+
+Task NewTask(const SweepSpec& spec, TaskKind kind, const std::string& key,
+             const std::string& scale) {
+  Task t;
+  t.set_kind(kind);
+  t.set_task_id(absl::StrCat(TaskKindName(kind), "-", ShortHash(key)));
+  *t.mutable_resources() = ResourcesFor(spec, scale);
+  t.set_priority(spec.priority());
+  t.set_state(hlab::v1::TASK_STATE_PENDING);
+  return t;
+}
+
+void AddDependency(Task* task, const std::string& id) {
+  for (const auto& d : task->depends_on()) {
+    if (d == id) return;
+  }
+  task->add_depends_on(id);
+  task->set_state(hlab::v1::TASK_STATE_BLOCKED);
+}
+
+// The run LongPPL is measured against when it is a run of this sweep:
+// the reference architecture at the reference scale (default: the one with
+// the largest N), its largest budget, the first seed. -1 when outside.
+int ReferenceRun(const SweepSpec& spec, const std::vector<Run>& runs,
+                 const std::vector<RunInfo>& info) {
+  const auto& ref = spec.evaluation().longppl().reference();
+  if (!spec.evaluation().longppl().enabled() || ref.architecture().empty()) {
+    return -1;
+  }
+  int best = -1;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    if (r.architecture() != ref.architecture()) continue;
+    if (!ref.scale().empty() && r.scale() != ref.scale()) continue;
+    if (info[i].seed != spec.seeds(0)) continue;
+    if (best < 0 || std::make_tuple(r.non_embedding_params(), r.tokens()) >
+                        std::make_tuple(runs[best].non_embedding_params(),
+                                        runs[best].tokens())) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+nlohmann::json TrainingTaskJson(const Task& t, const std::string& config) {
+  nlohmann::json j;
+  j["kind"] = TaskKindName(t.kind());
+  j["task_id"] = t.task_id();
+  j["run_ids"] =
+      std::vector<std::string>(t.run_ids().begin(), t.run_ids().end());
+  j["start_step"] = t.start_step();
+  j["end_step"] = t.end_step();
+  nlohmann::json branches = nlohmann::json::array();
+  for (const auto& b : t.branch_points()) {
+    branches.push_back({{"run_id", b.run_id()}, {"step", b.step()}});
+  }
+  if (!branches.empty()) j["branch_points"] = branches;
+  j["config"] = nlohmann::json::parse(config);
+  return j;
+}
+
+// What an EVAL task measures and with which settings (defaults applied).
+nlohmann::json EvaluationSettingsJson(const SweepSpec& spec) {
+  const auto& e = spec.evaluation();
+  nlohmann::json j = nlohmann::json::object();
+  if (e.validation_loss().enabled()) {
+    j["val_loss"] = {{"tokens", e.validation_loss().tokens()}};
+  }
+  if (e.longppl().enabled()) {
+    j["longppl"] = {{"trunc_len", e.longppl().trunc_len()},
+                    {"sliding_window", e.longppl().sliding_window()},
+                    {"context_len", e.longppl().context_len()}};
+  }
+  if (e.niah().enabled()) {
+    j["niah"] = {{"context_lengths",
+                  std::vector<int64_t>(e.niah().context_lengths().begin(),
+                                       e.niah().context_lengths().end())},
+                 {"depths", std::vector<double>(e.niah().depths().begin(),
+                                                e.niah().depths().end())},
+                 {"samples", e.niah().samples()}};
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string TaskKindName(hlab::v1::TaskKind kind) {
+  switch (kind) {
+    case hlab::v1::TASK_KIND_TRAIN:
+      return "train";
+    case hlab::v1::TASK_KIND_TRUNK:
+      return "trunk";
+    case hlab::v1::TASK_KIND_DECAY:
+      return "decay";
+    case hlab::v1::TASK_KIND_EVAL:
+      return "eval";
+    default:
+      return "unspecified";
+  }
+}
+
+absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
+  HLAB_RETURN_IF_ERROR(ValidateSweepSpec(raw));
+  SweepPlan plan;
+  plan.spec = WithDefaults(raw);
+  const SweepSpec& spec = plan.spec;
+  plan.spec_hash = SpecHash(spec);
+
+  // Runs, in (architecture, scale, budget, seed) order.
+  std::vector<RunInfo> info;
+  std::vector<std::string> configs;
+  for (int a = 0; a < spec.architectures_size(); ++a) {
+    const auto& arch = spec.architectures(a);
+    for (int s = 0; s < spec.scales_size(); ++s) {
+      const auto& scale = spec.scales(s);
+      const SweepSpec scale_spec = SpecForScale(spec, scale);
+      HLAB_ASSIGN_OR_RETURN(hlab::model::ModelConfig model,
+                            ResolveModel(spec, arch, scale));
+      const hlab::model::ParamCount count = hlab::model::CountParameters(model);
+      const double fpt =
+          hlab::model::TrainingFlopsPerToken(model, spec.seq_len());
+      for (int b = 0; b < BudgetCount(scale_spec); ++b) {
+        const int64_t tokens = BudgetTokens(scale_spec, b, count.non_embedding);
+        for (int64_t seed : spec.seeds()) {
+          Run run;
+          const std::string config =
+              CanonicalRunConfig(scale_spec, model, tokens, seed);
+          run.set_run_id(ShortHash(config));
+          run.set_architecture(arch.name());
+          run.set_pattern(hlab::model::LayersToPattern(model.layers));
+          run.set_scale(scale.name());
+          run.set_seed(seed);
+          run.set_non_embedding_params(count.non_embedding);
+          run.set_total_params(count.total);
+          run.set_tokens(tokens);
+          if (b < scale_spec.budgets().tokens_per_param_size()) {
+            run.set_tokens_per_param(scale_spec.budgets().tokens_per_param(b));
+          }
+          run.set_steps(tokens / scale_spec.batch_tokens());
+          run.set_flops(fpt * static_cast<double>(tokens));
+          run.set_state(hlab::v1::RUN_STATE_PENDING);
+          run.set_config_json(config);
+          RunInfo ri;
+          ri.arch = a;
+          ri.scale = s;
+          ri.budget = b;
+          ri.seed = seed;
+          ri.steps = run.steps();
+          ri.branch_step = DecayStartStep(scale_spec, ri.steps);
+          ri.batch_tokens = scale_spec.batch_tokens();
+          ri.flops_per_token = fpt;
+          plan.runs.push_back(std::move(run));
+          info.push_back(ri);
+          configs.push_back(config);
+        }
+      }
+    }
+  }
+
+  // Training tasks, one group per (architecture, scale, seed).
+  std::map<std::tuple<int, int, int64_t>, std::vector<int>> groups;
+  std::vector<std::tuple<int, int, int64_t>> group_order;
+  for (size_t i = 0; i < info.size(); ++i) {
+    const auto key = std::make_tuple(info[i].arch, info[i].scale, info[i].seed);
+    if (groups.find(key) == groups.end()) group_order.push_back(key);
+    groups[key].push_back(static_cast<int>(i));
+  }
+  // EVAL tasks of branch checkpoints: (run, step, trunk task).
+  struct BranchEval {
+    int run;
+    int64_t step;
+    std::string trunk;
+  };
+  std::vector<BranchEval> branch_evals;
+  for (const auto& key : group_order) {
+    std::vector<int>& members = groups[key];
+    std::sort(members.begin(), members.end(),
+              [&](int x, int y) { return info[x].steps < info[y].steps; });
+    const RunInfo& last = info[members.back()];
+    const std::string& scale = spec.scales(last.scale).name();
+    const double fpt = last.flops_per_token;
+    const double batch = static_cast<double>(last.batch_tokens);
+    // Shared: the trunk to the last decay start, then every decay.
+    int64_t shared_steps = last.branch_step;
+    for (int m : members) {
+      plan.flops_unshared += plan.runs[m].flops();
+      plan.tokens_unshared += plan.runs[m].tokens();
+      shared_steps += info[m].steps - info[m].branch_step;
+    }
+    if (members.size() < 2) shared_steps = last.steps;
+    plan.flops_shared += fpt * batch * static_cast<double>(shared_steps);
+    plan.tokens_shared += shared_steps * last.batch_tokens;
+    if (spec.share_trunk() && members.size() >= 2) {
+      std::string trunk_key = "trunk";
+      for (int m : members) {
+        absl::StrAppend(&trunk_key, "|", plan.runs[m].run_id(), "@",
+                        info[m].branch_step);
+      }
+      Task trunk = NewTask(spec, hlab::v1::TASK_KIND_TRUNK, trunk_key, scale);
+      trunk.set_start_step(0);
+      trunk.set_end_step(last.branch_step);
+      trunk.set_flops(fpt * batch * static_cast<double>(last.branch_step));
+      for (int m : members) {
+        trunk.add_run_ids(plan.runs[m].run_id());
+        auto* bp = trunk.add_branch_points();
+        bp->set_run_id(plan.runs[m].run_id());
+        bp->set_step(info[m].branch_step);
+        bp->set_tokens(info[m].branch_step * last.batch_tokens);
+      }
+      // The largest run's config: its schedule is warmup + constant LR up
+      // to b_max, exactly what every budget trains on before its decay.
+      trunk.set_task_json(
+          TrainingTaskJson(trunk, configs[members.back()]).dump());
+      plan.tasks.push_back(trunk);
+      for (int m : members) {
+        const Run& run = plan.runs[m];
+        Task decay = NewTask(spec, hlab::v1::TASK_KIND_DECAY,
+                             absl::StrCat("decay|", run.run_id()), scale);
+        decay.add_run_ids(run.run_id());
+        AddDependency(&decay, trunk.task_id());
+        decay.set_start_step(info[m].branch_step);
+        decay.set_end_step(info[m].steps);
+        decay.set_flops(
+            fpt * batch *
+            static_cast<double>(info[m].steps - info[m].branch_step));
+        decay.set_task_json(TrainingTaskJson(decay, configs[m]).dump());
+        info[m].final_task = decay.task_id();
+        plan.tasks.push_back(decay);
+        if (spec.evaluation().at_branch_points()) {
+          branch_evals.push_back({m, info[m].branch_step, trunk.task_id()});
+        }
+      }
+    } else {
+      for (int m : members) {
+        const Run& run = plan.runs[m];
+        Task train = NewTask(spec, hlab::v1::TASK_KIND_TRAIN,
+                             absl::StrCat("train|", run.run_id()), scale);
+        train.add_run_ids(run.run_id());
+        train.set_start_step(0);
+        train.set_end_step(info[m].steps);
+        train.set_flops(run.flops());
+        train.set_task_json(TrainingTaskJson(train, configs[m]).dump());
+        info[m].final_task = train.task_id();
+        plan.tasks.push_back(train);
+      }
+    }
+  }
+
+  // Evaluation tasks.
+  std::vector<std::string> evals;
+  const auto& e = spec.evaluation();
+  if (e.validation_loss().enabled()) evals.push_back("val_loss");
+  if (e.longppl().enabled()) evals.push_back("longppl");
+  if (e.niah().enabled()) evals.push_back("niah");
+  if (evals.empty()) return plan;
+  const int reference = ReferenceRun(spec, plan.runs, info);
+  const nlohmann::json settings = EvaluationSettingsJson(spec);
+  // One EVAL task of run `i` at training step `step`, after `after`.
+  auto add_eval = [&](size_t i, int64_t step, const std::string& after) {
+    const Run& run = plan.runs[i];
+    Task task = NewTask(
+        spec, hlab::v1::TASK_KIND_EVAL,
+        absl::StrCat("eval|", run.run_id(), "@", step, "|", settings.dump()),
+        run.scale());
+    task.add_run_ids(run.run_id());
+    AddDependency(&task, after);
+    task.set_eval_step(step);
+    for (const std::string& name : evals) task.add_evals(name);
+    nlohmann::json j;
+    j["kind"] = "eval";
+    j["task_id"] = task.task_id();
+    j["run_id"] = run.run_id();
+    j["step"] = step;
+    j["evals"] = settings;
+    j["config"] = nlohmann::json::parse(configs[i]);
+    if (e.longppl().enabled()) {
+      const auto& ref = e.longppl().reference();
+      nlohmann::json r;
+      if (reference >= 0) {
+        r["run_id"] = plan.runs[reference].run_id();
+        AddDependency(&task, info[reference].final_task);
+      } else if (!ref.run_id().empty()) {
+        r["run_id"] = ref.run_id();
+      } else {
+        r["checkpoint_path"] = ref.checkpoint_path();
+      }
+      j["evals"]["longppl"]["reference"] = r;
+    }
+    task.set_task_json(j.dump());
+    plan.tasks.push_back(std::move(task));
+  };
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    add_eval(i, info[i].steps, info[i].final_task);
+  }
+  for (const BranchEval& b : branch_evals) {
+    add_eval(static_cast<size_t>(b.run), b.step, b.trunk);
+  }
+  return plan;
+}
+
+}  // namespace hlab::sweep

@@ -1,0 +1,64 @@
+// Expanding a sweep spec into runs and a task plan.
+//
+// A sweep expands into one run per (architecture, scale, budget, seed), in
+// that nesting order. Each run gets its resolved model (exact non-embedding
+// N), its budget D (ratio * N rounded to whole batches), estimated training
+// FLOPs (TrainingFlopsPerToken * D) and its id (run_config.h).
+//
+// Tasks. With share_trunk (the default) the runs of one (architecture,
+// scale, seed) with two or more budgets share one TRUNK task: warmup and
+// stable phase up to the largest budget's decay start, saving a branch
+// checkpoint at each run's decay start (1 - decay_fraction) * D_i. One DECAY
+// task per run continues from its branch point to D_i. Otherwise each run is
+// one TRAIN task. Each run then gets one EVAL task after its training (and
+// after the LongPPL reference run's training); with
+// evaluation.at_branch_points, each branch checkpoint gets an EVAL task too.
+//
+// Thread-safe (pure functions).
+//
+//   HLAB_ASSIGN_OR_RETURN(SweepPlan plan, PlanSweep(spec));
+//   std::cout << plan.runs.size() << " runs, saving "
+//             << plan.flops_unshared - plan.flops_shared << " FLOPs\n";
+#ifndef HLAB_COORDINATOR_SWEEP_EXPAND_H_
+#define HLAB_COORDINATOR_SWEEP_EXPAND_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hlab/v1/run.pb.h"
+#include "hlab/v1/sweep.pb.h"
+#include "hlab/v1/task.pb.h"
+
+namespace hlab::sweep {
+
+struct SweepPlan {
+  // The spec with defaults applied; what the coordinator stores.
+  hlab::v1::SweepSpec spec;
+  // SpecHash(spec): resubmitting an equal spec returns the stored sweep.
+  std::string spec_hash;
+  // Runs in (architecture, scale, budget, seed) order, state PENDING.
+  std::vector<hlab::v1::Run> runs;
+  // Every task, each after the tasks it depends on.
+  std::vector<hlab::v1::Task> tasks;
+  // Training FLOPs of the whole grid with WSD trunk sharing (trunks plus
+  // decays) and without (every run from scratch). Both are computed whatever
+  // share_trunk says; the plan's tasks follow share_trunk. Evaluation is not
+  // counted.
+  double flops_shared = 0;
+  double flops_unshared = 0;
+  // Training tokens, the same way.
+  int64_t tokens_shared = 0;
+  int64_t tokens_unshared = 0;
+};
+
+// Validates (spec_validator.h) and expands. InvalidArgument naming the field
+// for a bad spec.
+absl::StatusOr<SweepPlan> PlanSweep(const hlab::v1::SweepSpec& spec);
+
+// Short lowercase name of a task kind ("train", "trunk", "decay", "eval").
+std::string TaskKindName(hlab::v1::TaskKind kind);
+
+}  // namespace hlab::sweep
+
+#endif  // HLAB_COORDINATOR_SWEEP_EXPAND_H_

@@ -1,0 +1,299 @@
+#include "coordinator/sweep/spec_validator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "coordinator/sweep/internal/grid_checks.h"
+#include "coordinator/sweep/run_config.h"
+#include "coordinator/sweep/spec_defaults.h"
+#include "model/config/param_count.h"
+
+namespace hlab::sweep {
+namespace {
+
+using hlab::v1::SweepSpec;
+using internal::ArchitectureNames;
+using internal::Bad;
+using internal::Contains;
+using internal::Index;
+using internal::ScaleNames;
+
+absl::Status CheckTopLevel(const SweepSpec& spec) {
+  if (spec.name().empty()) {
+    return Bad("name", "missing; give the sweep a name such as 'demo'");
+  }
+  if (spec.seq_len() == 0) {
+    return Bad("seq_len", "missing; give the training sequence length");
+  }
+  if (spec.batch_tokens() == 0) {
+    return Bad("batch_tokens",
+               "missing; give the tokens per optimizer step (a multiple of "
+               "seq_len)");
+  }
+  if (spec.seq_len() < 0) {
+    return Bad("seq_len", absl::StrCat("must be > 0, got ", spec.seq_len()));
+  }
+  if (spec.batch_tokens() <= 0) {
+    return Bad("batch_tokens",
+               absl::StrCat("must be > 0, got ", spec.batch_tokens()));
+  }
+  if (spec.batch_tokens() % spec.seq_len() != 0) {
+    return Bad("batch_tokens",
+               absl::StrCat("must be a multiple of seq_len = ", spec.seq_len(),
+                            ", got ", spec.batch_tokens(),
+                            "; use sequences-per-batch x seq_len"));
+  }
+  if (spec.priority() < -1000 || spec.priority() > 1000) {
+    return Bad("priority",
+               absl::StrCat("must be in [-1000, 1000], got ", spec.priority()));
+  }
+  std::set<int64_t> seeds;
+  for (int i = 0; i < spec.seeds_size(); ++i) {
+    if (spec.seeds(i) < 0) {
+      return Bad(Index("seeds", i),
+                 absl::StrCat("must be >= 0, got ", spec.seeds(i)));
+    }
+    if (!seeds.insert(spec.seeds(i)).second) {
+      return Bad(Index("seeds", i),
+                 absl::StrCat("duplicate seed ", spec.seeds(i),
+                              "; seeds must be unique"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckData(const SweepSpec& spec) {
+  const auto& d = spec.data();
+  if (d.source() != "synthetic" && d.source() != "prepared") {
+    return Bad("data.source", absl::StrCat("unknown source '", d.source(),
+                                           "'; use synthetic or prepared"));
+  }
+  if (d.source() == "prepared" && d.path().empty()) {
+    return Bad("data.path", "required with source: prepared");
+  }
+  if (d.source() == "synthetic" && !d.path().empty()) {
+    return Bad("data.path", "only for source: prepared");
+  }
+  if (!(d.long_fraction() >= 0 && d.long_fraction() <= 1)) {
+    return Bad("data.long_fraction",
+               absl::StrCat("must be in [0, 1], got ", d.long_fraction()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSchedule(const SweepSpec& spec) {
+  const auto& s = spec.schedule();
+  if (s.peak_lr() == 0) {
+    return Bad("schedule.peak_lr", "missing; give the stable learning rate");
+  }
+  if (!(s.peak_lr() > 0)) {
+    return Bad("schedule.peak_lr",
+               absl::StrCat("must be > 0, got ", s.peak_lr()));
+  }
+  if (s.warmup_steps() < 0) return Bad("schedule.warmup_steps", "must be >= 0");
+  if (s.warmup_tokens() < 0) {
+    return Bad("schedule.warmup_tokens", "must be >= 0");
+  }
+  if (s.warmup_steps() > 0 && s.warmup_tokens() > 0) {
+    return Bad("schedule.warmup_tokens",
+               "give warmup_steps or warmup_tokens, not both");
+  }
+  if (!(s.decay_fraction() > 0 && s.decay_fraction() < 1)) {
+    return Bad("schedule.decay_fraction",
+               absl::StrCat("must be in (0, 1), got ", s.decay_fraction()));
+  }
+  if (s.decay_shape() != "linear" && s.decay_shape() != "cosine" &&
+      s.decay_shape() != "1-sqrt") {
+    return Bad("schedule.decay_shape",
+               absl::StrCat("unknown shape '", s.decay_shape(),
+                            "'; use linear, cosine or 1-sqrt"));
+  }
+  if (!(s.min_lr_ratio() >= 0 && s.min_lr_ratio() <= 1)) {
+    return Bad("schedule.min_lr_ratio",
+               absl::StrCat("must be in [0, 1], got ", s.min_lr_ratio()));
+  }
+  if (!(s.weight_decay() >= 0)) {
+    return Bad("schedule.weight_decay", "must be >= 0");
+  }
+  if (!(s.grad_clip() > 0)) return Bad("schedule.grad_clip", "must be > 0");
+  return absl::OkStatus();
+}
+
+absl::Status CheckEvaluation(const SweepSpec& spec) {
+  const auto& e = spec.evaluation();
+  if (e.validation_loss().tokens() < 0) {
+    return Bad("evaluation.validation_loss.tokens", "must be >= 0");
+  }
+  if (e.at_branch_points() && !spec.share_trunk()) {
+    return Bad("evaluation.at_branch_points",
+               "needs share_trunk: true (branch points exist only on a "
+               "shared trunk)");
+  }
+  const auto& l = e.longppl();
+  const std::string lp = "evaluation.longppl";
+  if (l.enabled()) {
+    const auto& r = l.reference();
+    const int kinds = (r.run_id().empty() ? 0 : 1) +
+                      (r.checkpoint_path().empty() ? 0 : 1) +
+                      (r.architecture().empty() ? 0 : 1);
+    if (kinds > 1) {
+      return Bad(lp + ".reference",
+                 "give one of architecture/scale, run_id or checkpoint_path");
+    }
+    if (!r.architecture().empty() &&
+        !Contains(ArchitectureNames(spec), r.architecture())) {
+      return Bad(
+          lp + ".reference.architecture",
+          absl::StrCat("'", r.architecture(), "' is not among architectures (",
+                       absl::StrJoin(ArchitectureNames(spec), ", "),
+                       "); add it or name another"));
+    }
+    if (!r.scale().empty() && !Contains(ScaleNames(spec), r.scale())) {
+      return Bad(lp + ".reference.scale",
+                 absl::StrCat("unknown scale '", r.scale(), "'"));
+    }
+    if (!r.scale().empty() && r.architecture().empty()) {
+      return Bad(lp + ".reference.scale", "only with reference.architecture");
+    }
+    if (l.trunc_len() <= 0 || l.trunc_len() >= l.context_len()) {
+      return Bad(lp + ".trunc_len",
+                 absl::StrCat("must be in (0, context_len = ", l.context_len(),
+                              "), got ", l.trunc_len()));
+    }
+    if (l.sliding_window() <= 0) {
+      return Bad(lp + ".sliding_window", "must be > 0");
+    }
+    if (l.context_len() > spec.seq_len()) {
+      return Bad(lp + ".context_len",
+                 absl::StrCat("must be <= seq_len = ", spec.seq_len()));
+    }
+  }
+  const auto& n = e.niah();
+  for (int i = 0; i < n.context_lengths_size(); ++i) {
+    if (n.context_lengths(i) <= 0 || n.context_lengths(i) > spec.seq_len()) {
+      return Bad(Index("evaluation.niah.context_lengths", i),
+                 absl::StrCat("must be in [1, seq_len = ", spec.seq_len(),
+                              "], got ", n.context_lengths(i)));
+    }
+  }
+  for (int i = 0; i < n.depths_size(); ++i) {
+    if (!(n.depths(i) >= 0 && n.depths(i) <= 1)) {
+      return Bad(Index("evaluation.niah.depths", i),
+                 absl::StrCat("must be in [0, 1], got ", n.depths(i)));
+    }
+  }
+  if (n.samples() < 0) return Bad("evaluation.niah.samples", "must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::Status CheckResourcesAndRetry(const SweepSpec& spec) {
+  std::set<std::string> seen;
+  for (int i = 0; i < spec.resources_size(); ++i) {
+    const auto& r = spec.resources(i);
+    const std::string at = Index("resources", i);
+    if (!Contains(ScaleNames(spec), r.scale())) {
+      return Bad(at + ".scale",
+                 absl::StrCat("unknown scale '", r.scale(), "' (scales: ",
+                              absl::StrJoin(ScaleNames(spec), ", "), ")"));
+    }
+    if (!seen.insert(r.scale()).second) {
+      return Bad(at + ".scale", absl::StrCat("duplicate resources for scale '",
+                                             r.scale(), "'"));
+    }
+    if (r.gpus() < 0) return Bad(at + ".gpus", "must be >= 0");
+    if (r.gpu_memory_bytes() < 0) {
+      return Bad(at + ".gpu_memory_bytes", "must be >= 0");
+    }
+    if (r.gpu_memory_bytes() > 0 && r.gpus() == 0) {
+      return Bad(at + ".gpu_memory_bytes", "only with gpus > 0");
+    }
+    if (r.cpu_threads() < 0) return Bad(at + ".cpu_threads", "must be >= 0");
+  }
+  const auto& r = spec.retry();
+  if (r.max_attempts_per_run() < 1) {
+    return Bad("retry.max_attempts_per_run",
+               absl::StrCat("must be >= 1, got ", r.max_attempts_per_run()));
+  }
+  if (r.max_retries_per_sweep() < 0) {
+    return Bad("retry.max_retries_per_sweep",
+               absl::StrCat("must be >= 0, got ", r.max_retries_per_sweep()));
+  }
+  if (!(r.backoff_base_seconds() >= 0)) {
+    return Bad("retry.backoff_base_seconds", "must be >= 0");
+  }
+  if (!(r.backoff_max_seconds() >= r.backoff_base_seconds())) {
+    return Bad("retry.backoff_max_seconds", "must be >= backoff_base_seconds");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFit(const SweepSpec& spec) {
+  const auto& f = spec.fit();
+  const std::vector<std::string> scales = ScaleNames(spec);
+  std::set<std::string> fit;
+  for (int i = 0; i < f.fit_scales_size(); ++i) {
+    const std::string at = Index("fit.fit_scales", i);
+    if (!Contains(scales, f.fit_scales(i))) {
+      return Bad(at,
+                 absl::StrCat("unknown scale '", f.fit_scales(i),
+                              "' (scales: ", absl::StrJoin(scales, ", "), ")"));
+    }
+    if (!fit.insert(f.fit_scales(i)).second) {
+      return Bad(at, "duplicate scale");
+    }
+  }
+  std::set<std::string> verify;
+  for (int i = 0; i < f.verify_scales_size(); ++i) {
+    const std::string at = Index("fit.verify_scales", i);
+    if (!Contains(scales, f.verify_scales(i))) {
+      return Bad(at,
+                 absl::StrCat("unknown scale '", f.verify_scales(i),
+                              "' (scales: ", absl::StrJoin(scales, ", "), ")"));
+    }
+    if (fit.count(f.verify_scales(i)) > 0) {
+      return Bad(at, absl::StrCat("scale '", f.verify_scales(i),
+                                  "' is also a fit scale; held-out scales "
+                                  "must not be fitted"));
+    }
+    if (!verify.insert(f.verify_scales(i)).second) {
+      return Bad(at, "duplicate scale");
+    }
+  }
+  for (int i = 0; i < f.targets_size(); ++i) {
+    const std::string at = Index("fit.targets", i);
+    if (f.targets(i) != "loss" && f.targets(i) != "longppl") {
+      return Bad(at, absl::StrCat("unknown target '", f.targets(i),
+                                  "'; use loss or longppl"));
+    }
+    if (f.targets(i) == "longppl" && !spec.evaluation().longppl().enabled()) {
+      return Bad(at, "longppl needs evaluation.longppl.enabled: true");
+    }
+  }
+  if (f.bootstrap() < 0) return Bad("fit.bootstrap", "must be >= 0");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateSweepSpec(const SweepSpec& raw) {
+  const SweepSpec spec = WithDefaults(raw);
+  HLAB_RETURN_IF_ERROR(CheckTopLevel(spec));
+  HLAB_RETURN_IF_ERROR(internal::CheckGrid(spec));
+  HLAB_RETURN_IF_ERROR(CheckData(spec));
+  HLAB_RETURN_IF_ERROR(CheckSchedule(spec));
+  HLAB_RETURN_IF_ERROR(CheckEvaluation(spec));
+  HLAB_RETURN_IF_ERROR(CheckResourcesAndRetry(spec));
+  HLAB_RETURN_IF_ERROR(CheckFit(spec));
+  return internal::CheckModelsAndBudgets(spec);
+}
+
+}  // namespace hlab::sweep

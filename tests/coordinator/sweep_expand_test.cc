@@ -1,0 +1,321 @@
+// Expansion of sweeps into runs and tasks: counts, run-id and spec-hash
+// stability, the WSD trunk/decay plan and its compute saving, the LongPPL
+// dependency, and the dry-run text.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "coordinator/sweep/dry_run.h"
+#include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/run_config.h"
+#include "coordinator/sweep/spec_parser.h"
+
+namespace hlab::sweep {
+namespace {
+
+const char kBase[] = R"(name: t
+architectures: [full, swa-16]
+scales:
+  - {name: A, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2}
+  - {name: B, d_model: 48, n_layers: 2, n_heads: 4, n_kv_heads: 2}
+budgets: {tokens_per_param: [5, 10]}
+seq_len: 64
+batch_tokens: 256
+schedule: {peak_lr: 1.0e-3, warmup_steps: 5}
+)";
+
+SweepPlan Plan(const std::string& text) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec = ParseSweepSpec(text);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<SweepPlan> plan = PlanSweep(*spec);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *plan : SweepPlan{};
+}
+
+std::map<std::string, int> CountKinds(const SweepPlan& plan) {
+  std::map<std::string, int> kinds;
+  for (const auto& t : plan.tasks) ++kinds[TaskKindName(t.kind())];
+  return kinds;
+}
+
+std::set<std::string> RunIds(const SweepPlan& plan) {
+  std::set<std::string> ids;
+  for (const auto& r : plan.runs) ids.insert(r.run_id());
+  return ids;
+}
+
+TEST(SweepExpandTest, OneRunPerArchitectureScaleBudgetSeed) {
+  const SweepPlan plan = Plan(std::string(kBase) + "seeds: [0, 1, 2]\n");
+  EXPECT_EQ(plan.runs.size(), 2u * 2u * 2u * 3u);
+  EXPECT_EQ(RunIds(plan).size(), plan.runs.size());  // all distinct
+  for (const auto& run : plan.runs) {
+    EXPECT_EQ(run.tokens() % 256, 0) << "whole batches";
+    EXPECT_EQ(run.steps() * 256, run.tokens());
+    const double ratio = static_cast<double>(run.tokens()) /
+                         static_cast<double>(run.non_embedding_params());
+    // Rounded to the nearest batch: within half a batch of ratio * N.
+    EXPECT_LE(std::fabs(ratio * run.non_embedding_params() -
+                        run.tokens_per_param() * run.non_embedding_params()),
+              128.0);
+    EXPECT_EQ(run.run_id().size(), 16u);
+  }
+}
+
+TEST(SweepExpandTest, SharedTrunksWithOneDecayPerBudget) {
+  const SweepPlan plan = Plan(kBase);
+  auto kinds = CountKinds(plan);
+  EXPECT_EQ(kinds["trunk"], 4);  // (arch, scale, seed) groups
+  EXPECT_EQ(kinds["decay"], 8);
+  EXPECT_EQ(kinds["train"], 0);
+  EXPECT_EQ(kinds["eval"], 8);  // validation loss is on by default
+}
+
+TEST(SweepExpandTest, NoSharingTrainsEachRunFromScratch) {
+  const SweepPlan plan = Plan(std::string(kBase) + "share_trunk: false\n");
+  auto kinds = CountKinds(plan);
+  EXPECT_EQ(kinds["train"], 8);
+  EXPECT_EQ(kinds["trunk"], 0);
+  EXPECT_EQ(kinds["decay"], 0);
+}
+
+TEST(SweepExpandTest, BranchPointsAtNinetyPercentOfEachBudget) {
+  const SweepPlan plan = Plan(kBase);
+  std::map<std::string, const hlab::v1::Run*> runs;
+  for (const auto& r : plan.runs) runs[r.run_id()] = &r;
+  std::map<std::string, const hlab::v1::Task*> tasks;
+  for (const auto& t : plan.tasks) tasks[t.task_id()] = &t;
+  int checked = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_TRUNK) continue;
+    int64_t last_branch = 0;
+    for (const auto& bp : t.branch_points()) {
+      const hlab::v1::Run& run = *runs.at(bp.run_id());
+      const int64_t expected =
+          run.steps() - std::llround(0.1 * static_cast<double>(run.steps()));
+      EXPECT_EQ(bp.step(), expected);
+      EXPECT_NEAR(static_cast<double>(bp.tokens()), 0.9 * run.tokens(), 256.0);
+      last_branch = std::max(last_branch, bp.step());
+      ++checked;
+    }
+    EXPECT_EQ(t.end_step(), last_branch) << "trunk ends at the last branch";
+  }
+  EXPECT_EQ(checked, 8);
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_DECAY) continue;
+    ASSERT_EQ(t.depends_on_size(), 1);
+    const hlab::v1::Task& trunk = *tasks.at(t.depends_on(0));
+    EXPECT_EQ(trunk.kind(), hlab::v1::TASK_KIND_TRUNK);
+    const hlab::v1::Run& run = *runs.at(t.run_ids(0));
+    EXPECT_EQ(t.end_step(), run.steps());
+    bool found = false;
+    for (const auto& bp : trunk.branch_points()) {
+      if (bp.run_id() == run.run_id()) {
+        EXPECT_EQ(t.start_step(), bp.step());
+        found = true;
+      }
+    }
+    EXPECT_TRUE(found);
+  }
+}
+
+TEST(SweepExpandTest, TrunkTrainsWithTheLargestBudgetsSchedule) {
+  // Before its decay start the largest run's LR is warmup + constant, which
+  // is what every budget's stable phase is; a smaller run's config would
+  // start decaying inside the trunk.
+  const SweepPlan plan = Plan(kBase);
+  std::map<std::string, int64_t> steps;
+  for (const auto& r : plan.runs) steps[r.run_id()] = r.steps();
+  int trunks = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_TRUNK) continue;
+    int64_t largest = 0;
+    for (const auto& id : t.run_ids()) largest = std::max(largest, steps[id]);
+    const std::string needle = "\"steps\":" + std::to_string(largest) + ",";
+    EXPECT_NE(t.task_json().find(needle), std::string::npos) << t.task_json();
+    ++trunks;
+  }
+  EXPECT_EQ(trunks, 4);
+}
+
+TEST(SweepExpandTest, FlopSavingMatchesHandComputation) {
+  // One model, budgets of 10 and 20 steps of 256 tokens. Decay 10%:
+  // branch points at steps 9 and 18. Shared: trunk 18 steps + decays 1 + 2
+  // = 21 steps; unshared: 10 + 20 = 30 steps. Saving: 9 steps of 256 tokens.
+  const SweepPlan plan = Plan(R"(name: hand
+architectures: [full]
+scales: [{name: A, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2}]
+budgets: {tokens: [2560, 5120]}
+seq_len: 64
+batch_tokens: 256
+schedule: {peak_lr: 1.0e-3, warmup_steps: 2}
+)");
+  ASSERT_EQ(plan.runs.size(), 2u);
+  const double per_token =
+      plan.runs[0].flops() / static_cast<double>(plan.runs[0].tokens());
+  EXPECT_GT(per_token, 0);
+  EXPECT_DOUBLE_EQ(plan.flops_unshared, per_token * 30 * 256);
+  EXPECT_DOUBLE_EQ(plan.flops_shared, per_token * 21 * 256);
+  EXPECT_DOUBLE_EQ(plan.flops_unshared - plan.flops_shared,
+                   per_token * 9 * 256);
+  EXPECT_EQ(plan.tokens_shared, 21 * 256);
+  EXPECT_EQ(plan.tokens_unshared, 30 * 256);
+}
+
+TEST(SweepExpandTest, RunIdIgnoresSweepNameAndIsSharedAcrossSweeps) {
+  const SweepPlan a = Plan(kBase);
+  std::string renamed = kBase;
+  renamed.replace(renamed.find("name: t"), 7, "name: other-sweep");
+  const SweepPlan b = Plan(renamed);
+  EXPECT_EQ(RunIds(a), RunIds(b));
+  EXPECT_NE(a.spec_hash, b.spec_hash);
+  // A sweep with one more architecture contains every run of the first.
+  std::string wider = kBase;
+  wider.replace(wider.find("[full, swa-16]"), 14, "[full, swa-16, gdn]");
+  const std::set<std::string> wider_ids = RunIds(Plan(wider));
+  for (const auto& id : RunIds(a)) EXPECT_EQ(wider_ids.count(id), 1u) << id;
+  EXPECT_EQ(wider_ids.size(), 12u);
+}
+
+TEST(SweepExpandTest, AnyConfigChangeChangesTheRunId) {
+  const std::set<std::string> base = RunIds(Plan(kBase));
+  // Every run (of `scale`, if given) gets a new id.
+  auto changed = [&](const std::string& from, const std::string& to,
+                     const std::string& scale = "") {
+    std::string text = kBase;
+    text.replace(text.find(from), from.size(), to);
+    for (const auto& run : Plan(text).runs) {
+      if (!scale.empty() && run.scale() != scale) {
+        EXPECT_EQ(base.count(run.run_id()), 1u) << "unchanged run";
+        continue;
+      }
+      EXPECT_EQ(base.count(run.run_id()), 0u) << from << " -> " << to;
+    }
+  };
+  changed("peak_lr: 1.0e-3", "peak_lr: 2.0e-3");
+  changed("warmup_steps: 5", "warmup_steps: 6");
+  changed("seq_len: 64\nbatch_tokens: 256", "seq_len: 32\nbatch_tokens: 256");
+  changed("batch_tokens: 256", "batch_tokens: 512");
+  changed("n_kv_heads: 2}\n  - {name: B", "n_kv_heads: 1}\n  - {name: B", "A");
+  std::string seeded = std::string(kBase) + "seeds: [1]\n";
+  for (const auto& id : RunIds(Plan(seeded))) EXPECT_EQ(base.count(id), 0u);
+  std::string data = std::string(kBase) + "data: {long_fraction: 0.25}\n";
+  for (const auto& id : RunIds(Plan(data))) EXPECT_EQ(base.count(id), 0u);
+}
+
+TEST(SweepExpandTest, SpecHashIgnoresKeyOrderAndSpelledOutDefaults) {
+  const char reordered[] = R"(schedule: {warmup_steps: 5, peak_lr: 0.001}
+batch_tokens: 256
+seq_len: 64
+budgets: {tokens_per_param: [5, 10]}
+scales:
+  - {n_kv_heads: 2, n_heads: 4, n_layers: 2, d_model: 32, name: A}
+  - {name: B, n_layers: 2, d_model: 48, n_heads: 4, n_kv_heads: 2}
+architectures: [full, swa-16]
+name: t
+share_trunk: true
+seeds: [0]
+)";
+  const SweepPlan a = Plan(kBase);
+  const SweepPlan b = Plan(reordered);
+  EXPECT_EQ(a.spec_hash, b.spec_hash);
+  EXPECT_EQ(a.spec_hash.size(), 16u);
+  const SweepPlan c = Plan(std::string(kBase) + "seeds: [1]\n");
+  EXPECT_NE(a.spec_hash, c.spec_hash);
+  // The JSON form of the same spec hashes the same too.
+  const SweepPlan d = Plan(R"({"name": "t", "architectures": ["full", "swa-16"],
+    "scales": [{"name": "A", "d_model": 32, "n_layers": 2, "n_heads": 4,
+                "n_kv_heads": 2},
+               {"name": "B", "d_model": 48, "n_layers": 2, "n_heads": 4,
+                "n_kv_heads": 2}],
+    "budgets": {"tokens_per_param": [5, 10]}, "seq_len": 64,
+    "batch_tokens": 256, "schedule": {"peak_lr": 0.001, "warmup_steps": 5}})");
+  EXPECT_EQ(a.spec_hash, d.spec_hash);
+}
+
+TEST(SweepExpandTest, LongPplEvalWaitsOnTheReferenceRun) {
+  const SweepPlan plan =
+      Plan(std::string(kBase) + "evaluation: {longppl: {enabled: true}}\n");
+  // Reference: full at the largest scale (B), largest budget, seed 0.
+  const hlab::v1::Run* reference = nullptr;
+  for (const auto& r : plan.runs) {
+    if (r.architecture() == "full" && r.scale() == "B" &&
+        r.tokens_per_param() == 10) {
+      reference = &r;
+    }
+  }
+  ASSERT_NE(reference, nullptr);
+  std::string reference_decay;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() == hlab::v1::TASK_KIND_DECAY &&
+        t.run_ids(0) == reference->run_id()) {
+      reference_decay = t.task_id();
+    }
+  }
+  ASSERT_FALSE(reference_decay.empty());
+  int evals = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    ++evals;
+    EXPECT_NE(std::find(t.depends_on().begin(), t.depends_on().end(),
+                        reference_decay),
+              t.depends_on().end())
+        << t.task_id();
+    EXPECT_NE(t.task_json().find(reference->run_id()), std::string::npos);
+  }
+  EXPECT_EQ(evals, 8);
+}
+
+TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
+  auto eval_ids = [](const SweepPlan& plan) {
+    std::set<std::string> ids;
+    for (const auto& t : plan.tasks) {
+      if (t.kind() == hlab::v1::TASK_KIND_EVAL) ids.insert(t.task_id());
+    }
+    return ids;
+  };
+  const SweepPlan a = Plan(std::string(kBase) +
+                           "evaluation: {niah: {enabled: true, samples: 7}}\n");
+  const SweepPlan b = Plan(std::string(kBase) +
+                           "evaluation: {niah: {enabled: true, samples: 8}}\n");
+  EXPECT_EQ(RunIds(a), RunIds(b)) << "evaluation is not part of a run";
+  const std::set<std::string> ids_a = eval_ids(a);
+  for (const auto& id : eval_ids(b)) EXPECT_EQ(ids_a.count(id), 0u) << id;
+  for (const auto& t : a.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    EXPECT_NE(t.task_json().find("\"samples\":7"), std::string::npos);
+    EXPECT_NE(t.task_json().find("\"config\":"), std::string::npos);
+  }
+}
+
+TEST(SweepExpandTest, BranchPointEvaluationsDependOnTheTrunk) {
+  const SweepPlan plan =
+      Plan(std::string(kBase) + "evaluation: {at_branch_points: true}\n");
+  EXPECT_EQ(CountKinds(plan)["eval"], 16);
+}
+
+TEST(SweepExpandTest, DryRunPrintsGridAndTotals) {
+  const SweepPlan plan = Plan(kBase);
+  const std::string text = RenderDryRun(plan);
+  for (const auto& run : plan.runs) {
+    EXPECT_NE(text.find(run.run_id()), std::string::npos);
+  }
+  EXPECT_NE(text.find("8 runs"), std::string::npos);
+  EXPECT_NE(text.find("with WSD trunk sharing:"), std::string::npos);
+  EXPECT_NE(text.find("without WSD trunk sharing:"), std::string::npos);
+  EXPECT_NE(text.find(FormatScientific(plan.flops_shared)), std::string::npos);
+  EXPECT_NE(text.find(FormatScientific(plan.flops_unshared)),
+            std::string::npos);
+  EXPECT_NE(text.find("saving from trunk sharing"), std::string::npos);
+}
+
+TEST(SweepExpandTest, Sha256MatchesKnownAnswer) {
+  EXPECT_EQ(Sha256Hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace hlab::sweep

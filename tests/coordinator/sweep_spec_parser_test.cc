@@ -1,0 +1,145 @@
+// Parsing sweep specs from YAML and JSON: the example specs, strictness
+// (unknown fields, wrong types, malformed text with positions), and the
+// shorthand for architectures.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "coordinator/sweep/embedded_demo.h"
+#include "coordinator/sweep/spec_parser.h"
+#include "coordinator/sweep/spec_validator.h"
+
+namespace hlab::sweep {
+namespace {
+
+std::string Example(const std::string& name) {
+  return std::string(HLAB_SOURCE_DIR) + "/examples/sweeps/" + name;
+}
+
+TEST(SweepSpecParserTest, DemoSpecParsesAndValidates) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("demo.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "demo");
+  EXPECT_GE(spec->architectures_size(), 4);
+  EXPECT_GE(spec->scales_size(), 3);
+  EXPECT_GE(spec->budgets().tokens_per_param_size(), 3);
+  EXPECT_FALSE(spec->fit().verify_scales().empty());
+  EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
+}
+
+TEST(SweepSpecParserTest, EmbeddedDemoIsTheDemoFile) {
+  absl::StatusOr<hlab::v1::SweepSpec> file =
+      LoadSweepSpec(Example("demo.yaml"));
+  absl::StatusOr<hlab::v1::SweepSpec> embedded =
+      ParseSweepSpec(EmbeddedDemoSpec());
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(embedded.ok()) << embedded.status();
+  EXPECT_EQ(SweepSpecToCanonicalJson(*file),
+            SweepSpecToCanonicalJson(*embedded));
+}
+
+TEST(SweepSpecParserTest, PaperSpecParsesAndValidates) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("paper.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->scales_size(), 5);
+  // Seven architectures plus the three section-6 variants.
+  EXPECT_EQ(spec->architectures_size(), 10);
+  EXPECT_EQ(spec->scales(4).budgets().tokens_per_param_size(), 1);
+  EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
+}
+
+TEST(SweepSpecParserTest, ArchitectureShorthandAndCustomPatterns) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec = ParseSweepSpec(
+      "architectures: [full, {name: mine, pattern: 'gdn:conv,full'}]\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->architectures_size(), 2);
+  EXPECT_EQ(spec->architectures(0).name(), "full");
+  EXPECT_EQ(spec->architectures(1).pattern(), "gdn:conv,full");
+}
+
+TEST(SweepSpecParserTest, CanonicalJsonReadsBack) {
+  // Protobuf's JSON printing (int64 as strings, every field) parses back to
+  // the same spec, so a printed spec can be resubmitted.
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("paper.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string json = SweepSpecToCanonicalJson(*spec);
+  EXPECT_NE(json.find("\"batch_tokens\":\""), std::string::npos)
+      << "int64 printed as a string";
+  absl::StatusOr<hlab::v1::SweepSpec> back = ParseSweepSpec(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(SweepSpecToCanonicalJson(*back), json);
+}
+
+TEST(SweepSpecParserTest, JsonAndYamlGiveTheSameSpec) {
+  const auto yaml = ParseSweepSpec(
+      "name: x\nseq_len: 64\nbudgets: {tokens_per_param: [5, 10]}\n"
+      "schedule: {peak_lr: 1.0e-3}\n");
+  const auto json = ParseSweepSpec(
+      "{\"name\": \"x\", \"seq_len\": 64,\n"
+      " \"budgets\": {\"tokens_per_param\": [5, 10]},\n"
+      "\t\"schedule\": {\"peak_lr\": 0.001}}");
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(SweepSpecToCanonicalJson(*yaml), SweepSpecToCanonicalJson(*json));
+}
+
+void ExpectInvalid(const std::string& text, const std::string& needle) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec = ParseSweepSpec(text);
+  ASSERT_FALSE(spec.ok()) << "accepted: " << text;
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(spec.status().message()).find(needle),
+            std::string::npos)
+      << spec.status().message() << "\n  should mention: " << needle;
+}
+
+TEST(SweepSpecParserTest, RejectsUnknownFieldWithPathAndPosition) {
+  ExpectInvalid("name: x\nscales:\n  - {name: A, d_modle: 32}\n",
+                "scales[0].d_modle: unknown field (line 3, column 15)");
+}
+
+TEST(SweepSpecParserTest, RejectsWrongTypes) {
+  ExpectInvalid("seq_len: long\n", "seq_len: expected an integer, got 'long'");
+  ExpectInvalid("seq_len: '64k'\n", "seq_len: expected an integer");
+  ExpectInvalid("share_trunk: 'true'\n", "share_trunk: expected true or false");
+  ExpectInvalid("share_trunk: 1\n", "share_trunk: expected true or false");
+  ExpectInvalid("schedule: 3\n", "schedule: expected a map");
+  ExpectInvalid("seeds: 3\n", "seeds: expected a list");
+  ExpectInvalid("priority: 99999999999\n", "priority: integer 99999999999 out");
+  ExpectInvalid("{\"seq_len\": \"sixty\"}", "seq_len: expected an integer");
+  ExpectInvalid("{\"seq_len\": 64.5}", "seq_len: expected an integer");
+  ExpectInvalid("{\"schedule\": {\"peak_lr\": true}}",
+                "schedule.peak_lr: expected a finite number");
+}
+
+TEST(SweepSpecParserTest, RejectsMalformedTextWithLineAndColumn) {
+  ExpectInvalid("name: x\nscales: [unclosed\n", "malformed YAML");
+  ExpectInvalid("name: x\nscales: [unclosed\n", "line ");
+  ExpectInvalid("{\"name\": \"x\",\n \"seq_len\": }", "malformed JSON");
+  ExpectInvalid("{\"name\": \"x\",\n \"seq_len\": }", "line 2");
+}
+
+TEST(SweepSpecParserTest, RejectsDuplicateKeysAndMissingValues) {
+  ExpectInvalid("seq_len: 64\nseq_len: 128\n", "duplicate key 'seq_len'");
+  ExpectInvalid("{\"seq_len\": 64, \"seq_len\": 128}",
+                "duplicate key 'seq_len'");
+  ExpectInvalid("name: x\nseq_len:\n", "seq_len: missing value");
+}
+
+TEST(SweepSpecParserTest, RejectsEmptyDocumentAndNonMapRoot) {
+  ExpectInvalid("", "empty");
+  ExpectInvalid("- a\n- b\n", "spec: expected a map");
+  ExpectInvalid("hello\n", "spec: expected a map, got 'hello'");
+  ExpectInvalid("scales: [S1]\n", "scales[0]: expected a map, got 'S1'");
+}
+
+TEST(SweepSpecParserTest, MissingFileIsNotFound) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec("/nonexistent/spec.yaml");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace hlab::sweep

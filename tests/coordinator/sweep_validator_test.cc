@@ -1,0 +1,265 @@
+// Bad sweep specs: each kind gets INVALID_ARGUMENT naming the field.
+#include <cctype>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/spec_parser.h"
+#include "coordinator/sweep/spec_validator.h"
+
+namespace hlab::sweep {
+namespace {
+
+// A small valid spec as top-level YAML entries; each case replaces, adds or
+// (with an empty value) removes one entry.
+std::vector<std::pair<std::string, std::string>> BaseEntries() {
+  return {
+      {"name", "t"},
+      {"architectures", "[full, swa-16]"},
+      {"scales",
+       "[{name: A, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2}, "
+       "{name: B, d_model: 48, n_layers: 2, n_heads: 4, n_kv_heads: 2}]"},
+      {"budgets", "{tokens_per_param: [5, 10]}"},
+      {"seq_len", "64"},
+      {"batch_tokens", "256"},
+      {"schedule", "{peak_lr: 1.0e-3, warmup_steps: 5}"},
+      {"fit", "{fit_scales: [A], verify_scales: [B]}"},
+  };
+}
+
+// The base spec with `key` set to `value` (removed if empty). Further
+// lines of `value` ("other: v") set more entries the same way.
+std::string SpecText(const std::string& key, const std::string& value) {
+  std::vector<std::pair<std::string, std::string>> entries = BaseEntries();
+  std::vector<std::pair<std::string, std::string>> changes;
+  const size_t newline = value.find('\n');
+  changes.emplace_back(key, value.substr(0, newline));
+  for (size_t at = newline; at != std::string::npos;) {
+    const size_t next = value.find('\n', at + 1);
+    const std::string line = value.substr(at + 1, next - at - 1);
+    const size_t colon = line.find(": ");
+    changes.emplace_back(line.substr(0, colon), line.substr(colon + 2));
+    at = next;
+  }
+  for (const auto& [k, v] : changes) {
+    if (k.empty()) continue;
+    bool found = false;
+    for (auto& entry : entries) {
+      if (entry.first == k) {
+        entry.second = v;
+        found = true;
+      }
+    }
+    if (!found) entries.emplace_back(k, v);
+  }
+  std::string text;
+  for (const auto& [k, v] : entries) {
+    if (!v.empty()) text += k + ": " + v + "\n";
+  }
+  return text;
+}
+
+// Parses and plans; returns the first error.
+absl::Status Check(const std::string& text) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec = ParseSweepSpec(text);
+  if (!spec.ok()) return spec.status();
+  return PlanSweep(*spec).status();
+}
+
+TEST(SweepValidatorTest, BaseSpecIsValid) {
+  const absl::Status status = Check(SpecText("", ""));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+struct BadSpec {
+  const char* kind;
+  std::string key;
+  std::string value;
+  std::string field;  // must appear in the message
+};
+
+// Test names print the kind, not the bytes of the struct.
+void PrintTo(const BadSpec& c, std::ostream* os) { *os << c.kind; }
+
+class BadSpecTest : public testing::TestWithParam<BadSpec> {};
+
+TEST_P(BadSpecTest, IsInvalidArgumentNamingTheField) {
+  const BadSpec& c = GetParam();
+  const absl::Status status = Check(SpecText(c.key, c.value));
+  ASSERT_FALSE(status.ok()) << c.kind << ": accepted";
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(std::string(status.message()).find(c.field), std::string::npos)
+      << c.kind << ": '" << status.message() << "' should name " << c.field;
+}
+
+const char kScales[] = "{name: A, d_model: 32, n_layers: 2, n_heads: 4";
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, BadSpecTest,
+    testing::Values(
+        BadSpec{"unknown architecture", "architectures", "[full, lstm]",
+                "architectures[1].name: 'lstm': architecture 'lstm': unknown "
+                "name"},
+        BadSpec{"bad custom pattern", "architectures",
+                "[full, {name: mine, pattern: 'foo,full'}]",
+                "architectures[1].pattern"},
+        BadSpec{"no architectures", "architectures", "[]", "architectures"},
+        BadSpec{"duplicate architecture", "architectures", "[full, full]",
+                "architectures[1].name: duplicate architecture 'full'"},
+        BadSpec{"no scales", "scales", "[]", "scales: empty"},
+        BadSpec{"duplicate scale", "scales",
+                std::string("[") + kScales + "}, " + kScales + "}]",
+                "scales[1].name: duplicate scale name 'A'"},
+        BadSpec{"no budgets", "budgets", "{}", "budgets: empty"},
+        BadSpec{"zero budget", "budgets", "{tokens_per_param: [0, 10]}",
+                "budgets.tokens_per_param[0]"},
+        BadSpec{"negative budget", "budgets", "{tokens: [-512]}",
+                "budgets.tokens[0]"},
+        BadSpec{"duplicate budget", "budgets", "{tokens_per_param: [5, 5]}",
+                "budgets.tokens_per_param[1]"},
+        BadSpec{"budgets rounding to one", "budgets", "{tokens: [2560, 2600]}",
+                "budgets.tokens[1]"},
+        BadSpec{"both budget kinds", "budgets",
+                "{tokens_per_param: [5], tokens: [2560]}", "budgets.tokens"},
+        BadSpec{"malformed YAML", "budgets", "{tokens_per_param: [5, 10}",
+                "line"},
+        BadSpec{"window larger than seq_len", "architectures", "[swa-128]",
+                "architectures[0].name: 'swa-128': layer 0 has window 128 > "
+                "seq_len"},
+        BadSpec{"unknown field", "learning_rate", "1e-3",
+                "learning_rate: unknown field"},
+        BadSpec{"wrong type", "seq_len", "sixty-four", "seq_len: expected"},
+        BadSpec{"batch not a multiple of seq_len", "batch_tokens", "300",
+                "batch_tokens: must be a multiple of seq_len"},
+        BadSpec{"budget smaller than warmup", "schedule",
+                "{peak_lr: 1.0e-3, warmup_steps: 100000}",
+                "budgets.tokens_per_param[0]"},
+        BadSpec{"bad decay shape", "schedule",
+                "{peak_lr: 1.0e-3, decay_shape: exponential}",
+                "schedule.decay_shape"},
+        BadSpec{"decay fraction out of range", "schedule",
+                "{peak_lr: 1.0e-3, decay_fraction: 1.0}",
+                "schedule.decay_fraction"},
+        BadSpec{"min_lr_ratio out of range", "schedule",
+                "{peak_lr: 1.0e-3, min_lr_ratio: 1.5}",
+                "schedule.min_lr_ratio"},
+        BadSpec{"non-positive peak_lr", "schedule", "{peak_lr: -0.1}",
+                "schedule.peak_lr"},
+        BadSpec{"two warmups", "schedule",
+                "{peak_lr: 1.0e-3, warmup_steps: 2, warmup_tokens: 512}",
+                "schedule.warmup_tokens"},
+        BadSpec{"n_heads not divisible by n_kv_heads", "scales",
+                "[{name: A, d_model: 32, n_layers: 2, n_heads: 4, "
+                "n_kv_heads: 3}]",
+                "scales[0].n_kv_heads"},
+        BadSpec{"d_model not heads x head_dim", "scales",
+                "[{name: A, d_model: 30, n_layers: 2, n_heads: 4}]",
+                "scales[0].head_dim"},
+        BadSpec{"zero layers", "scales",
+                "[{name: A, d_model: 32, n_layers: 0, n_heads: 4}]",
+                "scales[0].n_layers"},
+        BadSpec{"per-scale batch not a multiple", "scales",
+                "[{name: A, d_model: 32, n_layers: 2, n_heads: 4, "
+                "batch_tokens: 100}]",
+                "scales[0].batch_tokens"},
+        BadSpec{"fit scale unknown", "fit", "{fit_scales: [Z]}",
+                "fit.fit_scales[0]: unknown scale 'Z'"},
+        BadSpec{"verify scale also fitted", "fit",
+                "{fit_scales: [A, B], verify_scales: [B]}",
+                "fit.verify_scales[0]: scale 'B' is also a fit scale"},
+        BadSpec{"unknown fit target", "fit", "{targets: [accuracy]}",
+                "fit.targets[0]"},
+        BadSpec{"long_fraction outside [0,1]", "data", "{long_fraction: 1.5}",
+                "data.long_fraction"},
+        BadSpec{"unknown data source", "data", "{source: web}", "data.source"},
+        BadSpec{"prepared data without path", "data", "{source: prepared}",
+                "data.path"},
+        BadSpec{"priority out of range", "priority", "5000", "priority"},
+        BadSpec{"negative retry limit", "retry", "{max_retries_per_sweep: -1}",
+                "retry.max_retries_per_sweep"},
+        BadSpec{"zero attempts", "retry", "{max_attempts_per_run: 0}",
+                "retry.max_attempts_per_run"},
+        BadSpec{"backoff max below base", "retry",
+                "{backoff_base_seconds: 60, backoff_max_seconds: 1}",
+                "retry.backoff_max_seconds"},
+        BadSpec{"duplicate seeds", "seeds", "[1, 1]", "seeds[1]"},
+        BadSpec{"negative seed", "seeds", "[-1]", "seeds[0]"},
+        BadSpec{"resources for an unknown scale", "resources",
+                "[{scale: Z, gpus: 1}]", "resources[0].scale"},
+        BadSpec{"negative gpus", "resources", "[{scale: A, gpus: -1}]",
+                "resources[0].gpus"},
+        BadSpec{"longppl reference unknown architecture", "evaluation",
+                "{longppl: {enabled: true, reference: {architecture: gdn}}}",
+                "evaluation.longppl.reference.architecture"},
+        BadSpec{"longppl reference unknown scale", "evaluation",
+                "{longppl: {enabled: true, reference: {architecture: full, "
+                "scale: Z}}}",
+                "evaluation.longppl.reference.scale"},
+        BadSpec{"longppl reference twice", "evaluation",
+                "{longppl: {enabled: true, reference: {run_id: abc, "
+                "checkpoint_path: /x}}}",
+                "evaluation.longppl.reference"},
+        BadSpec{"niah length beyond seq_len", "evaluation",
+                "{niah: {enabled: true, context_lengths: [128]}}",
+                "evaluation.niah.context_lengths[0]"},
+        BadSpec{"branch-point evals without sharing", "evaluation",
+                "{at_branch_points: true}\nshare_trunk: false",
+                "evaluation.at_branch_points"},
+        BadSpec{"pattern equal to a named architecture", "architectures",
+                "[full, swa-16, {name: mine, pattern: 'swa:16,full'}]",
+                "architectures[2].pattern: architecture 'mine' at scale 'A' "
+                "is the same model and run as architecture 'swa-16'"},
+        BadSpec{"two scales with equal dimensions", "scales",
+                std::string("[") + kScales + "}, {name: B, d_model: 32, " +
+                    "n_layers: 2, n_heads: 4}]",
+                "at scale 'B' is the same model and run as"},
+        BadSpec{"synthetic data with a path", "data",
+                "{source: synthetic, path: /x}", "data.path"},
+        BadSpec{"negative weight decay", "schedule",
+                "{peak_lr: 1.0e-3, weight_decay: -0.1}",
+                "schedule.weight_decay"},
+        BadSpec{"zero grad clip", "schedule", "{peak_lr: 1.0e-3, grad_clip: 0}",
+                "schedule.grad_clip"},
+        BadSpec{"gpu memory without gpus", "resources",
+                "[{scale: A, gpu_memory_bytes: 1000}]",
+                "resources[0].gpu_memory_bytes"},
+        BadSpec{"negative cpu threads", "resources",
+                "[{scale: A, cpu_threads: -2}]", "resources[0].cpu_threads"},
+        BadSpec{"resources twice for a scale", "resources",
+                "[{scale: A, gpus: 1}, {scale: A, gpus: 2}]",
+                "resources[1].scale: duplicate"},
+        BadSpec{"longppl trunc_len not below the context", "evaluation",
+                "{longppl: {enabled: true, trunc_len: 64}}",
+                "evaluation.longppl.trunc_len"},
+        BadSpec{"niah depth outside [0,1]", "evaluation",
+                "{niah: {enabled: true, depths: [0.5, 1.5]}}",
+                "evaluation.niah.depths[1]"},
+        BadSpec{"longppl fit target without longppl", "fit",
+                "{fit_scales: [A], targets: [loss, longppl]}",
+                "fit.targets[1]: longppl needs"},
+        BadSpec{"architecture invalid at one scale", "scales",
+                std::string("[") + kScales +
+                    "}, {name: B, d_model: 128, n_layers: 2, n_heads: 4}]\n"
+                    "architectures: [full, mamba2]",
+                "architectures[1].name: 'mamba2' at scale 'A': "
+                "layers[0].ssm_head_dim"},
+        BadSpec{"missing seq_len", "seq_len", "", "seq_len: missing"},
+        BadSpec{"missing batch_tokens", "batch_tokens", "",
+                "batch_tokens: missing"},
+        BadSpec{"missing peak_lr", "schedule", "{warmup_steps: 5}",
+                "schedule.peak_lr: missing"},
+        BadSpec{"missing name", "name", "", "name: missing"}),
+    [](const testing::TestParamInfo<BadSpec>& param_info) {
+      std::string name;
+      for (const char* p = param_info.param.kind; *p != '\0'; ++p) {
+        name += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+      }
+      return name;
+    });
+
+}  // namespace
+}  // namespace hlab::sweep
