@@ -1,0 +1,185 @@
+// Schema, migrations, pragmas and durability across reopen.
+#include <sqlite3.h>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "coordinator/store/database.h"
+#include "coordinator/store/schema.h"
+#include "coordinator/store/store.h"
+#include "tests/coordinator/store_test_util.h"
+
+namespace hlab::store {
+namespace {
+
+using testing::MakeRun;
+using testing::MakeSweep;
+using testing::MakeTask;
+using testing::T;
+using testing::TempDir;
+
+// Reads one integer with a plain sqlite3 connection (not the store's code).
+int64_t RawInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  int64_t value = -1;
+  if (sqlite3_step(stmt) == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return value;
+}
+
+TEST(StoreSchemaTest, MigratesEmptyDatabaseToLatestVersion) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_GE(SchemaVersion(), 2);
+  for (const char* table :
+       {"sweeps", "runs", "sweep_runs", "tasks", "task_deps", "attempts",
+        "workers", "metrics", "evals", "checkpoints", "fits", "events"}) {
+    EXPECT_EQ(RawInt(path, std::string("SELECT count(*) FROM sqlite_schema "
+                                       "WHERE type = 'table' AND name = '") +
+                               table + "'"),
+              1)
+        << table;
+  }
+  for (const char* view : {"run_summary", "fit_summary"}) {
+    EXPECT_EQ(RawInt(path, std::string("SELECT count(*) FROM sqlite_schema "
+                                       "WHERE type = 'view' AND name = '") +
+                               view + "'"),
+              1)
+        << view;
+  }
+}
+
+TEST(StoreSchemaTest, ReopenIsIdempotent) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  for (int i = 0; i < 3; ++i) {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  auto db = Database::Open(path, Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok());
+  EXPECT_TRUE(Migrate(**db).ok());
+}
+
+TEST(StoreSchemaTest, RefusesNewerSchema) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok());
+  }
+  const int newer = SchemaVersion() + 1;
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(
+        (*db)->Exec("PRAGMA user_version = " + std::to_string(newer)).ok());
+  }
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.status().message(),
+            "database schema v" + std::to_string(newer) +
+                " is newer than this hlab (v" +
+                std::to_string(SchemaVersion()) + "): upgrade hlab");
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), newer);  // left alone
+}
+
+TEST(StoreSchemaTest, WalAndPragmasAreOn) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  auto db = Database::Open(path, Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto journal = (*db)->Prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(journal.ok());
+  ASSERT_TRUE(*journal->Step());
+  EXPECT_EQ(journal->ColumnText(0), "wal");
+  EXPECT_EQ(*(*db)->QueryInt("PRAGMA foreign_keys"), 1);
+  EXPECT_EQ(*(*db)->QueryInt("PRAGMA synchronous"), 1);  // NORMAL
+  EXPECT_GT(*(*db)->QueryInt("PRAGMA busy_timeout"), 0);
+}
+
+TEST(StoreSchemaTest, UnopenablePathIsNamedInTheError) {
+  TempDir dir;
+  const std::string path = dir.File("no/such/dir/hlab.db");
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(store.status().message(), path))
+      << store.status();
+}
+
+TEST(StoreSchemaTest, NotADatabaseIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.File("junk.db");
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(
+      "this is not an SQLite database, just some text long enough........"
+      "..............................................................",
+      f);
+  fclose(f);
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss)
+      << store.status();
+  EXPECT_TRUE(absl::StrContains(store.status().message(), path));
+}
+
+TEST(StoreSchemaTest, ReopenAfterCloseKeepsEverything) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  int64_t sweep_id = 0;
+  int attempt = 0;
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok());
+    auto sweep = (*store)->CreateSweep(MakeSweep("keep"), T(0));
+    ASSERT_TRUE(sweep.ok());
+    sweep_id = sweep->sweep_id;
+    ASSERT_TRUE((*store)->AddRuns(sweep_id, {MakeRun("r1")}, T(0)).ok());
+    ASSERT_TRUE(
+        (*store)->AddTasks({MakeTask("r1.train", sweep_id, "r1")}, T(0)).ok());
+    auto leased =
+        (*store)->LeaseTask("r1.train", "w1", T(1), absl::Seconds(30));
+    ASSERT_TRUE(leased.ok());
+    attempt = *leased;
+    MetricPoint point;
+    point.name = "train_loss";
+    point.step = 10;
+    point.value = 2.5;
+    ASSERT_TRUE((*store)->RecordMetrics("r1.train", attempt, {point}).ok());
+  }  // closed: the writer drains and the connections close
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok());
+  auto sweep = (*store)->GetSweep(sweep_id);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->spec.name, "keep");
+  auto task = (*store)->GetTask("r1.train");
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, TaskState::kLeased);
+  EXPECT_EQ(task->attempt, attempt);
+  EXPECT_EQ(task->lease_expiry, T(31));
+  auto points = (*store)->ReadMetrics("r1", "train_loss");
+  ASSERT_TRUE(points.ok());
+  ASSERT_EQ(points->size(), 1u);
+  EXPECT_EQ((*points)[0].value, 2.5);
+  auto run = (*store)->GetRun("r1");
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->state, RunState::kRunning);
+}
+
+}  // namespace
+}  // namespace hlab::store
