@@ -8,6 +8,17 @@
 #include "common/log.h"
 
 namespace hlab::store {
+namespace {
+
+// Runs a statement without results through the connection's statement cache
+// (the writer runs SAVEPOINT/RELEASE for every operation).
+absl::Status Exec(Database& db, const char* sql) {
+  absl::StatusOr<Statement> st = db.Prepare(sql);
+  if (!st.ok()) return st.status();
+  return st->Run();
+}
+
+}  // namespace
 
 Writer::Writer(std::unique_ptr<Database> db, WriterOptions options)
     : db_(std::move(db)), options_(std::move(options)) {
@@ -94,7 +105,7 @@ void Writer::Loop() {
 
 std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
   std::vector<absl::Status> statuses(batch.size());
-  absl::Status begin = db_->Exec("BEGIN IMMEDIATE");
+  absl::Status begin = Exec(*db_, "BEGIN IMMEDIATE");
   if (!begin.ok()) {
     for (auto& s : statuses) s = begin;
     return statuses;
@@ -102,14 +113,14 @@ std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
   // Index of the first op whose work is still inside the open transaction.
   size_t first_in_txn = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
-    absl::Status status = db_->Exec("SAVEPOINT op");
+    absl::Status status = Exec(*db_, "SAVEPOINT op");
     if (status.ok()) {
       status = batch[i].op(*db_);
       if (status.ok()) {
-        status = db_->Exec("RELEASE op");
+        status = Exec(*db_, "RELEASE op");
       } else if (db_->InTransaction()) {
-        (void)db_->Exec("ROLLBACK TO op");
-        (void)db_->Exec("RELEASE op");
+        (void)Exec(*db_, "ROLLBACK TO op");
+        (void)Exec(*db_, "RELEASE op");
       }
     }
     statuses[i] = std::move(status);
@@ -123,17 +134,17 @@ std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
       }
       if (statuses[i].ok()) statuses[i] = lost;
       first_in_txn = i + 1;
-      absl::Status again = db_->Exec("BEGIN IMMEDIATE");
+      absl::Status again = Exec(*db_, "BEGIN IMMEDIATE");
       if (!again.ok()) {
         for (size_t j = i + 1; j < batch.size(); ++j) statuses[j] = again;
         return statuses;
       }
     }
   }
-  absl::Status commit = db_->Exec("COMMIT");
+  absl::Status commit = Exec(*db_, "COMMIT");
   if (!commit.ok()) {
     HLAB_LOG(ERROR) << "store: commit failed: " << commit;
-    if (db_->InTransaction()) (void)db_->Exec("ROLLBACK");
+    if (db_->InTransaction()) (void)Exec(*db_, "ROLLBACK");
     for (size_t j = first_in_txn; j < batch.size(); ++j) {
       if (statuses[j].ok()) statuses[j] = commit;
     }
