@@ -50,7 +50,7 @@ absl::Status SqliteStatus(int code, absl::string_view message,
 Statement::Statement(Statement&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)),
       stmt_(std::exchange(other.stmt_, nullptr)),
-      owned_(other.owned_),
+      in_use_(std::exchange(other.in_use_, nullptr)),
       bind_error_(other.bind_error_) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
@@ -58,7 +58,7 @@ Statement& Statement::operator=(Statement&& other) noexcept {
     Release();
     db_ = std::exchange(other.db_, nullptr);
     stmt_ = std::exchange(other.stmt_, nullptr);
-    owned_ = other.owned_;
+    in_use_ = std::exchange(other.in_use_, nullptr);
     bind_error_ = other.bind_error_;
   }
   return *this;
@@ -68,13 +68,15 @@ Statement::~Statement() { Release(); }
 
 void Statement::Release() {
   if (stmt_ == nullptr) return;
-  if (owned_) {
+  if (in_use_ == nullptr) {
     sqlite3_finalize(stmt_);
   } else {
     sqlite3_reset(stmt_);
     sqlite3_clear_bindings(stmt_);
+    *in_use_ = false;
   }
   stmt_ = nullptr;
+  in_use_ = nullptr;
 }
 
 Statement& Statement::Bind(int index, int64_t value) {
@@ -177,7 +179,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(
 }
 
 Database::~Database() {
-  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  for (auto& [sql, cached] : cache_) sqlite3_finalize(cached.stmt);
   sqlite3_close_v2(db_);
 }
 
@@ -202,21 +204,27 @@ absl::Status Database::ApplyPragmas(Mode mode) {
 absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
   std::string key(sql);
   auto it = cache_.find(key);
-  if (it != cache_.end()) {
-    sqlite3_reset(it->second);
-    sqlite3_clear_bindings(it->second);
-    return Statement(db_, it->second, /*owned=*/false);
+  if (it != cache_.end() && !*it->second.in_use) {
+    sqlite3_reset(it->second.stmt);
+    sqlite3_clear_bindings(it->second.stmt);
+    *it->second.in_use = true;
+    return Statement(db_, it->second.stmt, it->second.in_use.get());
   }
+  const bool cache = it == cache_.end();
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
-                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  int rc =
+      sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
+                         cache ? SQLITE_PREPARE_PERSISTENT : 0, &stmt, nullptr);
   if (rc != SQLITE_OK) {
     return SqliteStatus(rc, sqlite3_errmsg(db_),
                         absl::StrCat("preparing '", sql, "'"));
   }
   if (stmt == nullptr) return absl::InvalidArgumentError("empty statement");
-  cache_.emplace(std::move(key), stmt);
-  return Statement(db_, stmt, /*owned=*/false);
+  if (!cache) return Statement(db_, stmt, /*in_use=*/nullptr);  // owned
+  Cached& entry = cache_[std::move(key)];
+  entry.stmt = stmt;
+  entry.in_use = std::make_unique<bool>(true);
+  return Statement(db_, stmt, entry.in_use.get());
 }
 
 absl::Status Database::Exec(absl::string_view sql) {

@@ -93,14 +93,14 @@ class Statement {
 
  private:
   friend class Database;
-  Statement(sqlite3* db, sqlite3_stmt* stmt, bool owned)
-      : db_(db), stmt_(stmt), owned_(owned) {}
+  Statement(sqlite3* db, sqlite3_stmt* stmt, bool* in_use)
+      : db_(db), stmt_(stmt), in_use_(in_use) {}
   void Release();
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
-  bool owned_ = false;
-  int bind_error_ = 0;  // first failing sqlite3_bind_* code, or 0
+  bool* in_use_ = nullptr;  // the cache entry's flag; null if owned
+  int bind_error_ = 0;      // first failing sqlite3_bind_* code, or 0
 };
 
 class Database {
@@ -121,7 +121,9 @@ class Database {
   ~Database();
 
   // Returns a cached prepared statement for `sql` (one statement; prepared
-  // once per connection). InvalidArgument for malformed SQL.
+  // once per connection). While it is in use, preparing the same text again
+  // gives a fresh, uncached statement, so nested uses never share a cursor.
+  // InvalidArgument for malformed SQL.
   absl::StatusOr<Statement> Prepare(absl::string_view sql);
 
   // Runs one or more statements without results (schema, BEGIN/COMMIT).
@@ -146,7 +148,11 @@ class Database {
 
   sqlite3* db_;
   std::string path_;
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  struct Cached {
+    sqlite3_stmt* stmt = nullptr;
+    std::unique_ptr<bool> in_use;  // stable address for Statement
+  };
+  std::unordered_map<std::string, Cached> cache_;
 };
 
 }  // namespace hlab::store

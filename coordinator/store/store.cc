@@ -216,12 +216,13 @@ absl::StatusOr<StateCounts> Store::CountsByState() {
 absl::StatusOr<RecoveredState> Store::LoadState() {
   RecoveredState state;
   absl::MutexLock lock(&reader_mu_);
+  Database& db = *reader_;
   // One read transaction, so the pieces are one consistent snapshot.
-  HLAB_RETURN_IF_ERROR(reader_->Exec("BEGIN"));
+  HLAB_RETURN_IF_ERROR(db.Exec("BEGIN"));
   absl::Status status = [&]() -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(
         state.leased,
-        internal::QueryTasks(*reader_,
+        internal::QueryTasks(db,
                              absl::StrCat("SELECT ", internal::kTaskColumns,
                                           " FROM tasks WHERE state = 'LEASED'"
                                           " ORDER BY lease_expiry, id"),
@@ -229,7 +230,7 @@ absl::StatusOr<RecoveredState> Store::LoadState() {
     HLAB_ASSIGN_OR_RETURN(
         state.pending,
         internal::QueryTasks(
-            *reader_,
+            db,
             absl::StrCat("SELECT ", internal::kTaskColumns,
                          " FROM tasks WHERE state = 'PENDING'"
                          " ORDER BY priority DESC, cost_flops, id"),
@@ -237,8 +238,8 @@ absl::StatusOr<RecoveredState> Store::LoadState() {
     {
       HLAB_ASSIGN_OR_RETURN(
           Statement st,
-          reader_->Prepare(absl::StrCat("SELECT ", internal::kWorkerColumns,
-                                        " FROM workers ORDER BY id")));
+          db.Prepare(absl::StrCat("SELECT ", internal::kWorkerColumns,
+                                  " FROM workers ORDER BY id")));
       while (true) {
         HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
         if (!has_row) break;
@@ -248,10 +249,10 @@ absl::StatusOr<RecoveredState> Store::LoadState() {
     }
     HLAB_ASSIGN_OR_RETURN(
         state.last_event_seq,
-        reader_->QueryInt("SELECT coalesce(max(seq), 0) FROM events"));
+        db.QueryInt("SELECT coalesce(max(seq), 0) FROM events"));
     return absl::OkStatus();
   }();
-  absl::Status end = reader_->Exec("COMMIT");
+  absl::Status end = db.Exec("COMMIT");
   HLAB_RETURN_IF_ERROR(status);
   HLAB_RETURN_IF_ERROR(end);
   return state;

@@ -1,6 +1,7 @@
 #include "coordinator/store/writer.h"
 
 #include <chrono>
+#include <exception>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,18 @@ absl::Status Exec(Database& db, const char* sql) {
   absl::StatusOr<Statement> st = db.Prepare(sql);
   if (!st.ok()) return st.status();
   return st->Run();
+}
+
+// Runs one operation; an exception (bad_alloc, a bug) fails only that op.
+absl::Status RunOp(const WriteOp& op, Database& db) {
+  try {
+    return op(db);
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("store write operation threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("store write operation threw");
+  }
 }
 
 }  // namespace
@@ -115,7 +128,7 @@ std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     absl::Status status = Exec(*db_, "SAVEPOINT op");
     if (status.ok()) {
-      status = batch[i].op(*db_);
+      status = RunOp(batch[i].op, *db_);
       if (status.ok()) {
         status = Exec(*db_, "RELEASE op");
       } else if (db_->InTransaction()) {

@@ -111,6 +111,28 @@ TEST(StoreSchemaTest, WalAndPragmasAreOn) {
   EXPECT_GT(*(*db)->QueryInt("PRAGMA busy_timeout"), 0);
 }
 
+TEST(StoreDatabaseTest, NestedPrepareOfTheSameSqlGetsItsOwnCursor) {
+  TempDir dir;
+  auto db = Database::Open(dir.File("d.db"), Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(
+      (*db)->Exec("CREATE TABLE t (x); INSERT INTO t VALUES (1), (2);").ok());
+  const char* sql = "SELECT x FROM t ORDER BY x";
+  auto outer = (*db)->Prepare(sql);
+  ASSERT_TRUE(outer.ok());
+  ASSERT_TRUE(*outer->Step());
+  EXPECT_EQ(outer->ColumnInt(0), 1);
+  {
+    auto inner = (*db)->Prepare(sql);  // same text while outer is in use
+    ASSERT_TRUE(inner.ok());
+    ASSERT_TRUE(*inner->Step());
+    EXPECT_EQ(inner->ColumnInt(0), 1);
+  }
+  ASSERT_TRUE(*outer->Step());  // outer's cursor was not reset
+  EXPECT_EQ(outer->ColumnInt(0), 2);
+  EXPECT_FALSE(*outer->Step());
+}
+
 TEST(StoreSchemaTest, UnopenablePathIsNamedInTheError) {
   TempDir dir;
   const std::string path = dir.File("no/such/dir/hlab.db");

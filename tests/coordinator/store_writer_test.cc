@@ -1,6 +1,7 @@
 // The writer thread: group commit, per-op failure isolation, durability when
 // the completion runs, draining on shutdown.
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,19 @@ TEST(StoreWriterTest, OneBadOpDoesNotFailItsBatch) {
   WriterStats stats = writer.stats();
   EXPECT_GE(stats.max_batch, 5);  // the five queued ops shared one commit
   EXPECT_EQ(stats.failed_ops, 2);
+}
+
+TEST(StoreWriterTest, ThrowingOpFailsAlone) {
+  TempDir dir;
+  const std::string path = dir.File("w.db");
+  Writer writer(OpenWithTable(path), WriterOptions());
+  absl::Status thrown = writer.Run([](Database& db) -> absl::Status {
+    HLAB_RETURN_IF_ERROR(Insert("before-throw", 1)(db));
+    throw std::runtime_error("boom");
+  });
+  EXPECT_EQ(thrown.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(writer.Run(Insert("after", 2)).ok());
+  EXPECT_EQ(CountRows(path), 1);
 }
 
 TEST(StoreWriterTest, ShutdownDrainsTheQueueAndRefusesLaterWrites) {

@@ -43,6 +43,15 @@ absl::StatusOr<std::vector<Task>> QueryTasks(
     Database& db, const std::string& sql,
     const std::function<void(Statement&)>& bind);
 
+// Whether `sql` (one `?` parameter, bound to `key`) yields a row.
+template <typename Key>
+absl::StatusOr<bool> Exists(Database& db, const char* sql, const Key& key) {
+  absl::StatusOr<Statement> st = db.Prepare(sql);
+  if (!st.ok()) return st.status();
+  st->Bind(1, key);
+  return st->Step();
+}
+
 // Milliseconds for a nullable time column: NULL for InfinitePast.
 absl::Time TimeColumn(const Statement& st, int column);
 
