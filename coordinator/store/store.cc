@@ -1,7 +1,9 @@
 // Store: opening, sweeps, runs, gauges and recovery. Tasks and leases are in
 // store_tasks.cc; results, events and workers in store_results.cc.
 #include "coordinator/store/store.h"
+#include <sqlite3.h>
 
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,8 @@ using internal::kSweepColumns;
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    StoreOptions options) {
+  HLAB_ASSIGN_OR_RETURN(internal::FileLock lock,
+                        internal::FileLock::Acquire(path + ".lock"));
   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
                         Database::Open(path, Database::Mode::kReadWrite));
   HLAB_RETURN_IF_ERROR(Migrate(*db));
@@ -26,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   auto writer =
       std::make_unique<Writer>(std::move(db), std::move(options.writer));
   return std::unique_ptr<Store>(
-      new Store(path, std::move(writer), std::move(reader)));
+      new Store(path, std::move(lock), std::move(writer), std::move(reader)));
 }
 
 Store::~Store() { writer_->Shutdown(); }
@@ -182,6 +186,59 @@ absl::StatusOr<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
     runs.push_back(std::move(run));
   }
   return runs;
+}
+
+// ------------------------------------------------------------ maintenance
+
+absl::Status Store::Backup(const std::string& dest_path) {
+  if (std::filesystem::exists(dest_path)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("backup target ", dest_path, " exists"));
+  }
+  HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> source,
+                        Database::Open(path_, Database::Mode::kReadOnly));
+  sqlite3* dest = nullptr;
+  int rc = sqlite3_open_v2(dest_path.c_str(), &dest,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_backup* backup =
+        sqlite3_backup_init(dest, "main", source->raw(), "main");
+    if (backup == nullptr) {
+      rc = sqlite3_errcode(dest);
+    } else {
+      int step = sqlite3_backup_step(backup, -1);  // all pages, one snapshot
+      int finish = sqlite3_backup_finish(backup);
+      rc = step == SQLITE_DONE ? finish : step;
+    }
+  }
+  std::string message = dest ? sqlite3_errmsg(dest) : sqlite3_errstr(rc);
+  sqlite3_close_v2(dest);
+  if (rc != SQLITE_OK) {
+    std::error_code ignored;
+    std::filesystem::remove(dest_path, ignored);
+    return SqliteStatus(rc, message, absl::StrCat("backup to ", dest_path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Store::WalCheckpoint> Store::CheckpointWal(bool truncate) {
+  WalCheckpoint result;
+  absl::Status status =
+      writer_->RunOutsideTransaction([&](Database& db) -> absl::Status {
+        int wal_pages = 0, checkpointed = 0;
+        int rc = sqlite3_wal_checkpoint_v2(
+            db.raw(), nullptr,
+            truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
+            &wal_pages, &checkpointed);
+        if (rc != SQLITE_OK) {
+          return SqliteStatus(rc, sqlite3_errmsg(db.raw()), "wal checkpoint");
+        }
+        result.wal_pages = wal_pages;
+        result.checkpointed_pages = checkpointed;
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return result;
 }
 
 // -------------------------------------------------- gauges and recovery

@@ -45,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/store/database.h"
+#include "coordinator/store/internal/file_lock.h"
 #include "coordinator/store/types.h"
 #include "coordinator/store/writer.h"
 
@@ -56,10 +57,12 @@ struct StoreOptions {
 
 class Store {
  public:
-  // Opens (creating if missing) and migrates the database at `path`.
-  // Unavailable naming the path if it cannot be opened; FailedPrecondition if
-  // the file has a newer schema than this binary; InvalidArgument if WAL
-  // cannot be enabled (e.g. a network file system).
+  // Opens (creating if missing) and migrates the database at `path`, and
+  // holds an exclusive lock on `path`.lock while open. Unavailable naming the
+  // path if it cannot be opened; FailedPrecondition if another Store (another
+  // coordinator) has it open, or if the file has a newer schema than this
+  // binary; InvalidArgument if WAL cannot be enabled (e.g. a network file
+  // system).
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const std::string& path, StoreOptions options = StoreOptions());
 
@@ -209,6 +212,25 @@ class Store {
   absl::StatusOr<std::vector<std::string>> MarkLostWorkers(
       absl::Time now, absl::Duration timeout);
 
+  // ---- Maintenance (store.cc)
+
+  // Copies a consistent snapshot of the database to `dest_path` with
+  // SQLite's online backup API, while writes go on (`hlab backup`).
+  // AlreadyExists if dest_path exists (never overwritten); Unavailable
+  // naming dest_path if it cannot be written.
+  absl::Status Backup(const std::string& dest_path);
+
+  struct WalCheckpoint {
+    int64_t wal_pages = 0;           // pages in the WAL before
+    int64_t checkpointed_pages = 0;  // of those, copied into the database
+  };
+  // Runs PRAGMA wal_checkpoint on the writer thread, between commits:
+  // PASSIVE (never waits) or, with `truncate`, TRUNCATE (waits up to the busy
+  // timeout for readers, then empties the WAL file). Call it periodically so
+  // long-lived readers cannot make the WAL grow without bound. Unavailable
+  // if a TRUNCATE could not finish because of readers.
+  absl::StatusOr<WalCheckpoint> CheckpointWal(bool truncate);
+
   // ---- Gauges and recovery (store.cc)
 
   absl::StatusOr<StateCounts> CountsByState();
@@ -218,13 +240,15 @@ class Store {
   const std::string& path() const { return path_; }
 
  private:
-  Store(std::string path, std::unique_ptr<Writer> writer,
-        std::unique_ptr<Database> reader)
+  Store(std::string path, internal::FileLock lock,
+        std::unique_ptr<Writer> writer, std::unique_ptr<Database> reader)
       : path_(std::move(path)),
+        lock_(std::move(lock)),
         writer_(std::move(writer)),
         reader_(std::move(reader)) {}
 
   const std::string path_;
+  internal::FileLock lock_;  // released after the writer and reader close
   std::unique_ptr<Writer> writer_;
   absl::Mutex reader_mu_;
   std::unique_ptr<Database> reader_ ABSL_GUARDED_BY(reader_mu_);

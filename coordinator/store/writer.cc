@@ -62,6 +62,23 @@ std::future<absl::Status> Writer::Submit(WriteOp op) {
 
 absl::Status Writer::Run(WriteOp op) { return Submit(std::move(op)).get(); }
 
+absl::Status Writer::RunOutsideTransaction(WriteOp op) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> future = promise->get_future();
+  WriteDone done = [promise](absl::Status status) {
+    promise->set_value(std::move(status));
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.push_back(Pending{std::move(op), std::move(done), true});
+      done = nullptr;
+    }
+  }
+  if (done) done(absl::CancelledError("store writer is shut down"));
+  return future.get();
+}
+
 void Writer::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
@@ -86,11 +103,21 @@ void Writer::Loop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &Writer::ReadyOrStopping));
       if (queue_.empty()) return;  // stopping, and drained
-      while (!queue_.empty() &&
-             static_cast<int>(batch.size()) < options_.max_batch_ops) {
+      if (queue_.front().outside_transaction) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
+      } else {
+        while (!queue_.empty() && !queue_.front().outside_transaction &&
+               static_cast<int>(batch.size()) < options_.max_batch_ops) {
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
       }
+    }
+    if (batch.front().outside_transaction) {
+      absl::Status status = RunOp(batch.front().op, *db_);
+      batch.front().done(std::move(status));
+      continue;
     }
     auto start = std::chrono::steady_clock::now();
     std::vector<absl::Status> statuses = Execute(batch);

@@ -79,6 +79,11 @@ class Writer {
   // Submit and wait: returns the op's status once committed (durable).
   absl::Status Run(WriteOp op);
 
+  // Runs `op` alone on the writer thread, outside any transaction, in queue
+  // order (for maintenance that cannot run in a transaction, such as
+  // PRAGMA wal_checkpoint), and waits for it. Not counted as a commit.
+  absl::Status RunOutsideTransaction(WriteOp op);
+
   // Drains the queue, commits, and stops the thread. Idempotent.
   void Shutdown();
 
@@ -88,6 +93,7 @@ class Writer {
   struct Pending {
     WriteOp op;
     WriteDone done;
+    bool outside_transaction = false;
   };
 
   void Loop();

@@ -1,6 +1,8 @@
 // Schema, migrations, pragmas and durability across reopen.
 #include <sqlite3.h>
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
@@ -158,6 +160,63 @@ TEST(StoreSchemaTest, NotADatabaseIsDataLoss) {
   EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss)
       << store.status();
   EXPECT_TRUE(absl::StrContains(store.status().message(), path));
+}
+
+TEST(StoreSchemaTest, SecondStoreOnTheSameFileIsRefused) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto first = Store::Open(path);
+    ASSERT_TRUE(first.ok());
+    auto second = Store::Open(path);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StrContains(second.status().message(), path))
+        << second.status();
+  }
+  EXPECT_TRUE(Store::Open(path).ok());  // released on close
+}
+
+TEST(StoreMaintenanceTest, BackupCopiesASnapshotAndNeverOverwrites) {
+  TempDir dir;
+  auto store = Store::Open(dir.File("hlab.db"));
+  ASSERT_TRUE(store.ok());
+  auto sweep = (*store)->CreateSweep(MakeSweep("b"), T(0));
+  ASSERT_TRUE(sweep.ok());
+  ASSERT_TRUE((*store)->AddRuns(sweep->sweep_id, {MakeRun("r1")}, T(0)).ok());
+  const std::string copy = dir.File("copy.db");
+  ASSERT_TRUE((*store)->Backup(copy).ok());
+  EXPECT_EQ((*store)->Backup(copy).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(RawInt(copy, "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(RawInt(copy, "PRAGMA user_version"), SchemaVersion());
+  auto reopened = Store::Open(copy);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->GetRun("r1")->spec.arch, "swa");
+  EXPECT_EQ((*store)->Backup(dir.File("no/dir/copy.db")).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(StoreMaintenanceTest, TruncatingCheckpointEmptiesTheWal) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok());
+  auto sweep = (*store)->CreateSweep(MakeSweep("w"), T(0));
+  ASSERT_TRUE(sweep.ok());
+  std::vector<RunSpec> runs;
+  for (int i = 0; i < 200; ++i)
+    runs.push_back(MakeRun("r" + std::to_string(i)));
+  ASSERT_TRUE((*store)->AddRuns(sweep->sweep_id, runs, T(0)).ok());
+  EXPECT_GT(std::filesystem::file_size(path + "-wal"), 0u);
+  auto passive = (*store)->CheckpointWal(/*truncate=*/false);
+  ASSERT_TRUE(passive.ok()) << passive.status();
+  EXPECT_EQ(passive->checkpointed_pages, passive->wal_pages);
+  auto truncated = (*store)->CheckpointWal(/*truncate=*/true);
+  ASSERT_TRUE(truncated.ok()) << truncated.status();
+  EXPECT_EQ(std::filesystem::file_size(path + "-wal"), 0u);
+  // Writes go on afterwards.
+  EXPECT_TRUE((*store)->AddRuns(sweep->sweep_id, {MakeRun("late")}, T(1)).ok());
+  EXPECT_EQ((*store)->ListRuns(RunFilter())->size(), 201u);
 }
 
 TEST(StoreSchemaTest, ReopenAfterCloseKeepsEverything) {
