@@ -59,6 +59,8 @@ int ReadOnlyAuthorizer(void* /*user*/, int action, const char* arg1,
   }
 }
 
+constexpr int kMaxValueBytes = 64 << 20;
+
 struct Deadline {
   std::chrono::steady_clock::time_point at;
 };
@@ -170,7 +172,14 @@ absl::StatusOr<std::unique_ptr<Database>> QueryEngine::Acquire() {
   }
   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
                         Database::Open(path_, Database::Mode::kReadOnly));
-  sqlite3_set_authorizer(db->raw(), ReadOnlyAuthorizer, nullptr);
+  sqlite3* raw = db->raw();
+  sqlite3_set_authorizer(raw, ReadOnlyAuthorizer, nullptr);
+  // Belt and braces: no schema tricks, no attached files, and no value big
+  // enough to exhaust the coordinator's memory.
+  sqlite3_db_config(raw, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(raw, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_limit(raw, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(raw, SQLITE_LIMIT_LENGTH, kMaxValueBytes);
   return db;
 }
 

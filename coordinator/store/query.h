@@ -9,8 +9,9 @@
 //   3. one statement only: after sqlite3_prepare_v2 the tail must be
 //      whitespace or comments, so "SELECT 1; DELETE FROM runs" is refused;
 //   4. sqlite3_stmt_readonly() must hold.
-// A query also gets a time limit (enforced with sqlite3_progress_handler)
-// and a row limit.
+// Connections also run in SQLite's defensive mode, with no attached
+// databases and values capped at 64 MiB. A query gets a time limit (enforced
+// with sqlite3_progress_handler) and a row limit.
 //
 // Thread-safety: thread-safe. Each Run() takes a connection from a small pool
 // (opening one if none is idle), so queries run concurrently with each other

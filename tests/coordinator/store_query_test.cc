@@ -185,6 +185,13 @@ TEST_F(StoreQueryTest, EveryWriteIsRefusedAndNothingChanges) {
   EXPECT_TRUE(f_.store->GetRun("r1").ok());
 }
 
+TEST_F(StoreQueryTest, HugeValuesAreRefused) {
+  auto result = engine_->Run("SELECT length(randomblob(1000000000))", {});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+      << result.status();
+}
+
 TEST_F(StoreQueryTest, LongQueryHitsTheTimeLimit) {
   const std::string before = Snapshot(f_.store->path());
   QueryOptions options;
