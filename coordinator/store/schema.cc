@@ -73,9 +73,9 @@ CREATE TABLE tasks (
   updated_at     INTEGER NOT NULL,
   CHECK (run_id IS NOT NULL OR kind = 'TRUNK')
 );
-CREATE INDEX tasks_pending ON tasks (priority DESC, cost_flops)
+CREATE INDEX tasks_pending ON tasks (priority DESC, cost_flops, id)
   WHERE state = 'PENDING';
-CREATE INDEX tasks_leased ON tasks (lease_expiry) WHERE state = 'LEASED';
+CREATE INDEX tasks_leased ON tasks (lease_expiry, id) WHERE state = 'LEASED';
 CREATE INDEX tasks_by_run ON tasks (run_id);
 CREATE INDEX tasks_by_sweep ON tasks (sweep_id, state);
 
@@ -169,8 +169,9 @@ CREATE INDEX events_by_sweep ON events (sweep_id, seq);
 )sql";
 
 // v2: the views users query (`hlab query`). Figures by convention: training
-// loss is the metric 'train_loss', validation loss 'val_loss' (metrics or
-// evals).
+// loss is the metric 'train_loss' (last step, tokens and final loss come from
+// its newest point: one index seek per run), validation loss 'val_loss'
+// (evals first, else metrics).
 constexpr char kV2Views[] = R"sql(
 CREATE VIEW run_summary AS
 SELECT
@@ -178,8 +179,10 @@ SELECT
   r.state, r.failure_reason, r.retries,
   (SELECT group_concat(sr.sweep_id) FROM sweep_runs sr
      WHERE sr.run_id = r.id) AS sweeps,
-  (SELECT max(m.step) FROM metrics m WHERE m.run_id = r.id) AS last_step,
-  (SELECT max(m.tokens) FROM metrics m WHERE m.run_id = r.id) AS tokens,
+  (SELECT m.step FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS last_step,
+  (SELECT m.tokens FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS tokens,
   (SELECT m.value FROM metrics m WHERE m.run_id = r.id
      AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS final_train_loss,
   coalesce(

@@ -166,18 +166,22 @@ absl::StatusOr<Run> Store::GetRun(const std::string& run_id) {
 }
 
 absl::StatusOr<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
+  // Only the filters given go into the SQL, so each can use its index.
+  std::string sql = absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE 1");
+  if (filter.sweep_id) {
+    absl::StrAppend(&sql, " AND id IN (SELECT run_id FROM sweep_runs",
+                    " WHERE sweep_id = ?1)");
+  }
+  if (filter.state) absl::StrAppend(&sql, " AND state = ?2");
+  if (!filter.arch.empty()) absl::StrAppend(&sql, " AND arch = ?3");
+  if (!filter.scale.empty()) absl::StrAppend(&sql, " AND scale = ?4");
+  absl::StrAppend(&sql, " ORDER BY created_at, id");
   absl::MutexLock lock(&reader_mu_);
-  HLAB_ASSIGN_OR_RETURN(
-      Statement st,
-      reader_->Prepare(absl::StrCat(
-          "SELECT ", kRunColumns, " FROM runs WHERE",
-          " (?1 IS NULL OR id IN (SELECT run_id FROM sweep_runs"
-          "   WHERE sweep_id = ?1))",
-          " AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR arch = ?3)",
-          " AND (?4 IS NULL OR scale = ?4) ORDER BY created_at, id")));
+  HLAB_ASSIGN_OR_RETURN(Statement st, reader_->Prepare(sql));
   if (filter.sweep_id) st.Bind(1, *filter.sweep_id);
   if (filter.state) st.Bind(2, ToString(*filter.state));
-  st.BindTextOrNull(3, filter.arch).BindTextOrNull(4, filter.scale);
+  if (!filter.arch.empty()) st.Bind(3, filter.arch);
+  if (!filter.scale.empty()) st.Bind(4, filter.scale);
   std::vector<Run> runs;
   while (true) {
     HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());

@@ -226,13 +226,15 @@ absl::StatusOr<std::vector<Event>> Store::EventsSince(int64_t sweep_id,
                                                       int64_t after_seq,
                                                       int limit) {
   absl::MutexLock lock(&reader_mu_);
+  // Two forms, so each uses its index: (sweep_id, seq), or seq alone.
   HLAB_ASSIGN_OR_RETURN(
       Statement st,
       reader_->Prepare(absl::StrCat(
-          "SELECT ", internal::kEventColumns,
-          " FROM events WHERE seq > ?1 AND (?2 = 0 OR sweep_id = ?2)"
+          "SELECT ", internal::kEventColumns, " FROM events WHERE ",
+          sweep_id != 0 ? "sweep_id = ?2 AND seq > ?1" : "seq > ?1",
           " ORDER BY seq LIMIT ?3")));
-  st.Bind(1, after_seq).Bind(2, sweep_id).Bind(3, limit);
+  st.Bind(1, after_seq).Bind(3, limit);
+  if (sweep_id != 0) st.Bind(2, sweep_id);
   std::vector<Event> events;
   while (true) {
     HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());

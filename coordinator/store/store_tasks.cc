@@ -124,18 +124,23 @@ absl::StatusOr<Task> Store::GetTask(const std::string& task_id) {
 }
 
 absl::StatusOr<std::vector<Task>> Store::ListTasks(const TaskFilter& filter) {
+  // Only the filters given go into the SQL, so each can use its index.
+  std::string sql =
+      absl::StrCat("SELECT ", internal::kTaskColumns, " FROM tasks WHERE 1");
+  if (filter.sweep_id) absl::StrAppend(&sql, " AND sweep_id = ?1");
+  if (!filter.run_id.empty()) absl::StrAppend(&sql, " AND run_id = ?2");
+  if (filter.state) absl::StrAppend(&sql, " AND state = ?3");
+  if (!filter.lease_worker.empty()) {
+    absl::StrAppend(&sql, " AND state = 'LEASED' AND lease_worker = ?4");
+  }
+  absl::StrAppend(&sql, " ORDER BY created_at, id");
   absl::MutexLock lock(&reader_mu_);
-  return internal::QueryTasks(
-      *reader_,
-      absl::StrCat("SELECT ", internal::kTaskColumns,
-                   " FROM tasks WHERE (?1 IS NULL OR sweep_id = ?1)"
-                   " AND (?2 IS NULL OR run_id = ?2)"
-                   " AND (?3 IS NULL OR state = ?3) ORDER BY created_at, id"),
-      [&](Statement& st) {
-        if (filter.sweep_id) st.Bind(1, *filter.sweep_id);
-        st.BindTextOrNull(2, filter.run_id);
-        if (filter.state) st.Bind(3, ToString(*filter.state));
-      });
+  return internal::QueryTasks(*reader_, sql, [&](Statement& st) {
+    if (filter.sweep_id) st.Bind(1, *filter.sweep_id);
+    if (!filter.run_id.empty()) st.Bind(2, filter.run_id);
+    if (filter.state) st.Bind(3, ToString(*filter.state));
+    if (!filter.lease_worker.empty()) st.Bind(4, filter.lease_worker);
+  });
 }
 
 absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,

@@ -134,6 +134,7 @@ struct TaskFilter {
   std::optional<int64_t> sweep_id;
   std::string run_id;  // empty: any
   std::optional<TaskState> state;
+  std::string lease_worker;  // non-empty: only tasks LEASED to this worker
 };
 
 struct MetricPoint {

@@ -333,5 +333,42 @@ TEST(StoreStateTest, CountsAndLoadState) {
   EXPECT_GT(state->last_event_seq, 0);
 }
 
+TEST(StoreTaskTest, ListTasksFilters) {
+  Fixture f;
+  ASSERT_TRUE(f.store->AddRuns(f.sweep_id, {MakeRun("r2")}, T(0)).ok());
+  ASSERT_TRUE(f.store
+                  ->AddTasks({MakeTask("r2.train", f.sweep_id, "r2"),
+                              MakeTask("r2.eval", f.sweep_id, "r2",
+                                       {"r2.train"}, 0, 0, TaskKind::kEval)},
+                             T(0))
+                  .ok());
+  ASSERT_TRUE(f.store->LeaseTask("r2.train", "w7", T(0), kLease).ok());
+  TaskFilter by_run;
+  by_run.run_id = "r2";
+  EXPECT_THAT(Ids(*f.store->ListTasks(by_run)),
+              ElementsAre("r2.eval", "r2.train"));
+  auto eval = f.store->GetTask("r2.eval");
+  ASSERT_TRUE(eval.ok());
+  EXPECT_THAT(eval->spec.depends_on, ElementsAre("r2.train"));
+  EXPECT_EQ(eval->spec.kind, TaskKind::kEval);
+  TaskFilter pending;
+  pending.state = TaskState::kPending;
+  pending.sweep_id = f.sweep_id;
+  EXPECT_THAT(Ids(*f.store->ListTasks(pending)),
+              ElementsAre("r1.train", "r2.eval"));
+  TaskFilter by_worker;
+  by_worker.lease_worker = "w7";
+  EXPECT_THAT(Ids(*f.store->ListTasks(by_worker)), ElementsAre("r2.train"));
+  RunFilter runs;
+  runs.state = RunState::kRunning;
+  runs.arch = "swa";
+  auto running = f.store->ListRuns(runs);
+  ASSERT_TRUE(running.ok());
+  ASSERT_EQ(running->size(), 1u);
+  EXPECT_EQ((*running)[0].spec.id, "r2");
+  runs.scale = "nope";
+  EXPECT_TRUE(f.store->ListRuns(runs)->empty());
+}
+
 }  // namespace
 }  // namespace hlab::store
