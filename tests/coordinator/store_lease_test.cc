@@ -281,6 +281,43 @@ TEST(StoreResumeTest, ResumeMakesFailedRunPendingAndKeepsFencing) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(StoreTrunkTest, SharedTrunkGatesDecaysAndResumesWithTheirRuns) {
+  Fixture f;
+  ASSERT_TRUE(
+      f.store->AddRuns(f.sweep_id, {MakeRun("rA"), MakeRun("rB")}, T(0)).ok());
+  TaskSpec trunk =
+      MakeTask("trunk", f.sweep_id, "", {}, 0, 0, TaskKind::kTrunk);
+  trunk.trunk_group = "g";
+  TaskSpec decay_a =
+      MakeTask("rA.decay", f.sweep_id, "rA", {"trunk"}, 0, 0, TaskKind::kDecay);
+  TaskSpec decay_b =
+      MakeTask("rB.decay", f.sweep_id, "rB", {"trunk"}, 0, 0, TaskKind::kDecay);
+  decay_a.trunk_group = decay_b.trunk_group = "g";
+  ASSERT_TRUE(f.store->AddTasks({trunk, decay_a, decay_b}, T(0)).ok());
+  EXPECT_EQ(f.store->GetTask("trunk")->spec.max_attempts, 3);  // default
+  ASSERT_EQ(*f.store->LeaseTask("trunk", "w1", T(1), kLease), 1);
+  EXPECT_EQ(f.store->GetRun("rA")->state, RunState::kPending);  // own tasks
+  ASSERT_EQ(*f.store->FailTask("trunk", 1, "NaN loss", false, T(2),
+                               absl::ZeroDuration()),
+            TaskState::kFailed);
+  EXPECT_EQ(f.store->GetTask("rA.decay")->state, TaskState::kFailed);
+  EXPECT_EQ(f.store->GetRun("rA")->state, RunState::kFailed);
+  EXPECT_EQ(f.store->GetRun("rB")->state, RunState::kFailed);
+  EXPECT_TRUE(absl::StrContains(f.store->GetRun("rB")->failure_reason,
+                                "dependency trunk failed"));
+  // Resuming rA reopens its decay and the trunk it needs; rB stays failed.
+  ASSERT_EQ(*f.store->ResumeRuns({"rA"}, T(3)), 1);
+  EXPECT_EQ(f.store->GetTask("trunk")->state, TaskState::kPending);
+  EXPECT_EQ(f.store->GetTask("rA.decay")->state, TaskState::kPending);
+  EXPECT_EQ(f.store->GetRun("rB")->state, RunState::kFailed);
+  EXPECT_THAT(Ids(*f.store->NextLeasableTasks(T(4), 10)),
+              ElementsAre("r1.train", "trunk"));
+  ASSERT_EQ(*f.store->LeaseTask("trunk", "w1", T(4), kLease), 2);
+  ASSERT_TRUE(f.store->CompleteTask("trunk", 2, T(5)).ok());
+  EXPECT_THAT(Ids(*f.store->NextLeasableTasks(T(5), 10)),
+              ElementsAre("r1.train", "rA.decay"));
+}
+
 TEST(StoreCancelTest, CancelSweepSparesRunsOfOtherActiveSweeps) {
   Fixture f;
   auto other = f.store->CreateSweep(MakeSweep("other"), T(0));
