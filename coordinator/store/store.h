@@ -19,16 +19,19 @@
 // belongs to no run): FAILED when one of its tasks failed for good, SUCCEEDED
 // when all of its tasks succeeded, RUNNING once one is leased or succeeded,
 // PENDING otherwise; CANCELLED only by CancelRun/CancelSweep and left only by
-// ResumeRuns. Every run state change appends a "run_state" event per sweep
-// the run belongs to.
+// ResumeRuns/ResumeSweep. Every run state change appends a "run_state" event
+// per sweep the run belongs to.
 //
-// Thread-safety: thread-safe; call from any thread.
+// Thread-safety: thread-safe; call from any thread, but not from a
+// RecordMetricsAsync completion (it runs on the writer thread, and a write
+// from there would wait for itself).
 //
 //   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(path));
 //   HLAB_ASSIGN_OR_RETURN(CreateSweepResult sweep,
 //                         store->CreateSweep(spec, absl::Now()));
 //   HLAB_RETURN_IF_ERROR(store->AddRuns(sweep.sweep_id, runs, now).status());
-//   HLAB_ASSIGN_OR_RETURN(int attempt, store->LeaseTask(id, "w1", now, 30s));
+//   HLAB_ASSIGN_OR_RETURN(int attempt, store->LeaseTask(id, "w1", now,
+//                                                       absl::Seconds(30)));
 //   HLAB_RETURN_IF_ERROR(store->RecordMetrics(id, attempt, points));
 #ifndef HLAB_COORDINATOR_STORE_STORE_H_
 #define HLAB_COORDINATOR_STORE_STORE_H_
@@ -110,7 +113,7 @@ class Store {
   // Leases a task to `worker_id` until now + lease; returns the new attempt
   // number (previous + 1). FailedPrecondition if the task is not leasable
   // now (not PENDING, a dependency not SUCCEEDED, or backing off); NotFound
-  // for an unknown task.
+  // for an unknown task; InvalidArgument for an empty worker id.
   absl::StatusOr<int> LeaseTask(const std::string& task_id,
                                 const std::string& worker_id, absl::Time now,
                                 absl::Duration lease);
@@ -122,7 +125,8 @@ class Store {
                            const std::string& worker_id, absl::Time now,
                            absl::Duration lease);
 
-  // Marks the attempt SUCCEEDED. FailedPrecondition for a stale attempt.
+  // Marks the attempt SUCCEEDED. FailedPrecondition for a stale attempt;
+  // NotFound for an unknown task.
   absl::Status CompleteTask(const std::string& task_id, int attempt,
                             absl::Time now);
 
@@ -178,6 +182,9 @@ class Store {
       const std::string& run_id, const std::string& name);
 
   // Records a checkpoint written by attempt `attempt` of its task. Fenced.
+  // A TRUNK names the run a branch checkpoint is for (run_id), so that run's
+  // DECAY task finds it with NewestRunCheckpoint; its own "latest"
+  // checkpoints name no run.
   absl::Status RecordCheckpoint(const Checkpoint& checkpoint, int attempt,
                                 absl::Time now);
   // The newest (highest step) checkpoint of a task / of a run. NotFound if

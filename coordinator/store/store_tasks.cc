@@ -161,6 +161,9 @@ absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
 absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
                                      const std::string& worker_id,
                                      absl::Time now, absl::Duration lease) {
+  if (worker_id.empty()) {
+    return absl::InvalidArgumentError("a lease needs a worker id");
+  }
   int attempt = 0;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));

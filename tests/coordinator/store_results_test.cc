@@ -116,6 +116,41 @@ TEST(StoreCheckpointTest, NewestCheckpointIsFenced) {
   EXPECT_EQ(f.store->NewestRunCheckpoint("r1")->step, 200);
 }
 
+TEST(StoreCheckpointTest, DecayResumesFromItsTrunkBranchPoint) {
+  Fixture f;
+  TaskSpec trunk =
+      MakeTask("trunk", f.sweep_id, "", {}, 0, 0, TaskKind::kTrunk);
+  TaskSpec decay =
+      MakeTask("r1.decay", f.sweep_id, "r1", {"trunk"}, 0, 0, TaskKind::kDecay);
+  ASSERT_TRUE(f.store->AddTasks({trunk, decay}, T(0)).ok());
+  ASSERT_EQ(*f.store->LeaseTask("trunk", "w1", T(0), kLease), 1);
+  Checkpoint latest;
+  latest.task_id = "trunk";
+  latest.step = 900;
+  latest.path = "/ckpt/trunk/900";
+  latest.checksum = "l";
+  ASSERT_TRUE(f.store->RecordCheckpoint(latest, 1, T(1)).ok());
+  Checkpoint branch = latest;
+  branch.run_id = "r1";
+  branch.step = 450;
+  branch.path = "/ckpt/trunk/branch-r1-450";
+  branch.kind = CheckpointKind::kBranch;
+  ASSERT_TRUE(f.store->RecordCheckpoint(branch, 1, T(2)).ok());
+  ASSERT_TRUE(f.store->CompleteTask("trunk", 1, T(3)).ok());
+  auto start = f.store->NewestRunCheckpoint("r1");
+  ASSERT_TRUE(start.ok());
+  EXPECT_EQ(start->path, "/ckpt/trunk/branch-r1-450");
+  EXPECT_EQ(f.store->NewestCheckpoint("trunk")->step, 900);
+  ASSERT_EQ(*f.store->LeaseTask("r1.decay", "w2", T(4), kLease), 1);
+  Checkpoint own;
+  own.task_id = "r1.decay";
+  own.step = 480;
+  own.path = "/ckpt/r1/480";
+  own.checksum = "d";
+  ASSERT_TRUE(f.store->RecordCheckpoint(own, 1, T(5)).ok());
+  EXPECT_EQ(f.store->NewestRunCheckpoint("r1")->path, "/ckpt/r1/480");
+}
+
 TEST(StoreEvalTest, EvalsAndFitsShowInTheViews) {
   Fixture f;
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
