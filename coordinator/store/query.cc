@@ -20,18 +20,21 @@ namespace {
 // user_version = 9" has an argument and is denied).
 const std::set<std::string>& ReadOnlyPragmas() {
   static const auto* kPragmas = new std::set<std::string>{
-      "table_info",      "table_xinfo",    "table_list",       "index_list",
-      "index_info",      "index_xinfo",    "foreign_key_list", "user_version",
-      "schema_version",  "page_count",     "page_size",        "freelist_count",
-      "database_list",   "collation_list", "function_list",    "pragma_list",
-      "compile_options", "data_version"};
+      "table_info",       "table_xinfo",     "table_list",
+      "index_list",       "index_info",      "index_xinfo",
+      "foreign_key_list", "user_version",    "schema_version",
+      "page_count",       "page_size",       "freelist_count",
+      "database_list",    "collation_list",  "function_list",
+      "pragma_list",      "compile_options", "data_version",
+      "quick_check",      "integrity_check"};
   return *kPragmas;
 }
 
 bool PragmaTakesName(const std::string& name) {
   return name == "table_info" || name == "table_xinfo" ||
          name == "index_list" || name == "index_info" ||
-         name == "index_xinfo" || name == "foreign_key_list";
+         name == "index_xinfo" || name == "foreign_key_list" ||
+         name == "quick_check" || name == "integrity_check";
 }
 
 int ReadOnlyAuthorizer(void* /*user*/, int action, const char* arg1,

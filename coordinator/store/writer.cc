@@ -156,9 +156,9 @@ std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
     absl::Status status = Exec(*db_, "SAVEPOINT op");
     if (status.ok()) {
       status = RunOp(batch[i].op, *db_);
-      if (status.ok()) {
-        status = Exec(*db_, "RELEASE op");
-      } else if (db_->InTransaction()) {
+      if (status.ok()) status = Exec(*db_, "RELEASE op");
+      if (!status.ok() && db_->InTransaction()) {
+        // Undo this op's work (also when RELEASE itself failed).
         (void)Exec(*db_, "ROLLBACK TO op");
         (void)Exec(*db_, "RELEASE op");
       }

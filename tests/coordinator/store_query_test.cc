@@ -116,6 +116,9 @@ TEST_F(StoreQueryTest, ReadsTablesViewsAndSafePragmas) {
   EXPECT_GT(info->rows.size(), 5u);
   auto version = engine_->Run("PRAGMA user_version", {});
   ASSERT_TRUE(version.ok()) << version.status();
+  auto check = engine_->Run("PRAGMA quick_check", {});
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(std::get<std::string>(check->rows[0][0]), "ok");
 }
 
 TEST_F(StoreQueryTest, RowLimitTruncates) {
