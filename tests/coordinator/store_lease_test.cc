@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "coordinator/store/query.h"
 #include "coordinator/store/store.h"
 #include "tests/coordinator/store_test_util.h"
 
@@ -184,6 +185,32 @@ TEST(StoreLeaseTest, ExpiryRequeuesWithNextAttemptAndFencesOldHolder) {
   EXPECT_TRUE(f.store->ReadMetrics("r1", "train_loss")->empty());
   EXPECT_TRUE(f.store->RecordMetrics("r1.train", 2, {point}).ok());
   EXPECT_EQ(f.store->GetRun("r1")->retries, 1);
+}
+
+TEST(StoreLeaseTest, RepeatedExpiryExhaustsTheAttempts) {
+  Fixture f(/*max_attempts=*/2);
+  ASSERT_EQ(*f.store->LeaseTask("r1.train", "w1", T(0), kLease), 1);
+  ASSERT_TRUE((*f.store->ExpireLeases(T(30)))[0].requeued);
+  ASSERT_EQ(*f.store->LeaseTask("r1.train", "w2", T(31), kLease), 2);
+  auto expired = f.store->ExpireLeases(T(61), absl::Seconds(5));
+  ASSERT_TRUE(expired.ok());
+  ASSERT_EQ(expired->size(), 1u);
+  EXPECT_FALSE((*expired)[0].requeued);
+  EXPECT_EQ((*expired)[0].worker_id, "w2");
+  store::Run run = *f.store->GetRun("r1");
+  EXPECT_EQ(run.state, RunState::kFailed);
+  EXPECT_TRUE(
+      absl::StrContains(run.failure_reason, "lease expired (worker w2)"))
+      << run.failure_reason;
+  // The attempts table keeps the history.
+  auto engine = QueryEngine::Open(f.store->path());
+  ASSERT_TRUE(engine.ok());
+  auto attempts = (*engine)->Run(
+      "SELECT attempt, worker_id, outcome FROM attempts ORDER BY attempt", {});
+  ASSERT_TRUE(attempts.ok()) << attempts.status();
+  ASSERT_EQ(attempts->rows.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(attempts->rows[0][2]), "EXPIRED");
+  EXPECT_EQ(std::get<std::string>(attempts->rows[1][1]), "w2");
 }
 
 TEST(StoreLeaseTest, ExtendAfterExpiryIsRefused) {
