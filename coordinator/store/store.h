@@ -157,11 +157,14 @@ class Store {
       const std::string& run_id, absl::Time now);
 
   // Resumes FAILED or CANCELLED runs: run -> PENDING, its FAILED/CANCELLED
-  // tasks -> PENDING with failures reset (attempt numbers keep counting, so
-  // old holders stay fenced; checkpoints are kept so work resumes from the
-  // newest). With a sweep id, resumes every such run of the sweep, its failed
-  // TRUNK tasks, reactivates the sweep and resets its retry count. Returns the
-  // number of runs resumed. NotFound for an unknown sweep or run.
+  // tasks and the failed tasks they depend on (a shared trunk) -> PENDING
+  // with failures reset, and the retry count of the run's sweeps reset to 0.
+  // Attempt numbers keep counting, so old holders stay fenced; checkpoints
+  // are kept, so work resumes from the newest. Runs in other states are left
+  // alone. ResumeSweep does this for every run of the sweep, also reopens the
+  // sweep's failed TRUNK tasks and makes a CANCELLED sweep ACTIVE again.
+  // Returns the number of runs resumed. NotFound for an unknown sweep or run
+  // (nothing is resumed then).
   absl::StatusOr<int> ResumeSweep(int64_t sweep_id, absl::Time now);
   absl::StatusOr<int> ResumeRuns(const std::vector<std::string>& run_ids,
                                  absl::Time now);
