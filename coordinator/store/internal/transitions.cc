@@ -1,0 +1,272 @@
+#include "coordinator/store/internal/transitions.h"
+
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/store/internal/rows.h"
+
+namespace hlab::store::internal {
+namespace {
+
+// Fails every PENDING task that depends, directly or not, on `task_id`;
+// adds their runs to `runs`.
+absl::Status FailDependents(Database& db, const std::string& task_id,
+                            absl::string_view reason, absl::Time now,
+                            std::set<std::string>* runs) {
+  std::vector<std::pair<std::string, std::string>> dependents;  // id, run
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("WITH RECURSIVE dependents(id) AS ("
+                   "  SELECT task_id FROM task_deps WHERE depends_on = ?1"
+                   "  UNION"
+                   "  SELECT d.task_id FROM task_deps d"
+                   "    JOIN dependents x ON d.depends_on = x.id)"
+                   " SELECT t.id, coalesce(t.run_id, '') FROM tasks t"
+                   " JOIN dependents x ON t.id = x.id"
+                   " WHERE t.state = 'PENDING'"));
+    st.Bind(1, task_id);
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      dependents.emplace_back(st.ColumnText(0), st.ColumnText(1));
+    }
+  }
+  if (dependents.empty()) return absl::OkStatus();
+  HLAB_ASSIGN_OR_RETURN(
+      Statement update,
+      db.Prepare("UPDATE tasks SET state = 'FAILED', failure_reason = ?1,"
+                 " updated_at = ?2 WHERE id = ?3"));
+  for (const auto& [id, run] : dependents) {
+    update.Bind(1, absl::StrCat("dependency ", task_id, " failed: ", reason))
+        .Bind(2, ToMillis(now))
+        .Bind(3, id);
+    HLAB_RETURN_IF_ERROR(update.Run());
+    update.Reset();
+    if (!run.empty()) runs->insert(run);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db,
+                                      const std::string& task_id) {
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("SELECT sweep_id, coalesce(run_id, ''), state, attempt,"
+                 " failures, max_attempts, coalesce(lease_worker, ''),"
+                 " lease_expiry FROM tasks WHERE id = ?"));
+  st.Bind(1, task_id);
+  HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+  if (!has_row) {
+    return absl::NotFoundError(absl::StrCat("unknown task ", task_id));
+  }
+  LeaseRow row;
+  row.id = task_id;
+  row.sweep_id = st.ColumnInt(0);
+  row.run_id = st.ColumnText(1);
+  HLAB_ASSIGN_OR_RETURN(row.state, ParseTaskState(st.ColumnText(2)));
+  row.attempt = static_cast<int>(st.ColumnInt(3));
+  row.failures = static_cast<int>(st.ColumnInt(4));
+  row.max_attempts = static_cast<int>(st.ColumnInt(5));
+  row.lease_worker = st.ColumnText(6);
+  row.lease_expiry = TimeColumn(st, 7);
+  return row;
+}
+
+absl::StatusOr<LeaseRow> CheckLease(Database& db, const std::string& task_id,
+                                    int attempt) {
+  HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));
+  if (row.state != TaskState::kLeased || row.attempt != attempt) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale attempt ", attempt, " of task ", task_id, " (task is ",
+        ToString(row.state), " at attempt ", row.attempt, ")"));
+  }
+  return row;
+}
+
+absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
+                                    absl::string_view run_id,
+                                    absl::string_view kind,
+                                    absl::string_view message, absl::Time now) {
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("INSERT INTO events (sweep_id, run_id, kind, message, time)"
+                 " VALUES (?, ?, ?, ?, ?)"));
+  if (sweep_id == 0) {
+    st.BindNull(1);
+  } else {
+    st.Bind(1, sweep_id);
+  }
+  st.BindTextOrNull(2, run_id).Bind(3, kind).Bind(4, message);
+  st.Bind(5, ToMillis(now));
+  HLAB_RETURN_IF_ERROR(st.Run());
+  return db.last_insert_rowid();
+}
+
+absl::Status RefreshRunState(Database& db, const std::string& run_id,
+                             absl::Time now) {
+  if (run_id.empty()) return absl::OkStatus();
+  std::string current;
+  {
+    HLAB_ASSIGN_OR_RETURN(Statement st,
+                          db.Prepare("SELECT state FROM runs WHERE id = ?"));
+    st.Bind(1, run_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (!has_row)
+      return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
+    current = st.ColumnText(0);
+  }
+  if (current == "CANCELLED") return absl::OkStatus();
+  int64_t total = 0, succeeded = 0, failed = 0, started = 0;
+  std::string reason;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("SELECT count(*), total(state = 'SUCCEEDED'),"
+                   " total(state = 'FAILED'),"
+                   " total(state IN ('LEASED', 'SUCCEEDED')),"
+                   " (SELECT failure_reason FROM tasks WHERE run_id = ?1"
+                   "    AND state = 'FAILED' ORDER BY updated_at, id LIMIT 1)"
+                   " FROM tasks WHERE run_id = ?1"));
+    st.Bind(1, run_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (has_row) {
+      total = st.ColumnInt(0);
+      succeeded = st.ColumnInt(1);
+      failed = st.ColumnInt(2);
+      started = st.ColumnInt(3);
+      reason = st.ColumnText(4);
+    }
+  }
+  RunState next = RunState::kPending;
+  if (failed > 0) {
+    next = RunState::kFailed;
+  } else if (total > 0 && succeeded == total) {
+    next = RunState::kSucceeded;
+  } else if (started > 0) {
+    next = RunState::kRunning;
+  }
+  if (next != RunState::kFailed) reason.clear();
+  if (current == ToString(next)) return absl::OkStatus();
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE runs SET state = ?, failure_reason = ?,"
+                   " updated_at = ? WHERE id = ?"));
+    st.Bind(1, ToString(next)).BindTextOrNull(2, reason);
+    st.Bind(3, ToMillis(now)).Bind(4, run_id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  std::vector<int64_t> sweeps;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("SELECT sweep_id FROM sweep_runs WHERE run_id = ?"));
+    st.Bind(1, run_id);
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      sweeps.push_back(st.ColumnInt(0));
+    }
+  }
+  std::string message = ToString(next);
+  if (!reason.empty()) absl::StrAppend(&message, ": ", reason);
+  for (int64_t sweep : sweeps) {
+    HLAB_RETURN_IF_ERROR(
+        InsertEvent(db, sweep, run_id, "run_state", message, now).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
+                                      absl::string_view error, bool retryable,
+                                      absl::string_view outcome, absl::Time now,
+                                      absl::Duration backoff) {
+  const int64_t now_ms = ToMillis(now);
+  const int failures = row.failures + 1;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE attempts SET ended_at = ?, outcome = ?, error = ?"
+                   " WHERE task_id = ? AND attempt = ?"));
+    st.Bind(1, now_ms).Bind(2, outcome).Bind(3, error);
+    st.Bind(4, row.id).Bind(5, row.attempt);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  int64_t sweep_retries = 0, sweep_max_retries = 0;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("SELECT retries, max_retries FROM sweeps WHERE id = ?"));
+    st.Bind(1, row.sweep_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (has_row) {
+      sweep_retries = st.ColumnInt(0);
+      sweep_max_retries = st.ColumnInt(1);
+    }
+  }
+  std::string reason;
+  if (!retryable) {
+    reason = absl::StrCat("task ", row.id, " attempt ", row.attempt,
+                          " failed (not retryable): ", error);
+  } else if (failures >= row.max_attempts) {
+    reason = absl::StrCat("task ", row.id, " failed ", failures, " of ",
+                          row.max_attempts, " attempts; last error: ", error);
+  } else if (sweep_retries >= sweep_max_retries) {
+    reason = absl::StrCat("sweep ", row.sweep_id, " retry limit (",
+                          sweep_max_retries, ") exhausted; task ", row.id,
+                          " last error: ", error);
+  }
+  std::set<std::string> runs;
+  if (!row.run_id.empty()) runs.insert(row.run_id);
+  TaskState next = reason.empty() ? TaskState::kPending : TaskState::kFailed;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE tasks SET state = ?, failures = ?,"
+                   " lease_worker = NULL, lease_expiry = NULL,"
+                   " not_before = ?, failure_reason = ?, updated_at = ?"
+                   " WHERE id = ?"));
+    st.Bind(1, ToString(next)).Bind(2, failures);
+    st.Bind(3, ToMillis(now + backoff));
+    st.Bind(4, reason.empty() ? std::string(error) : reason);
+    st.Bind(5, now_ms).Bind(6, row.id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  if (next == TaskState::kPending) {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement sweep,
+        db.Prepare("UPDATE sweeps SET retries = retries + 1 WHERE id = ?"));
+    sweep.Bind(1, row.sweep_id);
+    HLAB_RETURN_IF_ERROR(sweep.Run());
+    if (!row.run_id.empty()) {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement run,
+          db.Prepare("UPDATE runs SET retries = retries + 1 WHERE id = ?"));
+      run.Bind(1, row.run_id);
+      HLAB_RETURN_IF_ERROR(run.Run());
+    }
+    HLAB_RETURN_IF_ERROR(
+        InsertEvent(db, row.sweep_id, row.run_id, "task_retry",
+                    absl::StrCat("task ", row.id, " attempt ", row.attempt, " ",
+                                 outcome, ": ", error),
+                    now)
+            .status());
+  } else {
+    HLAB_RETURN_IF_ERROR(FailDependents(db, row.id, reason, now, &runs));
+    HLAB_RETURN_IF_ERROR(
+        InsertEvent(db, row.sweep_id, row.run_id, "task_failed", reason, now)
+            .status());
+  }
+  for (const std::string& run : runs) {
+    HLAB_RETURN_IF_ERROR(RefreshRunState(db, run, now));
+  }
+  return next;
+}
+
+}  // namespace hlab::store::internal

@@ -1,0 +1,67 @@
+// State transitions shared by the store's write operations: lease fencing,
+// failing an attempt (retry or give up), failing dependents, and deriving a
+// run's state from its tasks. Private to coordinator/store.
+//
+// Thread-safety: each function runs on the writer thread, inside the
+// operation's transaction (writer.h), over the writer's Database.
+//
+//   HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
+//   ... write on behalf of the lease ...
+//   HLAB_RETURN_IF_ERROR(RefreshRunState(db, row.run_id, now));
+#ifndef HLAB_COORDINATOR_STORE_INTERNAL_TRANSITIONS_H_
+#define HLAB_COORDINATOR_STORE_INTERNAL_TRANSITIONS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "coordinator/store/database.h"
+#include "coordinator/store/types.h"
+
+namespace hlab::store::internal {
+
+// The lease-relevant columns of one task.
+struct LeaseRow {
+  std::string id;
+  int64_t sweep_id = 0;
+  std::string run_id;  // empty for a TRUNK task
+  TaskState state = TaskState::kPending;
+  int attempt = 0;
+  int failures = 0;
+  int max_attempts = 0;
+  std::string lease_worker;
+  absl::Time lease_expiry = absl::InfinitePast();
+};
+
+// NotFound for an unknown task.
+absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db, const std::string& task_id);
+
+// The fencing check: OK only if the task is LEASED with `attempt`;
+// FailedPrecondition ("stale attempt") otherwise, NotFound if unknown.
+absl::StatusOr<LeaseRow> CheckLease(Database& db, const std::string& task_id,
+                                    int attempt);
+
+// Appends one event; returns its seq. sweep_id 0 and empty run_id are NULL.
+absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
+                                    absl::string_view run_id,
+                                    absl::string_view kind,
+                                    absl::string_view message, absl::Time now);
+
+// Derives the run's state from its tasks (rule in store.h) and stores it if
+// it changed, with a "run_state" event per sweep of the run. No-op for an
+// empty run id.
+absl::Status RefreshRunState(Database& db, const std::string& run_id,
+                             absl::Time now);
+
+// Ends the leased attempt of `row` with `outcome` ("FAILED" or "EXPIRED")
+// and either requeues the task (PENDING, not_before = now + backoff) or
+// fails it for good, with its dependents. Returns the new task state.
+absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
+                                      absl::string_view error, bool retryable,
+                                      absl::string_view outcome, absl::Time now,
+                                      absl::Duration backoff);
+
+}  // namespace hlab::store::internal
+
+#endif  // HLAB_COORDINATOR_STORE_INTERNAL_TRANSITIONS_H_

@@ -1,0 +1,259 @@
+#include "coordinator/store/schema.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace hlab::store {
+namespace {
+
+// v1: the tables and the indices of the hot queries. Times are integer Unix
+// milliseconds; JSON documents are TEXT.
+constexpr char kV1Tables[] = R"sql(
+CREATE TABLE sweeps (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  name        TEXT NOT NULL,
+  spec_hash   TEXT NOT NULL UNIQUE,
+  request_id  TEXT,
+  spec        TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  state       TEXT NOT NULL DEFAULT 'ACTIVE'
+              CHECK (state IN ('ACTIVE', 'CANCELLED')),
+  max_retries INTEGER NOT NULL,
+  retries     INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE runs (
+  id             TEXT PRIMARY KEY,
+  arch           TEXT NOT NULL,
+  scale          TEXT NOT NULL,
+  budget_tokens  INTEGER NOT NULL,
+  n_params       INTEGER NOT NULL,
+  seed           INTEGER NOT NULL,
+  config         TEXT NOT NULL,
+  state          TEXT NOT NULL DEFAULT 'PENDING' CHECK (state IN
+                 ('PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+  failure_reason TEXT,
+  retries        INTEGER NOT NULL DEFAULT 0,
+  max_attempts   INTEGER NOT NULL,
+  created_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL
+);
+CREATE INDEX runs_by_state ON runs (state);
+CREATE INDEX runs_by_arch_scale ON runs (arch, scale);
+
+CREATE TABLE sweep_runs (
+  sweep_id INTEGER NOT NULL REFERENCES sweeps (id),
+  run_id   TEXT NOT NULL REFERENCES runs (id),
+  PRIMARY KEY (sweep_id, run_id)
+) WITHOUT ROWID;
+CREATE INDEX sweep_runs_by_run ON sweep_runs (run_id);
+
+CREATE TABLE tasks (
+  id             TEXT PRIMARY KEY,
+  sweep_id       INTEGER NOT NULL REFERENCES sweeps (id),
+  run_id         TEXT REFERENCES runs (id),
+  trunk_group    TEXT,
+  kind           TEXT NOT NULL
+                 CHECK (kind IN ('TRAIN', 'TRUNK', 'DECAY', 'EVAL')),
+  state          TEXT NOT NULL DEFAULT 'PENDING' CHECK (state IN
+                 ('PENDING', 'LEASED', 'SUCCEEDED', 'FAILED', 'CANCELLED')),
+  priority       INTEGER NOT NULL DEFAULT 0,
+  cost_flops     REAL NOT NULL DEFAULT 0,
+  attempt        INTEGER NOT NULL DEFAULT 0,
+  failures       INTEGER NOT NULL DEFAULT 0,
+  max_attempts   INTEGER NOT NULL,
+  lease_worker   TEXT,
+  lease_expiry   INTEGER,
+  not_before     INTEGER NOT NULL DEFAULT 0,
+  resources      TEXT NOT NULL DEFAULT '{}',
+  payload        TEXT NOT NULL DEFAULT '{}',
+  failure_reason TEXT,
+  created_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL,
+  CHECK (run_id IS NOT NULL OR kind = 'TRUNK')
+);
+CREATE INDEX tasks_pending ON tasks (priority DESC, cost_flops, id)
+  WHERE state = 'PENDING';
+CREATE INDEX tasks_leased ON tasks (lease_expiry, id) WHERE state = 'LEASED';
+CREATE INDEX tasks_by_run ON tasks (run_id);
+CREATE INDEX tasks_by_sweep ON tasks (sweep_id, state);
+
+CREATE TABLE task_deps (
+  task_id    TEXT NOT NULL REFERENCES tasks (id),
+  depends_on TEXT NOT NULL REFERENCES tasks (id),
+  PRIMARY KEY (task_id, depends_on)
+) WITHOUT ROWID;
+CREATE INDEX task_deps_by_dependency ON task_deps (depends_on);
+
+CREATE TABLE attempts (
+  task_id    TEXT NOT NULL REFERENCES tasks (id),
+  attempt    INTEGER NOT NULL,
+  worker_id  TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at   INTEGER,
+  outcome    TEXT NOT NULL DEFAULT 'RUNNING' CHECK (outcome IN
+             ('RUNNING', 'SUCCEEDED', 'FAILED', 'EXPIRED', 'CANCELLED')),
+  error      TEXT,
+  PRIMARY KEY (task_id, attempt)
+) WITHOUT ROWID;
+
+CREATE TABLE workers (
+  id             TEXT PRIMARY KEY,
+  address        TEXT NOT NULL,
+  devices        TEXT NOT NULL DEFAULT '[]',
+  capacity       INTEGER NOT NULL DEFAULT 1,
+  registered_at  INTEGER NOT NULL,
+  last_heartbeat INTEGER NOT NULL,
+  state          TEXT NOT NULL DEFAULT 'UP' CHECK (state IN ('UP', 'LOST'))
+);
+
+CREATE TABLE metrics (
+  run_id    TEXT NOT NULL REFERENCES runs (id),
+  name      TEXT NOT NULL,
+  step      INTEGER NOT NULL,
+  value     REAL,
+  tokens    INTEGER,
+  wall_time REAL,
+  PRIMARY KEY (run_id, name, step)
+) WITHOUT ROWID;
+
+CREATE TABLE evals (
+  run_id  TEXT NOT NULL REFERENCES runs (id),
+  step    INTEGER NOT NULL,
+  metric  TEXT NOT NULL,
+  value   REAL,
+  details TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (run_id, step, metric)
+) WITHOUT ROWID;
+
+CREATE TABLE checkpoints (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id    TEXT NOT NULL REFERENCES tasks (id),
+  run_id     TEXT REFERENCES runs (id),
+  step       INTEGER NOT NULL,
+  tokens     INTEGER NOT NULL,
+  path       TEXT NOT NULL,
+  checksum   TEXT NOT NULL,
+  kind       TEXT NOT NULL CHECK (kind IN ('latest', 'branch')),
+  attempt    INTEGER NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX checkpoints_by_task ON checkpoints (task_id, step);
+CREATE INDEX checkpoints_by_run ON checkpoints (run_id, step);
+
+CREATE TABLE fits (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  sweep_id   INTEGER NOT NULL REFERENCES sweeps (id),
+  arch       TEXT NOT NULL,
+  target     TEXT NOT NULL,
+  e          REAL, a REAL, alpha REAL, b REAL, beta REAL,
+  ci         TEXT NOT NULL DEFAULT '{}',
+  r2_fit     REAL,
+  r2_verify  REAL,
+  n_points   INTEGER NOT NULL DEFAULT 0,
+  details    TEXT NOT NULL DEFAULT '{}',
+  created_at INTEGER NOT NULL,
+  UNIQUE (sweep_id, arch, target)
+);
+
+CREATE TABLE events (
+  seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+  sweep_id INTEGER,
+  run_id   TEXT,
+  kind     TEXT NOT NULL,
+  message  TEXT NOT NULL,
+  time     INTEGER NOT NULL
+);
+CREATE INDEX events_by_sweep ON events (sweep_id, seq);
+)sql";
+
+// v2: the views users query (`hlab query`). Figures by convention: training
+// loss is the metric 'train_loss' (last step, tokens and final loss come from
+// its newest point: one index seek per run), validation loss 'val_loss'
+// (evals first, else metrics).
+constexpr char kV2Views[] = R"sql(
+CREATE VIEW run_summary AS
+SELECT
+  r.id AS run_id, r.arch, r.scale, r.n_params, r.budget_tokens, r.seed,
+  r.state, r.failure_reason, r.retries,
+  (SELECT group_concat(sr.sweep_id) FROM sweep_runs sr
+     WHERE sr.run_id = r.id) AS sweeps,
+  (SELECT m.step FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS last_step,
+  (SELECT m.tokens FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS tokens,
+  (SELECT m.value FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS final_train_loss,
+  coalesce(
+    (SELECT e.value FROM evals e WHERE e.run_id = r.id
+       AND e.metric = 'val_loss' ORDER BY e.step DESC LIMIT 1),
+    (SELECT m.value FROM metrics m WHERE m.run_id = r.id
+       AND m.name = 'val_loss' ORDER BY m.step DESC LIMIT 1)) AS final_val_loss,
+  (SELECT count(*) FROM tasks t WHERE t.run_id = r.id) AS tasks,
+  (SELECT count(*) FROM tasks t WHERE t.run_id = r.id
+     AND t.state = 'SUCCEEDED') AS tasks_succeeded,
+  datetime(r.created_at / 1000, 'unixepoch') AS created,
+  datetime(r.updated_at / 1000, 'unixepoch') AS updated
+FROM runs r;
+
+CREATE VIEW fit_summary AS
+SELECT
+  f.id AS fit_id, f.sweep_id, s.name AS sweep, f.arch, f.target,
+  f.e, f.a, f.alpha, f.b, f.beta, f.r2_fit, f.r2_verify, f.n_points, f.ci,
+  datetime(f.created_at / 1000, 'unixepoch') AS created
+FROM fits f LEFT JOIN sweeps s ON s.id = f.sweep_id;
+)sql";
+
+}  // namespace
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, kV1Tables},
+      {2, kV2Views},
+  };
+  return kMigrations;
+}
+
+int SchemaVersion() { return static_cast<int>(Migrations().size()); }
+
+absl::StatusOr<int> CurrentSchemaVersion(Database& db) {
+  HLAB_ASSIGN_OR_RETURN(int64_t version, db.QueryInt("PRAGMA user_version"));
+  return static_cast<int>(version);
+}
+
+absl::Status Migrate(Database& db) {
+  HLAB_ASSIGN_OR_RETURN(int current, CurrentSchemaVersion(db));
+  const int latest = SchemaVersion();
+  if (current > latest) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database schema v", current,
+                     " is newer than this hlab (v", latest, "): upgrade hlab"));
+  }
+  for (const Migration& migration : Migrations()) {
+    if (migration.version <= current) continue;
+    HLAB_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+    // Re-read inside the write lock: another process may have migrated.
+    absl::StatusOr<int> now_at = CurrentSchemaVersion(db);
+    absl::Status status = now_at.status();
+    if (status.ok() && *now_at < migration.version) {
+      status = db.Exec(migration.sql);
+      if (status.ok()) {
+        status =
+            db.Exec(absl::StrCat("PRAGMA user_version = ", migration.version));
+      }
+    }
+    if (!status.ok()) {
+      (void)db.Exec("ROLLBACK");
+      return absl::Status(status.code(), absl::StrCat("schema migration to v",
+                                                      migration.version, ": ",
+                                                      status.message()));
+    }
+    HLAB_RETURN_IF_ERROR(db.Exec("COMMIT"));
+    HLAB_LOG(INFO) << "store: migrated " << db.path() << " to schema v"
+                   << migration.version;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hlab::store

@@ -1,0 +1,269 @@
+// Store: the coordinator's durable state in SQLite (WAL), behind typed
+// operations: sweeps, runs, tasks with leases and fencing, metrics, evals,
+// checkpoints, fits, the event log and workers. See docs/store.md.
+//
+// Writes go through one writer thread with group commit (writer.h): each
+// write method blocks until its transaction is committed, so a returned OK is
+// durable. Reads use a separate read-only connection (WAL: they never wait for
+// the writer) and see every write that has returned.
+//
+// Time is always an argument (`now`), never read from a clock, so the
+// coordinator and tests decide what time it is.
+//
+// Fencing: every lease has an attempt number. Writes on behalf of a lease
+// (ExtendLease, CompleteTask, FailTask, RecordMetrics, RecordCheckpoint,
+// RecordEval) carry it; unless the task is LEASED with that very attempt they
+// return FailedPrecondition and change nothing.
+//
+// Run state follows its tasks (tasks with that run_id; a shared TRUNK task
+// belongs to no run): FAILED when one of its tasks failed for good, SUCCEEDED
+// when all of its tasks succeeded, RUNNING once one is leased or succeeded,
+// PENDING otherwise; CANCELLED only by CancelRun/CancelSweep and left only by
+// ResumeRuns/ResumeSweep. Every run state change appends a "run_state" event
+// per sweep the run belongs to.
+//
+// Thread-safety: thread-safe; call from any thread, but not from a
+// RecordMetricsAsync completion (it runs on the writer thread, and a write
+// from there would wait for itself).
+//
+//   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(path));
+//   HLAB_ASSIGN_OR_RETURN(CreateSweepResult sweep,
+//                         store->CreateSweep(spec, absl::Now()));
+//   HLAB_RETURN_IF_ERROR(store->AddRuns(sweep.sweep_id, runs, now).status());
+//   HLAB_ASSIGN_OR_RETURN(int attempt, store->LeaseTask(id, "w1", now,
+//                                                       absl::Seconds(30)));
+//   HLAB_RETURN_IF_ERROR(store->RecordMetrics(id, attempt, points));
+#ifndef HLAB_COORDINATOR_STORE_STORE_H_
+#define HLAB_COORDINATOR_STORE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/store/database.h"
+#include "coordinator/store/internal/file_lock.h"
+#include "coordinator/store/types.h"
+#include "coordinator/store/writer.h"
+
+namespace hlab::store {
+
+struct StoreOptions {
+  WriterOptions writer;
+};
+
+class Store {
+ public:
+  // Opens (creating if missing) and migrates the database at `path`, and
+  // holds an exclusive lock on `path`.lock while open. Unavailable naming the
+  // path if it cannot be opened; FailedPrecondition if another Store (another
+  // coordinator) has it open, or if the file has a newer schema than this
+  // binary; InvalidArgument if WAL cannot be enabled (e.g. a network file
+  // system).
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const std::string& path, StoreOptions options = StoreOptions());
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();  // drains pending writes
+
+  // ---- Sweeps and runs (store.cc)
+
+  // Idempotent by spec_hash: an existing sweep returns its id with
+  // created=false (and is left as it is). InvalidArgument if name, spec_hash
+  // or spec is empty.
+  absl::StatusOr<CreateSweepResult> CreateSweep(const SweepSpec& spec,
+                                                absl::Time now);
+  // NotFound for an unknown id.
+  absl::StatusOr<Sweep> GetSweep(int64_t sweep_id);
+  absl::StatusOr<std::vector<Sweep>> ListSweeps();
+
+  // Adds runs to a sweep. A run already stored (same id, e.g. from another
+  // sweep) is not changed; it only becomes a member of this sweep too.
+  // NotFound for an unknown sweep; InvalidArgument for an empty run id.
+  absl::StatusOr<AddRunsResult> AddRuns(int64_t sweep_id,
+                                        const std::vector<RunSpec>& runs,
+                                        absl::Time now);
+  absl::StatusOr<Run> GetRun(const std::string& run_id);  // NotFound
+  absl::StatusOr<std::vector<Run>> ListRuns(const RunFilter& filter);
+
+  // ---- Tasks and leases (store_tasks.cc)
+
+  // Adds tasks (INSERT OR IGNORE by id: re-adding is a no-op) with their
+  // dependencies; returns how many were new. A dependency must name a task
+  // already stored or earlier in `tasks` (so there are no cycles).
+  // InvalidArgument for an unknown run, sweep or dependency, or a non-TRUNK
+  // task without a run; nothing is added then.
+  absl::StatusOr<int> AddTasks(const std::vector<TaskSpec>& tasks,
+                               absl::Time now);
+  absl::StatusOr<Task> GetTask(const std::string& task_id);  // NotFound
+  absl::StatusOr<std::vector<Task>> ListTasks(const TaskFilter& filter);
+
+  // Up to `limit` PENDING tasks whose dependencies all SUCCEEDED and whose
+  // not_before <= now, by priority DESC, then cost_flops ASC, then id.
+  absl::StatusOr<std::vector<Task>> NextLeasableTasks(absl::Time now,
+                                                      int limit);
+
+  // Leases a task to `worker_id` until now + lease; returns the new attempt
+  // number (previous + 1). FailedPrecondition if the task is not leasable
+  // now (not PENDING, a dependency not SUCCEEDED, or backing off); NotFound
+  // for an unknown task; InvalidArgument for an empty worker id.
+  absl::StatusOr<int> LeaseTask(const std::string& task_id,
+                                const std::string& worker_id, absl::Time now,
+                                absl::Duration lease);
+
+  // Extends a held lease to now + lease. FailedPrecondition if `attempt` is
+  // stale, the lease is held by another worker, or it has already expired
+  // (the task may be handed to someone else); NotFound for an unknown task.
+  absl::Status ExtendLease(const std::string& task_id, int attempt,
+                           const std::string& worker_id, absl::Time now,
+                           absl::Duration lease);
+
+  // Marks the attempt SUCCEEDED. FailedPrecondition for a stale attempt;
+  // NotFound for an unknown task.
+  absl::Status CompleteTask(const std::string& task_id, int attempt,
+                            absl::Time now);
+
+  // Records a failed attempt. If `retryable` and both the task's
+  // max_attempts and its sweep's retry limit allow, the task goes back to
+  // PENDING with not_before = now + backoff; otherwise it (and every PENDING
+  // task depending on it) becomes FAILED with the reason, and so does its
+  // run. Returns the task's new state (PENDING or FAILED). FailedPrecondition
+  // for a stale attempt (nothing changed); NotFound for an unknown task.
+  absl::StatusOr<TaskState> FailTask(const std::string& task_id, int attempt,
+                                     const std::string& error, bool retryable,
+                                     absl::Time now, absl::Duration backoff);
+
+  // Requeues every LEASED task whose lease expired (lease_expiry <= now) as a
+  // retryable failure with `backoff`; the old holder's attempt is stale from
+  // then on. Returns what expired.
+  absl::StatusOr<std::vector<ExpiredLease>> ExpireLeases(
+      absl::Time now, absl::Duration backoff = absl::ZeroDuration());
+
+  // Cancels a sweep: its state becomes CANCELLED, and each of its runs that
+  // is not finished and belongs to no other ACTIVE sweep is cancelled with
+  // its unfinished tasks (and the sweep's unfinished TRUNK tasks). Returns
+  // the leases that were cancelled. NotFound for an unknown sweep.
+  absl::StatusOr<std::vector<CancelledLease>> CancelSweep(int64_t sweep_id,
+                                                          absl::Time now);
+  // Cancels one run (unless finished) and its unfinished tasks. NotFound.
+  absl::StatusOr<std::vector<CancelledLease>> CancelRun(
+      const std::string& run_id, absl::Time now);
+
+  // Resumes FAILED or CANCELLED runs: run -> PENDING, its FAILED/CANCELLED
+  // tasks and the failed tasks they depend on (a shared trunk) -> PENDING
+  // with failures reset, and the retry count of the run's sweeps reset to 0.
+  // Attempt numbers keep counting, so old holders stay fenced; checkpoints
+  // are kept, so work resumes from the newest. Runs in other states are left
+  // alone. ResumeSweep does this for every run of the sweep, also reopens the
+  // sweep's failed TRUNK tasks and makes a CANCELLED sweep ACTIVE again.
+  // Returns the number of runs resumed. NotFound for an unknown sweep or run
+  // (nothing is resumed then).
+  absl::StatusOr<int> ResumeSweep(int64_t sweep_id, absl::Time now);
+  absl::StatusOr<int> ResumeRuns(const std::vector<std::string>& run_ids,
+                                 absl::Time now);
+
+  // ---- Results (store_results.cc)
+
+  // Stores a batch of metric points (INSERT OR IGNORE on (run, name, step):
+  // a replay adds nothing). Fenced. InvalidArgument for a point naming
+  // another run than the task's (allowed only for TRUNK tasks) or an unknown
+  // run; nothing is stored then.
+  absl::Status RecordMetrics(const std::string& task_id, int attempt,
+                             const std::vector<MetricPoint>& points);
+  // The same without waiting: `done` runs on the writer thread after commit.
+  void RecordMetricsAsync(const std::string& task_id, int attempt,
+                          std::vector<MetricPoint> points, WriteDone done);
+  // All points of one metric of a run, by step.
+  absl::StatusOr<std::vector<MetricPoint>> ReadMetrics(
+      const std::string& run_id, const std::string& name);
+
+  // Records a checkpoint written by attempt `attempt` of its task. Fenced.
+  // A TRUNK names the run a branch checkpoint is for (run_id), so that run's
+  // DECAY task finds it with NewestRunCheckpoint; its own "latest"
+  // checkpoints name no run.
+  absl::Status RecordCheckpoint(const Checkpoint& checkpoint, int attempt,
+                                absl::Time now);
+  // The newest (highest step) checkpoint of a task / of a run. NotFound if
+  // there is none.
+  absl::StatusOr<Checkpoint> NewestCheckpoint(const std::string& task_id);
+  absl::StatusOr<Checkpoint> NewestRunCheckpoint(const std::string& run_id);
+
+  // Stores an evaluation result (a re-evaluation of the same (run, step,
+  // metric) replaces it). Fenced.
+  absl::Status RecordEval(const std::string& task_id, int attempt,
+                          const EvalResult& eval);
+
+  // Stores a fit (replacing the sweep's previous fit of arch and target).
+  // NotFound for an unknown sweep.
+  absl::Status RecordFit(const FitRecord& fit, absl::Time now);
+
+  // Appends to the event log; returns its sequence number.
+  absl::StatusOr<int64_t> AppendEvent(const Event& event);
+  // Events with seq > `after_seq`, oldest first, at most `limit`; for one
+  // sweep, or for all with sweep_id 0.
+  absl::StatusOr<std::vector<Event>> EventsSince(int64_t sweep_id,
+                                                 int64_t after_seq, int limit);
+
+  // ---- Workers (store_results.cc)
+
+  // Registers (or re-registers) a worker: UP, heartbeat now.
+  absl::Status RegisterWorker(const WorkerInfo& worker, absl::Time now);
+  // NotFound for an unknown worker (it should register again).
+  absl::Status HeartbeatWorker(const std::string& worker_id, absl::Time now);
+  absl::StatusOr<std::vector<WorkerInfo>> ListWorkers();
+  // Marks UP workers silent since now - timeout as LOST; returns their ids.
+  absl::StatusOr<std::vector<std::string>> MarkLostWorkers(
+      absl::Time now, absl::Duration timeout);
+
+  // ---- Maintenance (store.cc)
+
+  // Copies a consistent snapshot of the database to `dest_path` with
+  // SQLite's online backup API, while writes go on (`hlab backup`).
+  // AlreadyExists if dest_path exists (never overwritten); Unavailable
+  // naming dest_path if it cannot be written.
+  absl::Status Backup(const std::string& dest_path);
+
+  struct WalCheckpoint {
+    int64_t wal_pages = 0;           // pages in the WAL before
+    int64_t checkpointed_pages = 0;  // of those, copied into the database
+  };
+  // Runs PRAGMA wal_checkpoint on the writer thread, between commits:
+  // PASSIVE (never waits) or, with `truncate`, TRUNCATE (waits up to the busy
+  // timeout for readers, then empties the WAL file). Call it periodically so
+  // long-lived readers cannot make the WAL grow without bound. Unavailable
+  // if a TRUNCATE could not finish because of readers.
+  absl::StatusOr<WalCheckpoint> CheckpointWal(bool truncate);
+
+  // ---- Gauges and recovery (store.cc)
+
+  absl::StatusOr<StateCounts> CountsByState();
+  absl::StatusOr<RecoveredState> LoadState();
+
+  WriterStats writer_stats() const { return writer_->stats(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(std::string path, internal::FileLock lock,
+        std::unique_ptr<Writer> writer, std::unique_ptr<Database> reader)
+      : path_(std::move(path)),
+        lock_(std::move(lock)),
+        writer_(std::move(writer)),
+        reader_(std::move(reader)) {}
+
+  const std::string path_;
+  internal::FileLock lock_;  // released after the writer and reader close
+  std::unique_ptr<Writer> writer_;
+  absl::Mutex reader_mu_;
+  std::unique_ptr<Database> reader_ ABSL_GUARDED_BY(reader_mu_);
+};
+
+}  // namespace hlab::store
+
+#endif  // HLAB_COORDINATOR_STORE_STORE_H_

@@ -1,0 +1,301 @@
+// Store: cancelling and resuming sweeps and runs.
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/store/internal/rows.h"
+#include "coordinator/store/internal/transitions.h"
+#include "coordinator/store/store.h"
+
+namespace hlab::store {
+
+using internal::Exists;
+using internal::InsertEvent;
+using internal::LeaseRow;
+using internal::LoadLeaseRow;
+using internal::RefreshRunState;
+
+namespace {
+
+// Cancels the PENDING and LEASED tasks selected by `select_ids` (a query of
+// task ids with one `?` parameter bound to `key`); appends cancelled leases.
+absl::Status CancelTasks(Database& db, const std::string& select_ids,
+                         const std::string& key, int64_t sweep_key,
+                         absl::Time now, std::vector<CancelledLease>* out) {
+  std::vector<LeaseRow> rows;
+  {
+    HLAB_ASSIGN_OR_RETURN(Statement st, db.Prepare(select_ids));
+    if (sweep_key != 0) {
+      st.Bind(1, sweep_key);
+    } else {
+      st.Bind(1, key);
+    }
+    std::vector<std::string> ids;
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      ids.push_back(st.ColumnText(0));
+    }
+    st.Reset();
+    for (const std::string& id : ids) {
+      HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, id));
+      rows.push_back(std::move(row));
+    }
+  }
+  const int64_t now_ms = ToMillis(now);
+  for (const LeaseRow& row : rows) {
+    if (row.state != TaskState::kPending && row.state != TaskState::kLeased) {
+      continue;
+    }
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE tasks SET state = 'CANCELLED', lease_worker = NULL,"
+                   " lease_expiry = NULL, updated_at = ? WHERE id = ?"));
+    st.Bind(1, now_ms).Bind(2, row.id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+    if (row.state == TaskState::kLeased) {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement attempt,
+          db.Prepare("UPDATE attempts SET outcome = 'CANCELLED', ended_at = ?"
+                     " WHERE task_id = ? AND attempt = ?"));
+      attempt.Bind(1, now_ms).Bind(2, row.id).Bind(3, row.attempt);
+      HLAB_RETURN_IF_ERROR(attempt.Run());
+      out->push_back(CancelledLease{row.id, row.attempt, row.lease_worker});
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Cancels one run unless it SUCCEEDED or is CANCELLED already.
+absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
+                            absl::Time now, std::vector<CancelledLease>* out) {
+  std::string state;
+  {
+    HLAB_ASSIGN_OR_RETURN(Statement st,
+                          db.Prepare("SELECT state FROM runs WHERE id = ?"));
+    st.Bind(1, run_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (!has_row)
+      return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
+    state = st.ColumnText(0);
+  }
+  if (state == "SUCCEEDED" || state == "CANCELLED") return absl::OkStatus();
+  HLAB_RETURN_IF_ERROR(
+      CancelTasks(db, "SELECT id FROM tasks WHERE run_id = ? ORDER BY id",
+                  run_id, 0, now, out));
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE runs SET state = 'CANCELLED', updated_at = ?"
+                   " WHERE id = ?"));
+    st.Bind(1, ToMillis(now)).Bind(2, run_id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  std::vector<int64_t> sweeps;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("SELECT sweep_id FROM sweep_runs WHERE run_id = ?"));
+    st.Bind(1, run_id);
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      sweeps.push_back(st.ColumnInt(0));
+    }
+  }
+  for (int64_t sweep : sweeps) {
+    HLAB_RETURN_IF_ERROR(
+        InsertEvent(db, sweep, run_id, "run_state", "CANCELLED", now).status());
+  }
+  return absl::OkStatus();
+}
+
+constexpr char kReopenTask[] =
+    "UPDATE tasks SET state = 'PENDING', failures = 0, failure_reason = NULL,"
+    " not_before = 0, lease_worker = NULL, lease_expiry = NULL,"
+    " updated_at = ?1 WHERE state IN ('FAILED', 'CANCELLED') AND ";
+
+// Resumes one FAILED or CANCELLED run; returns whether it was resumed.
+absl::StatusOr<bool> ResumeRunInTxn(Database& db, const std::string& run_id,
+                                    absl::Time now) {
+  std::string state;
+  {
+    HLAB_ASSIGN_OR_RETURN(Statement st,
+                          db.Prepare("SELECT state FROM runs WHERE id = ?"));
+    st.Bind(1, run_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (!has_row)
+      return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
+    state = st.ColumnText(0);
+  }
+  if (state != "FAILED" && state != "CANCELLED") return false;
+  const int64_t now_ms = ToMillis(now);
+  // Its own tasks, then the tasks they depend on (a failed shared trunk).
+  for (const char* which :
+       {"run_id = ?2",
+        "id IN (SELECT d.depends_on FROM task_deps d JOIN tasks t"
+        " ON t.id = d.task_id WHERE t.run_id = ?2)"}) {
+    HLAB_ASSIGN_OR_RETURN(Statement st,
+                          db.Prepare(absl::StrCat(kReopenTask, which)));
+    st.Bind(1, now_ms).Bind(2, run_id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE runs SET state = 'PENDING', failure_reason = NULL,"
+                   " retries = 0, updated_at = ? WHERE id = ?"));
+    st.Bind(1, now_ms).Bind(2, run_id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  std::vector<int64_t> sweeps;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("SELECT sweep_id FROM sweep_runs WHERE run_id = ?"));
+    st.Bind(1, run_id);
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      sweeps.push_back(st.ColumnInt(0));
+    }
+  }
+  for (int64_t sweep : sweeps) {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st, db.Prepare("UPDATE sweeps SET retries = 0 WHERE id = ?"));
+    st.Bind(1, sweep);
+    HLAB_RETURN_IF_ERROR(st.Run());
+    HLAB_RETURN_IF_ERROR(
+        InsertEvent(db, sweep, run_id, "run_state", "PENDING: resumed", now)
+            .status());
+  }
+  HLAB_RETURN_IF_ERROR(RefreshRunState(db, run_id, now));
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<CancelledLease>> Store::CancelSweep(int64_t sweep_id,
+                                                               absl::Time now) {
+  std::vector<CancelledLease> cancelled;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    cancelled.clear();
+    HLAB_ASSIGN_OR_RETURN(
+        bool known, Exists(db, "SELECT 1 FROM sweeps WHERE id = ?", sweep_id));
+    if (!known)
+      return absl::NotFoundError(absl::StrCat("unknown sweep ", sweep_id));
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare("UPDATE sweeps SET state = 'CANCELLED' WHERE id = ?"));
+      st.Bind(1, sweep_id);
+      HLAB_RETURN_IF_ERROR(st.Run());
+    }
+    std::vector<std::string> runs;
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare("SELECT sr.run_id FROM sweep_runs sr"
+                     " WHERE sr.sweep_id = ?1 AND NOT EXISTS ("
+                     "   SELECT 1 FROM sweep_runs o JOIN sweeps s"
+                     "   ON s.id = o.sweep_id WHERE o.run_id = sr.run_id"
+                     "   AND o.sweep_id <> ?1 AND s.state = 'ACTIVE')"
+                     " ORDER BY sr.run_id"));
+      st.Bind(1, sweep_id);
+      while (true) {
+        HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+        if (!has_row) break;
+        runs.push_back(st.ColumnText(0));
+      }
+    }
+    for (const std::string& run : runs) {
+      HLAB_RETURN_IF_ERROR(CancelRunInTxn(db, run, now, &cancelled));
+    }
+    HLAB_RETURN_IF_ERROR(
+        CancelTasks(db,
+                    "SELECT id FROM tasks WHERE sweep_id = ? AND run_id IS NULL"
+                    " ORDER BY id",
+                    "", sweep_id, now, &cancelled));
+    return InsertEvent(db, sweep_id, "", "sweep_cancelled", "cancelled", now)
+        .status();
+  });
+  if (!status.ok()) return status;
+  return cancelled;
+}
+
+absl::StatusOr<std::vector<CancelledLease>> Store::CancelRun(
+    const std::string& run_id, absl::Time now) {
+  std::vector<CancelledLease> cancelled;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    cancelled.clear();
+    return CancelRunInTxn(db, run_id, now, &cancelled);
+  });
+  if (!status.ok()) return status;
+  return cancelled;
+}
+
+absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
+  int resumed = 0;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    resumed = 0;
+    HLAB_ASSIGN_OR_RETURN(
+        bool known, Exists(db, "SELECT 1 FROM sweeps WHERE id = ?", sweep_id));
+    if (!known)
+      return absl::NotFoundError(absl::StrCat("unknown sweep ", sweep_id));
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare("UPDATE sweeps SET state = 'ACTIVE', retries = 0"
+                     " WHERE id = ?"));
+      st.Bind(1, sweep_id);
+      HLAB_RETURN_IF_ERROR(st.Run());
+    }
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st, db.Prepare(absl::StrCat(
+                            kReopenTask, "sweep_id = ?2 AND run_id IS NULL")));
+      st.Bind(1, ToMillis(now)).Bind(2, sweep_id);
+      HLAB_RETURN_IF_ERROR(st.Run());
+    }
+    std::vector<std::string> runs;
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare("SELECT run_id FROM sweep_runs WHERE sweep_id = ?"
+                     " ORDER BY run_id"));
+      st.Bind(1, sweep_id);
+      while (true) {
+        HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+        if (!has_row) break;
+        runs.push_back(st.ColumnText(0));
+      }
+    }
+    for (const std::string& run : runs) {
+      HLAB_ASSIGN_OR_RETURN(bool done, ResumeRunInTxn(db, run, now));
+      resumed += done ? 1 : 0;
+    }
+    return InsertEvent(db, sweep_id, "", "sweep_resumed",
+                       absl::StrCat(resumed, " runs resumed"), now)
+        .status();
+  });
+  if (!status.ok()) return status;
+  return resumed;
+}
+
+absl::StatusOr<int> Store::ResumeRuns(const std::vector<std::string>& run_ids,
+                                      absl::Time now) {
+  int resumed = 0;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    resumed = 0;
+    for (const std::string& run : run_ids) {
+      HLAB_ASSIGN_OR_RETURN(bool done, ResumeRunInTxn(db, run, now));
+      resumed += done ? 1 : 0;
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return resumed;
+}
+
+}  // namespace hlab::store

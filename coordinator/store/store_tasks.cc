@@ -1,0 +1,312 @@
+// Store: tasks, leases with fencing, retries and expiry. Cancel and resume
+// are in store_lifecycle.cc.
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/store/internal/rows.h"
+#include "coordinator/store/internal/transitions.h"
+#include "coordinator/store/store.h"
+
+namespace hlab::store {
+
+using internal::CheckLease;
+using internal::Exists;
+using internal::FailAttempt;
+using internal::InsertEvent;
+using internal::LeaseRow;
+using internal::LoadLeaseRow;
+using internal::RefreshRunState;
+
+namespace {
+
+constexpr int kDefaultTrunkAttempts = 3;
+
+}  // namespace
+
+absl::StatusOr<int> Store::AddTasks(const std::vector<TaskSpec>& tasks,
+                                    absl::Time now) {
+  for (const TaskSpec& task : tasks) {
+    if (task.id.empty())
+      return absl::InvalidArgumentError("a task needs an id");
+    if (task.run_id.empty() && task.kind != TaskKind::kTrunk) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("task ", task.id, ": only a TRUNK task has no run"));
+    }
+  }
+  int added = 0;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    added = 0;
+    std::set<std::string> earlier;
+    std::set<std::string> runs;
+    const int64_t now_ms = ToMillis(now);
+    for (const TaskSpec& task : tasks) {
+      HLAB_ASSIGN_OR_RETURN(
+          bool sweep_known,
+          Exists(db, "SELECT 1 FROM sweeps WHERE id = ?", task.sweep_id));
+      if (!sweep_known) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("task ", task.id, ": unknown sweep ", task.sweep_id));
+      }
+      int max_attempts = task.max_attempts;
+      if (!task.run_id.empty()) {
+        HLAB_ASSIGN_OR_RETURN(
+            Statement st,
+            db.Prepare("SELECT max_attempts FROM runs WHERE id = ?"));
+        st.Bind(1, task.run_id);
+        HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+        if (!has_row) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("task ", task.id, ": unknown run ", task.run_id));
+        }
+        if (max_attempts <= 0) max_attempts = static_cast<int>(st.ColumnInt(0));
+        runs.insert(task.run_id);
+      }
+      if (max_attempts <= 0) max_attempts = kDefaultTrunkAttempts;
+      for (const std::string& dep : task.depends_on) {
+        if (earlier.count(dep) > 0) continue;
+        HLAB_ASSIGN_OR_RETURN(
+            bool known, Exists(db, "SELECT 1 FROM tasks WHERE id = ?", dep));
+        if (!known) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("task ", task.id, " depends on unknown task ", dep,
+                           " (add dependencies first)"));
+        }
+      }
+      earlier.insert(task.id);
+      HLAB_ASSIGN_OR_RETURN(
+          Statement insert,
+          db.Prepare("INSERT OR IGNORE INTO tasks (id, sweep_id, run_id,"
+                     " trunk_group, kind, priority, cost_flops, resources,"
+                     " payload, max_attempts, created_at, updated_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      insert.Bind(1, task.id).Bind(2, task.sweep_id);
+      insert.BindTextOrNull(3, task.run_id).BindTextOrNull(4, task.trunk_group);
+      insert.Bind(5, ToString(task.kind)).Bind(6, task.priority);
+      insert.Bind(7, task.cost_flops).Bind(8, task.resources);
+      insert.Bind(9, task.payload).Bind(10, max_attempts);
+      insert.Bind(11, now_ms).Bind(12, now_ms);
+      HLAB_RETURN_IF_ERROR(insert.Run());
+      if (insert.changes() == 0) continue;  // already stored
+      ++added;
+      HLAB_ASSIGN_OR_RETURN(
+          Statement dep_insert,
+          db.Prepare("INSERT OR IGNORE INTO task_deps (task_id, depends_on)"
+                     " VALUES (?, ?)"));
+      for (const std::string& dep : task.depends_on) {
+        dep_insert.Bind(1, task.id).Bind(2, dep);
+        HLAB_RETURN_IF_ERROR(dep_insert.Run());
+        dep_insert.Reset();
+      }
+    }
+    for (const std::string& run : runs) {
+      HLAB_RETURN_IF_ERROR(RefreshRunState(db, run, now));
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return added;
+}
+
+absl::StatusOr<Task> Store::GetTask(const std::string& task_id) {
+  absl::MutexLock lock(&reader_mu_);
+  HLAB_ASSIGN_OR_RETURN(
+      std::vector<Task> tasks,
+      internal::QueryTasks(*reader_,
+                           absl::StrCat("SELECT ", internal::kTaskColumns,
+                                        " FROM tasks WHERE id = ?"),
+                           [&](Statement& st) { st.Bind(1, task_id); }));
+  if (tasks.empty()) {
+    return absl::NotFoundError(absl::StrCat("unknown task ", task_id));
+  }
+  return std::move(tasks.front());
+}
+
+absl::StatusOr<std::vector<Task>> Store::ListTasks(const TaskFilter& filter) {
+  // Only the filters given go into the SQL, so each can use its index.
+  std::string sql =
+      absl::StrCat("SELECT ", internal::kTaskColumns, " FROM tasks WHERE 1");
+  if (filter.sweep_id) absl::StrAppend(&sql, " AND sweep_id = ?1");
+  if (!filter.run_id.empty()) absl::StrAppend(&sql, " AND run_id = ?2");
+  if (filter.state) absl::StrAppend(&sql, " AND state = ?3");
+  if (!filter.lease_worker.empty()) {
+    absl::StrAppend(&sql, " AND state = 'LEASED' AND lease_worker = ?4");
+  }
+  absl::StrAppend(&sql, " ORDER BY created_at, id");
+  absl::MutexLock lock(&reader_mu_);
+  return internal::QueryTasks(*reader_, sql, [&](Statement& st) {
+    if (filter.sweep_id) st.Bind(1, *filter.sweep_id);
+    if (!filter.run_id.empty()) st.Bind(2, filter.run_id);
+    if (filter.state) st.Bind(3, ToString(*filter.state));
+    if (!filter.lease_worker.empty()) st.Bind(4, filter.lease_worker);
+  });
+}
+
+absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
+                                                           int limit) {
+  absl::MutexLock lock(&reader_mu_);
+  return internal::QueryTasks(
+      *reader_,
+      absl::StrCat(
+          "SELECT ", internal::kTaskColumns,
+          " FROM tasks t WHERE t.state = 'PENDING' AND t.not_before <= ?1"
+          " AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks u"
+          "   ON u.id = d.depends_on WHERE d.task_id = t.id"
+          "   AND u.state <> 'SUCCEEDED')"
+          " ORDER BY t.priority DESC, t.cost_flops ASC, t.id LIMIT ?2"),
+      [&](Statement& st) { st.Bind(1, ToMillis(now)).Bind(2, limit); });
+}
+
+absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
+                                     const std::string& worker_id,
+                                     absl::Time now, absl::Duration lease) {
+  if (worker_id.empty()) {
+    return absl::InvalidArgumentError("a lease needs a worker id");
+  }
+  int attempt = 0;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));
+    if (row.state != TaskState::kPending) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "task ", task_id, " is ", ToString(row.state), ", not PENDING"));
+    }
+    HLAB_ASSIGN_OR_RETURN(
+        bool blocked,
+        Exists(db,
+               "SELECT 1 FROM task_deps d JOIN tasks u ON u.id = d.depends_on"
+               " WHERE d.task_id = ? AND u.state <> 'SUCCEEDED'",
+               task_id));
+    if (blocked) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "task ", task_id, " has dependencies that have not succeeded"));
+    }
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st, db.Prepare("SELECT not_before FROM tasks WHERE id = ?"));
+    st.Bind(1, task_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (has_row && st.ColumnInt(0) > ToMillis(now)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", task_id, " is backing off until ",
+                       absl::FormatTime(FromMillis(st.ColumnInt(0)))));
+    }
+    attempt = row.attempt + 1;
+    const int64_t now_ms = ToMillis(now);
+    HLAB_ASSIGN_OR_RETURN(
+        Statement update,
+        db.Prepare("UPDATE tasks SET state = 'LEASED', attempt = ?,"
+                   " lease_worker = ?, lease_expiry = ?, updated_at = ?"
+                   " WHERE id = ?"));
+    update.Bind(1, attempt).Bind(2, worker_id);
+    update.Bind(3, ToMillis(now + lease)).Bind(4, now_ms).Bind(5, task_id);
+    HLAB_RETURN_IF_ERROR(update.Run());
+    HLAB_ASSIGN_OR_RETURN(
+        Statement record,
+        db.Prepare("INSERT INTO attempts (task_id, attempt, worker_id,"
+                   " started_at) VALUES (?, ?, ?, ?)"));
+    record.Bind(1, task_id).Bind(2, attempt).Bind(3, worker_id).Bind(4, now_ms);
+    HLAB_RETURN_IF_ERROR(record.Run());
+    return RefreshRunState(db, row.run_id, now);
+  });
+  if (!status.ok()) return status;
+  return attempt;
+}
+
+absl::Status Store::ExtendLease(const std::string& task_id, int attempt,
+                                const std::string& worker_id, absl::Time now,
+                                absl::Duration lease) {
+  return writer_->Run([&](Database& db) -> absl::Status {
+    HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
+    if (row.lease_worker != worker_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", task_id, " attempt ", attempt, " is leased to ",
+                       row.lease_worker, ", not ", worker_id));
+    }
+    if (row.lease_expiry <= now) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("lease of task ", task_id, " attempt ", attempt,
+                       " expired at ", absl::FormatTime(row.lease_expiry)));
+    }
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE tasks SET lease_expiry = ? WHERE id = ?"));
+    st.Bind(1, ToMillis(now + lease)).Bind(2, task_id);
+    return st.Run();
+  });
+}
+
+absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
+                                 absl::Time now) {
+  return writer_->Run([&](Database& db) -> absl::Status {
+    HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
+    const int64_t now_ms = ToMillis(now);
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare(
+              "UPDATE tasks SET state = 'SUCCEEDED', lease_expiry = NULL,"
+              " failure_reason = NULL, updated_at = ? WHERE id = ?"));
+      st.Bind(1, now_ms).Bind(2, task_id);
+      HLAB_RETURN_IF_ERROR(st.Run());
+    }
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE attempts SET outcome = 'SUCCEEDED', ended_at = ?"
+                   " WHERE task_id = ? AND attempt = ?"));
+    st.Bind(1, now_ms).Bind(2, task_id).Bind(3, attempt);
+    HLAB_RETURN_IF_ERROR(st.Run());
+    return RefreshRunState(db, row.run_id, now);
+  });
+}
+
+absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
+                                          int attempt, const std::string& error,
+                                          bool retryable, absl::Time now,
+                                          absl::Duration backoff) {
+  TaskState next = TaskState::kFailed;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
+    HLAB_ASSIGN_OR_RETURN(
+        next, FailAttempt(db, row, error, retryable, "FAILED", now, backoff));
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return next;
+}
+
+absl::StatusOr<std::vector<ExpiredLease>> Store::ExpireLeases(
+    absl::Time now, absl::Duration backoff) {
+  std::vector<ExpiredLease> expired;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    expired.clear();
+    std::vector<std::string> ids;
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare("SELECT id FROM tasks WHERE state = 'LEASED'"
+                     " AND lease_expiry <= ? ORDER BY lease_expiry, id"));
+      st.Bind(1, ToMillis(now));
+      while (true) {
+        HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+        if (!has_row) break;
+        ids.push_back(st.ColumnText(0));
+      }
+    }
+    for (const std::string& id : ids) {
+      HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, id));
+      HLAB_ASSIGN_OR_RETURN(
+          TaskState next,
+          FailAttempt(
+              db, row,
+              absl::StrCat("lease expired (worker ", row.lease_worker, ")"),
+              /*retryable=*/true, "EXPIRED", now, backoff));
+      expired.push_back(ExpiredLease{row.id, row.attempt, row.lease_worker,
+                                     next == TaskState::kPending});
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return expired;
+}
+
+}  // namespace hlab::store

@@ -1,0 +1,98 @@
+#include "coordinator/store/types.h"
+
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace hlab::store {
+namespace {
+
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ParseName(
+    const std::array<std::pair<Enum, const char*>, N>& names,
+    absl::string_view name, absl::string_view what) {
+  for (const auto& [value, text] : names) {
+    if (name == text) return value;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown ", what, " '", name, "'"));
+}
+
+template <typename Enum, size_t N>
+const char* NameOf(const std::array<std::pair<Enum, const char*>, N>& names,
+                   Enum value) {
+  for (const auto& [v, text] : names) {
+    if (v == value) return text;
+  }
+  return "UNKNOWN";
+}
+
+constexpr std::array<std::pair<SweepState, const char*>, 2> kSweepStates = {{
+    {SweepState::kActive, "ACTIVE"},
+    {SweepState::kCancelled, "CANCELLED"},
+}};
+constexpr std::array<std::pair<RunState, const char*>, 5> kRunStates = {{
+    {RunState::kPending, "PENDING"},
+    {RunState::kRunning, "RUNNING"},
+    {RunState::kSucceeded, "SUCCEEDED"},
+    {RunState::kFailed, "FAILED"},
+    {RunState::kCancelled, "CANCELLED"},
+}};
+constexpr std::array<std::pair<TaskState, const char*>, 5> kTaskStates = {{
+    {TaskState::kPending, "PENDING"},
+    {TaskState::kLeased, "LEASED"},
+    {TaskState::kSucceeded, "SUCCEEDED"},
+    {TaskState::kFailed, "FAILED"},
+    {TaskState::kCancelled, "CANCELLED"},
+}};
+constexpr std::array<std::pair<TaskKind, const char*>, 4> kTaskKinds = {{
+    {TaskKind::kTrain, "TRAIN"},
+    {TaskKind::kTrunk, "TRUNK"},
+    {TaskKind::kDecay, "DECAY"},
+    {TaskKind::kEval, "EVAL"},
+}};
+constexpr std::array<std::pair<WorkerState, const char*>, 2> kWorkerStates = {{
+    {WorkerState::kUp, "UP"},
+    {WorkerState::kLost, "LOST"},
+}};
+constexpr std::array<std::pair<CheckpointKind, const char*>, 2>
+    kCheckpointKinds = {{
+        {CheckpointKind::kLatest, "latest"},
+        {CheckpointKind::kBranch, "branch"},
+    }};
+
+}  // namespace
+
+const char* ToString(SweepState state) { return NameOf(kSweepStates, state); }
+const char* ToString(RunState state) { return NameOf(kRunStates, state); }
+const char* ToString(TaskState state) { return NameOf(kTaskStates, state); }
+const char* ToString(TaskKind kind) { return NameOf(kTaskKinds, kind); }
+const char* ToString(WorkerState state) { return NameOf(kWorkerStates, state); }
+const char* ToString(CheckpointKind kind) {
+  return NameOf(kCheckpointKinds, kind);
+}
+
+absl::StatusOr<SweepState> ParseSweepState(absl::string_view name) {
+  return ParseName(kSweepStates, name, "sweep state");
+}
+absl::StatusOr<RunState> ParseRunState(absl::string_view name) {
+  return ParseName(kRunStates, name, "run state");
+}
+absl::StatusOr<TaskState> ParseTaskState(absl::string_view name) {
+  return ParseName(kTaskStates, name, "task state");
+}
+absl::StatusOr<TaskKind> ParseTaskKind(absl::string_view name) {
+  return ParseName(kTaskKinds, name, "task kind");
+}
+absl::StatusOr<WorkerState> ParseWorkerState(absl::string_view name) {
+  return ParseName(kWorkerStates, name, "worker state");
+}
+absl::StatusOr<CheckpointKind> ParseCheckpointKind(absl::string_view name) {
+  return ParseName(kCheckpointKinds, name, "checkpoint kind");
+}
+
+int64_t ToMillis(absl::Time time) { return absl::ToUnixMillis(time); }
+absl::Time FromMillis(int64_t millis) { return absl::FromUnixMillis(millis); }
+
+}  // namespace hlab::store

@@ -1,0 +1,229 @@
+// Plain structs and enums of the coordinator's store: what the typed
+// operations of Store (coordinator/store/store.h) take and return. The
+// coordinator maps its protobuf messages to and from these.
+//
+// Thread-safety: plain values.
+//
+//   RunSpec run;
+//   run.id = hash;
+//   run.arch = "swa";
+//   absl::StatusOr<RunState> s = ParseRunState("SUCCEEDED");
+#ifndef HLAB_COORDINATOR_STORE_TYPES_H_
+#define HLAB_COORDINATOR_STORE_TYPES_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace hlab::store {
+
+enum class SweepState { kActive, kCancelled };
+enum class RunState { kPending, kRunning, kSucceeded, kFailed, kCancelled };
+enum class TaskState { kPending, kLeased, kSucceeded, kFailed, kCancelled };
+enum class TaskKind { kTrain, kTrunk, kDecay, kEval };
+enum class WorkerState { kUp, kLost };
+enum class CheckpointKind { kLatest, kBranch };
+
+// Names as stored in the database ("PENDING", "TRAIN", "latest", ...).
+const char* ToString(SweepState state);
+const char* ToString(RunState state);
+const char* ToString(TaskState state);
+const char* ToString(TaskKind kind);
+const char* ToString(WorkerState state);
+const char* ToString(CheckpointKind kind);
+
+// Inverses of ToString; InvalidArgument for an unknown name.
+absl::StatusOr<SweepState> ParseSweepState(absl::string_view name);
+absl::StatusOr<RunState> ParseRunState(absl::string_view name);
+absl::StatusOr<TaskState> ParseTaskState(absl::string_view name);
+absl::StatusOr<TaskKind> ParseTaskKind(absl::string_view name);
+absl::StatusOr<WorkerState> ParseWorkerState(absl::string_view name);
+absl::StatusOr<CheckpointKind> ParseCheckpointKind(absl::string_view name);
+
+// Stored times are Unix milliseconds.
+int64_t ToMillis(absl::Time time);
+absl::Time FromMillis(int64_t millis);
+
+struct SweepSpec {
+  std::string name;
+  std::string spec_hash;   // identity: the same hash is the same sweep
+  std::string request_id;  // client's idempotency key (informational)
+  std::string spec;        // canonical spec text (JSON or YAML)
+  int max_retries = 20;    // retries allowed over all tasks of the sweep
+};
+
+struct Sweep {
+  int64_t id = 0;
+  SweepSpec spec;
+  absl::Time created_at;
+  SweepState state = SweepState::kActive;
+  int retries = 0;  // retries used so far
+};
+
+struct CreateSweepResult {
+  int64_t sweep_id = 0;
+  bool created = false;  // false: a sweep with this spec_hash existed
+};
+
+struct RunSpec {
+  std::string id;  // hash of the canonical config
+  std::string arch;
+  std::string scale;
+  int64_t budget_tokens = 0;
+  int64_t n_params = 0;
+  int64_t seed = 0;
+  std::string config = "{}";  // JSON
+  int max_attempts = 3;       // default attempts for each of its tasks
+};
+
+struct Run {
+  RunSpec spec;
+  RunState state = RunState::kPending;
+  std::string failure_reason;
+  int retries = 0;
+  absl::Time created_at;
+  absl::Time updated_at;
+};
+
+struct AddRunsResult {
+  int added = 0;     // new runs
+  int existing = 0;  // runs already stored (now also members of the sweep)
+};
+
+struct TaskSpec {
+  std::string id;
+  int64_t sweep_id = 0;     // the sweep that created it (retry accounting)
+  std::string run_id;       // empty only for a TRUNK task
+  std::string trunk_group;  // shared-trunk group (TRUNK and its DECAYs)
+  TaskKind kind = TaskKind::kTrain;
+  int priority = 0;       // higher first
+  double cost_flops = 0;  // cheaper first among equal priorities
+  std::vector<std::string> depends_on;
+  std::string resources = "{}";  // JSON, e.g. {"gpus": 1}
+  std::string payload = "{}";    // JSON task description for the worker
+  int max_attempts = 0;          // 0: the run's max_attempts (3 for trunks)
+};
+
+struct Task {
+  TaskSpec spec;
+  TaskState state = TaskState::kPending;
+  int attempt = 0;   // number of the current (or last) lease; 0 = never
+  int failures = 0;  // failed or expired attempts since the last resume
+  std::string lease_worker;
+  absl::Time lease_expiry = absl::InfinitePast();
+  absl::Time not_before = absl::InfinitePast();
+  std::string failure_reason;
+  absl::Time created_at;
+  absl::Time updated_at;
+};
+
+struct RunFilter {
+  std::optional<int64_t> sweep_id;
+  std::optional<RunState> state;
+  std::string arch;   // empty: any
+  std::string scale;  // empty: any
+};
+
+struct TaskFilter {
+  std::optional<int64_t> sweep_id;
+  std::string run_id;  // empty: any
+  std::optional<TaskState> state;
+  std::string lease_worker;  // non-empty: only tasks LEASED to this worker
+};
+
+struct MetricPoint {
+  std::string run_id;  // empty: the task's run
+  std::string name;
+  int64_t step = 0;
+  double value = 0;
+  int64_t tokens = 0;
+  double wall_time = 0;  // seconds since the run started
+};
+
+struct Checkpoint {
+  std::string task_id;
+  std::string run_id;  // empty: the task's run (none for a trunk)
+  int64_t step = 0;
+  int64_t tokens = 0;
+  std::string path;
+  std::string checksum;
+  CheckpointKind kind = CheckpointKind::kLatest;
+  int attempt = 0;  // filled in by the store
+  absl::Time created_at;
+};
+
+struct EvalResult {
+  std::string run_id;
+  int64_t step = 0;
+  std::string metric;
+  double value = 0;
+  std::string details = "{}";  // JSON
+};
+
+struct FitRecord {
+  int64_t sweep_id = 0;
+  std::string arch;
+  std::string target;  // e.g. "val_loss", "long_ppl"
+  double e = 0, a = 0, alpha = 0, b = 0, beta = 0;
+  std::string ci = "{}";  // JSON confidence intervals
+  double r2_fit = 0;
+  double r2_verify = 0;
+  int n_points = 0;
+  std::string details = "{}";  // JSON
+};
+
+struct Event {
+  int64_t seq = 0;
+  int64_t sweep_id = 0;  // 0: not about one sweep
+  std::string run_id;
+  std::string kind;  // "sweep_created", "run_state", "task_state", ...
+  std::string message;
+  absl::Time time;
+};
+
+struct WorkerInfo {
+  std::string id;
+  std::string address;
+  std::string devices = "[]";  // JSON
+  int capacity = 1;
+  absl::Time registered_at;
+  absl::Time last_heartbeat;
+  WorkerState state = WorkerState::kUp;
+};
+
+struct ExpiredLease {
+  std::string task_id;
+  int attempt = 0;
+  std::string worker_id;
+  bool requeued = false;  // false: retries exhausted, the task FAILED
+};
+
+// Tasks whose lease was cancelled: the coordinator tells their workers.
+struct CancelledLease {
+  std::string task_id;
+  int attempt = 0;
+  std::string worker_id;
+};
+
+struct StateCounts {
+  std::map<std::string, int64_t> runs;   // "PENDING" -> count, ...
+  std::map<std::string, int64_t> tasks;  // every state present, 0 included
+};
+
+// What a restarted coordinator needs to rebuild its in-memory scheduler.
+struct RecoveredState {
+  std::vector<Task> leased;   // with attempts, workers and expiries
+  std::vector<Task> pending;  // in NextLeasableTasks order (deps ignored)
+  std::vector<WorkerInfo> workers;
+  int64_t last_event_seq = 0;
+};
+
+}  // namespace hlab::store
+
+#endif  // HLAB_COORDINATOR_STORE_TYPES_H_

@@ -1,0 +1,195 @@
+#include "coordinator/store/writer.h"
+
+#include <chrono>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace hlab::store {
+namespace {
+
+// Runs a statement without results through the connection's statement cache
+// (the writer runs SAVEPOINT/RELEASE for every operation).
+absl::Status Exec(Database& db, const char* sql) {
+  absl::StatusOr<Statement> st = db.Prepare(sql);
+  if (!st.ok()) return st.status();
+  return st->Run();
+}
+
+// Runs one operation; an exception (bad_alloc, a bug) fails only that op.
+absl::Status RunOp(const WriteOp& op, Database& db) {
+  try {
+    return op(db);
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("store write operation threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("store write operation threw");
+  }
+}
+
+}  // namespace
+
+Writer::Writer(std::unique_ptr<Database> db, WriterOptions options)
+    : db_(std::move(db)), options_(std::move(options)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Writer::~Writer() { Shutdown(); }
+
+void Writer::Submit(WriteOp op, WriteDone done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.push_back(Pending{std::move(op), std::move(done)});
+      return;
+    }
+  }
+  done(absl::CancelledError("store writer is shut down"));
+}
+
+std::future<absl::Status> Writer::Submit(WriteOp op) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> future = promise->get_future();
+  Submit(std::move(op), [promise](absl::Status status) {
+    promise->set_value(std::move(status));
+  });
+  return future;
+}
+
+absl::Status Writer::Run(WriteOp op) { return Submit(std::move(op)).get(); }
+
+absl::Status Writer::RunOutsideTransaction(WriteOp op) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> future = promise->get_future();
+  WriteDone done = [promise](absl::Status status) {
+    promise->set_value(std::move(status));
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.push_back(Pending{std::move(op), std::move(done), true});
+      done = nullptr;
+    }
+  }
+  if (done) done(absl::CancelledError("store writer is shut down"));
+  return future.get();
+}
+
+void Writer::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+WriterStats Writer::stats() const {
+  absl::MutexLock lock(&mu_);
+  WriterStats stats = stats_;
+  stats.queue_depth = static_cast<int64_t>(queue_.size());
+  return stats;
+}
+
+bool Writer::ReadyOrStopping() const { return stopping_ || !queue_.empty(); }
+
+void Writer::Loop() {
+  while (true) {
+    std::deque<Pending> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &Writer::ReadyOrStopping));
+      if (queue_.empty()) return;  // stopping, and drained
+      if (queue_.front().outside_transaction) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      } else {
+        while (!queue_.empty() && !queue_.front().outside_transaction &&
+               static_cast<int>(batch.size()) < options_.max_batch_ops) {
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+    }
+    if (batch.front().outside_transaction) {
+      absl::Status status = RunOp(batch.front().op, *db_);
+      batch.front().done(std::move(status));
+      continue;
+    }
+    auto start = std::chrono::steady_clock::now();
+    std::vector<absl::Status> statuses = Execute(batch);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    int failed = 0;
+    for (const absl::Status& s : statuses) failed += s.ok() ? 0 : 1;
+    {
+      absl::MutexLock lock(&mu_);
+      stats_.commits += 1;
+      stats_.ops += static_cast<int64_t>(batch.size());
+      stats_.failed_ops += failed;
+      stats_.max_batch = std::max<int64_t>(stats_.max_batch,
+                                           static_cast<int64_t>(batch.size()));
+    }
+    if (options_.on_commit) {
+      options_.on_commit(seconds, static_cast<int>(batch.size()));
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].done) batch[i].done(std::move(statuses[i]));
+    }
+  }
+}
+
+std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
+  std::vector<absl::Status> statuses(batch.size());
+  absl::Status begin = Exec(*db_, "BEGIN IMMEDIATE");
+  if (!begin.ok()) {
+    for (auto& s : statuses) s = begin;
+    return statuses;
+  }
+  // Index of the first op whose work is still inside the open transaction.
+  size_t first_in_txn = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    absl::Status status = Exec(*db_, "SAVEPOINT op");
+    if (status.ok()) {
+      status = RunOp(batch[i].op, *db_);
+      if (status.ok()) status = Exec(*db_, "RELEASE op");
+      if (!status.ok() && db_->InTransaction()) {
+        // Undo this op's work (also when RELEASE itself failed).
+        (void)Exec(*db_, "ROLLBACK TO op");
+        (void)Exec(*db_, "RELEASE op");
+      }
+    }
+    statuses[i] = std::move(status);
+    if (!db_->InTransaction()) {
+      // SQLite rolled the whole transaction back on its own (SQLITE_FULL,
+      // IOERR): the ops before this one are lost too. Fail them, start over.
+      absl::Status lost = absl::AbortedError(absl::StrCat(
+          "transaction rolled back by SQLite: ", statuses[i].message()));
+      for (size_t j = first_in_txn; j < i; ++j) {
+        if (statuses[j].ok()) statuses[j] = lost;
+      }
+      if (statuses[i].ok()) statuses[i] = lost;
+      first_in_txn = i + 1;
+      absl::Status again = Exec(*db_, "BEGIN IMMEDIATE");
+      if (!again.ok()) {
+        for (size_t j = i + 1; j < batch.size(); ++j) statuses[j] = again;
+        return statuses;
+      }
+    }
+  }
+  absl::Status commit = Exec(*db_, "COMMIT");
+  if (!commit.ok()) {
+    HLAB_LOG(ERROR) << "store: commit failed: " << commit;
+    if (db_->InTransaction()) (void)Exec(*db_, "ROLLBACK");
+    for (size_t j = first_in_txn; j < batch.size(); ++j) {
+      if (statuses[j].ok()) statuses[j] = commit;
+    }
+  }
+  return statuses;
+}
+
+}  // namespace hlab::store

@@ -1,0 +1,117 @@
+// Writer: the store's one writer thread, with group commit.
+//
+// Callers submit write operations (closures over the writer's Database). The
+// thread takes everything pending, runs it inside one BEGIN IMMEDIATE
+// transaction, each operation inside its own SAVEPOINT, commits once, and then
+// completes every caller with that caller's own Status. An operation that
+// fails is rolled back to its savepoint and fails alone; the others in the
+// batch still commit. A write is durable (committed, synchronous=NORMAL in WAL
+// mode) when its completion runs.
+//
+// Thread-safety: Submit() and Run() are safe from any thread except the
+// writer thread itself (an operation or completion that calls Run() would wait
+// for itself). Completions run on the writer thread after the commit: keep
+// them short. Destruction (or Shutdown()) drains the queue: everything
+// submitted before is executed and committed, later submissions fail with
+// Cancelled.
+//
+//   Writer writer(std::move(db), WriterOptions{});
+//   absl::Status s = writer.Run([&](Database& db) {
+//     HLAB_ASSIGN_OR_RETURN(Statement st, db.Prepare("INSERT ..."));
+//     return st.Run();
+//   });
+#ifndef HLAB_COORDINATOR_STORE_WRITER_H_
+#define HLAB_COORDINATOR_STORE_WRITER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/store/database.h"
+
+namespace hlab::store {
+
+// A write operation. Runs on the writer thread inside a transaction; must not
+// BEGIN/COMMIT itself. A non-OK return rolls back what it did.
+using WriteOp = std::function<absl::Status(Database&)>;
+// Called with the operation's final status once it is committed (or failed).
+using WriteDone = std::function<void(absl::Status)>;
+
+struct WriterStats {
+  int64_t commits = 0;      // transactions committed (or attempted)
+  int64_t ops = 0;          // operations executed
+  int64_t failed_ops = 0;   // operations that completed with a non-OK status
+  int64_t queue_depth = 0;  // operations waiting now
+  int64_t max_batch = 0;    // largest number of operations in one commit
+};
+
+struct WriterOptions {
+  // Largest number of operations committed in one transaction.
+  int max_batch_ops = 1024;
+  // Called on the writer thread after each commit with its wall time in
+  // seconds (BEGIN to COMMIT done) and its number of operations: feed a
+  // Prometheus histogram (hlab_db_commit_duration_seconds) from here.
+  std::function<void(double seconds, int ops)> on_commit;
+};
+
+class Writer {
+ public:
+  // Takes the connection (already migrated) and starts the thread.
+  Writer(std::unique_ptr<Database> db, WriterOptions options);
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+  ~Writer();  // Shutdown()
+
+  // Queues `op`; `done` runs on the writer thread with its status after the
+  // commit. After Shutdown(), `done` runs at once with Cancelled.
+  void Submit(WriteOp op, WriteDone done);
+
+  // Queues `op`; the future holds its status once committed.
+  std::future<absl::Status> Submit(WriteOp op);
+
+  // Submit and wait: returns the op's status once committed (durable).
+  absl::Status Run(WriteOp op);
+
+  // Runs `op` alone on the writer thread, outside any transaction, in queue
+  // order (for maintenance that cannot run in a transaction, such as
+  // PRAGMA wal_checkpoint), and waits for it. Not counted as a commit.
+  absl::Status RunOutsideTransaction(WriteOp op);
+
+  // Drains the queue, commits, and stops the thread. Idempotent.
+  void Shutdown();
+
+  WriterStats stats() const;
+
+ private:
+  struct Pending {
+    WriteOp op;
+    WriteDone done;
+    bool outside_transaction = false;
+  };
+
+  void Loop();
+  bool ReadyOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs one batch in one transaction; returns each op's status.
+  std::vector<absl::Status> Execute(std::deque<Pending>& batch);
+
+  std::unique_ptr<Database> db_;  // used by the writer thread only
+  const WriterOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  WriterStats stats_ ABSL_GUARDED_BY(mu_);
+
+  std::thread thread_;
+};
+
+}  // namespace hlab::store
+
+#endif  // HLAB_COORDINATOR_STORE_WRITER_H_
