@@ -42,6 +42,8 @@ options:
   --record-fd N      write the JSON-lines records to file descriptor N
                      instead of stdout
   --threads N        override the task's thread count
+  --check            validate the task and print its plan as JSON (steps,
+                     branch points, parameters); exit 0 or 2, train nothing
   --progress         plain progress lines on stderr (for log files); by
                      default a progress bar when stderr is a terminal
   --rank R, --world-size W, --master-addr A, --master-port P
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
   int record_fd = -1;
   int64_t threads = -1;
   bool progress_lines = false;
+  bool check_only = false;
   hlab::train::DistributedConfig distributed;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -127,6 +130,8 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--master-addr") {
       distributed.master_addr = value();
+    } else if (arg == "--check") {
+      check_only = true;
     } else if (arg == "--progress") {
       progress_lines = true;
     } else if (arg == "--task") {
@@ -174,6 +179,12 @@ int main(int argc, char** argv) {
   auto task = hlab::train::LoadTrainTask(task_path);
   if (!task.ok()) return report(task.status());
   if (threads > 0) task->threads = threads;
+  if (check_only) {
+    auto plan = hlab::train::CheckTrainTask(*task);
+    if (!plan.ok()) return report(plan.status());
+    std::cout << *plan << "\n";
+    return hlab::train::kExitSuccess;
+  }
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

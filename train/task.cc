@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/config/param_count.h"
 
 namespace hlab::train {
 namespace {
@@ -495,6 +496,27 @@ std::string TrainTaskToJson(const TrainTask& t) {
   j["eval"] = {{"every_steps", t.eval.every_steps},
                {"sequences", t.eval.sequences}};
   return j.dump(2);
+}
+
+absl::StatusOr<std::string> CheckTrainTask(const TrainTask& task) {
+  model::ModelConfig config = task.model;
+  if (task.match_params) {
+    HLAB_ASSIGN_OR_RETURN(auto matched, model::MatchParameters(config));
+    config = matched.config;
+  }
+  const auto count = model::CountParameters(config);
+  HLAB_ASSIGN_OR_RETURN(TrainPlan plan,
+                        PlanTraining(task, count.non_embedding));
+  Json j = {{"non_embedding_params", count.non_embedding},
+            {"total_params", count.total},
+            {"budget_tokens", plan.budget_tokens},
+            {"total_steps", plan.total_steps},
+            {"stop_step", plan.stop_step},
+            {"branch_steps", plan.branch_steps},
+            {"branch_budgets_tokens", plan.branch_budgets},
+            {"micro_batches", plan.micro_batches},
+            {"sequences_per_step", plan.sequences_per_step}};
+  return j.dump();
 }
 
 std::string ExampleTaskJson() {

@@ -135,6 +135,11 @@ int64_t StepsForTokens(int64_t tokens, int64_t batch_tokens);
 absl::StatusOr<TrainPlan> PlanTraining(const TrainTask& task,
                                        int64_t non_embedding_params);
 
+// Validates a task completely without building a model (parameter counts
+// from model/config) and returns its plan as one line of JSON: N, budget,
+// steps, stop step, branch steps, micro-batches. For `hlab-train --check`.
+absl::StatusOr<std::string> CheckTrainTask(const TrainTask& task);
+
 // A small valid task that trains on the synthetic corpus in under a minute.
 std::string ExampleTaskJson();
 
