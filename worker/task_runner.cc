@@ -65,12 +65,17 @@ std::string OneLine(std::string s) {
 
 struct TaskRunner::Ranks {
   std::vector<std::unique_ptr<TrainerProcess>> procs;
+  int first_failed = -1;  // the rank seen failing first
 };
 
 TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
-                         const std::string& last_error) {
+                         const std::string& last_error, int first_failed) {
   TaskOutcome out;
-  int chosen = -1;
+  int chosen = first_failed >= 0 &&
+                       static_cast<size_t>(first_failed) < exits.size() &&
+                       !exits[static_cast<size_t>(first_failed)].success()
+                   ? first_failed
+                   : -1;
   for (size_t r = 0; r < exits.size(); ++r) {
     const ExitStatus& e = exits[r];
     if (e.success()) continue;
@@ -245,11 +250,13 @@ void TaskRunner::Supervise(Ranks* ranks) {
   while (true) {
     relay_lines(rank0.ReadLines(options_.tick));
     bool all_exited = true, peer_failed = false;
-    for (auto& p : ranks->procs) {
-      if (!p->Poll()) {
+    for (size_t r = 0; r < ranks->procs.size(); ++r) {
+      TrainerProcess& p = *ranks->procs[r];
+      if (!p.Poll()) {
         all_exited = false;
-      } else if (!p->exit_status()->success()) {
+      } else if (!p.exit_status()->success()) {
         peer_failed = true;
+        if (ranks->first_failed < 0) ranks->first_failed = static_cast<int>(r);
       }
     }
     if (all_exited) break;
@@ -451,7 +458,7 @@ void TaskRunner::Run() {
   metrics_->TaskEnded();
   std::vector<ExitStatus> exits;
   for (auto& p : ranks.procs) exits.push_back(*p->exit_status());
-  Finish(ClassifyExit(exits, relay_->last_error()));
+  Finish(ClassifyExit(exits, relay_->last_error(), ranks.first_failed));
 }
 
 }  // namespace hlab::worker

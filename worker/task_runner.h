@@ -76,9 +76,12 @@ struct TaskOutcome {
 };
 
 // The outcome of an attempt whose ranks ended with `exits` (rank order),
-// given the last "error" record's message (may be empty).
+// given the last "error" record's message (may be empty). The failure named
+// is a permanent one if any, else that of rank `first_failed` (the rank that
+// failed first, whose peers were then terminated), else the lowest failed
+// rank.
 TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
-                         const std::string& last_error);
+                         const std::string& last_error, int first_failed = -1);
 
 // The task's directory name: `task_id` with characters other than
 // [A-Za-z0-9._-] replaced by '_'.

@@ -89,6 +89,17 @@ rec '{"type":"step","step":7,"tokens":448,"loss":1.25,"tokens_per_s":50}'
 touch "$dir/running"
 while true; do sleep 0.05; done
 )"},
+      // Rank 1 dies; rank 0 runs until terminated.
+      {"gang", R"sh(
+case "$args" in
+  *"--rank 1 "*)
+    while [ ! -e "$dir/rank0" ]; do sleep 0.02; done
+    exit 75 ;;
+esac
+trap 'exit 75' TERM
+touch "$dir/rank0"
+while true; do sleep 0.05; done
+)sh"},
       // Waits for a file "go" in the task dir, then finishes.
       {"wait_go", R"(
 rec '{"type":"step","step":1,"tokens":64,"loss":4}'
@@ -363,6 +374,29 @@ TEST_F(DaemonTest, SurvivesACrashingTrainerAndTakesTheNextTask) {
   StopDaemon();
   EXPECT_EQ(metrics_->failed(/*retryable=*/true), 1);
   EXPECT_EQ(metrics_->completed(), 1);
+}
+
+TEST_F(DaemonTest, GangTaskLaunchesEveryRankAndFailsWhenOneFails) {
+  hlab::v1::Task task = MakeTask("t-gang", "gang");
+  task.mutable_resources()->set_gpus(2);
+  fake().AddTask(task);
+  StartDaemon();
+  ASSERT_TRUE(
+      fake().WaitFor([](const FakeState& s) { return s.Failed("t-gang"); }));
+  FakeState s = fake().Snapshot();
+  EXPECT_TRUE(s.fails[0].retryable());
+  EXPECT_EQ(s.fails[0].error(), "hlab-train rank 1: exit code 75");
+  std::ifstream args_file(TaskDir("t-gang") / "args.txt");
+  std::string line, rank0, rank1;
+  while (std::getline(args_file, line)) {
+    (line.find("--rank 0 ") != std::string::npos ? rank0 : rank1) = line;
+  }
+  EXPECT_NE(rank0.find("--record-fd 3"), std::string::npos) << rank0;
+  EXPECT_NE(rank0.find("--world-size 2 --master-addr 127.0.0.1 --master-port "),
+            std::string::npos)
+      << rank0;
+  EXPECT_NE(rank1.find("--rank 1 --world-size 2"), std::string::npos) << rank1;
+  EXPECT_EQ(rank1.find("--record-fd"), std::string::npos) << rank1;
 }
 
 TEST_F(DaemonTest, ShutdownTerminatesTrainersAndReportsThemRetryable) {
