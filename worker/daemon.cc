@@ -178,11 +178,13 @@ void Daemon::HeartbeatLoop() {
 }
 
 std::vector<hlab::v1::Device> Daemon::FreeDevices() const {
+  // The CPU (for tasks that need no GPU) and the idle GPUs, while a slot is
+  // free.
   std::vector<hlab::v1::Device> free;
   if (busy_slots_ >= capacity_) return free;
   for (const hlab::v1::Device& d : options_.devices) {
-    if (gpus_ > 0 ? d.kind() == "cuda" && busy_gpus_.count(d.index()) == 0
-                  : d.kind() == "cpu") {
+    if (d.kind() == "cpu" ||
+        (d.kind() == "cuda" && busy_gpus_.count(d.index()) == 0)) {
       free.push_back(d);
     }
   }
@@ -250,7 +252,7 @@ void Daemon::Reap() {
   for (auto& e : done) e->thread.join();
 }
 
-void Daemon::LeaseLoop() {
+absl::Status Daemon::LeaseLoop() {
   Backoff backoff(options_.min_backoff, options_.max_backoff);
   while (true) {
     Reap();
@@ -265,11 +267,17 @@ void Daemon::LeaseLoop() {
           absl::Condition(
               +[](decltype(ready)* f) { return (*f)(); }, &ready),
           options_.lease_wait);
-      if (stopping_) return;
+      if (stopping_) return absl::OkStatus();
       free = FreeDevices();
     }
     if (free.empty()) continue;
-    if (!Register().ok()) return;  // stopping
+    absl::Status registered = Register();
+    if (!registered.ok()) {
+      if (registered.code() == absl::StatusCode::kCancelled) {
+        return absl::OkStatus();  // stopping
+      }
+      return registered;
+    }
     hlab::v1::LeaseRequest req;
     req.set_worker_id(worker_id());
     for (const auto& d : free) *req.add_free_devices() = d;
@@ -279,7 +287,6 @@ void Daemon::LeaseLoop() {
     absl::Status s = client_->Lease(req, &resp);
     NoteRpc("Lease", s);
     if (!s.ok()) {
-      if (s.code() == absl::StatusCode::kCancelled) continue;  // stopping
       const absl::Duration wait = backoff.Next();
       HLAB_LOG(WARNING) << "lease failed (" << s << "); retrying in " << wait;
       SleepUnlessStopping(wait);
@@ -287,13 +294,17 @@ void Daemon::LeaseLoop() {
     }
     backoff.Reset();
     if (!resp.has_task()) continue;
-    std::vector<int> devices(resp.device_indices().begin(),
-                             resp.device_indices().end());
-    const int want = std::max(0, resp.task().resources().gpus());
-    if (gpus_ > 0 && devices.empty()) {
-      for (const auto& d : free) {
-        if (static_cast<int>(devices.size()) >= std::max(1, want)) break;
-        devices.push_back(d.index());
+    // A GPU task's device_indices are CUDA ordinals (the first free GPUs if
+    // the coordinator named none); a CPU task gets no GPU.
+    std::vector<int> devices;
+    const int want = resp.task().resources().gpus();
+    if (want > 0) {
+      devices.assign(resp.device_indices().begin(),
+                     resp.device_indices().end());
+      const bool named = !devices.empty();
+      for (const auto& g : free) {
+        if (named || static_cast<int>(devices.size()) >= want) break;
+        if (g.kind() == "cuda") devices.push_back(g.index());
       }
     }
     HLAB_LOG(INFO) << "leased task " << resp.task().task_id() << " attempt "
@@ -315,10 +326,15 @@ absl::Status Daemon::Run() {
     return registered;
   }
   std::thread heartbeats([this] { HeartbeatLoop(); });
-  LeaseLoop();
-  // Stopping: the runners were told in Shutdown(); wait for them.
+  const absl::Status leasing = LeaseLoop();
+  if (!leasing.ok()) {
+    HLAB_LOG(ERROR) << leasing << "; stopping";
+  }
+  // Stopping: the runners were told in Shutdown() (or are told here after a
+  // fatal error); wait for them.
   {
     absl::MutexLock lock(&mu_);
+    stopping_ = true;
     for (auto& [key, entry] : tasks_) {
       entry->runner->Stop(TaskRunner::StopReason::kShutdown);
     }
@@ -343,7 +359,7 @@ absl::Status Daemon::Run() {
   }
   heartbeats.join();
   HLAB_LOG(INFO) << "worker stopped";
-  return absl::OkStatus();
+  return leasing;
 }
 
 }  // namespace hlab::worker

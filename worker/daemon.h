@@ -100,7 +100,8 @@ class Daemon {
 
   absl::Status Register();
   void HeartbeatLoop();
-  void LeaseLoop();
+  // Returns when stopping (OK) or on a fatal registration error.
+  absl::Status LeaseLoop();
   // Free devices to offer, or empty when no slot is free.
   std::vector<hlab::v1::Device> FreeDevices() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/worker/fake_coordinator.h"
+#include "tests/worker/fake_trainer.h"
 #include "worker/coordinator_client.h"
 #include "worker/daemon.h"
 #include "worker/devices.h"
@@ -34,83 +35,6 @@ namespace fs = std::filesystem;
 using testing::FakeCoordinator;
 using testing::FakeServer;
 using testing::FakeState;
-
-constexpr char kFakeTrainer[] = R"sh(#!/bin/bash
-if [ "$1" = "--probe-devices" ]; then
-  echo '{"cpu":{"cores":3,"memory_bytes":4096},"cuda":[],"cuda_build":false}'
-  exit 0
-fi
-args="$*"
-task=""
-while [ $# -gt 0 ]; do
-  case "$1" in --task) task="$2"; shift;; esac
-  shift
-done
-dir=$(dirname "$task")
-echo "$args" >> "$dir/args.txt"
-ckdir=$(sed -n 's/.*"dir": *"\([^"]*\)".*/\1/p' "$task" | head -1)
-behavior=$(sed -n 's/.*"behavior": *"\([^"]*\)".*/\1/p' "$task" | head -1)
-rec() { echo "$1" >&3; }
-echo $$ > "$dir/pid"
-. "$(dirname "$0")/behaviors/$behavior.sh"
-)sh";
-
-// Behaviours, by name.
-const std::map<std::string, std::string>& Behaviors() {
-  static const auto* b = new std::map<std::string, std::string>{
-      {"ok", R"(
-rec '{"type":"start","steps":3}'
-for s in 1 2 3; do
-  rec "{\"type\":\"step\",\"step\":$s,\"tokens\":$((s*64)),\"loss\":$s.5,\"lr\":0.01,\"grad_norm\":0.5,\"tokens_per_s\":100}"
-done
-rec '{"type":"eval","step":3,"tokens":192,"val_loss":2.25,"val_recall_loss":4.5}'
-echo data > "$ckdir/step-3.ckpt"
-rec "{\"type\":\"checkpoint\",\"step\":3,\"tokens\":192,\"kind\":\"latest\",\"path\":\"$ckdir/step-3.ckpt\",\"sha256\":\"abc123\"}"
-rec '{"type":"done","step":3,"tokens":192,"loss":3.5}'
-exit 0
-)"},
-      {"permanent", R"(
-rec '{"type":"error","exit_code":2,"message":"model.d_model must be divisible by n_heads"}'
-exit 2
-)"},
-      {"retryable", R"(
-rec '{"type":"error","exit_code":75,"message":"out of memory"}'
-exit 75
-)"},
-      {"crash", R"(
-rec '{"type":"step","step":1,"tokens":64,"loss":9}'
-kill -SEGV $$
-)"},
-      // Runs until killed; SIGTERM writes a checkpoint and exits 75, like
-      // hlab-train.
-      {"sleep", R"(
-trap 'echo x > "$ckdir/step-7.ckpt"; rec "{\"type\":\"checkpoint\",\"step\":7,\"tokens\":448,\"kind\":\"latest\",\"path\":\"$ckdir/step-7.ckpt\",\"sha256\":\"ff\"}"; exit 75' TERM
-rec '{"type":"step","step":7,"tokens":448,"loss":1.25,"tokens_per_s":50}'
-touch "$dir/running"
-while true; do sleep 0.05; done
-)"},
-      // Rank 1 dies; rank 0 runs until terminated.
-      {"gang", R"sh(
-case "$args" in
-  *"--rank 1 "*)
-    while [ ! -e "$dir/rank0" ]; do sleep 0.02; done
-    exit 75 ;;
-esac
-trap 'exit 75' TERM
-touch "$dir/rank0"
-while true; do sleep 0.05; done
-)sh"},
-      // Waits for a file "go" in the task dir, then finishes.
-      {"wait_go", R"(
-rec '{"type":"step","step":1,"tokens":64,"loss":4}'
-touch "$dir/running"
-while [ ! -e "$dir/go" ]; do sleep 0.05; done
-rec '{"type":"step","step":2,"tokens":128,"loss":3}'
-exit 0
-)"},
-  };
-  return *b;
-}
 
 hlab::v1::Task MakeTask(const std::string& id, const std::string& behavior,
                         int64_t attempt = 1) {
@@ -131,13 +55,7 @@ class DaemonTest : public ::testing::Test {
     char tmpl[] = "/tmp/hlab_worker_daemon_XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
-    fs::create_directories(root_ / "bin" / "behaviors");
-    trainer_ = (root_ / "bin" / "fake-train").string();
-    std::ofstream(trainer_) << kFakeTrainer;
-    fs::permissions(trainer_, fs::perms::owner_all);
-    for (const auto& [name, body] : Behaviors()) {
-      std::ofstream(root_ / "bin" / "behaviors" / (name + ".sh")) << body;
-    }
+    trainer_ = testing::WriteFakeTrainer(root_ / "bin");
     server_ = std::make_unique<FakeServer>(std::make_unique<FakeCoordinator>());
   }
 
@@ -149,7 +67,7 @@ class DaemonTest : public ::testing::Test {
 
   FakeCoordinator& fake() { return server_->fake(); }
 
-  void StartDaemon(const std::string& trainer = "") {
+  void StartDaemon(const std::string& trainer = "", int capacity = 1) {
     const std::string t = trainer.empty() ? trainer_ : trainer;
     client_ = std::make_unique<CoordinatorClient>(server_->address(), "tok-1",
                                                   absl::Seconds(5));
@@ -160,7 +78,7 @@ class DaemonTest : public ::testing::Test {
     auto devices = ProbeDevices(t);
     ASSERT_TRUE(devices.ok()) << devices.status();
     options.devices = *devices;
-    options.capacity = 1;
+    options.capacity = capacity;
     options.lease_wait = absl::Milliseconds(200);
     options.min_backoff = absl::Milliseconds(20);
     options.max_backoff = absl::Milliseconds(200);
@@ -397,6 +315,36 @@ TEST_F(DaemonTest, GangTaskLaunchesEveryRankAndFailsWhenOneFails) {
       << rank0;
   EXPECT_NE(rank1.find("--rank 1 --world-size 2"), std::string::npos) << rank1;
   EXPECT_EQ(rank1.find("--record-fd"), std::string::npos) << rank1;
+}
+
+TEST_F(DaemonTest, GpuWorkerRunsOneTaskPerGpu) {
+  std::ofstream(root_ / "bin" / "probe.json")
+      << R"({"cpu":{"cores":8,"memory_bytes":1},"cuda":[)"
+      << R"({"index":0,"name":"G","memory_bytes":80},)"
+      << R"({"index":1,"name":"G","memory_bytes":80}],"cuda_build":true})";
+  hlab::v1::Task a = MakeTask("t-gpu-a", "sleep");
+  a.mutable_resources()->set_gpus(1);
+  hlab::v1::Task b = MakeTask("t-gpu-b", "sleep");
+  b.mutable_resources()->set_gpus(1);
+  fake().AddTask(a);
+  fake().AddTask(b);
+  StartDaemon("", /*capacity=*/0);  // one per GPU
+  WaitForTrainer("t-gpu-a", "running");
+  WaitForTrainer("t-gpu-b", "running");
+  EXPECT_EQ(daemon_->capacity(), 2);
+  EXPECT_EQ(daemon_->RunningTasks().size(), 2u);
+  std::string cuda_a, cuda_b;
+  std::ifstream(TaskDir("t-gpu-a") / "cuda") >> cuda_a;
+  std::ifstream(TaskDir("t-gpu-b") / "cuda") >> cuda_b;
+  EXPECT_EQ(cuda_a + cuda_b, "01");
+  FakeState s = fake().Snapshot();
+  ASSERT_FALSE(s.registers.empty());
+  EXPECT_EQ(s.registers[0].capacity(), 2);
+  EXPECT_EQ(s.registers[0].devices_size(), 3);
+  // The first lease offered the CPU and both GPUs.
+  EXPECT_EQ(s.leases[0].free_devices_size(), 3);
+  StopDaemon();
+  EXPECT_EQ(fake().Snapshot().fails.size(), 2u);
 }
 
 TEST_F(DaemonTest, ShutdownTerminatesTrainersAndReportsThemRetryable) {
