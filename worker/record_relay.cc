@@ -95,6 +95,9 @@ absl::Status RecordRelay::Add(absl::string_view line, absl::Time now) {
   } else if (type == "error") {
     last_error_ = String(r, "message");
     last_error_code_ = static_cast<int>(Int(r, "exit_code"));
+  } else if (type == "warning") {
+    HLAB_LOG(WARNING) << "task " << task_.task_id()
+                      << ": hlab-train: " << String(r, "message");
   } else if (type == "done") {
     done_ = true;
     progress_.set_step(step);

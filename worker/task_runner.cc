@@ -18,6 +18,7 @@
 #include "worker/coordinator_client.h"
 #include "worker/metrics.h"
 #include "worker/record_relay.h"
+#include "worker/stale_trainers.h"
 
 namespace hlab::worker {
 namespace fs = std::filesystem;
@@ -441,8 +442,19 @@ void TaskRunner::Run() {
     Finish(outcome);
     return;
   }
+  // Trainers of this task left running by a worker that died would share
+  // its directory.
+  StopStaleTrainers(dir_, options_.kill_grace);
   Ranks ranks;
   absl::Status spawned = Spawn(*task_file, &ranks);
+  if (spawned.ok()) {
+    std::vector<pid_t> pids;
+    for (auto& p : ranks.procs) pids.push_back(p->pid());
+    absl::Status recorded = RecordTrainerPids(dir_, pids);
+    if (!recorded.ok()) {
+      HLAB_LOG(WARNING) << recorded;
+    }
+  }
   if (!spawned.ok()) {
     for (auto& p : ranks.procs) p->Terminate(absl::ZeroDuration());
     metrics_->TaskEnded();
@@ -455,6 +467,7 @@ void TaskRunner::Run() {
     return;
   }
   Supervise(&ranks);
+  ClearTrainerPids(dir_);
   metrics_->TaskEnded();
   std::vector<ExitStatus> exits;
   for (auto& p : ranks.procs) exits.push_back(*p->exit_status());

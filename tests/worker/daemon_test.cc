@@ -26,6 +26,7 @@
 #include "worker/daemon.h"
 #include "worker/devices.h"
 #include "worker/metrics.h"
+#include "worker/stale_trainers.h"
 #include "worker/trainer_process.h"
 
 namespace hlab::worker {
@@ -277,6 +278,29 @@ TEST_F(DaemonTest, FencedReportsStopTheTrainer) {
   }
   EXPECT_TRUE(daemon_->RunningTasks().empty());
   EXPECT_TRUE(fake().Snapshot().fails.empty());
+}
+
+TEST_F(DaemonTest, StopsATrainerOrphanedByADeadWorkerBeforeRestarting) {
+  // A trainer of task t-orphan from a worker that was killed: still
+  // running, recorded in the task dir.
+  fs::create_directories(TaskDir("t-orphan"));
+  const std::string script = (root_ / "orphan.sh").string();
+  std::ofstream(script) << "#!/bin/bash\nwhile true; do sleep 0.05; done\n";
+  fs::permissions(script, fs::perms::owner_all);
+  TrainerLaunch launch;
+  launch.argv = {script};
+  auto orphan = TrainerProcess::Start(launch);
+  ASSERT_TRUE(orphan.ok()) << orphan.status();
+  ASSERT_TRUE(
+      RecordTrainerPids(TaskDir("t-orphan").string(), {(*orphan)->pid()}).ok());
+  fake().AddTask(MakeTask("t-orphan", "ok", /*attempt=*/2));
+  StartDaemon();
+  ASSERT_TRUE(fake().WaitFor(
+      [](const FakeState& s) { return s.Completed("t-orphan"); }));
+  const ExitStatus exit = (*orphan)->Wait();
+  EXPECT_TRUE(exit.signaled);
+  EXPECT_EQ(exit.signal, SIGTERM);
+  EXPECT_FALSE(fs::exists(TaskDir("t-orphan") / "trainer.pids"));
 }
 
 TEST_F(DaemonTest, SurvivesACrashingTrainerAndTakesTheNextTask) {
