@@ -451,5 +451,76 @@ TEST_F(DaemonTest, RealTrainerCompletesATinyTask) {
   EXPECT_GT(loss.back().value(), 0);
 }
 
+// SIGTERM mid-run (the daemon's shutdown), then a second attempt on a new
+// daemon with the same data dir: it resumes from the checkpoint the first
+// one wrote, and completes.
+TEST_F(DaemonTest, RealTrainerResumesInTheNextAttempt) {
+  const char* bin = std::getenv("HLAB_TRAIN_BIN");
+  if (bin == nullptr || !fs::exists(bin)) {
+    GTEST_SKIP() << "set HLAB_TRAIN_BIN to an hlab-train binary";
+  }
+  auto example = RunAndCapture({bin, "--example-task"}, absl::Seconds(60));
+  ASSERT_TRUE(example.ok()) << example.status();
+  nlohmann::json task = nlohmann::json::parse(*example);
+  const int64_t batch = task.value("batch_tokens", int64_t{0});
+  const int64_t warmup = task["schedule"].value("warmup_steps", int64_t{0});
+  const int64_t steps = warmup + 60;
+  task["budget_tokens"] = batch * steps;
+  task["log_every_steps"] = 1;
+  task["threads"] = 1;
+  task["checkpoint"]["every_steps"] = 5;
+  task["eval"]["sequences"] = 4;
+  hlab::v1::Task t;
+  t.set_task_id("t-resume");
+  t.set_attempt(1);
+  t.set_kind(hlab::v1::TASK_KIND_TRAIN);
+  t.add_run_ids("run-resume");
+  t.set_task_json(task.dump());
+  fake().AddTask(t);
+  StartDaemon(bin);
+  ASSERT_TRUE(fake().WaitFor(
+      [](const FakeState& s) {
+        for (const auto& c : s.checkpoints) {
+          if (c.checkpoint().step() >= 10) return true;
+        }
+        return !s.fails.empty() || !s.completes.empty();
+      },
+      absl::Minutes(10)));
+  StopDaemon();
+  FakeState first = fake().Snapshot();
+  ASSERT_TRUE(first.completes.empty()) << "finished before SIGTERM";
+  ASSERT_EQ(first.fails.size(), 1u);
+  EXPECT_TRUE(first.fails[0].retryable());
+  EXPECT_EQ(first.fails[0].exit_code(), 75) << first.fails[0].error();
+  int64_t newest = 0;
+  for (const auto& c : first.checkpoints) {
+    newest = std::max(newest, c.checkpoint().step());
+  }
+  ASSERT_GE(newest, 10);
+
+  t.set_attempt(2);
+  fake().AddTask(t);
+  StartDaemon(bin);
+  ASSERT_TRUE(fake().WaitFor(
+      [](const FakeState& s) {
+        return !s.completes.empty() || s.fails.size() > 1;
+      },
+      absl::Minutes(10)));
+  FakeState second = fake().Snapshot();
+  ASSERT_EQ(second.fails.size(), 1u) << second.fails.back().error();
+  ASSERT_EQ(second.completes.size(), 1u);
+  EXPECT_EQ(second.completes[0].attempt(), 2);
+  // Attempt 2's points start right after the newest checkpoint.
+  int64_t first_step = -1, last_step = -1;
+  for (size_t i = first.points.size(); i < second.points.size(); ++i) {
+    const auto& p = second.points[i];
+    if (p.name() != "train_loss") continue;
+    if (first_step < 0) first_step = p.step();
+    last_step = p.step();
+  }
+  EXPECT_EQ(first_step, newest + 1);
+  EXPECT_EQ(last_step, steps);
+}
+
 }  // namespace
 }  // namespace hlab::worker
