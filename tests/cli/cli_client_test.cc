@@ -1,0 +1,452 @@
+// hlab's client commands against a fake ClientService on 127.0.0.1:0:
+// what they send (spec, request id, filters, token) and what they print
+// (tables, JSON, CSV, one-line errors).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "tests/cli/fake_client_service.h"
+
+namespace hlab::cli {
+namespace {
+
+using testing::FakeClientService;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+int Lines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+class CliClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"HLAB_ADDRESS", "HLAB_TOKEN", "HLAB_TOKEN_FILE",
+                             "HLAB_TLS_CA", "HLAB_TLS_CERT", "HLAB_TLS_KEY"}) {
+      unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  void Start() {
+    server_ = fake_.Serve();
+    ASSERT_NE(server_, nullptr);
+  }
+
+  // Runs hlab with `args` plus --address of the fake.
+  Result Hlab(std::vector<std::string> args) {
+    if (server_ == nullptr) Start();
+    args.push_back("--address");
+    args.push_back(fake_.address());
+    std::ostringstream out, err;
+    const int code = RunCli(args, out, err);
+    return {code, out.str(), err.str()};
+  }
+
+  FakeClientService fake_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+std::string Example(const std::string& name) {
+  return std::string(HLAB_SOURCE_DIR) + "/examples/sweeps/" + name;
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST_F(CliClientTest, SubmitSendsTheParsedSpecAndRequestId) {
+  fake_.submit.mutable_sweep()->set_sweep_id("sw-123");
+  fake_.submit.mutable_sweep()->set_name("demo");
+  fake_.submit.set_created(true);
+  for (int i = 0; i < 3; ++i) fake_.submit.add_runs();
+  fake_.submit.add_reused_run_ids("0123456789abcdef");
+  const Result r = Hlab({"submit", Example("demo.yaml"), "--request-id",
+                         "req-1", "--priority", "7"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("sweep sw-123 \"demo\": submitted (new)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("3 runs (1 already trained in another sweep"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hlab watch sw-123"), std::string::npos);
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.submits.size(), 1u);
+  EXPECT_EQ(recorded.submits[0].request_id(), "req-1");
+  EXPECT_EQ(recorded.submits[0].spec().name(), "demo");
+  EXPECT_GT(recorded.submits[0].spec().architectures_size(), 0);
+  EXPECT_EQ(recorded.submits[0].spec().priority(), 7);
+  EXPECT_FALSE(recorded.submits[0].dry_run());
+  EXPECT_EQ(recorded.authorization[0], "");  // no token given
+
+  fake_.submit.set_created(false);
+  const Result again = Hlab({"submit", Example("demo.yaml")});
+  ASSERT_EQ(again.code, kExitOk) << again.err;
+  EXPECT_NE(again.out.find("already submitted"), std::string::npos);
+  // Without --request-id: a fresh UUID.
+  const std::string id = fake_.recorded().submits[1].request_id();
+  EXPECT_EQ(id.size(), 36u) << id;
+  EXPECT_NE(id, "req-1");
+}
+
+TEST_F(CliClientTest, SubmitJsonPrintsTheResponse) {
+  fake_.submit.mutable_sweep()->set_sweep_id("sw-9");
+  const Result r = Hlab({"submit", Example("demo.yaml"), "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["sweep"]["sweep_id"], "sw-9");
+}
+
+TEST_F(CliClientTest, InvalidArgumentPassesTheServersMessage) {
+  fake_.forced_status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     "scales[1].d_model: must be positive");
+  const Result r = Hlab({"submit", Example("demo.yaml")});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(r.err, "hlab submit: error: scales[1].d_model: must be positive\n");
+}
+
+void AddRuns(v1::ListRunsResponse* response) {
+  v1::Run* a = response->add_runs();
+  a->set_run_id("0123456789abcdef");
+  a->add_sweep_ids("sw-1");
+  a->set_architecture("gdn");
+  a->set_scale("S1");
+  a->set_non_embedding_params(1000000);
+  a->set_tokens(20000000);
+  a->set_tokens_per_param(20);
+  a->set_state(v1::RUN_STATE_SUCCEEDED);
+  a->set_tokens_done(20000000);
+  a->set_final_loss(3.25);
+  a->set_final_val_loss(3.5);
+  v1::Run* b = response->add_runs();
+  b->set_run_id("fedcba9876543210");
+  b->add_sweep_ids("sw-1");
+  b->set_architecture("mix,ed");
+  b->set_scale("S2");
+  b->set_seed(1);
+  b->set_non_embedding_params(2000000);
+  b->set_tokens(40000000);
+  b->set_state(v1::RUN_STATE_FAILED);
+  b->set_tokens_done(10000000);
+  b->set_error("oom, \"cuda\" failed");
+}
+
+TEST_F(CliClientTest, RunsPrintsCsvWithQuoting) {
+  AddRuns(&fake_.list_runs);
+  const Result r =
+      Hlab({"runs", "--sweep", "sw-1", "--state", "succeeded,failed", "--arch",
+            "gdn", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "run_id,sweep,architecture,scale,seed,params,tokens,"
+            "tokens_per_param,state,progress,final_loss,final_val_loss,"
+            "final_log_longppl,error\n"
+            "0123456789abcdef,sw-1,gdn,S1,0,1000000,20000000,20,succeeded,1,"
+            "3.25,3.5,,\n"
+            "fedcba9876543210,sw-1,\"mix,ed\",S2,1,2000000,40000000,,failed,"
+            "0.25,,,,\"oom, \"\"cuda\"\" failed\"\n");
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.list_runs.size(), 1u);
+  const v1::ListRunsRequest& request = recorded.list_runs[0];
+  EXPECT_EQ(request.sweep(), "sw-1");
+  EXPECT_EQ(request.architecture(), "gdn");
+  ASSERT_EQ(request.states_size(), 2);
+  EXPECT_EQ(request.states(0), v1::RUN_STATE_SUCCEEDED);
+  EXPECT_EQ(request.states(1), v1::RUN_STATE_FAILED);
+}
+
+TEST_F(CliClientTest, RunsPrintsJsonAndTable) {
+  AddRuns(&fake_.list_runs);
+  const Result json = Hlab({"runs", "--format", "json"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["run_id"], "0123456789abcdef");
+  EXPECT_EQ(j[0]["params"], 1000000);
+  EXPECT_EQ(j[0]["final_loss"], 3.25);
+  EXPECT_TRUE(j[0]["error"].is_null());
+  EXPECT_TRUE(j[1]["final_loss"].is_null());
+  EXPECT_EQ(j[1]["architecture"], "mix,ed");
+  EXPECT_EQ(j[1]["error"], "oom, \"cuda\" failed");
+  EXPECT_EQ(j[1]["progress"], 0.25);
+
+  const Result table = Hlab({"runs"});
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_EQ(Lines(table.out), 3);
+  EXPECT_EQ(table.out.substr(0, table.out.find('\n')),
+            "run_id            sweep  architecture  scale  seed   params  "
+            "  tokens  tokens_per_param  state      progress  final_loss  "
+            "final_val_loss  final_log_longppl  error");
+}
+
+TEST_F(CliClientTest, QueryPrintsTypedValuesInEveryFormat) {
+  fake_.query.add_columns("name");
+  fake_.query.add_columns("n");
+  fake_.query.add_columns("loss");
+  v1::QueryRow* row = fake_.query.add_rows();
+  row->add_values()->set_text_value("say \"hi\", then");
+  row->add_values()->set_int_value(42);
+  row->add_values()->set_double_value(0.1);
+  row = fake_.query.add_rows();
+  row->add_values()->set_text_value("plain");
+  row->add_values();  // NULL
+  row->add_values()->set_double_value(2.5);
+  const std::string sql = "SELECT name, n, loss FROM t";
+
+  Result r = Hlab({"query", sql, "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "name,n,loss\n"
+            "\"say \"\"hi\"\", then\",42,0.1\n"
+            "plain,,2.5\n");
+  EXPECT_EQ(fake_.recorded().queries[0].sql(), sql);
+
+  r = Hlab({"query", sql, "--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "[\n"
+            "  {\n"
+            "    \"name\": \"say \\\"hi\\\", then\",\n"
+            "    \"n\": 42,\n"
+            "    \"loss\": 0.1\n"
+            "  },\n"
+            "  {\n"
+            "    \"name\": \"plain\",\n"
+            "    \"n\": null,\n"
+            "    \"loss\": 2.5\n"
+            "  }\n"
+            "]\n");
+
+  r = Hlab({"query", sql});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "name             n  loss\n"
+            "say \"hi\", then  42   0.1\n"
+            "plain                2.5\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliClientTest, QuerySaysWhenTheResultWasCut) {
+  fake_.query.add_columns("x");
+  fake_.query.add_rows()->add_values()->set_int_value(1);
+  fake_.query.set_truncated(true);
+  const Result r = Hlab({"query", "SELECT x FROM t", "--max-rows", "1"});
+  ASSERT_EQ(r.code, kExitOk);
+  EXPECT_EQ(fake_.recorded().queries[0].max_rows(), 1);
+  EXPECT_NE(r.err.find("cut at 1 rows"), std::string::npos) << r.err;
+}
+
+TEST_F(CliClientTest, UnreachableCoordinatorIsOneLineError) {
+  // A port bound but not listening: connecting to it is refused.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string address =
+      "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  std::ostringstream out, err;
+  const int code = RunCli({"runs", "--address", address}, out, err);
+  close(fd);
+  EXPECT_EQ(code, kExitFailed);
+  EXPECT_EQ(Lines(err.str()), 1) << err.str();
+  EXPECT_EQ(err.str(), "hlab runs: error: cannot reach the coordinator at " +
+                           address +
+                           " (connection refused); start one with `hlab up` "
+                           "or `hlab-coordinator`, or set --address or "
+                           "HLAB_ADDRESS\n");
+}
+
+TEST_F(CliClientTest, AddressComesFromTheEnvironment) {
+  Start();
+  setenv("HLAB_ADDRESS", fake_.address().c_str(), 1);
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"workers"}, out, err), kExitOk) << err.str();
+  unsetenv("HLAB_ADDRESS");
+}
+
+TEST_F(CliClientTest, UnauthenticatedAsksForAToken) {
+  fake_.required_token = "s3cret";
+  Result r = Hlab({"runs"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(Lines(r.err), 1);
+  EXPECT_NE(r.err.find("needs a token; give a token with --token, "
+                       "--token-file or HLAB_TOKEN"),
+            std::string::npos)
+      << r.err;
+  r = Hlab({"runs", "--token", "wrong"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_NE(r.err.find("refused the token"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("HLAB_TOKEN"), std::string::npos) << r.err;
+  r = Hlab({"runs", "--token", "s3cret"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(fake_.recorded().authorization.back(), "Bearer s3cret");
+}
+
+TEST_F(CliClientTest, TokenFromEnvironmentAndFile) {
+  fake_.required_token = "from-env";
+  setenv("HLAB_TOKEN", "from-env", 1);
+  Result r = Hlab({"workers"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  unsetenv("HLAB_TOKEN");
+
+  fake_.required_token = "from-file";
+  const std::string path = WriteTemp("token.txt", "from-file\n");
+  r = Hlab({"workers", "--token-file", path});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  setenv("HLAB_TOKEN_FILE", path.c_str(), 1);
+  r = Hlab({"workers"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  unsetenv("HLAB_TOKEN_FILE");
+  EXPECT_EQ(fake_.recorded().authorization.back(), "Bearer from-file");
+
+  r = Hlab({"workers", "--token-file", "/nonexistent/token"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(r.err,
+            "hlab workers: error: cannot read --token-file "
+            "'/nonexistent/token'; check the path\n");
+}
+
+TEST_F(CliClientTest, PermissionDeniedNamesWhatTheRoleMayNotDo) {
+  fake_.forced_status = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                     "role 'read' may not submit");
+  const Result r = Hlab({"submit", Example("demo.yaml"), "--token", "t"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(Lines(r.err), 1);
+  EXPECT_NE(r.err.find("this token's role may not submit sweeps (role "
+                       "'read' may not submit)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(CliClientTest, CancelAndResumeFindTheTarget) {
+  fake_.cancel.add_run_ids("0123456789abcdef");
+  fake_.unknown_sweeps = {"0123456789abcdef"};
+  Result r = Hlab({"cancel", "0123456789abcdef"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("cancelled 1 run of run 0123456789abcdef"),
+            std::string::npos)
+      << r.out;
+  auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.cancels.size(), 1u);
+  EXPECT_EQ(recorded.cancels[0].run_id(), "0123456789abcdef");
+
+  // A name that is not a run id: a sweep.
+  fake_.resume.add_run_ids("aaaa");
+  fake_.resume.add_run_ids("bbbb");
+  r = Hlab({"resume", "demo"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("resumed 2 runs of sweep demo"), std::string::npos);
+  EXPECT_EQ(fake_.recorded().resumes[0].sweep(), "demo");
+
+  fake_.unknown_sweeps = {"nope"};
+  fake_.unknown_runs = {"nope"};
+  r = Hlab({"resume", "nope"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(r.err,
+            "hlab resume: error: no sweep or run 'nope'; list sweeps with "
+            "`hlab status` and runs with `hlab runs`\n");
+}
+
+TEST_F(CliClientTest, WorkersAndStatus) {
+  v1::Worker* w = fake_.list_workers.add_workers();
+  w->set_worker_id("w1");
+  w->set_hostname("node1");
+  w->set_state(v1::WORKER_STATE_ALIVE);
+  for (int i = 0; i < 2; ++i) {
+    v1::Device* d = w->add_devices();
+    d->set_kind("cuda");
+    d->set_index(i);
+    d->set_name("H100");
+  }
+  w->add_task_ids("trunk-1");
+  Result r = Hlab({"workers", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "worker_id,hostname,state,devices,tasks,version,"
+            "last_heartbeat_unix_ms\n"
+            "w1,node1,alive,2x cuda (H100),1,,0\n");
+
+  v1::Sweep* sweep = fake_.get_sweep.mutable_sweep();
+  sweep->set_sweep_id("sw-1");
+  sweep->set_name("demo");
+  sweep->set_state(v1::SWEEP_STATE_RUNNING);
+  sweep->set_runs_total(2);
+  sweep->set_runs_succeeded(1);
+  sweep->set_runs_failed(1);
+  AddRuns(&fake_.list_runs);
+  r = Hlab({"status", "sw-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("sweep sw-1 \"demo\": running\n"
+                       "runs: 2 total, 1 succeeded, 0 running, 0 pending, "
+                       "1 failed, 0 cancelled\n"
+                       "progress: 50.0% of tokens (30.0M of 60.0M)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fedcba9876543210  mix,ed  S2  oom"), std::string::npos)
+      << r.out;
+
+  r = Hlab({"status"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("sw-1      demo  running"), std::string::npos) << r.out;
+}
+
+TEST_F(CliClientTest, FitDelegatesToTheFitter) {
+  const char* shared = std::getenv("HLAB_SHARED_DIR");
+  const std::string path =
+      std::string(shared != nullptr
+                      ? shared
+                      : std::string(HLAB_SOURCE_DIR) + "/../shared") +
+      "/data/scaling_law/chinchilla_fig4_points.csv";
+  if (!std::ifstream(path).good()) {
+    GTEST_SKIP() << path << " not found; set HLAB_SHARED_DIR";
+  }
+  std::ostringstream out, err;
+  ASSERT_EQ(RunCli({"fit", "--chinchilla", path, "--bootstrap", "0",
+                    "--threads", "2", "--json"},
+                   out, err),
+            kExitOk)
+      << err.str();
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  for (const char* key : {"E", "A", "alpha", "B", "beta"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+  }
+  // Epoch's replication: E ~ 1.82, alpha ~ 0.35, beta ~ 0.37.
+  EXPECT_NEAR(j["E"].get<double>(), 1.82, 0.1);
+  EXPECT_NEAR(j["alpha"].get<double>(), 0.35, 0.05);
+  EXPECT_NEAR(j["beta"].get<double>(), 0.37, 0.05);
+
+  std::ostringstream db_out, db_err;
+  EXPECT_EQ(RunCli({"fit", "--db", "hlab.db"}, db_out, db_err), kExitUsage);
+  EXPECT_NE(db_err.str().find("not implemented yet"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hlab::cli
