@@ -86,8 +86,8 @@ int RunCli(const CommandRegistry& registry,
   }
   if (!command->run) {
     err << "hlab " << name
-        << ": error: not implemented yet; 'hlab submit --dry-run SPEC' works "
-           "offline today\n";
+        << ": error: not implemented yet; run 'hlab help' for the commands "
+           "that work\n";
     return kExitUsage;
   }
   try {
