@@ -1,4 +1,8 @@
 #include "cli/client.h"
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -43,13 +47,40 @@ std::string FlagOrEnv(const ParsedArgs& args, const std::string& flag,
   return Env(env);
 }
 
+// Whether `pem` holds a certificate (or, with `key`, a private key) that
+// OpenSSL can read; gRPC itself only fails later, with an obscure message.
+bool ValidPem(const std::string& pem, bool key) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return false;
+  bool ok = false;
+  if (key) {
+    EVP_PKEY* k = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+    ok = k != nullptr;
+    EVP_PKEY_free(k);
+  } else {
+    X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    ok = cert != nullptr;
+    X509_free(cert);
+  }
+  BIO_free(bio);
+  return ok;
+}
+
 absl::StatusOr<std::string> ReadPem(const ParsedArgs& args,
-                                    const std::string& flag, const char* env) {
+                                    const std::string& flag, const char* env,
+                                    bool key) {
   const std::string path = FlagOrEnv(args, flag, env);
   if (path.empty()) return std::string();
   const std::string what =
       args.Has(flag) ? absl::StrCat("--", flag) : std::string(env);
-  return ReadWholeFile(path, what);
+  absl::StatusOr<std::string> pem = ReadWholeFile(path, what);
+  if (!pem.ok()) return pem.status();
+  if (!ValidPem(*pem, key)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", path, "' holds no PEM ",
+        key ? "private key" : "certificate", "; give the PEM file"));
+  }
+  return pem;
 }
 
 absl::StatusOr<std::string> TokenFrom(const ParsedArgs& args) {
@@ -127,11 +158,14 @@ absl::StatusOr<ConnectionOptions> ConnectionOptionsFrom(
   absl::StatusOr<std::string> token = TokenFrom(args);
   if (!token.ok()) return token.status();
   options.token = *token;
-  absl::StatusOr<std::string> ca = ReadPem(args, "tls-ca", "HLAB_TLS_CA");
+  absl::StatusOr<std::string> ca =
+      ReadPem(args, "tls-ca", "HLAB_TLS_CA", false);
   if (!ca.ok()) return ca.status();
-  absl::StatusOr<std::string> cert = ReadPem(args, "tls-cert", "HLAB_TLS_CERT");
+  absl::StatusOr<std::string> cert =
+      ReadPem(args, "tls-cert", "HLAB_TLS_CERT", false);
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem(args, "tls-key", "HLAB_TLS_KEY");
+  absl::StatusOr<std::string> key =
+      ReadPem(args, "tls-key", "HLAB_TLS_KEY", true);
   if (!key.ok()) return key.status();
   if (cert->empty() != key->empty()) {
     return absl::InvalidArgumentError(

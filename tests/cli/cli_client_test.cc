@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -282,6 +283,48 @@ TEST_F(CliClientTest, UnreachableCoordinatorIsOneLineError) {
                            " (connection refused); start one with `hlab up` "
                            "or `hlab-coordinator`, or set --address or "
                            "HLAB_ADDRESS\n");
+}
+
+// The real binary: gRPC's own log lines must not reach stderr either.
+TEST_F(CliClientTest, BinaryPrintsExactlyOneLineWhenUnreachable) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string command =
+      std::string(HLAB_BIN) +
+      " workers --address 127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) +
+      " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = pclose(pipe);
+  close(fd);
+  EXPECT_EQ(WEXITSTATUS(status), kExitFailed);
+  EXPECT_EQ(Lines(output), 1) << output;
+  EXPECT_EQ(
+      output.rfind("hlab workers: error: cannot reach the coordinator", 0), 0u)
+      << output;
+}
+
+TEST_F(CliClientTest, BadTlsFilesAreOneLineErrors) {
+  const std::string not_pem = WriteTemp("not.pem", "hello\n");
+  Result r = Hlab({"workers", "--tls-ca", not_pem});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(r.err, "hlab workers: error: --tls-ca '" + not_pem +
+                       "' holds no PEM certificate; give the PEM file\n");
+  setenv("HLAB_TLS_CA", "/nonexistent/ca.pem", 1);
+  r = Hlab({"workers"});
+  unsetenv("HLAB_TLS_CA");
+  EXPECT_EQ(r.err,
+            "hlab workers: error: cannot read HLAB_TLS_CA "
+            "'/nonexistent/ca.pem'; check the path\n");
 }
 
 TEST_F(CliClientTest, AddressComesFromTheEnvironment) {

@@ -1,6 +1,7 @@
 // `hlab watch` against a fake ClientService that drops the stream: the
 // events it prints, the resume after the last sequence number, the end of
 // the sweep; and the in-place drawing of ProgressView.
+#include <atomic>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -18,6 +19,12 @@ namespace hlab::cli {
 namespace {
 
 using testing::FakeClientService;
+
+int Lines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
 
 constexpr int64_t kT0 = 1700000000000;  // 2023-11-14 22:13:20 UTC
 
@@ -162,6 +169,31 @@ TEST(WatchTest, UnknownSweepIsOneLineError) {
   EXPECT_EQ(err.str(),
             "hlab watch: error: no sweep 'nope'; list sweeps with `hlab "
             "status` and runs with `hlab runs`\n");
+  server->Shutdown();
+}
+
+TEST(WatchTest, InterruptStopsCleanlyWithTheSequenceToContinueFrom) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  fake.get_sweep.mutable_sweep()->set_state(v1::SWEEP_STATE_RUNNING);
+  std::atomic<bool> interrupted{false};
+  fake.watch_streams = {
+      {StateChange(1, "0123456789abcdef", v1::RUN_STATE_RUNNING)}};
+  // The server holds the stream open; "Ctrl-C" comes while it does.
+  fake.on_watch_held = [&] { interrupted.store(true); };
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  std::ostringstream out, err;
+  WatchOptions options;
+  options.interrupted = &interrupted;
+  EXPECT_EQ(RunWatch({"sw-1", "--address", fake.address()}, out, err, options),
+            kExitOk);
+  EXPECT_EQ(Lines(err.str()), 1) << err.str();
+  EXPECT_NE(err.str().find("hlab watch: stopped after event #"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("continue with `hlab watch sw-1 --from "),
+            std::string::npos);
+  EXPECT_EQ(fake.recorded().watches.size(), 1u);  // no reconnect
   server->Shutdown();
 }
 

@@ -13,8 +13,11 @@
 #ifndef HLAB_TESTS_CLI_FAKE_CLIENT_SERVICE_H_
 #define HLAB_TESTS_CLI_FAKE_CLIENT_SERVICE_H_
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -44,6 +47,9 @@ class FakeClientService final : public v1::ClientService::Service {
   // request's after_sequence); every call but the last then fails with
   // UNAVAILABLE, as a dropped stream does.
   std::vector<std::vector<v1::Event>> watch_streams;
+  // Set: the last stream, after its events, calls this and stays open until
+  // the client cancels it.
+  std::function<void()> on_watch_held;
 
   std::unique_ptr<grpc::Server> Serve() {
     grpc::ServerBuilder builder;
@@ -134,6 +140,13 @@ class FakeClientService final : public v1::ClientService::Service {
     }
     if (call + 1 < watch_streams.size()) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream dropped");
+    }
+    if (on_watch_held) {
+      on_watch_held();
+      while (!context->IsCancelled()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      return grpc::Status::CANCELLED;
     }
     return grpc::Status::OK;
   }
