@@ -244,6 +244,14 @@ std::string Client::ErrorMessage(const grpc::Status& status,
                             " (TLS handshake failed); check --tls-ca, or "
                             "drop it if the coordinator runs without TLS");
       }
+      if (options_.tls_root_certs.empty() &&
+          (absl::StrContains(absl::AsciiStrToLower(message), "socket closed") ||
+           absl::StrContains(absl::AsciiStrToLower(message),
+                             "connection reset"))) {
+        return absl::StrCat("cannot reach the coordinator at ", address,
+                            " (it closed the connection during setup); if "
+                            "it runs with TLS, give --tls-ca or HLAB_TLS_CA");
+      }
       return absl::StrCat(
           "cannot reach the coordinator at ", address, " (",
           UnavailableReason(message),

@@ -21,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "tests/cli/fake_client_service.h"
+#include "tests/cli/test_certificate.h"
 
 namespace hlab::cli {
 namespace {
@@ -325,6 +326,40 @@ TEST_F(CliClientTest, BadTlsFilesAreOneLineErrors) {
   EXPECT_EQ(r.err,
             "hlab workers: error: cannot read HLAB_TLS_CA "
             "'/nonexistent/ca.pem'; check the path\n");
+}
+
+TEST_F(CliClientTest, TlsWithTheServersCa) {
+  const testing::TestCertificate cert = testing::MakeTestCertificate();
+  ASSERT_FALSE(cert.cert_pem.empty());
+  grpc::SslServerCredentialsOptions tls;
+  tls.pem_key_cert_pairs.push_back({cert.key_pem, cert.cert_pem});
+  server_ = fake_.Serve(grpc::SslServerCredentials(tls));
+  ASSERT_NE(server_, nullptr);
+  const std::string ca = WriteTemp("ca.pem", cert.cert_pem);
+  fake_.required_token = "tls-token";
+  Result r = Hlab({"workers", "--tls-ca", ca, "--token", "tls-token"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  setenv("HLAB_TLS_CA", ca.c_str(), 1);
+  r = Hlab({"workers", "--token", "tls-token"});
+  unsetenv("HLAB_TLS_CA");
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  // Plaintext to a TLS server: one line, exit 1.
+  r = Hlab({"workers", "--token", "tls-token"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("closed the connection during setup); if it runs "
+                       "with TLS, give --tls-ca or HLAB_TLS_CA"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(CliClientTest, TlsToAPlaintextServerSaysSo) {
+  const testing::TestCertificate cert = testing::MakeTestCertificate();
+  const std::string ca = WriteTemp("ca2.pem", cert.cert_pem);
+  const Result r = Hlab({"workers", "--tls-ca", ca});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("TLS handshake failed"), std::string::npos) << r.err;
 }
 
 TEST_F(CliClientTest, AddressComesFromTheEnvironment) {

@@ -51,10 +51,12 @@ class FakeClientService final : public v1::ClientService::Service {
   // the client cancels it.
   std::function<void()> on_watch_held;
 
-  std::unique_ptr<grpc::Server> Serve() {
+  // Plaintext, or TLS with `credentials`.
+  std::unique_ptr<grpc::Server> Serve(
+      std::shared_ptr<grpc::ServerCredentials> credentials =
+          grpc::InsecureServerCredentials()) {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port_);
+    builder.AddListeningPort("127.0.0.1:0", credentials, &port_);
     builder.RegisterService(this);
     return builder.BuildAndStart();
   }
