@@ -295,6 +295,25 @@ std::string Client::ErrorMessage(const grpc::Status& status,
   }
 }
 
+grpc::Status ListAllRuns(const Client& client, v1::ListRunsRequest request,
+                         std::vector<v1::Run>* runs) {
+  request.clear_page_token();
+  while (true) {
+    v1::ListRunsResponse response;
+    grpc::Status s =
+        client.Call(&v1::ClientService::Stub::ListRuns, request, &response);
+    if (!s.ok()) return s;
+    for (v1::Run& run : *response.mutable_runs()) {
+      runs->push_back(std::move(run));
+    }
+    if (response.next_page_token().empty() ||
+        response.next_page_token() == request.page_token()) {
+      return grpc::Status::OK;
+    }
+    request.set_page_token(response.next_page_token());
+  }
+}
+
 bool IsRetryableStreamError(const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::OK:

@@ -102,6 +102,11 @@ class Client {
   std::unique_ptr<v1::ClientService::Stub> stub_;
 };
 
+// Every page of ListRuns for `request` (its page_token is overwritten).
+// Stops, with what it has, if the server repeats a page token.
+grpc::Status ListAllRuns(const Client& client, v1::ListRunsRequest request,
+                         std::vector<v1::Run>* runs);
+
 // Whether a failed stream may be retried from its last sequence number
 // (the server or network dropped it), as opposed to a refusal that repeats.
 bool IsRetryableStreamError(const grpc::Status& status);

@@ -79,16 +79,10 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
   absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
   if (!client.ok()) return Failure(err, kName, client.status().message());
   std::vector<v1::Run> runs;
-  do {
-    v1::ListRunsResponse response;
-    grpc::Status s =
-        (*client)->Call(&v1::ClientService::Stub::ListRuns, request, &response);
-    if (!s.ok())
-      return Failure(err, kName, (*client)->ErrorMessage(s, "read runs"));
-    for (v1::Run& run : *response.mutable_runs())
-      runs.push_back(std::move(run));
-    request.set_page_token(response.next_page_token());
-  } while (!request.page_token().empty());
+  grpc::Status s = ListAllRuns(**client, request, &runs);
+  if (!s.ok()) {
+    return Failure(err, kName, (*client)->ErrorMessage(s, "read runs"));
+  }
   WriteRows(RunRows(runs), *format, out);
   return kExitOk;
 }

@@ -15,19 +15,11 @@ namespace {
 
 constexpr char kName[] = "status";
 
-grpc::Status ListAllRuns(const Client& client, const std::string& sweep,
-                         std::vector<v1::Run>* runs) {
+grpc::Status ListSweepRuns(const Client& client, const std::string& sweep,
+                           std::vector<v1::Run>* runs) {
   v1::ListRunsRequest request;
   request.set_sweep(sweep);
-  do {
-    v1::ListRunsResponse response;
-    grpc::Status s =
-        client.Call(&v1::ClientService::Stub::ListRuns, request, &response);
-    if (!s.ok()) return s;
-    for (v1::Run& run : *response.mutable_runs()) runs->push_back(run);
-    request.set_page_token(response.next_page_token());
-  } while (!request.page_token().empty());
-  return grpc::Status::OK;
+  return ListAllRuns(client, request, runs);
 }
 
 double Percent(double part, double whole) {
@@ -101,14 +93,14 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
         c.Call(&v1::ClientService::Stub::GetSweep, request, &response);
     if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read sweeps"));
     std::vector<v1::Run> runs;
-    s = ListAllRuns(c, response.sweep().sweep_id(), &runs);
+    s = ListSweepRuns(c, response.sweep().sweep_id(), &runs);
     if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read runs"));
     PrintSweep(response.sweep(), runs, out);
     return kExitOk;
   }
   // Every sweep that has runs, in the order the server lists them.
   std::vector<v1::Run> runs;
-  grpc::Status s = ListAllRuns(c, "", &runs);
+  grpc::Status s = ListSweepRuns(c, "", &runs);
   if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read runs"));
   std::vector<std::string> sweep_ids;
   for (const v1::Run& run : runs) {

@@ -53,14 +53,7 @@ grpc::Status LoadSweep(const Client& client, const std::string& sweep,
   if (runs == nullptr) return s;
   v1::ListRunsRequest list;
   list.set_sweep(got.sweep().sweep_id());
-  do {
-    v1::ListRunsResponse response;
-    s = client.Call(&v1::ClientService::Stub::ListRuns, list, &response);
-    if (!s.ok()) return s;
-    for (const v1::Run& run : response.runs()) runs->push_back(run);
-    list.set_page_token(response.next_page_token());
-  } while (!list.page_token().empty());
-  return s;
+  return ListAllRuns(client, list, runs);
 }
 
 // Draws on a terminal: permanent lines scroll above a block of run lines

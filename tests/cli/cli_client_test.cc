@@ -147,6 +147,21 @@ TEST_F(CliClientTest, RunsPrintsJsonAndTable) {
             "final_val_loss  final_log_longppl  error");
 }
 
+TEST_F(CliClientTest, RunsFetchesEveryPage) {
+  AddRuns(&fake_.list_runs);
+  fake_.list_runs_pages.resize(2);
+  *fake_.list_runs_pages[0].add_runs() = fake_.list_runs.runs(0);
+  fake_.list_runs_pages[0].set_next_page_token("1");
+  *fake_.list_runs_pages[1].add_runs() = fake_.list_runs.runs(1);
+  const Result r = Hlab({"runs", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(Lines(r.out), 3) << r.out;
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.list_runs.size(), 2u);
+  EXPECT_EQ(recorded.list_runs[0].page_token(), "");
+  EXPECT_EQ(recorded.list_runs[1].page_token(), "1");
+}
+
 TEST_F(CliClientTest, QueryPrintsTypedValuesInEveryFormat) {
   fake_.query.add_columns("name");
   fake_.query.add_columns("n");

@@ -36,6 +36,8 @@ class FakeClientService final : public v1::ClientService::Service {
   v1::SubmitSweepResponse submit;
   v1::GetSweepResponse get_sweep;
   v1::ListRunsResponse list_runs;
+  // Non-empty: ListRuns answers page N for page_token "N" ("" is 0).
+  std::vector<v1::ListRunsResponse> list_runs_pages;
   v1::QueryResponse query;
   v1::ListWorkersResponse list_workers;
   v1::CancelResponse cancel;
@@ -90,7 +92,14 @@ class FakeClientService final : public v1::ClientService::Service {
   grpc::Status ListRuns(grpc::ServerContext* context,
                         const v1::ListRunsRequest* request,
                         v1::ListRunsResponse* response) override {
-    return Answer(context, &Recorded::list_runs, *request, list_runs, response);
+    if (list_runs_pages.empty()) {
+      return Answer(context, &Recorded::list_runs, *request, list_runs,
+                    response);
+    }
+    const size_t page =
+        request->page_token().empty() ? 0 : std::stoul(request->page_token());
+    return Answer(context, &Recorded::list_runs, *request,
+                  list_runs_pages.at(page), response);
   }
   grpc::Status Query(grpc::ServerContext* context,
                      const v1::QueryRequest* request,
