@@ -70,7 +70,7 @@ int RunControl(const std::string& name, const std::vector<std::string>& argv,
     return UsageError(err, name, "expected one sweep or run id");
   }
   absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
-  if (!client.ok()) return Failure(err, name, client.status().message());
+  if (!client.ok()) return ConnectionFailure(err, name, client.status());
   const Client& c = **client;
   std::vector<std::string> run_ids;
   Target target;

@@ -32,7 +32,7 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
                                           absl::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(
+    return absl::FailedPreconditionError(
         absl::StrCat("cannot read ", what, " '", path, "'; check the path"));
   }
   std::ostringstream text;
@@ -76,7 +76,7 @@ absl::StatusOr<std::string> ReadPem(const ParsedArgs& args,
   absl::StatusOr<std::string> pem = ReadWholeFile(path, what);
   if (!pem.ok()) return pem.status();
   if (!ValidPem(*pem, key)) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return absl::FailedPreconditionError(absl::StrCat(
         what, " '", path, "' holds no PEM ",
         key ? "private key" : "certificate", "; give the PEM file"));
   }
@@ -102,7 +102,7 @@ absl::StatusOr<std::string> TokenFrom(const ParsedArgs& args) {
   if (!text.ok()) return text.status();
   std::string token(absl::StripAsciiWhitespace(*text));
   if (token.empty()) {
-    return absl::InvalidArgumentError(
+    return absl::FailedPreconditionError(
         absl::StrCat(what, " '", path, "' is empty; put the token in it"));
   }
   return token;
@@ -312,6 +312,14 @@ grpc::Status ListAllRuns(const Client& client, v1::ListRunsRequest request,
     }
     request.set_page_token(response.next_page_token());
   }
+}
+
+int ConnectionFailure(std::ostream& err, absl::string_view command,
+                      const absl::Status& status) {
+  if (absl::IsInvalidArgument(status)) {
+    return UsageError(err, command, status.message());
+  }
+  return Failure(err, command, status.message());
 }
 
 bool IsRetryableStreamError(const grpc::Status& status) {

@@ -21,6 +21,7 @@
 #define HLAB_CLI_CLIENT_H_
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,10 @@ std::vector<FlagDef> WithConnectionFlags(std::vector<FlagDef> command_flags);
 
 // Options from parsed flags, then the environment, then defaults. Flags win
 // over the environment; --token over --token-file over HLAB_TOKEN over
-// HLAB_TOKEN_FILE. InvalidArgument for an unreadable token or certificate
-// file, an empty token file, --tls-cert without --tls-key, or a bad
-// --timeout (the message names the flag or variable).
+// HLAB_TOKEN_FILE. InvalidArgument for a bad flag value (--timeout,
+// --tls-cert without --tls-key); FailedPrecondition for an unreadable token
+// or certificate file, an empty token file or a file without PEM. The
+// message names the flag or variable.
 absl::StatusOr<ConnectionOptions> ConnectionOptionsFrom(const ParsedArgs& args);
 
 class Client;
@@ -101,6 +103,11 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ClientService::Stub> stub_;
 };
+
+// Prints a ConnectionOptionsFrom/ClientFromArgs error as one line and
+// returns its exit code: kExitUsage for InvalidArgument, else kExitFailed.
+int ConnectionFailure(std::ostream& err, absl::string_view command,
+                      const absl::Status& status);
 
 // Every page of ListRuns for `request` (its page_token is overwritten).
 // Stops, with what it has, if the server repeats a page token.

@@ -52,7 +52,7 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
         static_cast<int32_t>(std::min<long long>(*n, 1 << 30)));
   }
   absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
-  if (!client.ok()) return Failure(err, kName, client.status().message());
+  if (!client.ok()) return ConnectionFailure(err, kName, client.status());
   // The server's own time limit applies; the call deadline covers it.
   request.set_timeout_ms(
       static_cast<int32_t>((*client)->options().timeout_seconds * 1000));

@@ -77,7 +77,7 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     }
   }
   absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
-  if (!client.ok()) return Failure(err, kName, client.status().message());
+  if (!client.ok()) return ConnectionFailure(err, kName, client.status());
   std::vector<v1::Run> runs;
   grpc::Status s = ListAllRuns(**client, request, &runs);
   if (!s.ok()) {

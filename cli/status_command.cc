@@ -83,7 +83,7 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     return UsageError(err, kName, "expected at most one sweep");
   }
   absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
-  if (!client.ok()) return Failure(err, kName, client.status().message());
+  if (!client.ok()) return ConnectionFailure(err, kName, client.status());
   const Client& c = **client;
   if (args->positional().size() == 1) {
     v1::GetSweepRequest request;

@@ -44,7 +44,7 @@ int Submit(const ParsedArgs& args, const sweep::SweepPlan& plan,
     spec.set_priority(priority);
   }
   absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(args);
-  if (!client.ok()) return Failure(err, kName, client.status().message());
+  if (!client.ok()) return ConnectionFailure(err, kName, client.status());
   v1::SubmitSweepRequest request;
   request.set_request_id(args.Has("request-id") ? args.Get("request-id")
                                                 : NewRequestId());

@@ -160,7 +160,7 @@ int Watch(const std::vector<std::string>& argv, std::ostream& out,
     from = *n;
   }
   absl::StatusOr<std::unique_ptr<Client>> connected = ClientFromArgs(*args);
-  if (!connected.ok()) return Failure(err, kName, connected.status().message());
+  if (!connected.ok()) return ConnectionFailure(err, kName, connected.status());
   const Client& client = **connected;
   v1::Sweep sweep;
   std::vector<v1::Run> runs;

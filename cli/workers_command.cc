@@ -46,7 +46,7 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
       ParseOutputFormat(args->Get("format", "table"));
   if (!format.ok()) return UsageError(err, kName, format.status().message());
   absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
-  if (!client.ok()) return Failure(err, kName, client.status().message());
+  if (!client.ok()) return ConnectionFailure(err, kName, client.status());
   v1::ListWorkersRequest request;
   request.set_include_lost(args->Has("all"));
   v1::ListWorkersResponse response;

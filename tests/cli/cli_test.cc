@@ -141,7 +141,9 @@ TEST(CliTest, ClientCommandsCheckTheirArgumentsOffline) {
                                              {"runs", "--state", "exploded"},
                                              {"cancel"},
                                              {"resume", "a", "b"},
-                                             {"workers", "--bogus"}}) {
+                                             {"workers", "--bogus"},
+                                             {"runs", "--timeout", "0"},
+                                             {"status", "--timeout=soon"}}) {
     const Result r = Hlab(args);
     EXPECT_EQ(r.code, kExitUsage) << args[0];
     EXPECT_EQ(Lines(r.err), 1) << r.err;
