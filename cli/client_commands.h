@@ -37,6 +37,9 @@ struct WatchOptions {
   // Redraw one line per active run in place (ANSI escapes) instead of
   // printing one line per event.
   bool terminal = false;
+  // Terminal width: redrawn lines are cut to it so none wraps (a wrapped
+  // line would break the redraw). 0: no limit.
+  int columns = 0;
   // Set (by a signal handler) to stop watching.
   const std::atomic<bool>* interrupted = nullptr;
   // Reconnect attempts in a row without a new event before giving up, and

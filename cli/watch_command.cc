@@ -1,6 +1,7 @@
 // `hlab watch SWEEP`: live progress from the WatchSweep stream, resumed from
 // the last sequence number when the stream drops, until the sweep ends or
 // the user presses Ctrl-C.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,7 +61,8 @@ grpc::Status LoadSweep(const Client& client, const std::string& sweep,
 // that is redrawn in place.
 class Screen {
  public:
-  Screen(std::ostream& out, bool terminal) : out_(out), terminal_(terminal) {}
+  Screen(std::ostream& out, bool terminal, int columns)
+      : out_(out), terminal_(terminal), columns_(columns) {}
 
   void Line(const std::string& line) {
     Clear();
@@ -76,7 +78,11 @@ class Screen {
       return;
     }
     Clear();
-    for (const std::string& line : lines) out_ << line << "\x1b[K\n";
+    for (const std::string& line : lines) {
+      const bool cut =
+          columns_ > 1 && line.size() >= static_cast<size_t>(columns_);
+      out_ << (cut ? line.substr(0, columns_ - 1) : line) << "\x1b[K\n";
+    }
     drawn_ = lines.size();
     last_draw_ = now;
     out_.flush();
@@ -91,6 +97,7 @@ class Screen {
 
   std::ostream& out_;
   const bool terminal_;
+  const int columns_;
   size_t drawn_ = 0;
   std::chrono::steady_clock::time_point last_draw_;
 };
@@ -173,7 +180,7 @@ int Watch(const std::vector<std::string>& argv, std::ostream& out,
     skip.set_sequence(from);
     view.Apply(skip);
   }
-  Screen screen(out, options.terminal);
+  Screen screen(out, options.terminal, options.columns);
   screen.Block(view.Block(), /*force=*/true);
   int failures = 0;
   double backoff = options.first_backoff_seconds;
@@ -244,6 +251,12 @@ int RunFromProcess(const std::vector<std::string>& args, std::ostream& out,
   const char* term = std::getenv("TERM");
   options.terminal = &out == &std::cout && isatty(STDOUT_FILENO) == 1 &&
                      !(term != nullptr && std::string(term) == "dumb");
+  if (options.terminal) {
+    winsize size{};
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) {
+      options.columns = size.ws_col;
+    }
+  }
   g_interrupted.store(false);
   options.interrupted = &g_interrupted;
   struct sigaction action {};
