@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/str_format.h"
 #include "cli/client.h"
 #include "cli/client_commands.h"
@@ -77,7 +79,8 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
 
 int Run(const std::vector<std::string>& argv, std::ostream& out,
         std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, ConnectionFlags());
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(argv, WithConnectionFlags({{"json", false}}));
   if (!args.ok()) return UsageError(err, kName, args.status().message());
   if (args->positional().size() > 1) {
     return UsageError(err, kName, "expected at most one sweep");
@@ -95,6 +98,18 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     std::vector<v1::Run> runs;
     s = ListSweepRuns(c, response.sweep().sweep_id(), &runs);
     if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read runs"));
+    if (args->Has("json")) {
+      std::string json;
+      google::protobuf::util::JsonPrintOptions options;
+      options.preserve_proto_field_names = true;
+      options.add_whitespace = true;
+      if (!google::protobuf::util::MessageToJsonString(response, &json, options)
+               .ok()) {
+        return Failure(err, kName, "cannot print the sweep as JSON");
+      }
+      out << json;
+      return kExitOk;
+    }
     PrintSweep(response.sweep(), runs, out);
     return kExitOk;
   }
@@ -143,11 +158,12 @@ Command StatusCommand() {
   c.name = kName;
   c.summary = "show a sweep's progress (or every sweep's state)";
   c.usage =
-      "usage: hlab status [SWEEP]\n\n"
+      "usage: hlab status [SWEEP [--json]]\n\n"
       "With SWEEP (an id, a unique id prefix, or a name: the newest sweep of\n"
       "that name): its state, runs by state, progress in tokens and FLOPs,\n"
       "the running runs, the failed runs with their errors, and what to do\n"
-      "next. Without: one line per sweep that has runs.";
+      "next; --json prints GetSweepResponse (the stored sweep with its spec\n"
+      "and counts) as JSON. Without SWEEP: one line per sweep that has runs.";
   c.run = Run;
   return c;
 }

@@ -286,6 +286,11 @@ TEST_F(CliClientTest, WorkersAndStatus) {
   EXPECT_NE(r.out.find("fedcba9876543210  mix,ed  S2  oom"), std::string::npos)
       << r.out;
 
+  r = Hlab({"status", "sw-1", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["sweep"]["runs_failed"], "1")
+      << r.out;  // int64 fields are JSON strings in proto3 JSON
+
   r = Hlab({"status"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("sw-1      demo  running"), std::string::npos) << r.out;
