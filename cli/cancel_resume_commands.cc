@@ -127,7 +127,18 @@ int RunControl(const std::string& name, const std::vector<std::string>& argv,
       << (cancel ? " (checkpoints kept; `hlab resume` continues them)"
                  : " (back to pending, from their newest checkpoints)")
       << ":\n";
-  for (const std::string& id : run_ids) out << "  " << id << "\n";
+  constexpr size_t kListed = 10;
+  for (size_t i = 0; i < run_ids.size() && i < kListed; ++i) {
+    out << "  " << run_ids[i] << "\n";
+  }
+  if (run_ids.size() > kListed) {
+    out << "  ... and " << run_ids.size() - kListed << " more";
+    if (!target.is_run) {
+      out << " (hlab runs --sweep " << target.id << " --state "
+          << (cancel ? "cancelled" : "pending") << ")";
+    }
+    out << "\n";
+  }
   return kExitOk;
 }
 

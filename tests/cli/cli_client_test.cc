@@ -239,6 +239,18 @@ TEST_F(CliClientTest, CancelAndResumeFindTheTarget) {
   EXPECT_NE(r.out.find("resumed 2 runs of sweep demo"), std::string::npos);
   EXPECT_EQ(fake_.recorded().resumes[0].sweep(), "demo");
 
+  // Long lists are cut after 10 ids.
+  for (int i = 0; i < 12; ++i)
+    fake_.cancel.add_run_ids("id" + std::to_string(i));
+  fake_.unknown_sweeps = {};
+  r = Hlab({"cancel", "--sweep", "big"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(Lines(r.out), 12) << r.out;
+  EXPECT_NE(r.out.find("  ... and 3 more (hlab runs --sweep big --state "
+                       "cancelled)\n"),
+            std::string::npos)
+      << r.out;
+
   fake_.unknown_sweeps = {"nope"};
   fake_.unknown_runs = {"nope"};
   r = Hlab({"resume", "nope"});
