@@ -15,8 +15,34 @@
 namespace hlab::cli {
 namespace {
 
+constexpr size_t kTableTextWidth = 60;
+
 bool IsNumber(const Cell& c) {
   return c.kind == Cell::Kind::kInt || c.kind == Cell::Kind::kDouble;
+}
+
+// Text as one table cell: line breaks and tabs shown as \n and \t, and cut
+// to kTableTextWidth bytes (at a UTF-8 character boundary) with "...".
+std::string TableCellText(const std::string& text) {
+  std::string one_line;
+  for (char ch : text) {
+    if (ch == '\n') {
+      one_line += "\\n";
+    } else if (ch == '\r') {
+      one_line += "\\r";
+    } else if (ch == '\t') {
+      one_line += "\\t";
+    } else {
+      one_line += ch;
+    }
+  }
+  if (one_line.size() <= kTableTextWidth) return one_line;
+  size_t cut = kTableTextWidth - 3;
+  while (cut > 0 &&
+         (static_cast<unsigned char>(one_line[cut]) & 0xC0) == 0x80) {
+    --cut;
+  }
+  return one_line.substr(0, cut) + "...";
 }
 
 // A cell as the table shows it: doubles with 6 significant digits.
@@ -29,7 +55,7 @@ std::string TableText(const Cell& c) {
     case Cell::Kind::kDouble:
       return absl::StrFormat("%.6g", c.double_value);
     case Cell::Kind::kText:
-      return c.text;
+      return TableCellText(c.text);
   }
   return "";
 }

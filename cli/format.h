@@ -3,7 +3,9 @@
 // lowercase names of states that the commands print.
 //
 //   table  header line, then one line per row; columns separated by two
-//          spaces, numbers right-aligned; NULL is empty.
+//          spaces, numbers right-aligned; NULL is empty; text on one line
+//          (\n, \t shown escaped) and cut at 60 bytes with "..." (json
+//          and csv keep every value whole).
 //   json   one array of objects, keys in column order, numbers as numbers,
 //          NULL as null.
 //   csv    RFC 4180: a header line, then rows; a field with a comma, quote,

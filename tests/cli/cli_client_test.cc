@@ -209,6 +209,19 @@ TEST_F(CliClientTest, QueryPrintsTypedValuesInEveryFormat) {
   EXPECT_EQ(r.err, "");
 }
 
+TEST_F(CliClientTest, TableKeepsLongTextOnOneShortLine) {
+  fake_.query.add_columns("config_json");
+  fake_.query.add_rows()->add_values()->set_text_value(
+      "{\n  \"model\": \"" + std::string(100, 'x') + "\"\n}");
+  Result r = Hlab({"query", "SELECT config_json FROM runs"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "config_json\n{\\n  \"model\": \"" + std::string(42, 'x') +
+                       "...\n");
+  EXPECT_EQ(r.out.size(), std::string("config_json\n").size() + 60 + 1);
+  r = Hlab({"query", "SELECT config_json FROM runs", "--format", "json"});
+  EXPECT_NE(r.out.find(std::string(100, 'x')), std::string::npos);
+}
+
 TEST_F(CliClientTest, QuerySaysWhenTheResultWasCut) {
   fake_.query.add_columns("x");
   fake_.query.add_rows()->add_values()->set_int_value(1);
