@@ -2,6 +2,7 @@
 // what they send (spec, request id, filters) and what they print (tables,
 // JSON, CSV, one-line errors). Connection, tokens and TLS:
 // cli_connection_test.cc; watch: cli_watch_test.cc.
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -319,6 +320,51 @@ TEST_F(CliClientTest, WorkersAndStatus) {
   r = Hlab({"status"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("sw-1      demo  running"), std::string::npos) << r.out;
+}
+
+// Runs of two architectures whose val loss follows known laws exactly.
+TEST_F(CliClientTest, FitSweepFitsEachArchitectureFromTheCoordinator) {
+  struct Law {
+    const char* arch;
+    double E, A, alpha, B, beta;
+  };
+  for (const Law& law : {Law{"gdn", 1.7, 400, 0.34, 410, 0.28},
+                         Law{"full", 1.9, 300, 0.30, 500, 0.30}}) {
+    for (double n : {1e6, 2e6, 4e6, 8e6}) {
+      for (double ratio : {5.0, 10.0, 20.0, 40.0}) {
+        v1::Run* run = fake_.list_runs.add_runs();
+        run->set_architecture(law.arch);
+        run->set_non_embedding_params(static_cast<int64_t>(n));
+        run->set_tokens(static_cast<int64_t>(n * ratio));
+        run->set_state(v1::RUN_STATE_SUCCEEDED);
+        const double d = static_cast<double>(run->tokens());
+        run->set_final_val_loss(law.E + law.A / std::pow(n, law.alpha) +
+                                law.B / std::pow(d, law.beta));
+      }
+    }
+  }
+  fake_.list_runs.add_runs()->set_architecture("gdn");  // no loss: skipped
+  const Result r = Hlab({"fit", "--sweep", "sw-1", "--bootstrap", "0",
+                         "--threads", "2", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("gdn") && j.contains("full")) << r.out;
+  EXPECT_NEAR(j["gdn"]["E"].get<double>(), 1.7, 0.05);
+  EXPECT_NEAR(j["gdn"]["alpha"].get<double>(), 0.34, 0.02);
+  EXPECT_NEAR(j["full"]["E"].get<double>(), 1.9, 0.05);
+  EXPECT_NEAR(j["full"]["beta"].get<double>(), 0.30, 0.02);
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.list_runs.size(), 1u);
+  EXPECT_EQ(recorded.list_runs[0].sweep(), "sw-1");
+  ASSERT_EQ(recorded.list_runs[0].states_size(), 1);
+  EXPECT_EQ(recorded.list_runs[0].states(0), v1::RUN_STATE_SUCCEEDED);
+
+  const Result none =
+      Hlab({"fit", "--sweep", "sw-1", "--target", "log_longppl"});
+  EXPECT_EQ(none.code, kExitFailed);
+  EXPECT_NE(none.err.find("has no succeeded runs with log_longppl"),
+            std::string::npos)
+      << none.err;
 }
 
 TEST_F(CliClientTest, FitDelegatesToTheFitter) {
