@@ -28,14 +28,23 @@ namespace {
 
 constexpr char kName[] = "fit";
 
+// The spec's fit targets (docs/sweeps.md, fit.targets): "loss" is the
+// final validation loss, "longppl" the final log LongPPL; "train_loss" the
+// final training loss. "val_loss" and "log_longppl" are accepted too.
+bool KnownTarget(const std::string& target) {
+  return target == "loss" || target == "val_loss" || target == "longppl" ||
+         target == "log_longppl" || target == "train_loss";
+}
+
 // One run's value of the fitted target, if known.
 bool TargetValue(const v1::Run& run, const std::string& target, double* v) {
-  if (target == "val_loss" && run.has_final_val_loss()) {
+  if ((target == "loss" || target == "val_loss") && run.has_final_val_loss()) {
     *v = run.final_val_loss();
-  } else if (target == "loss" && run.has_final_loss()) {
-    *v = run.final_loss();
-  } else if (target == "log_longppl" && run.has_final_log_longppl()) {
+  } else if ((target == "longppl" || target == "log_longppl") &&
+             run.has_final_log_longppl()) {
     *v = run.final_log_longppl();
+  } else if (target == "train_loss" && run.has_final_loss()) {
+    *v = run.final_loss();
   } else {
     return false;
   }
@@ -98,11 +107,12 @@ int FitSweep(const std::vector<std::string>& argv, std::ostream& out,
   }
   absl::StatusOr<ParsedArgs> args = ParseArgs(own_args, ours);
   if (!args.ok()) return UsageError(err, kName, args.status().message());
-  const std::string target = args->Get("target", "val_loss");
-  if (target != "val_loss" && target != "loss" && target != "log_longppl") {
-    return UsageError(
-        err, kName,
-        "--target must be val_loss, loss or log_longppl, got '" + target + "'");
+  const std::string target = args->Get("target", "loss");
+  if (!KnownTarget(target)) {
+    return UsageError(err, kName,
+                      "--target must be loss (validation), longppl or "
+                      "train_loss, got '" +
+                          target + "'");
   }
   const bool json =
       std::find(fit_args.begin(), fit_args.end(), "--json") != fit_args.end();
@@ -182,13 +192,15 @@ Command FitCommand() {
   c.usage =
       hlab::analysis::FitUsage("hlab fit") +
       "\nFrom a coordinator:\n"
-      "  hlab fit --sweep S [--arch A] [--target val_loss|loss|log_longppl]\n"
+      "  hlab fit --sweep S [--arch A] [--target loss|longppl|train_loss]\n"
       "           [--bootstrap K] [--threads T] [--seed S] "
       "[--verify-n-above N] [--json]\n"
-      "fits one law per architecture to the sweep's succeeded runs (N = "
+      "fits one law per architecture to the sweep's succeeded runs: N = "
       "non-embedding\n"
-      "parameters, D = tokens, the run's final value of the target; default\n"
-      "val_loss); --json prints one object keyed by architecture.\n"
+      "parameters, D = tokens, and the run's final validation loss (loss, "
+      "the\n"
+      "default), log LongPPL (longppl) or training loss (train_loss); --json\n"
+      "prints one object keyed by architecture.\n"
       "--db FILE (fit from a store file) is not implemented yet.";
   c.run = [](const std::vector<std::string>& args, std::ostream& out,
              std::ostream& err) {

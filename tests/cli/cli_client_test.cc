@@ -359,10 +359,9 @@ TEST_F(CliClientTest, FitSweepFitsEachArchitectureFromTheCoordinator) {
   ASSERT_EQ(recorded.list_runs[0].states_size(), 1);
   EXPECT_EQ(recorded.list_runs[0].states(0), v1::RUN_STATE_SUCCEEDED);
 
-  const Result none =
-      Hlab({"fit", "--sweep", "sw-1", "--target", "log_longppl"});
+  const Result none = Hlab({"fit", "--sweep", "sw-1", "--target", "longppl"});
   EXPECT_EQ(none.code, kExitFailed);
-  EXPECT_NE(none.err.find("has no succeeded runs with log_longppl"),
+  EXPECT_NE(none.err.find("has no succeeded runs with longppl"),
             std::string::npos)
       << none.err;
 }
