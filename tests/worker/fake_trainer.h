@@ -1,0 +1,120 @@
+// The fake trainer of the worker tests: a bash script that answers
+// --probe-devices (with <bin>/probe.json if present, else one CPU with 3
+// cores) and, for a task, runs the behaviour named by the task file's
+// "behavior" field (<bin>/behaviors/<name>.sh), which writes records to fd 3
+// with `rec '{...}'` and exits as it likes. It leaves in the task dir:
+// args.txt (one line of arguments per rank), pid, cuda (CUDA_VISIBLE_DEVICES).
+//
+// Behaviours: ok (3 steps, an eval, a checkpoint, exit 0), permanent (error
+// record, exit 2), retryable (exit 75), crash (SIGSEGV), sleep (runs until
+// killed; SIGTERM writes a checkpoint and exits 75, like hlab-train), gang
+// (rank 1 exits 75, rank 0 runs until terminated), wait_go (finishes once
+// the file "go" appears in its task dir).
+//
+// Not thread-safe; call from test set-up.
+//
+//   std::string trainer = WriteFakeTrainer(tmp / "bin");
+#ifndef HLAB_TESTS_WORKER_FAKE_TRAINER_H_
+#define HLAB_TESTS_WORKER_FAKE_TRAINER_H_
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace hlab::worker::testing {
+
+inline constexpr char kFakeTrainer[] = R"sh(#!/bin/bash
+if [ "$1" = "--probe-devices" ]; then
+  if [ -e "$(dirname "$0")/probe.json" ]; then cat "$(dirname "$0")/probe.json"; exit 0; fi
+  echo '{"cpu":{"cores":3,"memory_bytes":4096},"cuda":[],"cuda_build":false}'
+  exit 0
+fi
+args="$*"
+task=""
+while [ $# -gt 0 ]; do
+  case "$1" in --task) task="$2"; shift;; esac
+  shift
+done
+dir=$(dirname "$task")
+echo "$args" >> "$dir/args.txt"
+ckdir=$(sed -n 's/.*"dir": *"\([^"]*\)".*/\1/p' "$task" | head -1)
+behavior=$(sed -n 's/.*"behavior": *"\([^"]*\)".*/\1/p' "$task" | head -1)
+rec() { echo "$1" >&3; }
+echo $$ > "$dir/pid"
+echo "${CUDA_VISIBLE_DEVICES:-unset}" > "$dir/cuda"
+. "$(dirname "$0")/behaviors/$behavior.sh"
+)sh";
+
+// Behaviours, by name.
+inline const std::map<std::string, std::string>& Behaviors() {
+  static const auto* b = new std::map<std::string, std::string>{
+      {"ok", R"(
+rec '{"type":"start","steps":3}'
+for s in 1 2 3; do
+  rec "{\"type\":\"step\",\"step\":$s,\"tokens\":$((s*64)),\"loss\":$s.5,\"lr\":0.01,\"grad_norm\":0.5,\"tokens_per_s\":100}"
+done
+rec '{"type":"eval","step":3,"tokens":192,"val_loss":2.25,"val_recall_loss":4.5}'
+echo data > "$ckdir/step-3.ckpt"
+rec "{\"type\":\"checkpoint\",\"step\":3,\"tokens\":192,\"kind\":\"latest\",\"path\":\"$ckdir/step-3.ckpt\",\"sha256\":\"abc123\"}"
+rec '{"type":"done","step":3,"tokens":192,"loss":3.5}'
+exit 0
+)"},
+      {"permanent", R"(
+rec '{"type":"error","exit_code":2,"message":"model.d_model must be divisible by n_heads"}'
+exit 2
+)"},
+      {"retryable", R"(
+rec '{"type":"error","exit_code":75,"message":"out of memory"}'
+exit 75
+)"},
+      {"crash", R"(
+rec '{"type":"step","step":1,"tokens":64,"loss":9}'
+kill -SEGV $$
+)"},
+      // Runs until killed; SIGTERM writes a checkpoint and exits 75, like
+      // hlab-train.
+      {"sleep", R"(
+trap 'echo x > "$ckdir/step-7.ckpt"; rec "{\"type\":\"checkpoint\",\"step\":7,\"tokens\":448,\"kind\":\"latest\",\"path\":\"$ckdir/step-7.ckpt\",\"sha256\":\"ff\"}"; exit 75' TERM
+rec '{"type":"step","step":7,"tokens":448,"loss":1.25,"tokens_per_s":50}'
+touch "$dir/running"
+while true; do sleep 0.05; done
+)"},
+      // Rank 1 dies; rank 0 runs until terminated.
+      {"gang", R"sh(
+case "$args" in
+  *"--rank 1 "*)
+    while [ ! -e "$dir/rank0" ]; do sleep 0.02; done
+    exit 75 ;;
+esac
+trap 'exit 75' TERM
+touch "$dir/rank0"
+while true; do sleep 0.05; done
+)sh"},
+      // Waits for a file "go" in the task dir, then finishes.
+      {"wait_go", R"(
+rec '{"type":"step","step":1,"tokens":64,"loss":4}'
+touch "$dir/running"
+while [ ! -e "$dir/go" ]; do sleep 0.05; done
+rec '{"type":"step","step":2,"tokens":128,"loss":3}'
+exit 0
+)"},
+  };
+  return *b;
+}
+
+// Writes the script and its behaviours into `bin`; returns the script path.
+inline std::string WriteFakeTrainer(const std::filesystem::path& bin) {
+  std::filesystem::create_directories(bin / "behaviors");
+  const std::string path = (bin / "fake-train").string();
+  std::ofstream(path) << kFakeTrainer;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  for (const auto& [name, body] : Behaviors()) {
+    std::ofstream(bin / "behaviors" / (name + ".sh")) << body;
+  }
+  return path;
+}
+
+}  // namespace hlab::worker::testing
+
+#endif  // HLAB_TESTS_WORKER_FAKE_TRAINER_H_

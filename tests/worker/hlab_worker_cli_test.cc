@@ -1,0 +1,166 @@
+// The hlab-worker binary: one-line errors for bad flags, and SIGTERM end to
+// end (trainer terminated, task reported retryable, exit 0) against the
+// in-process fake coordinator and the fake trainer.
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/worker/fake_coordinator.h"
+#include "tests/worker/fake_trainer.h"
+#include "worker/trainer_process.h"
+
+namespace hlab::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FakeCoordinator;
+using testing::FakeServer;
+using testing::FakeState;
+
+class HlabWorkerCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hlab_worker_cli_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    trainer_ = testing::WriteFakeTrainer(root_ / "bin");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  struct Result {
+    int code = -1;
+    std::string err;
+  };
+  // Runs hlab-worker with `args` to its end; stderr captured.
+  Result Run(std::vector<std::string> args) {
+    TrainerLaunch launch;
+    launch.argv = {HLAB_WORKER_BIN};
+    launch.argv.insert(launch.argv.end(), args.begin(), args.end());
+    launch.log_path = (root_ / "stderr.txt").string();
+    fs::remove(launch.log_path);
+    auto proc = TrainerProcess::Start(launch);
+    EXPECT_TRUE(proc.ok()) << proc.status();
+    Result r;
+    if (!proc.ok()) return r;
+    const ExitStatus exit = (*proc)->Wait();
+    r.code = exit.signaled ? -exit.signal : exit.code;
+    std::ifstream in(launch.log_path);
+    r.err.assign(std::istreambuf_iterator<char>(in), {});
+    return r;
+  }
+
+  fs::path root_;
+  std::string trainer_;
+};
+
+TEST_F(HlabWorkerCliTest, BadFlagsFailWithOneLine) {
+  Result r = Run({"--bogus"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "hlab-worker: unknown flag '--bogus' (see --help)\n");
+
+  r = Run({"--token-file", (root_ / "missing").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("hlab-worker: cannot read --token-file ",
+                                (root_ / "missing").string(), "\n"));
+
+  std::ofstream(root_ / "file") << "x";
+  r = Run(
+      {"--data-dir", (root_ / "file" / "sub").string(), "--trainer", trainer_});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("hlab-worker: cannot create --data-dir ", 0), 0u)
+      << r.err;
+
+  r = Run({"--data-dir", (root_ / "data").string(), "--trainer",
+           (root_ / "nope").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is not an executable file"), std::string::npos)
+      << r.err;
+
+  r = Run({"--capacity", "0"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "hlab-worker: --capacity must be an integer >= 1, got '0'\n");
+}
+
+TEST_F(HlabWorkerCliTest, MetricsPortInUseIsAnError) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  Result r =
+      Run({"--data-dir", (root_ / "data").string(), "--trainer", trainer_,
+           "--metrics-listen", absl::StrCat("127.0.0.1:", port)});
+  ::close(fd);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(
+      r.err.find(absl::StrCat("cannot serve metrics on 127.0.0.1:", port)),
+      std::string::npos)
+      << r.err;
+}
+
+TEST_F(HlabWorkerCliTest, SigtermStopsTrainersAndReportsThemRetryable) {
+  FakeServer server(std::make_unique<FakeCoordinator>());
+  hlab::v1::Task task;
+  task.set_task_id("t-sig");
+  task.set_attempt(3);
+  task.add_run_ids("run-sig");
+  task.set_task_json(nlohmann::json{{"behavior", "sleep"}}.dump());
+  server.fake().AddTask(task);
+  std::ofstream(root_ / "token") << "secret-token\n";
+
+  TrainerLaunch launch;
+  launch.argv = {HLAB_WORKER_BIN,
+                 "--coordinator",
+                 server.address(),
+                 "--token-file",
+                 (root_ / "token").string(),
+                 "--data-dir",
+                 (root_ / "data").string(),
+                 "--trainer",
+                 trainer_,
+                 "--metrics-listen",
+                 "none",
+                 "--name",
+                 "w-cli"};
+  launch.log_path = (root_ / "worker.log").string();
+  auto worker = TrainerProcess::Start(launch);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const fs::path running = root_ / "data" / "tasks" / "t-sig" / "running";
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!fs::exists(running) && absl::Now() < deadline) usleep(10000);
+  ASSERT_TRUE(fs::exists(running));
+  ASSERT_EQ(::kill((*worker)->pid(), SIGTERM), 0);
+  const ExitStatus exit = (*worker)->Wait();
+  EXPECT_TRUE(exit.success()) << exit.ToString();
+  FakeState s = server.fake().Snapshot();
+  ASSERT_EQ(s.fails.size(), 1u);
+  EXPECT_EQ(s.fails[0].attempt(), 3);
+  EXPECT_EQ(s.fails[0].worker_id(), "w-cli");
+  EXPECT_TRUE(s.fails[0].retryable());
+  EXPECT_EQ(s.fails[0].exit_code(), 75);
+  EXPECT_EQ(s.registers[0].worker_id(), "w-cli");
+  EXPECT_EQ(s.authorization[0], "Bearer secret-token");
+  pid_t trainer_pid = 0;
+  std::ifstream(root_ / "data" / "tasks" / "t-sig" / "pid") >> trainer_pid;
+  ASSERT_GT(trainer_pid, 0);
+  EXPECT_NE(::kill(trainer_pid, 0), 0) << "trainer still alive";
+}
+
+}  // namespace
+}  // namespace hlab::worker

@@ -1,0 +1,212 @@
+// hlab-worker: the worker daemon. Registers with the coordinator, leases
+// tasks, runs each in hlab-train child processes, relays their records, and
+// reports the outcome. See docs/worker.md.
+//
+//   hlab-worker --coordinator 127.0.0.1:50151 --token-file ~/.hlab/worker.token
+//               --data-dir /var/lib/hlab-worker
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/log.h"
+#include "worker/coordinator_client.h"
+#include "worker/daemon.h"
+#include "worker/devices.h"
+#include "worker/metrics.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kUsage[] = R"(usage: hlab-worker [flags]
+
+Runs hlab-train tasks leased from an hlab coordinator (docs/worker.md).
+
+  --coordinator ADDR   coordinator gRPC address (default 127.0.0.1:50151)
+  --token TOKEN        bearer token with the "worker" role (or env HLAB_TOKEN)
+  --token-file FILE    read the token from FILE
+  --data-dir DIR       task directories, checkpoints and trainer logs
+                       (default $HOME/.hlab/worker)
+  --capacity N         tasks at once (default: one per GPU, else 1)
+  --trainer PATH       hlab-train binary (default: next to hlab-worker)
+  --metrics-listen A   Prometheus endpoint HOST:PORT (default
+                       127.0.0.1:9152; "none" disables it)
+  --name NAME          worker id (default: the hostname)
+  --kill-grace SECS    SIGTERM to SIGKILL for a stopped trainer (default 30)
+  --help               this text
+
+SIGTERM or SIGINT: trainers get SIGTERM (they checkpoint and exit 75), their
+tasks are reported as retryable failures, and the worker exits 0.
+)";
+
+[[noreturn]] void Die(const std::string& message) {
+  std::cerr << "hlab-worker: " << message << "\n";
+  std::exit(2);
+}
+
+std::string SelfDir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : self.parent_path().string();
+}
+
+std::string Hostname() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "worker";
+  return buf;
+}
+
+std::string ReadToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Die(absl::StrCat("cannot read --token-file ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token(absl::StripAsciiWhitespace(ss.str()));
+  if (token.empty()) Die(absl::StrCat("--token-file ", path, " is empty"));
+  return token;
+}
+
+void CheckDataDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "tasks", ec);
+  if (ec)
+    Die(absl::StrCat("cannot create --data-dir ", dir, ": ", ec.message()));
+  const fs::path probe = fs::path(dir) / ".write-test";
+  {
+    std::ofstream out(probe);
+    out << "ok\n";
+    if (!out.good()) Die(absl::StrCat("--data-dir ", dir, " is not writable"));
+  }
+  fs::remove(probe, ec);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // SIGTERM / SIGINT are taken by a thread with sigwait: block them before
+  // any thread starts (gRPC's, the metrics server's), so every thread
+  // inherits the mask. Children get a clean mask from posix_spawn.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  std::string coordinator = "127.0.0.1:50151";
+  std::string token;
+  std::string token_file;
+  std::string data_dir;
+  std::string trainer;
+  std::string metrics_listen = "127.0.0.1:9152";
+  std::string name;
+  int capacity = 0;
+  int kill_grace_s = 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Die(arg + " needs a value (see --help)");
+      return argv[++i];
+    };
+    auto number = [&](int min) {
+      const std::string v = value();
+      int n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n < min) {
+        Die(absl::StrCat(arg, " must be an integer >= ", min, ", got '", v,
+                         "'"));
+      }
+      return n;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--coordinator") {
+      coordinator = value();
+    } else if (arg == "--token") {
+      token = value();
+    } else if (arg == "--token-file") {
+      token_file = value();
+    } else if (arg == "--data-dir") {
+      data_dir = value();
+    } else if (arg == "--capacity") {
+      capacity = number(1);
+    } else if (arg == "--trainer") {
+      trainer = value();
+    } else if (arg == "--metrics-listen") {
+      metrics_listen = value();
+    } else if (arg == "--name") {
+      name = value();
+    } else if (arg == "--kill-grace") {
+      kill_grace_s = number(0);
+    } else {
+      Die(absl::StrCat("unknown flag '", arg, "' (see --help)"));
+    }
+  }
+  if (!token.empty() && !token_file.empty()) {
+    Die("give --token or --token-file, not both");
+  }
+  if (!token_file.empty()) token = ReadToken(token_file);
+  if (token.empty()) {
+    const char* env = std::getenv("HLAB_TOKEN");
+    if (env != nullptr) token = env;
+  }
+  if (data_dir.empty()) {
+    const char* home = std::getenv("HOME");
+    if (home == nullptr) Die("--data-dir is required (no $HOME)");
+    data_dir = (fs::path(home) / ".hlab" / "worker").string();
+  }
+  CheckDataDir(data_dir);
+  if (trainer.empty()) trainer = (fs::path(SelfDir()) / "hlab-train").string();
+  if (::access(trainer.c_str(), X_OK) != 0) {
+    Die(absl::StrCat("--trainer ", trainer, " is not an executable file"));
+  }
+  if (name.empty()) name = Hostname();
+
+  auto devices = hlab::worker::ProbeDevices(trainer);
+  if (!devices.ok()) {
+    Die(absl::StrCat("cannot probe devices with ", trainer, ": ",
+                     devices.status().message()));
+  }
+  auto metrics = hlab::worker::WorkerMetrics::Create(
+      metrics_listen == "none" ? "" : metrics_listen);
+  if (!metrics.ok()) Die(std::string(metrics.status().message()));
+
+  hlab::worker::CoordinatorClient client(coordinator, token);
+  hlab::worker::DaemonOptions options;
+  options.worker_id = name;
+  options.hostname = Hostname();
+  options.devices = *devices;
+  options.capacity = capacity;
+  options.runner.trainer = trainer;
+  options.runner.data_dir = data_dir;
+  options.runner.kill_grace = absl::Seconds(kill_grace_s);
+  hlab::worker::Daemon daemon(options, &client, metrics->get());
+  HLAB_LOG(INFO) << "hlab-worker " << name << ": coordinator " << coordinator
+                 << ", data dir " << data_dir << ", trainer " << trainer << ", "
+                 << hlab::worker::CountGpus(*devices) << " GPU(s), "
+                 << "capacity " << daemon.capacity() << ", metrics "
+                 << metrics_listen;
+
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    HLAB_LOG(INFO) << "signal " << sig << ": shutting down";
+    daemon.Shutdown();
+  });
+  signals.detach();
+  const absl::Status status = daemon.Run();
+  if (!status.ok()) Die(std::string(status.message()));
+  return 0;
+}

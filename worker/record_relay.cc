@@ -1,0 +1,175 @@
+#include "worker/record_relay.h"
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace hlab::worker {
+namespace {
+
+using Json = nlohmann::json;
+
+int64_t Int(const Json& r, const char* key) {
+  auto it = r.find(key);
+  return it != r.end() && it->is_number() ? it->get<int64_t>() : 0;
+}
+
+// A number, or NaN when missing / null (a non-finite loss is written as
+// null by nlohmann).
+bool Number(const Json& r, const char* key, double* out) {
+  auto it = r.find(key);
+  if (it == r.end()) return false;
+  *out = it->is_number() ? it->get<double>()
+                         : std::numeric_limits<double>::quiet_NaN();
+  return it->is_number() || it->is_null();
+}
+
+std::string String(const Json& r, const char* key) {
+  auto it = r.find(key);
+  return it != r.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace
+
+RecordRelay::RecordRelay(const hlab::v1::Task& task) : task_(task) {
+  progress_.set_task_id(task.task_id());
+  progress_.set_attempt(task.attempt());
+  progress_.set_step(task.start_step());
+}
+
+absl::Status RecordRelay::Add(absl::string_view line, absl::Time now) {
+  Json r = Json::parse(line.begin(), line.end(), nullptr,
+                       /*allow_exceptions=*/false);
+  if (!r.is_object() || !r.contains("type") || !r["type"].is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a record: ", line.substr(0, 200)));
+  }
+  const std::string type = r["type"].get<std::string>();
+  const int64_t wall_ms = absl::ToUnixMillis(now);
+  const int64_t step = Int(r, "step");
+  const int64_t tokens = Int(r, "tokens");
+  double v = 0;
+  if (type == "step") {
+    if (Number(r, "loss", &v)) {
+      AddPoint("train_loss", step, tokens, v, wall_ms);
+      progress_.set_loss(v);
+    }
+    if (Number(r, "lr", &v)) AddPoint("lr", step, tokens, v, wall_ms);
+    if (Number(r, "grad_norm", &v)) {
+      AddPoint("grad_norm", step, tokens, v, wall_ms);
+    }
+    if (Number(r, "tokens_per_s", &v)) {
+      AddPoint("tokens_per_s", step, tokens, v, wall_ms);
+      progress_.set_tokens_per_s(v);
+    }
+    progress_.set_step(step);
+    progress_.set_tokens(tokens);
+  } else if (type == "eval") {
+    if (Number(r, "val_loss", &v)) {
+      AddPoint("val_loss", step, tokens, v, wall_ms);
+    }
+    if (Number(r, "val_recall_loss", &v)) {
+      AddPoint("val_recall_loss", step, tokens, v, wall_ms);
+    }
+  } else if (type == "checkpoint") {
+    hlab::v1::Checkpoint c;
+    c.set_task_id(task_.task_id());
+    c.set_attempt(task_.attempt());
+    c.set_step(step);
+    c.set_tokens(tokens);
+    c.set_path(String(r, "path"));
+    c.set_sha256(String(r, "sha256"));
+    c.set_created_unix_ms(wall_ms);
+    struct stat st;
+    if (::stat(c.path().c_str(), &st) == 0) c.set_size_bytes(st.st_size);
+    if (String(r, "kind") == "branch") {
+      c.set_branch_point(true);
+      c.set_run_id(BranchRun(step));
+    } else if (task_.kind() != hlab::v1::TASK_KIND_TRUNK &&
+               task_.run_ids_size() > 0) {
+      c.set_run_id(task_.run_ids(0));
+    }
+    checkpoints_.push_back(std::move(c));
+  } else if (type == "error") {
+    last_error_ = String(r, "message");
+    last_error_code_ = static_cast<int>(Int(r, "exit_code"));
+  } else if (type == "warning") {
+    HLAB_LOG(WARNING) << "task " << task_.task_id()
+                      << ": hlab-train: " << String(r, "message");
+  } else if (type == "done") {
+    done_ = true;
+    progress_.set_step(step);
+    progress_.set_tokens(tokens);
+    if (Number(r, "loss", &v)) progress_.set_loss(v);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> RecordRelay::RunsAt(int64_t step) const {
+  std::vector<std::string> runs;
+  if (task_.kind() == hlab::v1::TASK_KIND_TRUNK &&
+      task_.branch_points_size() > 0) {
+    for (const hlab::v1::BranchPoint& b : task_.branch_points()) {
+      if (step <= b.step()) runs.push_back(b.run_id());
+    }
+    return runs;
+  }
+  if (task_.kind() == hlab::v1::TASK_KIND_TRUNK) {
+    return {task_.run_ids().begin(), task_.run_ids().end()};
+  }
+  if (task_.run_ids_size() > 0) runs.push_back(task_.run_ids(0));
+  return runs;
+}
+
+std::string RecordRelay::BranchRun(int64_t step) const {
+  for (const hlab::v1::BranchPoint& b : task_.branch_points()) {
+    if (b.step() == step) return b.run_id();
+  }
+  return task_.run_ids_size() == 1 ? task_.run_ids(0) : "";
+}
+
+void RecordRelay::AddPoint(const std::string& name, int64_t step,
+                           int64_t tokens, double value, int64_t wall_ms) {
+  for (const std::string& run : RunsAt(step)) {
+    if (points_.size() >= kMaxPendingPoints) {
+      points_.pop_front();
+      if (dropped_++ % 10000 == 0) {
+        HLAB_LOG(WARNING) << "task " << task_.task_id()
+                          << ": coordinator unreachable, dropping old points";
+      }
+    }
+    hlab::v1::MetricPoint p;
+    p.set_run_id(run);
+    p.set_name(name);
+    p.set_step(step);
+    p.set_tokens(tokens);
+    p.set_value(value);
+    p.set_wall_unix_ms(wall_ms);
+    if (points_.empty()) oldest_ = absl::FromUnixMillis(wall_ms);
+    points_.push_back(std::move(p));
+  }
+}
+
+bool RecordRelay::FlushDue(absl::Time now) const {
+  if (!checkpoints_.empty()) return true;
+  if (points_.empty()) return false;
+  return points_.size() >= kFlushPoints || now - oldest_ >= kFlushInterval;
+}
+
+std::vector<hlab::v1::MetricPoint> RecordRelay::PeekPoints(size_t max) const {
+  const size_t n = std::min(max, points_.size());
+  return {points_.begin(), points_.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+void RecordRelay::AckPoints(size_t n) {
+  n = std::min(n, points_.size());
+  points_.erase(points_.begin(),
+                points_.begin() + static_cast<std::ptrdiff_t>(n));
+  oldest_ = points_.empty()
+                ? absl::InfiniteFuture()
+                : absl::FromUnixMillis(points_.front().wall_unix_ms());
+}
+
+}  // namespace hlab::worker

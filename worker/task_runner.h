@@ -1,0 +1,149 @@
+// TaskRunner: runs one leased task attempt on the worker, start to finish.
+//
+// Run() prepares the task directory <data_dir>/tasks/<task_id> (kept across
+// attempts, so a retry resumes from the newest checkpoint in its
+// checkpoints/ subdirectory), writes the task file with checkpoint.dir set
+// there, spawns hlab-train (W processes for a W-GPU task: --rank r
+// --world-size W --master-port P with a free port, one GPU each through
+// CUDA_VISIBLE_DEVICES), relays rank 0's records to the coordinator
+// (ReportMetrics batches, ReportCheckpoint), and when every rank has exited
+// reports the outcome:
+//
+//   all ranks exit 0               Complete
+//   a rank exits 2 or 3            Fail(retryable=false), the trainer's last
+//                                  "error" record as the message
+//   75, another code, or a signal  Fail(retryable=true); the other ranks are
+//                                  terminated (SIGTERM, grace, SIGKILL)
+//
+// Reports are retried with backoff while the coordinator is unreachable; a
+// FAILED_PRECONDITION or NOT_FOUND answer (stale attempt, unknown task) means
+// the lease is gone: the trainer is terminated and nothing more is reported.
+// Stop() asks it to end early: kCancelled (the coordinator said stop, or the
+// lease was lost) terminates the trainer and reports nothing; kShutdown (the
+// daemon is stopping) terminates it (SIGTERM: the trainer checkpoints and
+// exits 75) and reports the retryable failure, giving up on reports after
+// `shutdown_report_timeout`.
+//
+// Thread-safe: Run() occupies one thread; Stop() and Progress() may be
+// called from any other.
+//
+//   TaskRunner runner(options, lease.task(), {0}, &client, &metrics);
+//   std::thread t([&] { runner.Run(); });
+//   ...  heartbeat.add_tasks()->CopyFrom(runner.Progress());
+//   runner.Stop(TaskRunner::StopReason::kCancelled);
+//   t.join();
+#ifndef HLAB_WORKER_TASK_RUNNER_H_
+#define HLAB_WORKER_TASK_RUNNER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "hlab/v1/task.pb.h"
+#include "worker/backoff.h"
+#include "worker/trainer_process.h"
+
+namespace hlab::worker {
+
+class CoordinatorClient;
+class RecordRelay;
+class WorkerMetrics;
+
+struct TaskRunnerOptions {
+  std::string trainer;    // the hlab-train binary
+  std::string data_dir;   // tasks live in <data_dir>/tasks/<task_id>
+  std::string worker_id;  // sent with every report
+  // SIGTERM to SIGKILL on stop, cancel, lost lease or a failed peer rank.
+  absl::Duration kill_grace = absl::Seconds(30);
+  // How often the supervising loop polls the children and the outbox.
+  absl::Duration tick = absl::Milliseconds(100);
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(10);
+  // After a kShutdown stop, how long reports keep being retried.
+  absl::Duration shutdown_report_timeout = absl::Seconds(10);
+};
+
+// What a finished attempt amounts to.
+struct TaskOutcome {
+  bool complete = false;
+  bool retryable = false;
+  int exit_code = 0;  // 128 + signal when killed by a signal
+  std::string message;
+};
+
+// The outcome of an attempt whose ranks ended with `exits` (rank order),
+// given the last "error" record's message (may be empty). The failure named
+// is a permanent one if any, else that of rank `first_failed` (the rank that
+// failed first, whose peers were then terminated), else the lowest failed
+// rank.
+TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
+                         const std::string& last_error, int first_failed = -1);
+
+// The task's directory name: `task_id` with characters other than
+// [A-Za-z0-9._-] replaced by '_'.
+std::string TaskDirName(const std::string& task_id);
+
+class TaskRunner {
+ public:
+  enum class StopReason { kNone, kCancelled, kShutdown };
+
+  // `client` and `metrics` must outlive the runner. `devices` are the CUDA
+  // ordinals given to its ranks (empty on CPU).
+  TaskRunner(TaskRunnerOptions options, hlab::v1::Task task,
+             std::vector<int> devices, CoordinatorClient* client,
+             WorkerMetrics* metrics);
+  ~TaskRunner();
+
+  // Runs the attempt to its end (see the top comment).
+  void Run();
+
+  void Stop(StopReason reason);
+  // Step, tokens, loss, throughput so far (task id and attempt set).
+  hlab::v1::TaskProgress Progress() const;
+
+  const hlab::v1::Task& task() const { return task_; }
+  const std::vector<int>& devices() const { return devices_; }
+
+ private:
+  struct Ranks;
+
+  // Writes the task file; returns its path.
+  absl::StatusOr<std::string> Prepare();
+  absl::Status Spawn(const std::string& task_file, Ranks* ranks);
+  // Supervises the ranks until all have exited.
+  void Supervise(Ranks* ranks);
+  // Sends what is due (or, with `all`, everything) from the relay. Returns
+  // false when the coordinator fenced the attempt.
+  bool Flush(bool all);
+  // One report RPC with retries until it lands, the attempt is fenced
+  // (returns that status) or reports are given up.
+  template <typename Call>
+  absl::Status Report(const char* rpc, Call call);
+  void Finish(const TaskOutcome& outcome);
+  bool GiveUpReports() const;
+  StopReason stop_reason() const;
+
+  const TaskRunnerOptions options_;
+  const hlab::v1::Task task_;
+  const std::vector<int> devices_;
+  CoordinatorClient* const client_;
+  WorkerMetrics* const metrics_;
+  const std::string dir_;
+  std::unique_ptr<RecordRelay> relay_;  // owned by the Run() thread
+  Backoff send_backoff_;                // between failed sends while running
+  absl::Time next_send_ = absl::InfinitePast();
+  bool fenced_ = false;  // Run() thread only
+
+  mutable absl::Mutex mu_;
+  StopReason stop_ ABSL_GUARDED_BY(mu_) = StopReason::kNone;
+  absl::Time stop_time_ ABSL_GUARDED_BY(mu_);
+  hlab::v1::TaskProgress progress_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hlab::worker
+
+#endif  // HLAB_WORKER_TASK_RUNNER_H_
