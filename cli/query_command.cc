@@ -88,8 +88,9 @@ Command QueryCommand() {
       "server refuses writes) and prints the rows. The server cuts results\n"
       "at --max-rows (default 10000) and says so on stderr. The call's\n"
       "--timeout (default 30 s) is also the query's time limit.\n"
-      "Example: hlab query \"SELECT architecture, scale, final_loss FROM\n"
-      "run_results WHERE sweep_id = 'abc'\" --format csv";
+      "Example: hlab query \"SELECT arch, scale, n_params, final_val_loss\n"
+      "FROM run_summary WHERE state = 'SUCCEEDED'\" --format csv\n"
+      "(tables and views: docs/store.md).";
   c.run = Run;
   return c;
 }
