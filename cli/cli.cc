@@ -45,6 +45,12 @@ std::string HelpText(const CommandRegistry& registry) {
                   "\nexit codes: 0 success, 1 the command failed (invalid "
                   "spec, missing file, server error),\n"
                   "            2 usage error or command not implemented yet\n"
+                  "connection: --address HOST:PORT (HLAB_ADDRESS, default "
+                  "127.0.0.1:50151),\n"
+                  "            --token T | --token-file F (HLAB_TOKEN, "
+                  "HLAB_TOKEN_FILE),\n"
+                  "            --tls-ca F [--tls-cert F --tls-key F] "
+                  "(HLAB_TLS_CA, ...), --timeout S\n"
                   "docs: docs/cli.md, docs/sweeps.md\n");
   return out;
 }
@@ -86,8 +92,8 @@ int RunCli(const CommandRegistry& registry,
   }
   if (!command->run) {
     err << "hlab " << name
-        << ": error: not implemented yet; 'hlab submit --dry-run SPEC' works "
-           "offline today\n";
+        << ": error: not implemented yet; run 'hlab help' for the commands "
+           "that work\n";
     return kExitUsage;
   }
   try {

@@ -1,53 +1,135 @@
 #include "cli/submit_command.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/client.h"
+#include "cli/flags.h"
 #include "coordinator/sweep/dry_run.h"
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_parser.h"
 
 namespace hlab::cli {
+namespace {
+
+constexpr char kName[] = "submit";
+
+// A random (version 4) UUID: makes a retried submit safe.
+std::string NewRequestId() {
+  std::random_device device;
+  std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device());
+  const uint64_t hi = (rng() & ~0xf000ULL) | 0x4000ULL;        // version 4
+  const uint64_t lo = (rng() & ~(3ULL << 62)) | (2ULL << 62);  // variant 1
+  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32,
+                         (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48,
+                         lo & 0xffffffffffffULL);
+}
+
+int Submit(const ParsedArgs& args, const sweep::SweepPlan& plan,
+           v1::SweepSpec spec, std::ostream& out, std::ostream& err) {
+  if (args.Has("priority")) {
+    int priority = 0;
+    if (!absl::SimpleAtoi(args.Get("priority"), &priority)) {
+      return UsageError(
+          err, kName,
+          "--priority must be an integer, got '" + args.Get("priority") + "'");
+    }
+    spec.set_priority(priority);
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(args);
+  if (!client.ok()) return ConnectionFailure(err, kName, client.status());
+  v1::SubmitSweepRequest request;
+  request.set_request_id(args.Has("request-id") ? args.Get("request-id")
+                                                : NewRequestId());
+  *request.mutable_spec() = std::move(spec);
+  v1::SubmitSweepResponse response;
+  grpc::Status s = (*client)->Call(&v1::ClientService::Stub::SubmitSweep,
+                                   request, &response);
+  if (!s.ok()) {
+    return Failure(err, kName, (*client)->ErrorMessage(s, "submit sweeps"));
+  }
+  if (args.Has("json")) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    options.add_whitespace = true;
+    if (!google::protobuf::util::MessageToJsonString(response, &json, options)
+             .ok()) {
+      return Failure(err, kName, "cannot print the answer as JSON");
+    }
+    out << json;
+    return kExitOk;
+  }
+  const v1::Sweep& sweep = response.sweep();
+  const size_t tasks =
+      response.tasks_size() > 0 ? response.tasks_size() : plan.tasks.size();
+  out << "sweep " << sweep.sweep_id() << " \"" << sweep.name() << "\": "
+      << (response.created() ? "submitted (new)"
+                             : "already submitted (same request id or spec); "
+                               "nothing changed")
+      << "\n";
+  out << response.runs_size() << " runs";
+  if (response.reused_run_ids_size() > 0) {
+    out << " (" << response.reused_run_ids_size()
+        << " already trained in another sweep, reused)";
+  }
+  out << ", " << tasks << " tasks, "
+      << sweep::FormatScientific(response.flops_shared() > 0
+                                     ? response.flops_shared()
+                                     : plan.flops_shared)
+      << " training FLOPs\n";
+  out << "request id " << request.request_id() << "\n";
+  out << "watch it: hlab watch " << sweep.sweep_id() << "\n";
+  return kExitOk;
+}
+
+}  // namespace
 
 Command SubmitCommand() {
   Command c;
-  c.name = "submit";
-  c.summary = "validate and submit a sweep spec (--dry-run: print the plan)";
+  c.name = kName;
+  c.summary = "submit a sweep spec (--dry-run: print the plan offline)";
   c.usage =
-      "usage: hlab submit --dry-run [--json] SPEC.yaml|SPEC.json\n\n"
-      "Validates the sweep spec and expands it into runs. With --dry-run it\n"
-      "prints each run's architecture, scale, N, D, D/N, steps, estimated\n"
-      "FLOPs and run id, then the total training compute with and without\n"
-      "WSD trunk sharing, without contacting a server. --json prints the\n"
-      "plan (sweep, runs, tasks, totals) as SubmitSweepResponse JSON.\n"
-      "Submitting to a coordinator is not implemented yet.\n"
+      "usage: hlab submit SPEC.yaml|SPEC.json [--request-id ID] "
+      "[--priority N] [--json]\n"
+      "       hlab submit --dry-run [--json] SPEC.yaml|SPEC.json\n\n"
+      "Validates the sweep spec and expands it into runs. Without --dry-run\n"
+      "it submits the sweep to the coordinator and prints the sweep id,\n"
+      "whether it is new or already existed (same request id, or a spec\n"
+      "with the same hash: nothing changes), the number of runs (and runs\n"
+      "reused from other sweeps) and tasks. --request-id makes a retried\n"
+      "submit safe (default: a new random UUID); --priority overrides the\n"
+      "spec's priority; --json prints SubmitSweepResponse as JSON.\n"
+      "With --dry-run it prints, offline, each run's architecture, scale, N,\n"
+      "D, D/N, steps, estimated FLOPs and run id, then the total training\n"
+      "compute with and without WSD trunk sharing; --json prints the plan\n"
+      "(sweep, runs, tasks, totals) as SubmitSweepResponse JSON.\n"
+      "Connection: --address, --token, --token-file, --tls-ca, --tls-cert,\n"
+      "--tls-key, --timeout (see docs/cli.md).\n"
       "Spec reference: docs/sweeps.md; example: examples/sweeps/demo.yaml";
   c.run = RunSubmit;
   return c;
 }
 
-int RunSubmit(const std::vector<std::string>& args, std::ostream& out,
+int RunSubmit(const std::vector<std::string>& argv, std::ostream& out,
               std::ostream& err) {
-  bool dry_run = false;
-  bool json = false;
-  std::vector<std::string> paths;
-  for (const std::string& a : args) {
-    if (a == "--dry-run") {
-      dry_run = true;
-    } else if (a == "--json") {
-      json = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      err << "hlab submit: error: unknown option '" << a
-          << "'; run 'hlab submit --help'\n";
-      return kExitUsage;
-    } else {
-      paths.push_back(a);
-    }
-  }
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(argv, WithConnectionFlags({{"dry-run", false},
+                                           {"json", false},
+                                           {"request-id", true},
+                                           {"priority", true}}));
+  if (!args.ok()) return UsageError(err, kName, args.status().message());
+  const std::vector<std::string>& paths = args->positional();
   if (paths.size() != 1) {
     err << "hlab submit: error: expected one spec file, got " << paths.size()
-        << "; usage: hlab submit --dry-run SPEC.yaml\n";
+        << "; usage: hlab submit [--dry-run] SPEC.yaml\n";
     return kExitUsage;
   }
   absl::StatusOr<hlab::v1::SweepSpec> spec =
@@ -62,14 +144,11 @@ int RunSubmit(const std::vector<std::string>& args, std::ostream& out,
         << "\n";
     return kExitFailed;
   }
-  if (!dry_run) {
-    err << "hlab submit: error: submitting to a coordinator is not "
-           "implemented yet; the spec is valid ("
-        << plan->runs.size() << " runs); use --dry-run to see the plan\n";
-    return kExitUsage;
+  if (!args->Has("dry-run")) {
+    return Submit(*args, *plan, *std::move(spec), out, err);
   }
-  out << (json ? hlab::sweep::DryRunJson(*plan)
-               : hlab::sweep::RenderDryRun(*plan));
+  out << (args->Has("json") ? hlab::sweep::DryRunJson(*plan)
+                            : hlab::sweep::RenderDryRun(*plan));
   return kExitOk;
 }
 

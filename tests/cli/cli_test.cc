@@ -67,7 +67,7 @@ TEST(CliTest, UnknownCommandIsOneLineUsageError) {
 }
 
 TEST(CliTest, PlannedCommandsSayNotImplementedYet) {
-  for (const char* command : {"status", "watch", "up", "query"}) {
+  for (const char* command : {"up", "report"}) {
     const Result r = Hlab({command});
     EXPECT_EQ(r.code, kExitUsage) << command;
     EXPECT_NE(r.err.find("not implemented yet"), std::string::npos);
@@ -130,10 +130,24 @@ TEST(CliTest, SubmitUsageErrors) {
   EXPECT_EQ(Hlab({"submit"}).code, kExitUsage);
   EXPECT_EQ(Hlab({"submit", "--dry-run", "a.yaml", "b.yaml"}).code, kExitUsage);
   EXPECT_EQ(Hlab({"submit", "--bogus", "a.yaml"}).code, kExitUsage);
-  // Without --dry-run there is no coordinator to submit to yet.
-  const Result r = Hlab({"submit", Example("demo.yaml")});
-  EXPECT_EQ(r.code, kExitUsage);
-  EXPECT_NE(r.err.find("not implemented yet"), std::string::npos);
+  // Submitting to a coordinator: tests/cli/cli_client_test.cc.
+}
+
+TEST(CliTest, ClientCommandsCheckTheirArgumentsOffline) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"watch"},
+                                             {"query"},
+                                             {"runs", "--format", "xml"},
+                                             {"runs", "--state", "exploded"},
+                                             {"cancel"},
+                                             {"resume", "a", "b"},
+                                             {"workers", "--bogus"},
+                                             {"runs", "--timeout", "0"},
+                                             {"status", "--timeout=soon"}}) {
+    const Result r = Hlab(args);
+    EXPECT_EQ(r.code, kExitUsage) << args[0];
+    EXPECT_EQ(Lines(r.err), 1) << r.err;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,81 @@
+// What `hlab watch` shows: the state of one sweep's runs, updated by the
+// events of WatchSweep, drawn either as one line per event (logs, pipes) or
+// as a block with one line per active run (a terminal): a progress bar of
+// tokens trained over the run's budget, the loss, and an ETA from the rate
+// between the first and the latest progress event seen (event times, so a
+// replay draws the same figures).
+//
+// Thread-compatible: one watcher thread owns it.
+//
+//   ProgressView view(sweep, runs);
+//   for (const v1::Event& e : events) {
+//     view.Apply(e);
+//     out << view.EventLine(e) << "\n";      // plain mode
+//   }
+//   for (const std::string& line : view.Block()) out << line << "\n";
+#ifndef HLAB_CLI_PROGRESS_VIEW_H_
+#define HLAB_CLI_PROGRESS_VIEW_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hlab/v1/event.pb.h"
+#include "hlab/v1/run.pb.h"
+#include "hlab/v1/sweep.pb.h"
+
+namespace hlab::cli {
+
+class ProgressView {
+ public:
+  ProgressView(const v1::Sweep& sweep, const std::vector<v1::Run>& runs);
+
+  void Apply(const v1::Event& event);
+
+  // One line for the event, e.g.
+  // "18:02:11 #42 run 0123456789abcdef gdn/S1  42% 4.2M/10.0M tokens
+  //  loss 3.214 eta 3m12s".
+  std::string EventLine(const v1::Event& event) const;
+
+  // Whether an event deserves a permanent line above the redrawn block on
+  // a terminal (state changes, failures, workers, the end).
+  static bool IsNotable(const v1::Event& event);
+
+  // The redrawn block: a header with the sweep's counts and one line per
+  // running run (at most `max_runs`, then "... and N more").
+  std::vector<std::string> Block(int max_runs = 20) const;
+
+  int64_t last_sequence() const { return last_sequence_; }
+  bool finished() const { return finished_; }
+
+ private:
+  struct RunView {
+    std::string architecture;
+    std::string scale;
+    v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
+    int64_t budget = 0;
+    int64_t tokens = 0;
+    int64_t step = 0;
+    double loss = 0;
+    bool has_loss = false;
+    // First and latest progress samples, for the rate.
+    int64_t first_ms = 0;
+    int64_t first_tokens = 0;
+    int64_t last_ms = 0;
+    bool has_sample = false;
+  };
+
+  std::string RunLabel(const std::string& run_id) const;
+  std::string ProgressText(const RunView& run) const;
+
+  v1::Sweep sweep_;
+  std::map<std::string, RunView> runs_;
+  std::vector<std::string> order_;  // run ids, first seen first
+  int64_t last_sequence_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace hlab::cli
+
+#endif  // HLAB_CLI_PROGRESS_VIEW_H_

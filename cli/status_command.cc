@@ -1,0 +1,171 @@
+// `hlab status [SWEEP]`: one sweep's state, runs by state and progress; or,
+// without SWEEP, one line per sweep that has runs.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_format.h"
+#include "cli/client.h"
+#include "cli/client_commands.h"
+#include "cli/flags.h"
+#include "cli/format.h"
+
+namespace hlab::cli {
+namespace {
+
+constexpr char kName[] = "status";
+
+grpc::Status ListSweepRuns(const Client& client, const std::string& sweep,
+                           std::vector<v1::Run>* runs) {
+  v1::ListRunsRequest request;
+  request.set_sweep(sweep);
+  return ListAllRuns(client, request, runs);
+}
+
+double Percent(double part, double whole) {
+  return whole > 0 ? 100.0 * part / whole : 0.0;
+}
+
+void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
+                std::ostream& out) {
+  out << "sweep " << sweep.sweep_id() << " \"" << sweep.name()
+      << "\": " << SweepStateName(sweep.state()) << "\n";
+  out << "runs: " << sweep.runs_total() << " total, " << sweep.runs_succeeded()
+      << " succeeded, " << sweep.runs_running() << " running, "
+      << sweep.runs_pending() << " pending, " << sweep.runs_failed()
+      << " failed, " << sweep.runs_cancelled() << " cancelled\n";
+  double tokens = 0;
+  double done = 0;
+  for (const v1::Run& run : runs) {
+    tokens += static_cast<double>(run.tokens());
+    done += static_cast<double>(std::min(run.tokens_done(), run.tokens()));
+  }
+  out << absl::StrFormat(
+      "progress: %.1f%% of tokens (%s of %s), %.1f%% of FLOPs (%s of %s)\n",
+      Percent(done, tokens), HumanCount(done), HumanCount(tokens),
+      Percent(sweep.flops_done(), sweep.flops_planned()),
+      HumanCount(sweep.flops_done()), HumanCount(sweep.flops_planned()));
+  bool header = false;
+  for (const v1::Run& run : runs) {
+    if (run.state() != v1::RUN_STATE_RUNNING) continue;
+    if (!header) out << "running:\n";
+    header = true;
+    out << absl::StrFormat(
+        "  %s  %s  %s  %.0f%%%s\n", run.run_id(), run.architecture(),
+        run.scale(),
+        Percent(static_cast<double>(run.tokens_done()),
+                static_cast<double>(run.tokens())),
+        run.has_final_loss() ? absl::StrFormat("  loss %.4g", run.final_loss())
+                             : "");
+  }
+  header = false;
+  for (const v1::Run& run : runs) {
+    if (run.state() != v1::RUN_STATE_FAILED) continue;
+    if (!header) out << "failed:\n";
+    header = true;
+    out << "  " << run.run_id() << "  " << run.architecture() << "  "
+        << run.scale() << "  " << run.error() << "\n";
+  }
+  if (sweep.state() == v1::SWEEP_STATE_RUNNING) {
+    out << "next: hlab watch " << sweep.sweep_id() << "\n";
+  } else if (sweep.runs_failed() + sweep.runs_cancelled() > 0) {
+    out << "next: hlab resume " << sweep.sweep_id() << "\n";
+  } else if (sweep.state() == v1::SWEEP_STATE_SUCCEEDED) {
+    out << "next: hlab runs --sweep " << sweep.sweep_id() << "\n";
+  }
+}
+
+int Run(const std::vector<std::string>& argv, std::ostream& out,
+        std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(argv, WithConnectionFlags({{"json", false}}));
+  if (!args.ok()) return UsageError(err, kName, args.status().message());
+  if (args->positional().size() > 1) {
+    return UsageError(err, kName, "expected at most one sweep");
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
+  if (!client.ok()) return ConnectionFailure(err, kName, client.status());
+  const Client& c = **client;
+  if (args->positional().size() == 1) {
+    v1::GetSweepRequest request;
+    request.set_sweep(args->positional()[0]);
+    v1::GetSweepResponse response;
+    grpc::Status s =
+        c.Call(&v1::ClientService::Stub::GetSweep, request, &response);
+    if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read sweeps"));
+    std::vector<v1::Run> runs;
+    s = ListSweepRuns(c, response.sweep().sweep_id(), &runs);
+    if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read runs"));
+    if (args->Has("json")) {
+      std::string json;
+      google::protobuf::util::JsonPrintOptions options;
+      options.preserve_proto_field_names = true;
+      options.add_whitespace = true;
+      if (!google::protobuf::util::MessageToJsonString(response, &json, options)
+               .ok()) {
+        return Failure(err, kName, "cannot print the sweep as JSON");
+      }
+      out << json;
+      return kExitOk;
+    }
+    PrintSweep(response.sweep(), runs, out);
+    return kExitOk;
+  }
+  // Every sweep that has runs, in the order the server lists them.
+  std::vector<v1::Run> runs;
+  grpc::Status s = ListSweepRuns(c, "", &runs);
+  if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read runs"));
+  std::vector<std::string> sweep_ids;
+  for (const v1::Run& run : runs) {
+    for (const std::string& id : run.sweep_ids()) {
+      if (std::find(sweep_ids.begin(), sweep_ids.end(), id) ==
+          sweep_ids.end()) {
+        sweep_ids.push_back(id);
+      }
+    }
+  }
+  if (sweep_ids.empty()) {
+    out << "no sweeps yet; submit one with `hlab submit SPEC.yaml`\n";
+    return kExitOk;
+  }
+  Rows rows;
+  rows.columns = {"sweep_id", "name",    "state",  "runs",     "succeeded",
+                  "running",  "pending", "failed", "cancelled"};
+  for (const std::string& id : sweep_ids) {
+    v1::GetSweepRequest request;
+    request.set_sweep(id);
+    v1::GetSweepResponse response;
+    s = c.Call(&v1::ClientService::Stub::GetSweep, request, &response);
+    if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read sweeps"));
+    const v1::Sweep& w = response.sweep();
+    rows.rows.push_back(
+        {Cell::Text(w.sweep_id()), Cell::Text(w.name()),
+         Cell::Text(SweepStateName(w.state())), Cell::Int(w.runs_total()),
+         Cell::Int(w.runs_succeeded()), Cell::Int(w.runs_running()),
+         Cell::Int(w.runs_pending()), Cell::Int(w.runs_failed()),
+         Cell::Int(w.runs_cancelled())});
+  }
+  WriteRows(rows, OutputFormat::kTable, out);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command StatusCommand() {
+  Command c;
+  c.name = kName;
+  c.summary = "show a sweep's progress (or every sweep's state)";
+  c.usage =
+      "usage: hlab status [SWEEP [--json]]\n\n"
+      "With SWEEP (an id, a unique id prefix, or a name: the newest sweep of\n"
+      "that name): its state, runs by state, progress in tokens and FLOPs,\n"
+      "the running runs, the failed runs with their errors, and what to do\n"
+      "next; --json prints GetSweepResponse (the stored sweep with its spec\n"
+      "and counts) as JSON. Without SWEEP: one line per sweep that has runs.";
+  c.run = Run;
+  return c;
+}
+
+}  // namespace hlab::cli

@@ -1,0 +1,400 @@
+// hlab's client commands against a fake ClientService on 127.0.0.1:0:
+// what they send (spec, request id, filters) and what they print (tables,
+// JSON, CSV, one-line errors). Connection, tokens and TLS:
+// cli_connection_test.cc; watch: cli_watch_test.cc.
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "tests/cli/cli_test_util.h"
+
+namespace hlab::cli {
+namespace {
+
+using testing::CliClientTest;
+using testing::Example;
+using testing::Lines;
+using testing::Result;
+
+TEST_F(CliClientTest, SubmitSendsTheParsedSpecAndRequestId) {
+  fake_.submit.mutable_sweep()->set_sweep_id("sw-123");
+  fake_.submit.mutable_sweep()->set_name("demo");
+  fake_.submit.set_created(true);
+  for (int i = 0; i < 3; ++i) fake_.submit.add_runs();
+  fake_.submit.add_reused_run_ids("0123456789abcdef");
+  const Result r = Hlab({"submit", Example("demo.yaml"), "--request-id",
+                         "req-1", "--priority", "7"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("sweep sw-123 \"demo\": submitted (new)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("3 runs (1 already trained in another sweep"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hlab watch sw-123"), std::string::npos);
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.submits.size(), 1u);
+  EXPECT_EQ(recorded.submits[0].request_id(), "req-1");
+  EXPECT_EQ(recorded.submits[0].spec().name(), "demo");
+  EXPECT_GT(recorded.submits[0].spec().architectures_size(), 0);
+  EXPECT_EQ(recorded.submits[0].spec().priority(), 7);
+  EXPECT_FALSE(recorded.submits[0].dry_run());
+  EXPECT_EQ(recorded.authorization[0], "");  // no token given
+
+  fake_.submit.set_created(false);
+  const Result again = Hlab({"submit", Example("demo.yaml")});
+  ASSERT_EQ(again.code, kExitOk) << again.err;
+  EXPECT_NE(again.out.find("already submitted"), std::string::npos);
+  // Without --request-id: a fresh UUID.
+  const std::string id = fake_.recorded().submits[1].request_id();
+  EXPECT_EQ(id.size(), 36u) << id;
+  EXPECT_NE(id, "req-1");
+}
+
+TEST_F(CliClientTest, SubmitJsonPrintsTheResponse) {
+  fake_.submit.mutable_sweep()->set_sweep_id("sw-9");
+  const Result r = Hlab({"submit", Example("demo.yaml"), "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["sweep"]["sweep_id"], "sw-9");
+}
+
+TEST_F(CliClientTest, InvalidArgumentPassesTheServersMessage) {
+  fake_.forced_status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     "scales[1].d_model: must be positive");
+  const Result r = Hlab({"submit", Example("demo.yaml")});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(r.err, "hlab submit: error: scales[1].d_model: must be positive\n");
+}
+
+void AddRuns(v1::ListRunsResponse* response) {
+  v1::Run* a = response->add_runs();
+  a->set_run_id("0123456789abcdef");
+  a->add_sweep_ids("sw-1");
+  a->set_architecture("gdn");
+  a->set_scale("S1");
+  a->set_non_embedding_params(1000000);
+  a->set_tokens(20000000);
+  a->set_tokens_per_param(20);
+  a->set_state(v1::RUN_STATE_SUCCEEDED);
+  a->set_tokens_done(20000000);
+  a->set_final_loss(3.25);
+  a->set_final_val_loss(3.5);
+  v1::Run* b = response->add_runs();
+  b->set_run_id("fedcba9876543210");
+  b->add_sweep_ids("sw-1");
+  b->set_architecture("mix,ed");
+  b->set_scale("S2");
+  b->set_seed(1);
+  b->set_non_embedding_params(2000000);
+  b->set_tokens(40000000);
+  b->set_state(v1::RUN_STATE_FAILED);
+  b->set_tokens_done(10000000);
+  b->set_error("oom, \"cuda\" failed");
+}
+
+TEST_F(CliClientTest, RunsPrintsCsvWithQuoting) {
+  AddRuns(&fake_.list_runs);
+  const Result r =
+      Hlab({"runs", "--sweep", "sw-1", "--state", "succeeded,failed", "--arch",
+            "gdn", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "run_id,sweep,architecture,scale,seed,params,tokens,"
+            "tokens_per_param,state,progress,final_loss,final_val_loss,"
+            "final_log_longppl,error\n"
+            "0123456789abcdef,sw-1,gdn,S1,0,1000000,20000000,20,succeeded,1,"
+            "3.25,3.5,,\n"
+            "fedcba9876543210,sw-1,\"mix,ed\",S2,1,2000000,40000000,,failed,"
+            "0.25,,,,\"oom, \"\"cuda\"\" failed\"\n");
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.list_runs.size(), 1u);
+  const v1::ListRunsRequest& request = recorded.list_runs[0];
+  EXPECT_EQ(request.sweep(), "sw-1");
+  EXPECT_EQ(request.architecture(), "gdn");
+  ASSERT_EQ(request.states_size(), 2);
+  EXPECT_EQ(request.states(0), v1::RUN_STATE_SUCCEEDED);
+  EXPECT_EQ(request.states(1), v1::RUN_STATE_FAILED);
+}
+
+TEST_F(CliClientTest, RunsPrintsJsonAndTable) {
+  AddRuns(&fake_.list_runs);
+  const Result json = Hlab({"runs", "--format", "json"});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["run_id"], "0123456789abcdef");
+  EXPECT_EQ(j[0]["params"], 1000000);
+  EXPECT_EQ(j[0]["final_loss"], 3.25);
+  EXPECT_TRUE(j[0]["error"].is_null());
+  EXPECT_TRUE(j[1]["final_loss"].is_null());
+  EXPECT_EQ(j[1]["architecture"], "mix,ed");
+  EXPECT_EQ(j[1]["error"], "oom, \"cuda\" failed");
+  EXPECT_EQ(j[1]["progress"], 0.25);
+
+  const Result table = Hlab({"runs"});
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_EQ(Lines(table.out), 3);
+  EXPECT_EQ(table.out.substr(0, table.out.find('\n')),
+            "run_id            sweep  architecture  scale  seed   params  "
+            "  tokens  tokens_per_param  state      progress  final_loss  "
+            "final_val_loss  final_log_longppl  error");
+}
+
+TEST_F(CliClientTest, RunsFetchesEveryPage) {
+  AddRuns(&fake_.list_runs);
+  fake_.list_runs_pages.resize(2);
+  *fake_.list_runs_pages[0].add_runs() = fake_.list_runs.runs(0);
+  fake_.list_runs_pages[0].set_next_page_token("1");
+  *fake_.list_runs_pages[1].add_runs() = fake_.list_runs.runs(1);
+  const Result r = Hlab({"runs", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(Lines(r.out), 3) << r.out;
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.list_runs.size(), 2u);
+  EXPECT_EQ(recorded.list_runs[0].page_token(), "");
+  EXPECT_EQ(recorded.list_runs[1].page_token(), "1");
+}
+
+TEST_F(CliClientTest, QueryPrintsTypedValuesInEveryFormat) {
+  fake_.query.add_columns("name");
+  fake_.query.add_columns("n");
+  fake_.query.add_columns("loss");
+  v1::QueryRow* row = fake_.query.add_rows();
+  row->add_values()->set_text_value("say \"hi\", then");
+  row->add_values()->set_int_value(42);
+  row->add_values()->set_double_value(0.1);
+  row = fake_.query.add_rows();
+  row->add_values()->set_text_value("plain");
+  row->add_values();  // NULL
+  row->add_values()->set_double_value(2.5);
+  const std::string sql = "SELECT name, n, loss FROM t";
+
+  Result r = Hlab({"query", sql, "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "name,n,loss\n"
+            "\"say \"\"hi\"\", then\",42,0.1\n"
+            "plain,,2.5\n");
+  EXPECT_EQ(fake_.recorded().queries[0].sql(), sql);
+
+  r = Hlab({"query", sql, "--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "[\n"
+            "  {\n"
+            "    \"name\": \"say \\\"hi\\\", then\",\n"
+            "    \"n\": 42,\n"
+            "    \"loss\": 0.1\n"
+            "  },\n"
+            "  {\n"
+            "    \"name\": \"plain\",\n"
+            "    \"n\": null,\n"
+            "    \"loss\": 2.5\n"
+            "  }\n"
+            "]\n");
+
+  r = Hlab({"query", sql});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "name             n  loss\n"
+            "say \"hi\", then  42   0.1\n"
+            "plain                2.5\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliClientTest, TableKeepsLongTextOnOneShortLine) {
+  fake_.query.add_columns("config_json");
+  fake_.query.add_rows()->add_values()->set_text_value(
+      "{\n  \"model\": \"" + std::string(100, 'x') + "\"\n}");
+  Result r = Hlab({"query", "SELECT config_json FROM runs"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "config_json\n{\\n  \"model\": \"" + std::string(42, 'x') +
+                       "...\n");
+  EXPECT_EQ(r.out.size(), std::string("config_json\n").size() + 60 + 1);
+  r = Hlab({"query", "SELECT config_json FROM runs", "--format", "json"});
+  EXPECT_NE(r.out.find(std::string(100, 'x')), std::string::npos);
+}
+
+TEST_F(CliClientTest, QuerySaysWhenTheResultWasCut) {
+  fake_.query.add_columns("x");
+  fake_.query.add_rows()->add_values()->set_int_value(1);
+  fake_.query.set_truncated(true);
+  const Result r = Hlab({"query", "SELECT x FROM t", "--max-rows", "1"});
+  ASSERT_EQ(r.code, kExitOk);
+  EXPECT_EQ(fake_.recorded().queries[0].max_rows(), 1);
+  EXPECT_NE(r.err.find("cut at 1 rows"), std::string::npos) << r.err;
+}
+
+TEST_F(CliClientTest, CancelAndResumeFindTheTarget) {
+  fake_.cancel.add_run_ids("0123456789abcdef");
+  fake_.unknown_sweeps = {"0123456789abcdef"};
+  Result r = Hlab({"cancel", "0123456789abcdef"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("cancelled 1 run of run 0123456789abcdef"),
+            std::string::npos)
+      << r.out;
+  auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.cancels.size(), 1u);
+  EXPECT_EQ(recorded.cancels[0].run_id(), "0123456789abcdef");
+
+  // A name that is not a run id: a sweep.
+  fake_.resume.add_run_ids("aaaa");
+  fake_.resume.add_run_ids("bbbb");
+  r = Hlab({"resume", "demo"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("resumed 2 runs of sweep demo"), std::string::npos);
+  EXPECT_EQ(fake_.recorded().resumes[0].sweep(), "demo");
+
+  // Long lists are cut after 10 ids.
+  for (int i = 0; i < 12; ++i)
+    fake_.cancel.add_run_ids("id" + std::to_string(i));
+  fake_.unknown_sweeps = {};
+  r = Hlab({"cancel", "--sweep", "big"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(Lines(r.out), 12) << r.out;
+  EXPECT_NE(r.out.find("  ... and 3 more (hlab runs --sweep big --state "
+                       "cancelled)\n"),
+            std::string::npos)
+      << r.out;
+
+  fake_.unknown_sweeps = {"nope"};
+  fake_.unknown_runs = {"nope"};
+  r = Hlab({"resume", "nope"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(r.err,
+            "hlab resume: error: no sweep or run 'nope'; list sweeps with "
+            "`hlab status` and runs with `hlab runs`\n");
+}
+
+TEST_F(CliClientTest, WorkersAndStatus) {
+  v1::Worker* w = fake_.list_workers.add_workers();
+  w->set_worker_id("w1");
+  w->set_hostname("node1");
+  w->set_state(v1::WORKER_STATE_ALIVE);
+  for (int i = 0; i < 2; ++i) {
+    v1::Device* d = w->add_devices();
+    d->set_kind("cuda");
+    d->set_index(i);
+    d->set_name("H100");
+  }
+  w->add_task_ids("trunk-1");
+  Result r = Hlab({"workers", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "worker_id,hostname,state,devices,tasks,version,"
+            "last_heartbeat_unix_ms\n"
+            "w1,node1,alive,2x cuda (H100),1,,0\n");
+
+  v1::Sweep* sweep = fake_.get_sweep.mutable_sweep();
+  sweep->set_sweep_id("sw-1");
+  sweep->set_name("demo");
+  sweep->set_state(v1::SWEEP_STATE_RUNNING);
+  sweep->set_runs_total(2);
+  sweep->set_runs_succeeded(1);
+  sweep->set_runs_failed(1);
+  AddRuns(&fake_.list_runs);
+  r = Hlab({"status", "sw-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("sweep sw-1 \"demo\": running\n"
+                       "runs: 2 total, 1 succeeded, 0 running, 0 pending, "
+                       "1 failed, 0 cancelled\n"
+                       "progress: 50.0% of tokens (30.0M of 60.0M)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fedcba9876543210  mix,ed  S2  oom"), std::string::npos)
+      << r.out;
+
+  r = Hlab({"status", "sw-1", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["sweep"]["runs_failed"], "1")
+      << r.out;  // int64 fields are JSON strings in proto3 JSON
+
+  r = Hlab({"status"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("sw-1      demo  running"), std::string::npos) << r.out;
+}
+
+// Runs of two architectures whose val loss follows known laws exactly.
+TEST_F(CliClientTest, FitSweepFitsEachArchitectureFromTheCoordinator) {
+  struct Law {
+    const char* arch;
+    double E, A, alpha, B, beta;
+  };
+  for (const Law& law : {Law{"gdn", 1.7, 400, 0.34, 410, 0.28},
+                         Law{"full", 1.9, 300, 0.30, 500, 0.30}}) {
+    for (double n : {1e6, 2e6, 4e6, 8e6}) {
+      for (double ratio : {5.0, 10.0, 20.0, 40.0}) {
+        v1::Run* run = fake_.list_runs.add_runs();
+        run->set_architecture(law.arch);
+        run->set_non_embedding_params(static_cast<int64_t>(n));
+        run->set_tokens(static_cast<int64_t>(n * ratio));
+        run->set_state(v1::RUN_STATE_SUCCEEDED);
+        const double d = static_cast<double>(run->tokens());
+        run->set_final_val_loss(law.E + law.A / std::pow(n, law.alpha) +
+                                law.B / std::pow(d, law.beta));
+      }
+    }
+  }
+  fake_.list_runs.add_runs()->set_architecture("gdn");  // no loss: skipped
+  const Result r = Hlab({"fit", "--sweep", "sw-1", "--bootstrap", "0",
+                         "--threads", "2", "--json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("gdn") && j.contains("full")) << r.out;
+  EXPECT_NEAR(j["gdn"]["E"].get<double>(), 1.7, 0.05);
+  EXPECT_NEAR(j["gdn"]["alpha"].get<double>(), 0.34, 0.02);
+  EXPECT_NEAR(j["full"]["E"].get<double>(), 1.9, 0.05);
+  EXPECT_NEAR(j["full"]["beta"].get<double>(), 0.30, 0.02);
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.list_runs.size(), 1u);
+  EXPECT_EQ(recorded.list_runs[0].sweep(), "sw-1");
+  ASSERT_EQ(recorded.list_runs[0].states_size(), 1);
+  EXPECT_EQ(recorded.list_runs[0].states(0), v1::RUN_STATE_SUCCEEDED);
+
+  const Result none = Hlab({"fit", "--sweep", "sw-1", "--target", "longppl"});
+  EXPECT_EQ(none.code, kExitFailed);
+  EXPECT_NE(none.err.find("has no succeeded runs with longppl"),
+            std::string::npos)
+      << none.err;
+}
+
+TEST_F(CliClientTest, FitDelegatesToTheFitter) {
+  const char* shared = std::getenv("HLAB_SHARED_DIR");
+  const std::string path =
+      std::string(shared != nullptr
+                      ? shared
+                      : std::string(HLAB_SOURCE_DIR) + "/../shared") +
+      "/data/scaling_law/chinchilla_fig4_points.csv";
+  if (!std::ifstream(path).good()) {
+    GTEST_SKIP() << path << " not found; set HLAB_SHARED_DIR";
+  }
+  std::ostringstream out, err;
+  ASSERT_EQ(RunCli({"fit", "--chinchilla", path, "--bootstrap", "0",
+                    "--threads", "2", "--json"},
+                   out, err),
+            kExitOk)
+      << err.str();
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  for (const char* key : {"E", "A", "alpha", "B", "beta"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+  }
+  // Epoch's replication: E ~ 1.82, alpha ~ 0.35, beta ~ 0.37.
+  EXPECT_NEAR(j["E"].get<double>(), 1.82, 0.1);
+  EXPECT_NEAR(j["alpha"].get<double>(), 0.35, 0.05);
+  EXPECT_NEAR(j["beta"].get<double>(), 0.37, 0.05);
+
+  std::ostringstream db_out, db_err;
+  EXPECT_EQ(RunCli({"fit", "--db", "hlab.db"}, db_out, db_err), kExitUsage);
+  EXPECT_NE(db_err.str().find("not implemented yet"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hlab::cli

@@ -1,0 +1,249 @@
+// `hlab watch` against a fake ClientService that drops the stream: the
+// events it prints, the resume after the last sequence number, the end of
+// the sweep; and the in-place drawing of ProgressView.
+#include <atomic>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "cli/cli.h"
+#include "cli/client_commands.h"
+#include "cli/progress_view.h"
+#include "tests/cli/fake_client_service.h"
+
+namespace hlab::cli {
+namespace {
+
+using testing::FakeClientService;
+
+int Lines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+constexpr int64_t kT0 = 1700000000000;  // 2023-11-14 22:13:20 UTC
+
+v1::Event StateChange(int64_t seq, const std::string& run, v1::RunState s) {
+  v1::Event e;
+  e.set_sequence(seq);
+  e.set_time_unix_ms(kT0 + seq * 1000);
+  e.set_kind(v1::RUN_STATE_CHANGED);
+  e.set_sweep_id("sw-1");
+  e.set_run_id(run);
+  e.set_run_state(s);
+  return e;
+}
+
+v1::Event Progress(int64_t seq, int64_t ms, const std::string& run,
+                   int64_t tokens, double loss) {
+  v1::Event e;
+  e.set_sequence(seq);
+  e.set_time_unix_ms(kT0 + ms);
+  e.set_kind(v1::RUN_PROGRESS);
+  e.set_sweep_id("sw-1");
+  e.set_run_id(run);
+  e.set_step(tokens / 1000);
+  e.set_tokens(tokens);
+  e.set_loss(loss);
+  return e;
+}
+
+void SetUpSweep(FakeClientService* fake) {
+  v1::Sweep* sweep = fake->get_sweep.mutable_sweep();
+  sweep->set_sweep_id("sw-1");
+  sweep->set_name("demo");
+  sweep->set_state(v1::SWEEP_STATE_SUCCEEDED);
+  sweep->set_runs_total(1);
+  sweep->set_runs_succeeded(1);
+  v1::Run* run = fake->list_runs.add_runs();
+  run->set_run_id("0123456789abcdef");
+  run->set_architecture("gdn");
+  run->set_scale("S1");
+  run->set_tokens(10000000);
+  run->set_state(v1::RUN_STATE_PENDING);
+}
+
+TEST(WatchTest, PrintsEventsAndResumesAfterADroppedStream) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  const std::string run = "0123456789abcdef";
+  v1::Event finished;
+  finished.set_sequence(6);
+  finished.set_time_unix_ms(kT0 + 100000);
+  finished.set_kind(v1::SWEEP_FINISHED);
+  finished.set_sweep_id("sw-1");
+  finished.set_message("all runs succeeded");
+  fake.watch_streams = {
+      {StateChange(1, run, v1::RUN_STATE_RUNNING),
+       Progress(2, 10000, run, 1000000, 4.5),
+       Progress(3, 20000, run, 2000000, 4.0)},
+      // The second stream starts from the beginning too; the fake (like the
+      // coordinator) sends only the events after the requested sequence.
+      {StateChange(1, run, v1::RUN_STATE_RUNNING),
+       Progress(2, 10000, run, 1000000, 4.5),
+       Progress(3, 20000, run, 2000000, 4.0),
+       Progress(4, 30000, run, 4000000, 3.5),
+       StateChange(5, run, v1::RUN_STATE_SUCCEEDED), finished}};
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  ASSERT_NE(server, nullptr);
+
+  std::ostringstream out, err;
+  WatchOptions options;
+  options.first_backoff_seconds = 0.01;
+  const int code =
+      RunWatch({"sw-1", "--address", fake.address(), "--token", "t0k"}, out,
+               err, options);
+  EXPECT_EQ(code, kExitOk) << err.str();
+  EXPECT_EQ(out.str(),
+            "22:13:21 #1 run 0123456789abcdef gdn/S1 -> running\n"
+            "22:13:30 #2 run 0123456789abcdef gdn/S1   10% 1.0M/10.0M tokens"
+            "  loss 4.5000  step 1000\n"
+            "22:13:40 #3 run 0123456789abcdef gdn/S1   20% 2.0M/10.0M tokens"
+            "  loss 4.0000  step 2000  eta 1m20s\n"
+            "22:13:50 #4 run 0123456789abcdef gdn/S1   40% 4.0M/10.0M tokens"
+            "  loss 3.5000  step 4000  eta 40s\n"
+            "22:13:25 #5 run 0123456789abcdef gdn/S1 -> succeeded\n"
+            "22:15:00 #6 sweep finished: all runs succeeded\n"
+            "sweep sw-1 finished: succeeded (1/1 runs succeeded, 0 failed, 0 "
+            "cancelled)\n");
+  EXPECT_NE(err.str().find("the stream dropped (stream dropped); "
+                           "reconnecting after event #3"),
+            std::string::npos)
+      << err.str();
+  const auto recorded = fake.recorded();
+  ASSERT_EQ(recorded.watches.size(), 2u);
+  EXPECT_EQ(recorded.watches[0].after_sequence(), 0);
+  EXPECT_EQ(recorded.watches[1].after_sequence(), 3);
+  EXPECT_TRUE(recorded.watches[1].until_done());
+  for (const std::string& auth : recorded.authorization) {
+    EXPECT_EQ(auth, "Bearer t0k");
+  }
+  server->Shutdown();
+}
+
+TEST(WatchTest, FromStartsAfterTheGivenSequence) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  v1::Event finished;
+  finished.set_sequence(9);
+  finished.set_kind(v1::SWEEP_FINISHED);
+  fake.watch_streams = {{finished}};
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  std::ostringstream out, err;
+  EXPECT_EQ(
+      RunCli({"watch", "sw-1", "--from", "7", "--address", fake.address()}, out,
+             err),
+      kExitOk)
+      << err.str();
+  EXPECT_EQ(fake.recorded().watches[0].after_sequence(), 7);
+  server->Shutdown();
+}
+
+TEST(WatchTest, AnIncompleteSweepExitsWithFailure) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  fake.get_sweep.mutable_sweep()->set_state(v1::SWEEP_STATE_INCOMPLETE);
+  fake.watch_streams = {{}};  // the server ends the stream: sweep is over
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"watch", "sw-1", "--address", fake.address()}, out, err),
+            kExitFailed);
+  EXPECT_NE(out.str().find("finished: incomplete"), std::string::npos);
+  EXPECT_NE(err.str().find("hlab resume sw-1"), std::string::npos);
+  server->Shutdown();
+}
+
+TEST(WatchTest, UnknownSweepIsOneLineError) {
+  FakeClientService fake;
+  fake.forced_status =
+      grpc::Status(grpc::StatusCode::NOT_FOUND, "no sweep 'nope'");
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"watch", "nope", "--address", fake.address()}, out, err),
+            kExitFailed);
+  EXPECT_EQ(err.str(),
+            "hlab watch: error: no sweep 'nope'; list sweeps with `hlab "
+            "status` and runs with `hlab runs`\n");
+  server->Shutdown();
+}
+
+TEST(WatchTest, InterruptStopsCleanlyWithTheSequenceToContinueFrom) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  fake.get_sweep.mutable_sweep()->set_state(v1::SWEEP_STATE_RUNNING);
+  std::atomic<bool> interrupted{false};
+  fake.watch_streams = {
+      {StateChange(1, "0123456789abcdef", v1::RUN_STATE_RUNNING)}};
+  // The server holds the stream open; "Ctrl-C" comes while it does.
+  fake.on_watch_held = [&] { interrupted.store(true); };
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  std::ostringstream out, err;
+  WatchOptions options;
+  options.interrupted = &interrupted;
+  EXPECT_EQ(RunWatch({"sw-1", "--address", fake.address()}, out, err, options),
+            kExitOk);
+  EXPECT_EQ(Lines(err.str()), 1) << err.str();
+  EXPECT_NE(err.str().find("hlab watch: stopped after event #"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("continue with `hlab watch sw-1 --from "),
+            std::string::npos);
+  EXPECT_EQ(fake.recorded().watches.size(), 1u);  // no reconnect
+  server->Shutdown();
+}
+
+TEST(ProgressViewTest, BlockShowsRunningRunsWithABar) {
+  v1::Sweep sweep;
+  sweep.set_sweep_id("sw-1");
+  sweep.set_name("demo");
+  v1::Run run;
+  run.set_run_id("0123456789abcdef");
+  run.set_architecture("gdn");
+  run.set_scale("S1");
+  run.set_tokens(10000000);
+  v1::Run other = run;
+  other.set_run_id("fedcba9876543210");
+  ProgressView view(sweep, {run, other});
+  view.Apply(Progress(1, 0, run.run_id(), 2000000, 4.0));
+  view.Apply(Progress(2, 10000, run.run_id(), 5000000, 3.0));
+  const std::vector<std::string> block = view.Block();
+  ASSERT_EQ(block.size(), 2u);
+  EXPECT_EQ(block[0],
+            "sweep sw-1 \"demo\": 0/2 succeeded, 1 running, 0 pending, 0 "
+            "failed, 0 cancelled  (event #2)");
+  EXPECT_EQ(block[1],
+            "  0123456789abcdef gdn/S1 [##########..........]  50% "
+            "5.0M/10.0M tokens  loss 3.0000  step 5000  eta 17s");
+  EXPECT_EQ(view.last_sequence(), 2);
+  EXPECT_FALSE(view.finished());
+}
+
+TEST(ProgressViewTest, TerminalModeRedrawsInPlace) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  v1::Event finished;
+  finished.set_sequence(3);
+  finished.set_kind(v1::SWEEP_FINISHED);
+  fake.watch_streams = {
+      {StateChange(1, "0123456789abcdef", v1::RUN_STATE_RUNNING),
+       Progress(2, 0, "0123456789abcdef", 1000000, 4.0), finished}};
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  std::ostringstream out, err;
+  WatchOptions options;
+  options.terminal = true;
+  EXPECT_EQ(RunWatch({"sw-1", "--address", fake.address()}, out, err, options),
+            kExitOk);
+  // The block is cleared (cursor up, erase) before each notable line.
+  EXPECT_NE(out.str().find("\x1b[1F\x1b[J"), std::string::npos);
+  EXPECT_NE(out.str().find("-> running\n"), std::string::npos);
+  EXPECT_NE(out.str().find("[#"), std::string::npos);
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace hlab::cli
