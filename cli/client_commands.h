@@ -30,6 +30,7 @@ Command ResumeCommand();
 Command CancelCommand();
 Command WorkersCommand();
 Command FitCommand();
+Command UpCommand();
 
 // How `hlab watch` draws and reconnects; the command fills it from the
 // process (is stdout a terminal, SIGINT), tests set it directly.

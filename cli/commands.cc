@@ -18,9 +18,7 @@ Command Planned(const char* name, const char* summary, const char* usage) {
 }  // namespace
 
 void RegisterBuiltinCommands(CommandRegistry* registry) {
-  registry->Register(Planned(
-      "up", "start a local coordinator and workers and run the demo sweep",
-      "usage: hlab up [SPEC.yaml]"));
+  registry->Register(UpCommand());
   registry->Register(SubmitCommand());
   registry->Register(StatusCommand());
   registry->Register(WatchCommand());

@@ -67,12 +67,20 @@ TEST(CliTest, UnknownCommandIsOneLineUsageError) {
 }
 
 TEST(CliTest, PlannedCommandsSayNotImplementedYet) {
-  for (const char* command : {"up", "report"}) {
+  for (const char* command : {"report"}) {
     const Result r = Hlab({command});
     EXPECT_EQ(r.code, kExitUsage) << command;
     EXPECT_NE(r.err.find("not implemented yet"), std::string::npos);
     EXPECT_EQ(Lines(r.err), 1);
   }
+}
+
+TEST(CliTest, UpRefusesBadFlagsInOneLine) {
+  const Result r = Hlab({"up", "--workers", "zero"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("--workers must be a positive integer"),
+            std::string::npos);
+  EXPECT_EQ(Lines(r.err), 1);
 }
 
 TEST(CliTest, DryRunPrintsThePlanOfTheDemo) {

@@ -1,0 +1,146 @@
+#include "cli/local_cluster.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace hlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Spawns `argv` with stdout to `stdout_fd` (or the log) and stderr to the
+// log file. Returns the pid or -1.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
+            int stdout_fd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (stdout_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
+  } else {
+    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  }
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+void Terminate(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+}  // namespace
+
+std::string ExecutableDir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : self.parent_path().string();
+}
+
+LocalCluster::LocalCluster(LocalClusterOptions options)
+    : options_(std::move(options)) {}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+absl::Status LocalCluster::Start() {
+  const std::string bin = ExecutableDir();
+  for (const char* name : {"hlab-coordinator", "hlab-worker", "hlab-train"}) {
+    const std::string path = bin + "/" + name;
+    if (::access(path.c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "hlab up needs ", path, ": build it with scripts/setup.sh"));
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(fs::path(options_.dir) / "logs", ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot create ", options_.dir, "/logs: ", ec.message()));
+  }
+  const std::string coordinator_log = options_.dir + "/logs/coordinator.log";
+  int out[2];
+  if (::pipe(out) != 0) return absl::InternalError("pipe() failed");
+  coordinator_ = Spawn({bin + "/hlab-coordinator", "--listen", "127.0.0.1:0",
+                        "--db", options_.dir + "/hlab.db", "--metrics-listen",
+                        options_.metrics_listen},
+                       coordinator_log, out[1]);
+  ::close(out[1]);
+  if (coordinator_ < 0) {
+    ::close(out[0]);
+    return absl::UnavailableError("cannot start hlab-coordinator");
+  }
+  // Read "listening on HOST:PORT".
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (address_.empty() && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buffer[256];
+    const ssize_t n = ::read(out[0], buffer, sizeof(buffer));
+    if (n <= 0) break;  // the coordinator exited
+    text.append(buffer, static_cast<size_t>(n));
+    const size_t at = text.find("listening on ");
+    const size_t end = at == std::string::npos ? at : text.find('\n', at);
+    if (end != std::string::npos) address_ = text.substr(at + 13, end - at - 13);
+  }
+  ::close(out[0]);
+  if (address_.empty()) {
+    Stop();
+    return absl::UnavailableError(absl::StrCat(
+        "hlab-coordinator did not start: see ", coordinator_log));
+  }
+  for (int i = 0; i < options_.workers; ++i) {
+    const std::string name = absl::StrCat("local-", i);
+    const pid_t pid = Spawn(
+        {bin + "/hlab-worker", "--coordinator", address_, "--data-dir",
+         absl::StrCat(options_.dir, "/", name), "--capacity", "1",
+         "--metrics-listen", "none", "--name", name},
+        absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
+    if (pid < 0) {
+      Stop();
+      return absl::UnavailableError("cannot start hlab-worker");
+    }
+    workers_.push_back(pid);
+  }
+  return absl::OkStatus();
+}
+
+void LocalCluster::Stop() {
+  for (pid_t pid : workers_) ::kill(pid, SIGTERM);
+  for (pid_t pid : workers_) Terminate(pid);
+  workers_.clear();
+  Terminate(coordinator_);
+  coordinator_ = -1;
+}
+
+}  // namespace hlab::cli

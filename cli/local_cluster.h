@@ -1,0 +1,63 @@
+// LocalCluster: a coordinator and worker daemons as child processes on
+// loopback, for `hlab up` (the embedded default).
+//
+// The coordinator listens on 127.0.0.1 with a port the OS picks (it prints
+// "listening on HOST:PORT", read from its stdout) and keeps its database in
+// `dir`; each worker gets its own data directory under `dir` and one task
+// slot. Logs go to `dir`/logs. The binaries are looked up next to the
+// running `hlab` executable. Stop() (or the destructor) sends SIGTERM to the
+// workers, then to the coordinator, and waits; a child that outlives its
+// grace period gets SIGKILL.
+//
+// Not thread-safe.
+//
+//   LocalCluster cluster({.dir = "hlab-up", .workers = 2});
+//   HLAB_RETURN_IF_ERROR(cluster.Start());
+//   std::string address = cluster.address();   // "127.0.0.1:40123"
+#ifndef HLAB_CLI_LOCAL_CLUSTER_H_
+#define HLAB_CLI_LOCAL_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace hlab::cli {
+
+struct LocalClusterOptions {
+  std::string dir = "hlab-up";
+  int workers = 2;
+  std::string metrics_listen = "none";  // the coordinator's /metrics
+};
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(LocalClusterOptions options);
+  ~LocalCluster();
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  // Starts the coordinator, waits for its address, starts the workers.
+  // NotFound naming a missing binary; Unavailable when the coordinator
+  // exits or prints no address within 30 s (its log is named).
+  absl::Status Start();
+  void Stop();
+
+  const std::string& address() const { return address_; }
+  const std::string& dir() const { return options_.dir; }
+
+ private:
+  LocalClusterOptions options_;
+  std::string address_;
+  pid_t coordinator_ = -1;
+  std::vector<pid_t> workers_;
+};
+
+// The directory of the running executable (for sibling binaries).
+std::string ExecutableDir();
+
+}  // namespace hlab::cli
+
+#endif  // HLAB_CLI_LOCAL_CLUSTER_H_

@@ -1,0 +1,127 @@
+// `hlab up`: the embedded default. Starts a coordinator and local workers
+// on loopback (cli/local_cluster.h), submits a sweep (default: the embedded
+// examples/sweeps/demo.yaml), shows its progress, then prints the runs, the
+// fitted laws, and how to query the results.
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cli/cli.h"
+#include "cli/client_commands.h"
+#include "cli/flags.h"
+#include "cli/local_cluster.h"
+#include "coordinator/sweep/embedded_demo.h"
+
+namespace hlab::cli {
+namespace {
+
+constexpr char kName[] = "up";
+
+int UpUsage(std::ostream& err, const std::string& message) {
+  err << "hlab up: " << message << " (see hlab help up)\n";
+  return kExitUsage;
+}
+
+int RunUp(const std::vector<std::string>& raw, std::ostream& out,
+          std::ostream& err) {
+  auto args = ParseArgs(raw, {{"workers", true},
+                              {"dir", true},
+                              {"keep-running", false},
+                              {"metrics-listen", true}});
+  if (!args.ok()) return UpUsage(err, std::string(args.status().message()));
+  if (args->positional().size() > 1) return UpUsage(err, "give at most one SPEC");
+  int workers = 2;
+  if (args->Has("workers") &&
+      (!absl::SimpleAtoi(args->Get("workers"), &workers) || workers < 1)) {
+    return UpUsage(err, "--workers must be a positive integer");
+  }
+  LocalClusterOptions options;
+  options.dir = args->Get("dir", "hlab-up");
+  options.workers = workers;
+  options.metrics_listen = args->Get("metrics-listen", "none");
+
+  LocalCluster cluster(options);
+  if (absl::Status s = cluster.Start(); !s.ok()) {
+    err << "hlab up: " << s.message() << "\n";
+    return kExitFailed;
+  }
+  std::string spec = args->positional().empty() ? "" : args->positional()[0];
+  if (spec.empty()) {
+    spec = options.dir + "/demo.yaml";
+    std::ofstream(spec) << std::string(hlab::sweep::EmbeddedDemoSpec());
+  }
+  const std::string address = cluster.address();
+  out << "hlab up: coordinator at " << address << ", " << workers
+      << " local workers, database " << options.dir << "/hlab.db, logs in "
+      << options.dir << "/logs\n";
+
+  std::ostringstream submitted;
+  if (RunCli({"submit", spec, "--address", address, "--json"}, submitted,
+             err) != kExitOk) {
+    return kExitFailed;
+  }
+  const nlohmann::json response =
+      nlohmann::json::parse(submitted.str(), nullptr, false);
+  const std::string sweep_id =
+      response.is_discarded() ? "" : response["sweep"].value("sweep_id", "");
+  if (sweep_id.empty()) {
+    err << "hlab up: the coordinator's answer to the submission has no sweep "
+           "id; see "
+        << options.dir << "/logs/coordinator.log\n";
+    return kExitFailed;
+  }
+  out << "hlab up: sweep " << sweep_id << " ("
+      << (response.contains("runs") ? response["runs"].size() : 0)
+      << " runs) submitted from " << spec << "\n";
+
+  const int watched = RunCli({"watch", sweep_id, "--address", address}, out, err);
+  out << "\n";
+  RunCli({"runs", "--sweep", sweep_id, "--address", address}, out, err);
+  out << "\nfitted laws L(N, D) = E + A/N^alpha + B/D^beta (loss):\n";
+  RunCli({"fit", "--sweep", sweep_id, "--address", address}, out, err);
+  out << "\nthe results are in " << options.dir << "/hlab.db:\n"
+      << "  sqlite3 " << options.dir
+      << "/hlab.db 'SELECT * FROM run_summary'\n"
+      << "  hlab up --keep-running, then: hlab query --address " << address
+      << " 'SELECT * FROM run_summary'\n";
+  if (args->Has("keep-running")) {
+    out << "hlab up: coordinator still at " << address
+        << "; Ctrl-C stops it and the workers\n";
+    out.flush();
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+    int signal = 0;
+    sigwait(&set, &signal);
+  }
+  cluster.Stop();
+  return watched;
+}
+
+}  // namespace
+
+Command UpCommand() {
+  Command c;
+  c.name = kName;
+  c.summary = "start a local coordinator and workers and run a sweep";
+  c.usage =
+      "usage: hlab up [SPEC.yaml] [--workers N] [--dir DIR] [--keep-running]\n"
+      "               [--metrics-listen HOST:PORT]\n\n"
+      "The embedded default: starts hlab-coordinator on 127.0.0.1 (a free\n"
+      "port) with its database in DIR (default ./hlab-up), N local\n"
+      "hlab-worker daemons (default 2, one task each), submits SPEC (default:\n"
+      "the embedded examples/sweeps/demo.yaml), shows progress, then prints\n"
+      "the runs, the fitted laws and how to query the database. Ctrl-C stops\n"
+      "watching; the sweep can be resumed with `hlab up` on the same DIR.\n";
+  c.run = RunUp;
+  return c;
+}
+
+}  // namespace hlab::cli
