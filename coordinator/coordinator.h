@@ -54,6 +54,7 @@ struct CoordinatorOptions {
   bool start_reaper = true;  // tests drive LeaseReaper::Tick themselves
   absl::Duration max_lease_wait = absl::Seconds(5);
   absl::Duration expiry_backoff = absl::Seconds(10);
+  bool builtin_eval = true;  // see builtin_eval.h
   Clock clock = [] { return absl::Now(); };
 };
 

@@ -239,6 +239,9 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
   HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> candidates,
                         store.NextLeasableTasks(now, 64));
   for (const store::Task& task : candidates) {
+    if (context_->builtin_eval && task.spec.kind == store::TaskKind::kEval) {
+      continue;
+    }
     std::optional<std::vector<int>> devices =
         Fit(task.spec.resources, request.free_devices());
     if (!devices) continue;

@@ -3,10 +3,12 @@
 // complete; fencing of stale attempts; lease expiry; permanent and
 // retryable failures; a restart on the same database.
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "coordinator/coordinator.h"
 #include "hlab/v1/client_service.grpc.pb.h"
@@ -347,6 +349,118 @@ TEST_F(WorkerServiceTest, CancelledTaskIsStoppedAtTheNextHeartbeat) {
   hlab::v1::HeartbeatResponse hb = Heartbeat("w1", lease.task(), 1);
   ASSERT_EQ(hb.stop_size(), 1);
   EXPECT_EQ(hb.stop(0).task_id(), lease.task().task_id());
+}
+
+TEST_F(WorkerServiceTest, EvalTasksAreCompletedByTheCoordinator) {
+  std::string yaml = testing::TinySpecYaml("eval");
+  yaml.replace(yaml.find("enabled: false"), 14, "enabled: true");
+  Submit(yaml);
+  Register("w1");
+  hlab::v1::LeaseResponse lease = Lease("w1");
+  ASSERT_TRUE(lease.has_task());
+  EXPECT_EQ(lease.task().kind(), hlab::v1::TASK_KIND_TRAIN);
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::ReportMetricsRequest request;
+    request.set_task_id(lease.task().task_id());
+    request.set_attempt(1);
+    hlab::v1::MetricPoint* p = request.add_points();
+    p->set_name("val_loss");
+    p->set_step(151);
+    p->set_value(2.25);
+    hlab::v1::ReportMetricsResponse response;
+    ASSERT_TRUE(worker_->ReportMetrics(&ctx, request, &response).ok());
+  }
+  ASSERT_TRUE(Complete(lease.task(), 1, "w1").ok());
+  EXPECT_FALSE(Lease("w1").has_task());  // the EVAL is not for workers
+  EXPECT_EQ(Run(lease.task().run_ids(0)).state, store::RunState::kRunning);
+  ASSERT_TRUE(coordinator_->reaper()->Tick().ok());
+  EXPECT_EQ(Run(lease.task().run_ids(0)).state, store::RunState::kSucceeded);
+  hlab::v1::QueryResponse evals =
+      Query("SELECT metric, value, step FROM evals");
+  ASSERT_EQ(evals.rows_size(), 1);
+  EXPECT_EQ(evals.rows(0).values(0).text_value(), "val_loss");
+  EXPECT_DOUBLE_EQ(evals.rows(0).values(1).double_value(), 2.25);
+}
+
+TEST_F(WorkerServiceTest, LeaseWaitsForWorkSubmittedMeanwhile) {
+  Register("w1");
+  hlab::v1::LeaseResponse response;
+  grpc::Status status;
+  std::thread poll([&] {
+    grpc::ClientContext ctx;
+    hlab::v1::LeaseRequest request;
+    request.set_worker_id("w1");
+    *request.add_free_devices() = testing::Cpu();
+    request.set_wait_ms(60000);  // capped by the server (5 s)
+    status = worker_->Lease(&ctx, request, &response);
+  });
+  Submit(testing::TinySpecYaml("later"));
+  poll.join();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(response.has_task());
+}
+
+TEST_F(WorkerServiceTest, GpuTasksGoOnlyToWorkersWithGpus) {
+  std::string yaml = testing::TinySpecYaml("gpu");
+  yaml += "resources: [{scale: S1, gpus: 1, gpu_memory_bytes: 1000}]\n";
+  Submit(yaml);
+  Register("w1");
+  EXPECT_FALSE(Lease("w1").has_task());  // a CPU slot only
+  grpc::ClientContext ctx;
+  hlab::v1::LeaseRequest request;
+  request.set_worker_id("w1");
+  hlab::v1::Device small, big;
+  small.set_kind("cuda");
+  small.set_index(0);
+  small.set_memory_bytes(10);
+  big.set_kind("cuda");
+  big.set_index(1);
+  big.set_memory_bytes(4000);
+  *request.add_free_devices() = small;
+  *request.add_free_devices() = big;
+  hlab::v1::LeaseResponse response;
+  ASSERT_TRUE(worker_->Lease(&ctx, request, &response).ok());
+  ASSERT_TRUE(response.has_task());
+  ASSERT_EQ(response.device_indices_size(), 1);
+  EXPECT_EQ(response.device_indices(0), 1);
+}
+
+TEST_F(WorkerServiceTest, DecaysStartFromTheTrunksBranchCheckpoints) {
+  std::string yaml = testing::TinySpecYaml("wsd", "[5, 10]");
+  yaml.replace(yaml.find("share_trunk: false"), 18, "share_trunk: true");
+  Submit(yaml);
+  Register("w1");
+  hlab::v1::LeaseResponse trunk = Lease("w1");
+  ASSERT_TRUE(trunk.has_task());
+  ASSERT_EQ(trunk.task().kind(), hlab::v1::TASK_KIND_TRUNK);
+  ASSERT_EQ(trunk.task().branch_points_size(), 2);
+  nlohmann::json trainer = nlohmann::json::parse(trunk.task().task_json());
+  EXPECT_EQ(trainer["branch_budgets_tokens"].size(), 2u);
+  // The worker reports each branch checkpoint; the coordinator matches it
+  // to its run by step.
+  for (const auto& b : trunk.task().branch_points()) {
+    grpc::ClientContext ctx;
+    hlab::v1::ReportCheckpointRequest request;
+    request.set_task_id(trunk.task().task_id());
+    request.set_attempt(1);
+    request.mutable_checkpoint()->set_step(b.step());
+    request.mutable_checkpoint()->set_branch_point(true);
+    request.mutable_checkpoint()->set_path("/ck/branch-" + b.run_id());
+    hlab::v1::ReportCheckpointResponse response;
+    ASSERT_TRUE(worker_->ReportCheckpoint(&ctx, request, &response).ok());
+  }
+  EXPECT_FALSE(Lease("w1").has_task());  // decays wait for the trunk
+  ASSERT_TRUE(Complete(trunk.task(), 1, "w1").ok());
+  for (int i = 0; i < 2; ++i) {
+    hlab::v1::LeaseResponse decay = Lease("w1");
+    ASSERT_TRUE(decay.has_task());
+    ASSERT_EQ(decay.task().kind(), hlab::v1::TASK_KIND_DECAY);
+    nlohmann::json t = nlohmann::json::parse(decay.task().task_json());
+    EXPECT_EQ(t["init_from"], "/ck/branch-" + decay.task().run_ids(0));
+    EXPECT_EQ(t["budget_tokens"],
+              Run(decay.task().run_ids(0)).spec.budget_tokens);
+  }
 }
 
 }  // namespace
