@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/proto_mapping.h"
@@ -310,19 +311,40 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
   if (request.points_size() > 1000) {
     return absl::InvalidArgumentError("points: at most 1000 per batch");
   }
-  HLAB_RETURN_IF_ERROR(
-      HeldTask(request.task_id(), request.attempt(), request.worker_id())
-          .status());
+  HLAB_ASSIGN_OR_RETURN(
+      store::Task task,
+      HeldTask(request.task_id(), request.attempt(), request.worker_id()));
   std::vector<store::MetricPoint> points;
   points.reserve(request.points_size());
-  for (const auto& p : request.points()) points.push_back(FromProto(p));
+  if (task.spec.kind == store::TaskKind::kTrunk) {
+    // A trunk trains the shared prefix of its runs: a point at step s
+    // belongs to every run whose branch point is at or after s.
+    const hlab::v1::Task proto = ToProtoTask(task);
+    for (const auto& p : request.points()) {
+      if (!p.run_id().empty()) {
+        points.push_back(FromProto(p));
+        continue;
+      }
+      for (const auto& b : proto.branch_points()) {
+        if (p.step() > b.step()) continue;
+        points.push_back(FromProto(p));
+        points.back().run_id = b.run_id();
+      }
+    }
+  } else {
+    for (const auto& p : request.points()) {
+      points.push_back(FromProto(p));
+      if (points.back().run_id.empty()) points.back().run_id = task.spec.run_id;
+    }
+  }
+  HLAB_ASSIGN_OR_RETURN(int64_t stored_before, CountStored(points));
   HLAB_RETURN_IF_ERROR(context_->store->RecordMetrics(
       request.task_id(), static_cast<int>(request.attempt()), points));
-  response->set_accepted(request.points_size());
+  const int64_t accepted = static_cast<int64_t>(points.size()) - stored_before;
+  response->set_accepted(static_cast<int32_t>(accepted));
   if (context_->metrics != nullptr) {
-    context_->metrics->metric_points().Increment(request.points_size());
+    context_->metrics->metric_points().Increment(static_cast<double>(accepted));
     for (const store::MetricPoint& p : points) {
-      if (p.run_id.empty()) continue;
       if (p.name == "train_loss") {
         context_->metrics->SetRunProgress(p.run_id, -1, p.value, -1);
       } else if (p.name == "tokens_per_s") {
@@ -331,6 +353,29 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> WorkerServiceImpl::CountStored(
+    const std::vector<store::MetricPoint>& points) {
+  if (points.empty()) return 0;
+  // One read: the batch's keys as a VALUES table joined with metrics.
+  auto quote = [](const std::string& text) {
+    return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "''"}}), "'");
+  };
+  std::string sql = "WITH batch(run_id, name, step) AS (VALUES ";
+  for (size_t i = 0; i < points.size(); ++i) {
+    absl::StrAppend(&sql, i ? ", " : "", "(", quote(points[i].run_id), ", ",
+                    quote(points[i].name), ", ", points[i].step, ")");
+  }
+  absl::StrAppend(&sql,
+                  ") SELECT count(*) FROM batch b JOIN metrics m ON"
+                  " m.run_id = b.run_id AND m.name = b.name AND"
+                  " m.step = b.step");
+  HLAB_ASSIGN_OR_RETURN(store::QueryResult result,
+                        context_->query->Run(sql, {}));
+  if (result.rows.empty()) return 0;
+  const auto* n = std::get_if<int64_t>(&result.rows[0][0]);
+  return n ? *n : 0;
 }
 
 absl::Status WorkerServiceImpl::DoReportCheckpoint(

@@ -8,7 +8,10 @@
 //                    the first leasable task (priority, then cheapest) that
 //                    fits the free devices; returns it with its attempt and
 //                    its trainer task (trainer_task.h)
-//   ReportMetrics    batched points, fenced; (run, name, step) keyed
+//   ReportMetrics    batched points, fenced; keyed (run, name, step), so a
+//                    replay adds nothing (accepted counts new points); a
+//                    TRUNK's points without a run go to every run whose
+//                    branch point is at or after their step
 //   ReportCheckpoint fenced; a TRUNK's branch checkpoints feed its DECAYs
 //   Complete, Fail   fenced; Fail retries with the sweep's backoff
 // A stale attempt is FAILED_PRECONDITION and changes nothing; an unknown
@@ -21,6 +24,9 @@
 //   builder.RegisterService(&service);
 #ifndef HLAB_COORDINATOR_WORKER_SERVICE_H_
 #define HLAB_COORDINATOR_WORKER_SERVICE_H_
+
+#include <cstdint>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -86,6 +92,9 @@ class WorkerServiceImpl final
   absl::StatusOr<store::Task> HeldTask(const std::string& task_id,
                                        int64_t attempt,
                                        const std::string& worker_id);
+  // How many of `points` are stored already (replays), by (run, name, step).
+  absl::StatusOr<int64_t> CountStored(
+      const std::vector<store::MetricPoint>& points);
   // Drops the per-run metric series of the task's runs that are finished.
   void ForgetFinishedRuns(const store::Task& task);
 

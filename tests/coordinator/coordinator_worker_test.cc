@@ -177,7 +177,9 @@ TEST_F(WorkerServiceTest, TrainsARunFromLeaseToCompletion) {
 
   hlab::v1::ReportMetricsResponse metrics;
   ASSERT_TRUE(ReportMetrics(task, 1, "w1", &metrics).ok());
+  EXPECT_EQ(metrics.accepted(), 3);
   ASSERT_TRUE(ReportMetrics(task, 1, "w1", &metrics).ok());  // replay
+  EXPECT_EQ(metrics.accepted(), 0);
   hlab::v1::QueryResponse count = Query("SELECT count(*) FROM metrics");
   EXPECT_EQ(count.rows(0).values(0).int_value(), 3);
 
@@ -451,6 +453,28 @@ TEST_F(WorkerServiceTest, DecaysStartFromTheTrunksBranchCheckpoints) {
     ASSERT_TRUE(worker_->ReportCheckpoint(&ctx, request, &response).ok());
   }
   EXPECT_FALSE(Lease("w1").has_task());  // decays wait for the trunk
+  {
+    // Trunk points without a run: step 1 belongs to both runs, the last
+    // step only to the larger budget's run.
+    grpc::ClientContext ctx;
+    hlab::v1::ReportMetricsRequest request;
+    request.set_task_id(trunk.task().task_id());
+    request.set_attempt(1);
+    for (int64_t step : {int64_t{1}, trunk.task().end_step()}) {
+      hlab::v1::MetricPoint* p = request.add_points();
+      p->set_name("train/loss");
+      p->set_step(step);
+      p->set_value(5);
+    }
+    hlab::v1::ReportMetricsResponse response;
+    ASSERT_TRUE(worker_->ReportMetrics(&ctx, request, &response).ok());
+    EXPECT_EQ(response.accepted(), 3);
+    EXPECT_EQ(Query("SELECT count(*) FROM metrics WHERE name = 'train_loss'")
+                  .rows(0)
+                  .values(0)
+                  .int_value(),
+              3);
+  }
   ASSERT_TRUE(Complete(trunk.task(), 1, "w1").ok());
   for (int i = 0; i < 2; ++i) {
     hlab::v1::LeaseResponse decay = Lease("w1");
