@@ -21,7 +21,8 @@
 
 namespace hlab::coordinator {
 
-// The lease holder of EVAL tasks completed by the coordinator.
+// The lease holder of tasks the coordinator itself completes (EVAL) or
+// fails (a task whose trainer task cannot be built).
 inline constexpr char kBuiltinEvalWorker[] = "coordinator";
 
 // Completes every EVAL task that is leasable now; returns how many.

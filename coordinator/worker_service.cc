@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "coordinator/builtin_eval.h"
 #include "coordinator/proto_mapping.h"
 #include "coordinator/status_convert.h"
 #include "coordinator/sweep_catalog.h"
@@ -78,7 +79,9 @@ class LeaseReactor final : public grpc::ServerUnaryReactor {
  private:
   void Step() {
     if (cancelled_) return Finish(grpc::Status::CANCELLED);
-    absl::Status status = service_->TryLease(*request_, response_);
+    absl::Status status =
+        service_->TryLease(*request_, response_, /*touch_worker=*/first_);
+    first_ = false;
     const absl::Time now = absl::Now();
     if (!status.ok() || response_->has_task() || now >= deadline_) {
       return Finish(ToGrpcStatus(status));
@@ -99,6 +102,7 @@ class LeaseReactor final : public grpc::ServerUnaryReactor {
   const absl::Time deadline_;
   grpc::Alarm alarm_;
   std::atomic<bool> cancelled_{false};
+  bool first_ = true;
 };
 
 }  // namespace
@@ -233,10 +237,13 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
 }
 
 absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
-                                         hlab::v1::LeaseResponse* response) {
+                                         hlab::v1::LeaseResponse* response,
+                                         bool touch_worker) {
   store::Store& store = *context_->store;
   const absl::Time now = context_->clock();
-  HLAB_RETURN_IF_ERROR(store.HeartbeatWorker(request.worker_id(), now));
+  if (touch_worker) {
+    HLAB_RETURN_IF_ERROR(store.HeartbeatWorker(request.worker_id(), now));
+  }
   HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> candidates,
                         store.NextLeasableTasks(now, 64));
   for (const store::Task& task : candidates) {
@@ -249,8 +256,9 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
     absl::StatusOr<std::string> trainer_task =
         BuildTrainerTaskFromStore(store, *context_->query, task);
     if (!trainer_task.ok()) {
-      HLAB_LOG(WARNING) << "not leasing " << task.spec.id << ": "
-                        << trainer_task.status();
+      // It can never be built (e.g. a trunk that succeeded without
+      // reporting a branch checkpoint): fail it for good, visibly.
+      HLAB_RETURN_IF_ERROR(FailUnbuildable(task, trainer_task.status(), now));
       continue;
     }
     absl::StatusOr<int> attempt = store.LeaseTask(
@@ -276,6 +284,23 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
     return absl::OkStatus();
   }
   return absl::OkStatus();
+}
+
+absl::Status WorkerServiceImpl::FailUnbuildable(const store::Task& task,
+                                                const absl::Status& why,
+                                                absl::Time now) {
+  absl::StatusOr<int> attempt = context_->store->LeaseTask(
+      task.spec.id, kBuiltinEvalWorker, now, context_->lease);
+  if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::OkStatus();  // someone else got to it
+  }
+  HLAB_RETURN_IF_ERROR(attempt.status());
+  HLAB_LOG(ERROR) << "task " << task.spec.id << " cannot run: " << why;
+  return context_->store
+      ->FailTask(task.spec.id, *attempt,
+                 absl::StrCat("cannot build its trainer task: ", why.message()),
+                 /*retryable=*/false, now, absl::ZeroDuration())
+      .status();
 }
 
 absl::StatusOr<store::Task> WorkerServiceImpl::HeldTask(

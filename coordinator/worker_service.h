@@ -70,9 +70,10 @@ class WorkerServiceImpl final
                                  hlab::v1::FailResponse* response) override;
 
   // One attempt at leasing (no waiting): OK with response->has_task() false
-  // when nothing fits now. NotFound for an unregistered worker.
+  // when nothing fits now. With `touch_worker` (the first try of a call)
+  // it also records the worker as alive: NotFound if it is unregistered.
   absl::Status TryLease(const hlab::v1::LeaseRequest& request,
-                        hlab::v1::LeaseResponse* response);
+                        hlab::v1::LeaseResponse* response, bool touch_worker);
 
  private:
   absl::Status DoRegister(const hlab::v1::RegisterRequest& request,
@@ -87,6 +88,9 @@ class WorkerServiceImpl final
   absl::Status DoFail(const hlab::v1::FailRequest& request,
                       hlab::v1::FailResponse* response);
 
+  // Fails a task whose trainer task cannot be built, for good.
+  absl::Status FailUnbuildable(const store::Task& task, const absl::Status& why,
+                               absl::Time now);
   // The task, checked to be leased by `worker_id` (when given) at
   // `attempt`: FailedPrecondition otherwise.
   absl::StatusOr<store::Task> HeldTask(const std::string& task_id,

@@ -487,5 +487,22 @@ TEST_F(WorkerServiceTest, DecaysStartFromTheTrunksBranchCheckpoints) {
   }
 }
 
+TEST_F(WorkerServiceTest, DecayWithoutBranchCheckpointFailsVisibly) {
+  std::string yaml = testing::TinySpecYaml("nobranch", "[5, 10]");
+  yaml.replace(yaml.find("share_trunk: false"), 18, "share_trunk: true");
+  Submit(yaml);
+  Register("w1");
+  hlab::v1::LeaseResponse trunk = Lease("w1");
+  ASSERT_TRUE(trunk.has_task());
+  ASSERT_TRUE(Complete(trunk.task(), 1, "w1").ok());  // no checkpoints
+  EXPECT_FALSE(Lease("w1").has_task());
+  for (const auto& b : trunk.task().branch_points()) {
+    store::Run run = Run(b.run_id());
+    EXPECT_EQ(run.state, store::RunState::kFailed);
+    EXPECT_NE(run.failure_reason.find("branch checkpoint"), std::string::npos)
+        << run.failure_reason;
+  }
+}
+
 }  // namespace
 }  // namespace hlab::coordinator
