@@ -4,9 +4,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <string>
+#include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -214,6 +218,78 @@ TEST(CoordinatorStartTest, SecondCoordinatorOnOneDatabaseIsRefused) {
       Coordinator::Start(testing::TestOptions(dir.File("hlab.db"), &clock));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CoordinatorServingTest, HealthCheckingIsServing) {
+  TempDir dir;
+  FakeClock clock;
+  auto c =
+      testing::StartOrDie(testing::TestOptions(dir.File("hlab.db"), &clock));
+  ASSERT_NE(c, nullptr);
+  grpc::GenericStub stub(testing::Connect(*c));
+  grpc::ClientContext ctx;
+  grpc::ByteBuffer request;  // HealthCheckRequest{service: ""}: no bytes
+  grpc::Slice empty;
+  request = grpc::ByteBuffer(&empty, 1);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response,
+                 [&done](grpc::Status status) { done.set_value(status); });
+  grpc::Status status = done.get_future().get();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+}
+
+TEST(CoordinatorServingTest, ServesTlsWithTokens) {
+  TempDir dir;
+  const std::string cert = dir.File("cert.pem"), key = dir.File("key.pem");
+  const std::string make_cert =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+      "-nodes -days 1 -subj /CN=localhost -addext "
+      "subjectAltName=DNS:localhost -keyout " +
+      key + " -out " + cert + " > /dev/null 2>&1";
+  if (system(make_cert.c_str()) != 0) {
+    GTEST_SKIP() << "no openssl command to make a test certificate";
+  }
+  std::ofstream(dir.File("tokens")) << "admin t0ken\n";
+  FakeClock clock;
+  CoordinatorOptions options =
+      testing::TestOptions(dir.File("hlab.db"), &clock);
+  options.tls_cert = cert;
+  options.tls_key = key;
+  options.tokens_file = dir.File("tokens");
+  auto c = testing::StartOrDie(options);
+  ASSERT_NE(c, nullptr);
+  std::ifstream in(cert);
+  std::string pem((std::istreambuf_iterator<char>(in)),
+                  std::istreambuf_iterator<char>());
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem;
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  auto channel =
+      grpc::CreateCustomChannel(c->address(), grpc::SslCredentials(ssl), args);
+  auto stub = hlab::v1::ClientService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer t0ken");
+  hlab::v1::ListWorkersRequest request;
+  hlab::v1::ListWorkersResponse response;
+  grpc::Status status = stub->ListWorkers(&ctx, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  // A plaintext client cannot talk to it.
+  auto plain = hlab::v1::ClientService::NewStub(testing::Connect(*c));
+  grpc::ClientContext plain_ctx;
+  plain_ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+  plain_ctx.AddMetadata("authorization", "Bearer t0ken");
+  EXPECT_FALSE(plain->ListWorkers(&plain_ctx, request, &response).ok());
 }
 
 }  // namespace
