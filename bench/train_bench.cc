@@ -22,6 +22,7 @@
 
 #include "absl/strings/numbers.h"
 #include "data/mixture.h"
+#include "train/openmp_env.h"
 #include "train/trainer.h"
 #include "train/training_data.h"
 
@@ -58,6 +59,7 @@ Json TaskFor(const Options& o, const std::string& arch, int64_t steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hlab::train::EnsurePassiveOpenMpWait(argv);
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "train/devices.h"
 #include "train/exit_codes.h"
+#include "train/openmp_env.h"
 #include "train/records.h"
 #include "train/task.h"
 #include "train/trainer.h"
@@ -95,6 +96,7 @@ void PrintBuildInfo() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hlab::train::EnsurePassiveOpenMpWait(argv);
   std::string task_path;
   int record_fd = -1;
   int64_t threads = -1;
