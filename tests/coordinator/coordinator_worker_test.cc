@@ -504,5 +504,32 @@ TEST_F(WorkerServiceTest, DecayWithoutBranchCheckpointFailsVisibly) {
   }
 }
 
+TEST_F(WorkerServiceTest, WatchFollowsASweepUntilItFinishes) {
+  Submit(testing::TinySpecYaml("live"));
+  grpc::ClientContext watch_ctx;
+  hlab::v1::WatchSweepRequest watch;
+  watch.set_sweep("live");
+  watch.set_until_done(true);
+  auto reader = client_->WatchSweep(&watch_ctx, watch);
+  hlab::v1::Event event;
+  ASSERT_TRUE(reader->Read(&event));  // submitted; the stream stays open
+  EXPECT_EQ(event.kind(), hlab::v1::SWEEP_SUBMITTED);
+
+  Register("w1");
+  hlab::v1::LeaseResponse lease = Lease("w1");
+  ASSERT_TRUE(lease.has_task());
+  ASSERT_TRUE(Complete(lease.task(), 1, "w1").ok());
+
+  std::vector<hlab::v1::RunState> states;
+  while (reader->Read(&event)) {
+    if (event.kind() == hlab::v1::RUN_STATE_CHANGED) {
+      states.push_back(event.run_state());
+    }
+  }
+  EXPECT_TRUE(reader->Finish().ok());  // ended by itself: sweep finished
+  ASSERT_FALSE(states.empty());
+  EXPECT_EQ(states.back(), hlab::v1::RUN_STATE_SUCCEEDED);
+}
+
 }  // namespace
 }  // namespace hlab::coordinator
