@@ -1,4 +1,9 @@
 #include "coordinator/coordinator.h"
+#include <errno.h>
+#include <netdb.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -36,6 +41,45 @@ std::string HostOf(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
+// Binds `address` once to report a clear error before gRPC or civetweb
+// log theirs: Unavailable if in use or not an address of this host,
+// InvalidArgument if it does not resolve. Port 0 always passes.
+absl::Status CheckCanListen(const std::string& address, const char* flag) {
+  const size_t colon = address.rfind(':');
+  const std::string host = HostOf(address);
+  const std::string port = address.substr(colon + 1);
+  if (port == "0") return absl::OkStatus();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints,
+                  &found) != 0 ||
+      found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": cannot resolve '", address, "'; expected HOST:PORT"));
+  }
+  int error = 0;
+  const int fd = socket(found->ai_family, found->ai_socktype, 0);
+  if (fd >= 0) {
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) error = errno;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (error == EADDRINUSE) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address, ": address already in use (", flag, ")"));
+  }
+  if (error != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address, ": ", strerror(error), " (", flag, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsLoopbackAddress(const std::string& address) {
@@ -55,6 +99,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   if (options.listen.find(':') == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: expected HOST:PORT, got '", options.listen, "'"));
+  }
+  HLAB_RETURN_IF_ERROR(CheckCanListen(options.listen, "--listen"));
+  const bool serve_metrics =
+      options.metrics_listen != "none" && !options.metrics_listen.empty();
+  if (serve_metrics) {
+    HLAB_RETURN_IF_ERROR(
+        CheckCanListen(options.metrics_listen, "--metrics-listen"));
   }
   std::unique_ptr<Coordinator> c(new Coordinator());
   c->options_ = options;
@@ -105,7 +156,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
                  << recovered.workers.size() << " workers, event seq "
                  << recovered.last_event_seq;
 
-  if (options.metrics_listen != "none" && !options.metrics_listen.empty()) {
+  if (serve_metrics) {
     HLAB_RETURN_IF_ERROR(c->metrics_->Serve(options.metrics_listen));
   }
 
