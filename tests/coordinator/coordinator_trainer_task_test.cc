@@ -142,15 +142,31 @@ TEST_F(TrainerTaskTest, TheTrainerAcceptsEveryDemoTask) {
     t["checkpoint"]["dir"] = dir_.File("ckpt-" + task.spec.id);
     const std::string file = dir_.File(task.spec.id + ".json");
     std::ofstream(file) << t.dump(2);
-    const std::string command =
-        trainer + " --check --task " + file + " > " + file + ".out 2>&1";
+    const std::string command = trainer + " --check --task " + file + " > " +
+                                file + ".out 2> " + file + ".err";
     const int rc = system(command.c_str());
-    std::ifstream out(file + ".out");
+    std::ifstream out(file + ".out"), err(file + ".err");
     std::string output((std::istreambuf_iterator<char>(out)),
                        std::istreambuf_iterator<char>());
-    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
-        << task.spec.id << ": " << output << "\n"
+    std::string errors((std::istreambuf_iterator<char>(err)),
+                       std::istreambuf_iterator<char>());
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0)
+        << task.spec.id << ": " << output << errors << "\n"
         << t.dump(2);
+    // The trainer's plan agrees with the coordinator's: a trunk branches
+    // at the plan's branch points (workers' branch checkpoints are matched
+    // to runs by step) and stops at the last; a task ends where the plan
+    // says.
+    json plan = json::parse(output);
+    const hlab::v1::Task proto = ToProtoTask(task);
+    EXPECT_EQ(plan["stop_step"], proto.end_step()) << task.spec.id;
+    if (task.spec.kind == store::TaskKind::kTrunk) {
+      std::vector<int64_t> steps;
+      for (const auto& b : proto.branch_points()) steps.push_back(b.step());
+      std::sort(steps.begin(), steps.end());
+      EXPECT_EQ(plan["branch_steps"].get<std::vector<int64_t>>(), steps)
+          << task.spec.id;
+    }
     ++checked;
   }
   EXPECT_EQ(checked, 64);
