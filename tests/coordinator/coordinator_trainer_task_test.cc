@@ -172,5 +172,126 @@ TEST_F(TrainerTaskTest, TheTrainerAcceptsEveryDemoTask) {
   EXPECT_EQ(checked, 64);
 }
 
+// A minimal worker: runs a leased task with the real trainer and relays its
+// records (steps, evals, checkpoints) the way hlab-worker does.
+class TrainerRun {
+ public:
+  TrainerRun(hlab::v1::WorkerService::Stub* stub, const std::string& trainer,
+             const std::string& dir)
+      : stub_(stub), trainer_(trainer), dir_(dir) {}
+
+  // Trains `task` to completion and reports everything; false on failure.
+  bool Run(const hlab::v1::Task& task) {
+    json t = json::parse(task.task_json());
+    t["checkpoint"]["dir"] = dir_ + "/ckpt-" + task.task_id();
+    const std::string file = dir_ + "/" + task.task_id() + ".json";
+    std::ofstream(file) << t.dump();
+    const std::string records = file + ".records";
+    const std::string command =
+        trainer_ + " --task " + file + " > " + records + " 2> " + file + ".err";
+    const int rc = system(command.c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << task.task_id();
+    hlab::v1::ReportMetricsRequest metrics;
+    metrics.set_task_id(task.task_id());
+    metrics.set_attempt(task.attempt());
+    std::ifstream in(records);
+    std::string line;
+    while (std::getline(in, line)) {
+      json r = json::parse(line, nullptr, false);
+      if (!r.is_object()) continue;
+      const std::string type = r.value("type", "");
+      if (type == "step" || type == "eval") {
+        hlab::v1::MetricPoint* p = metrics.add_points();
+        p->set_name(type == "step" ? "train_loss" : "val_loss");
+        p->set_step(r["step"]);
+        p->set_tokens(r["tokens"]);
+        p->set_value(r[type == "step" ? "loss" : "val_loss"]);
+      } else if (type == "checkpoint") {
+        grpc::ClientContext ctx;
+        hlab::v1::ReportCheckpointRequest request;
+        request.set_task_id(task.task_id());
+        request.set_attempt(task.attempt());
+        hlab::v1::Checkpoint* c = request.mutable_checkpoint();
+        c->set_step(r["step"]);
+        c->set_tokens(r["tokens"]);
+        c->set_path(r["path"]);
+        c->set_sha256(r["sha256"]);
+        c->set_branch_point(r["kind"] == "branch");
+        hlab::v1::ReportCheckpointResponse response;
+        grpc::Status status = stub_->ReportCheckpoint(&ctx, request, &response);
+        EXPECT_TRUE(status.ok()) << status.error_message();
+      }
+    }
+    grpc::ClientContext ctx;
+    hlab::v1::ReportMetricsResponse accepted;
+    grpc::Status status = stub_->ReportMetrics(&ctx, metrics, &accepted);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    grpc::ClientContext done_ctx;
+    hlab::v1::CompleteRequest complete;
+    complete.set_task_id(task.task_id());
+    complete.set_attempt(task.attempt());
+    hlab::v1::CompleteResponse done;
+    status = stub_->Complete(&done_ctx, complete, &done);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && status.ok();
+  }
+
+ private:
+  hlab::v1::WorkerService::Stub* stub_;
+  std::string trainer_, dir_;
+};
+
+TEST_F(TrainerTaskTest, LeasedTrunkAndDecayTrainWithTheRealTrainer) {
+  const std::string trainer = TrainerBinary();
+  if (trainer.empty()) {
+    GTEST_SKIP() << "hlab-train is not built (build it, or set HLAB_TRAIN)";
+  }
+  auto stub = hlab::v1::WorkerService::NewStub(testing::Connect(*coordinator_));
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::RegisterRequest request;
+    request.set_worker_id("w");
+    *request.add_devices() = testing::Cpu();
+    hlab::v1::RegisterResponse response;
+    ASSERT_TRUE(stub->Register(&ctx, request, &response).ok());
+  }
+  auto lease = [&]() {
+    grpc::ClientContext ctx;
+    hlab::v1::LeaseRequest request;
+    request.set_worker_id("w");
+    *request.add_free_devices() = testing::Cpu();
+    hlab::v1::LeaseResponse response;
+    EXPECT_TRUE(stub->Lease(&ctx, request, &response).ok());
+    return response;
+  };
+  TrainerRun worker(stub.get(), trainer, dir_.File(""));
+  hlab::v1::LeaseResponse trunk = lease();
+  ASSERT_EQ(trunk.task().kind(), hlab::v1::TASK_KIND_TRUNK);
+  ASSERT_TRUE(worker.Run(trunk.task()));
+  // Its decays are now the cheapest work, each from its branch checkpoint.
+  hlab::v1::LeaseResponse decay = lease();
+  ASSERT_EQ(decay.task().kind(), hlab::v1::TASK_KIND_DECAY);
+  const std::string run_id = decay.task().run_ids(0);
+  json t = json::parse(decay.task().task_json());
+  EXPECT_TRUE(std::filesystem::exists(t["init_from"].get<std::string>()))
+      << t["init_from"];
+  ASSERT_TRUE(worker.Run(decay.task()));
+  auto done = coordinator_->store()->GetTask(decay.task().task_id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, store::TaskState::kSucceeded);
+  // (The run's EVAL waits for the demo's LongPPL reference run.)
+  store::QueryOptions options;
+  auto summary = coordinator_->context()->query->Run(
+      "SELECT last_step, final_train_loss, final_val_loss FROM run_summary"
+      " WHERE run_id = '" +
+          run_id + "'",
+      options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->rows.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(summary->rows[0][0]), decay.task().end_step());
+  EXPECT_TRUE(std::holds_alternative<double>(summary->rows[0][1]));
+  EXPECT_TRUE(std::holds_alternative<double>(summary->rows[0][2]));
+}
+
 }  // namespace
 }  // namespace hlab::coordinator
