@@ -245,7 +245,7 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
     HLAB_RETURN_IF_ERROR(store.HeartbeatWorker(request.worker_id(), now));
   }
   HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> candidates,
-                        store.NextLeasableTasks(now, 64));
+                        store.NextLeasableTasks(now, 512));
   for (const store::Task& task : candidates) {
     if (context_->builtin_eval && task.spec.kind == store::TaskKind::kEval) {
       continue;
