@@ -160,9 +160,10 @@ absl::Status ClientServiceImpl::DoSubmitSweep(
   stored.max_retries = plan.spec.retry().max_retries_per_sweep();
   HLAB_ASSIGN_OR_RETURN(store::CreateSweepResult created,
                         store.CreateSweep(stored, now));
-  // Runs already finished elsewhere are reused, not trained again.
+  // Runs already finished in another sweep are reused, not trained again.
   std::vector<std::string> reused;
   for (const hlab::v1::Run& run : plan.runs) {
+    if (!created.created) break;
     absl::StatusOr<store::Run> existing = store.GetRun(run.run_id());
     if (existing.ok() && existing->state == store::RunState::kSucceeded) {
       reused.push_back(run.run_id());

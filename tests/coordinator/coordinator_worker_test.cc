@@ -531,5 +531,24 @@ TEST_F(WorkerServiceTest, WatchFollowsASweepUntilItFinishes) {
   EXPECT_EQ(states.back(), hlab::v1::RUN_STATE_SUCCEEDED);
 }
 
+TEST_F(WorkerServiceTest, RunsFinishedInAnotherSweepAreReused) {
+  hlab::v1::SubmitSweepResponse first = Submit(testing::TinySpecYaml("first"));
+  Register("w1");
+  hlab::v1::LeaseResponse lease = Lease("w1");
+  ASSERT_TRUE(lease.has_task());
+  ASSERT_TRUE(Complete(lease.task(), 1, "w1").ok());
+  // Same run (the name is not part of a run id) plus a new budget.
+  hlab::v1::SubmitSweepResponse second =
+      Submit(testing::TinySpecYaml("second", "[5, 10]"));
+  EXPECT_TRUE(second.created());
+  ASSERT_EQ(second.reused_run_ids_size(), 1);
+  EXPECT_EQ(second.reused_run_ids(0), first.runs(0).run_id());
+  EXPECT_EQ(second.sweep().runs_succeeded(), 1);
+  hlab::v1::LeaseResponse next = Lease("w1");
+  ASSERT_TRUE(next.has_task());
+  EXPECT_NE(next.task().run_ids(0), first.runs(0).run_id());
+  EXPECT_FALSE(Lease("w1").has_task());
+}
+
 }  // namespace
 }  // namespace hlab::coordinator
