@@ -1,0 +1,123 @@
+#include "coordinator/lease_reaper.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "coordinator/builtin_eval.h"
+#include "coordinator/proto_mapping.h"
+
+namespace hlab::coordinator {
+
+void LeaseReaper::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_;
+        };
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping), interval_)) {
+          return;
+        }
+      }
+      absl::Status status = Tick();
+      if (!status.ok()) {
+        HLAB_LOG(WARNING) << "housekeeping: " << status;
+      }
+    }
+  });
+}
+
+void LeaseReaper::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status LeaseReaper::Tick() {
+  absl::MutexLock tick_lock(&tick_mu_);
+  store::Store& store = *context_->store;
+  const absl::Time now = context_->clock();
+  absl::Status first;
+  auto note = [&first](const absl::Status& s) {
+    if (first.ok() && !s.ok()) first = s;
+  };
+
+  absl::StatusOr<std::vector<store::ExpiredLease>> expired =
+      store.ExpireLeases(now, context_->expiry_backoff);
+  note(expired.status());
+  if (expired.ok()) {
+    for (const store::ExpiredLease& e : *expired) {
+      HLAB_LOG(WARNING) << "lease of " << e.task_id << " attempt " << e.attempt
+                        << " (worker " << e.worker_id << ") expired; "
+                        << (e.requeued ? "requeued" : "out of attempts");
+      if (context_->metrics == nullptr) continue;
+      context_->metrics->lease_expirations().Increment();
+      if (e.requeued) context_->metrics->retries().Increment();
+    }
+  }
+
+  absl::StatusOr<std::vector<std::string>> lost =
+      store.MarkLostWorkers(now, context_->lease);
+  note(lost.status());
+  if (lost.ok()) {
+    for (const std::string& id : *lost) {
+      HLAB_LOG(WARNING) << "worker " << id << " lost (no heartbeat for "
+                        << context_->lease << ")";
+      store::Event event;
+      event.kind = "worker_lost";
+      event.message = id;
+      event.time = now;
+      note(store.AppendEvent(event).status());
+    }
+  }
+
+  if (context_->builtin_eval) note(CompleteEvalTasks(*context_).status());
+
+  const bool truncate = (ticks_++ % 60) == 59;
+  absl::StatusOr<store::Store::WalCheckpoint> wal =
+      store.CheckpointWal(truncate);
+  if (!wal.ok() && wal.status().code() != absl::StatusCode::kUnavailable) {
+    note(wal.status());
+  }
+
+  if (context_->metrics != nullptr) {
+    absl::StatusOr<store::StateCounts> counts = store.CountsByState();
+    note(counts.status());
+    if (counts.ok()) {
+      context_->metrics->SetStateCounts(counts->runs, counts->tasks);
+    }
+    absl::StatusOr<std::vector<store::WorkerInfo>> workers =
+        store.ListWorkers();
+    note(workers.status());
+    if (workers.ok()) {
+      int64_t up = 0;
+      for (const auto& w : *workers) up += w.state == store::WorkerState::kUp;
+      context_->metrics->SetWorkersConnected(up);
+    }
+    store::TaskFilter filter;
+    filter.state = store::TaskState::kLeased;
+    absl::StatusOr<std::vector<store::Task>> leased = store.ListTasks(filter);
+    note(leased.status());
+    if (leased.ok()) {
+      std::set<std::string> active;
+      for (const store::Task& t : *leased) {
+        const hlab::v1::Task proto = ToProtoTask(t);
+        active.insert(proto.run_ids().begin(), proto.run_ids().end());
+      }
+      context_->metrics->RetainRuns(active);
+    }
+  }
+  return first;
+}
+
+}  // namespace hlab::coordinator

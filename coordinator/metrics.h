@@ -1,0 +1,104 @@
+// CoordinatorMetrics: the coordinator's Prometheus metrics (names hlab_*,
+// base units), served by a prometheus-cpp Exposer on its own port.
+//
+//   hlab_runs{state}                      gauge, runs per state
+//   hlab_tasks{state}                     gauge, tasks per state
+//   hlab_workers_connected                gauge, workers UP
+//   hlab_lease_expirations_total          counter
+//   hlab_retries_total                    counter, requeued failures+expiries
+//   hlab_metric_points_ingested_total     counter, points received
+//   hlab_db_commit_latency_seconds        histogram, store commits
+//   hlab_run_tokens_per_second{run}       gauge, active runs only
+//   hlab_run_loss{run}                    gauge, active runs only
+//   hlab_run_progress_ratio{run}          gauge, tokens done / budget
+// Per-run series are removed when the run stops being active.
+//
+// Thread-safety: thread-safe (prometheus-cpp metrics are atomic; the per-run
+// series map is under a mutex).
+//
+//   CoordinatorMetrics metrics;
+//   metrics.lease_expirations().Increment();
+//   HLAB_RETURN_IF_ERROR(metrics.Serve("127.0.0.1:0"));
+//   int port = metrics.port();
+#ifndef HLAB_COORDINATOR_METRICS_H_
+#define HLAB_COORDINATOR_METRICS_H_
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace hlab::coordinator {
+
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics();
+  ~CoordinatorMetrics();
+  CoordinatorMetrics(const CoordinatorMetrics&) = delete;
+  CoordinatorMetrics& operator=(const CoordinatorMetrics&) = delete;
+
+  // Starts serving /metrics on `address` ("host:port", port 0 picks one).
+  // Unavailable with a one-line reason if it cannot listen.
+  absl::Status Serve(const std::string& address);
+  // The port served on (0 before Serve).
+  int port() const;
+
+  // Sets hlab_runs / hlab_tasks from store::StateCounts maps.
+  void SetStateCounts(const std::map<std::string, int64_t>& runs,
+                      const std::map<std::string, int64_t>& tasks);
+  void SetWorkersConnected(int64_t n) { workers_->Set(static_cast<double>(n)); }
+  prometheus::Counter& lease_expirations() { return *lease_expirations_; }
+  prometheus::Counter& retries() { return *retries_; }
+  prometheus::Counter& metric_points() { return *metric_points_; }
+  void ObserveCommit(double seconds) { commit_latency_->Observe(seconds); }
+
+  // Progress of an active run; a value < 0 leaves that series unchanged.
+  void SetRunProgress(const std::string& run_id, double tokens_per_second,
+                      double loss, double progress_ratio);
+  // Drops the series of every run not in `active`.
+  void RetainRuns(const std::set<std::string>& active);
+  void RemoveRun(const std::string& run_id);
+
+  std::shared_ptr<prometheus::Registry> registry() { return registry_; }
+
+ private:
+  struct RunSeries {
+    prometheus::Gauge* tokens_per_second;
+    prometheus::Gauge* loss;
+    prometheus::Gauge* progress;
+  };
+  void RemoveRunLocked(const std::string& run_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Gauge>* runs_family_;
+  prometheus::Family<prometheus::Gauge>* tasks_family_;
+  prometheus::Gauge* workers_;
+  prometheus::Counter* lease_expirations_;
+  prometheus::Counter* retries_;
+  prometheus::Counter* metric_points_;
+  prometheus::Histogram* commit_latency_;
+  prometheus::Family<prometheus::Gauge>* run_tps_family_;
+  prometheus::Family<prometheus::Gauge>* run_loss_family_;
+  prometheus::Family<prometheus::Gauge>* run_progress_family_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+
+  absl::Mutex mu_;
+  std::map<std::string, prometheus::Gauge*> state_gauges_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, RunSeries> runs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hlab::coordinator
+
+#endif  // HLAB_COORDINATOR_METRICS_H_

@@ -1,0 +1,176 @@
+#include "coordinator/trainer_task.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace hlab::coordinator {
+namespace {
+
+using nlohmann::json;
+
+// The byte-level tokenizer of the synthetic corpus: 256 bytes + 2 specials.
+constexpr int64_t kByteVocab = 258;
+
+json TrainingTask(const store::Task& task, const json& config,
+                  int64_t cpu_threads) {
+  json t;
+  t["name"] = task.spec.id;
+  json model = config.at("model");
+  const json& data_in = config.value("data", json::object());
+  const std::string source = data_in.value("source", "synthetic");
+  if (source == "synthetic") {
+    model["vocab_size"] =
+        std::max<int64_t>(model.value("vocab_size", int64_t{0}), kByteVocab);
+  }
+  t["model"] = model;
+  json data = {{"source", source},
+               {"long_fraction", data_in.value("long_fraction", 0.5)}};
+  if (source == "prepared") {
+    const std::string path = data_in.value("path", "");
+    data["long_dir"] = path + "/long";
+    data["short_dir"] = path + "/short";
+  } else {
+    data["seed"] = data_in.value("seed", int64_t{0});
+  }
+  t["data"] = data;
+  t["seq_len"] = config.at("seq_len");
+  t["batch_tokens"] = config.at("batch_tokens");
+  t["budget_tokens"] = config.at("tokens");
+  const json& s = config.value("schedule", json::object());
+  t["optimizer"] = {{"peak_lr", s.value("peak_lr", 3e-3)},
+                    {"weight_decay", s.value("weight_decay", 0.1)},
+                    {"grad_clip", s.value("grad_clip", 1.0)}};
+  t["schedule"] = {{"warmup_steps", s.value("warmup_steps", int64_t{0})},
+                   {"decay_fraction", s.value("decay_fraction", 0.1)},
+                   {"decay_shape", s.value("decay_shape", "linear")},
+                   {"min_lr_ratio", s.value("min_lr_ratio", 0.1)}};
+  t["seed"] = config.value("seed", int64_t{0});
+  t["threads"] = cpu_threads;
+  t["resume"] = true;
+  t["log_every_steps"] = 1;
+  t["eval"] = {{"every_steps", 0}, {"sequences", 32}};
+  return t;
+}
+
+int64_t CpuThreads(const store::Task& task) {
+  json resources = json::parse(task.spec.resources, nullptr, false);
+  if (!resources.is_object()) return 0;
+  return resources.value("cpu_threads", int64_t{0});
+}
+
+// Checkpoint every ~10% of the steps this task trains.
+int64_t CheckpointEvery(const json& payload) {
+  const int64_t steps = payload.value("end_step", int64_t{0}) -
+                        payload.value("start_step", int64_t{0});
+  return std::max<int64_t>(1, steps / 10);
+}
+
+bool IsHex(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return absl::ascii_isxdigit(static_cast<unsigned char>(c));
+  });
+}
+
+// The newest checkpoint path of `run_id` of one kind ("" for any).
+absl::StatusOr<std::string> CheckpointPath(store::QueryEngine& query,
+                                           const std::string& run_id,
+                                           const std::string& kind) {
+  if (!IsHex(run_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad run id ", run_id));
+  }
+  std::string sql =
+      absl::StrCat("SELECT path FROM checkpoints WHERE run_id = '", run_id, "'",
+                   kind.empty() ? "" : absl::StrCat(" AND kind = '", kind, "'"),
+                   " ORDER BY step DESC, id DESC LIMIT 1");
+  HLAB_ASSIGN_OR_RETURN(store::QueryResult result, query.Run(sql, {}));
+  if (result.rows.empty()) return std::string();
+  const auto* path = std::get_if<std::string>(&result.rows[0][0]);
+  return path ? *path : std::string();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
+                                             const TrainerTaskInputs& inputs) {
+  json payload = json::parse(task.spec.payload, nullptr, false);
+  if (!payload.is_object() || !payload.contains("draft") ||
+      !payload["draft"].is_object() || !payload["draft"].contains("config")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", task.spec.id, " has no run config"));
+  }
+  const json& draft = payload["draft"];
+  if (task.spec.kind == store::TaskKind::kEval) {
+    json eval = draft;
+    eval["checkpoint"] = inputs.checkpoint_path;
+    return eval.dump();
+  }
+  json t;
+  try {
+    t = TrainingTask(task, draft.at("config"), CpuThreads(task));
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", task.spec.id, ": incomplete run config: ", e.what()));
+  }
+  t["checkpoint"] = {
+      {"dir", ""}, {"every_steps", CheckpointEvery(payload)}, {"keep_last", 2}};
+  if (task.spec.kind == store::TaskKind::kTrunk) {
+    if (inputs.branch_budgets_tokens.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("trunk ", task.spec.id, " has no branch budgets"));
+    }
+    std::vector<int64_t> budgets = inputs.branch_budgets_tokens;
+    std::sort(budgets.begin(), budgets.end());
+    t["budget_tokens"] = budgets.back();
+    t["branch_budgets_tokens"] = budgets;
+  } else if (task.spec.kind == store::TaskKind::kDecay) {
+    if (inputs.checkpoint_path.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("decay ", task.spec.id,
+                       ": its trunk reported no branch checkpoint"
+                       " for run ",
+                       task.spec.run_id));
+    }
+    t["init_from"] = inputs.checkpoint_path;
+  }
+  return t.dump();
+}
+
+absl::StatusOr<std::string> BuildTrainerTaskFromStore(store::Store& store,
+                                                      store::QueryEngine& query,
+                                                      const store::Task& task) {
+  TrainerTaskInputs inputs;
+  switch (task.spec.kind) {
+    case store::TaskKind::kTrunk: {
+      json payload = json::parse(task.spec.payload, nullptr, false);
+      if (payload.is_object()) {
+        for (const auto& id : payload.value("run_ids", json::array())) {
+          if (!id.is_string()) continue;
+          HLAB_ASSIGN_OR_RETURN(store::Run run,
+                                store.GetRun(id.get<std::string>()));
+          inputs.branch_budgets_tokens.push_back(run.spec.budget_tokens);
+        }
+      }
+      break;
+    }
+    case store::TaskKind::kDecay: {
+      HLAB_ASSIGN_OR_RETURN(inputs.checkpoint_path,
+                            CheckpointPath(query, task.spec.run_id, "branch"));
+      break;
+    }
+    case store::TaskKind::kEval: {
+      HLAB_ASSIGN_OR_RETURN(inputs.checkpoint_path,
+                            CheckpointPath(query, task.spec.run_id, ""));
+      break;
+    }
+    case store::TaskKind::kTrain:
+      break;
+  }
+  return BuildTrainerTask(task, inputs);
+}
+
+}  // namespace hlab::coordinator

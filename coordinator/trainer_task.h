@@ -1,0 +1,60 @@
+// The task file hlab-train receives (`hlab-train --task FILE`, train/task.h,
+// docs/training.md), built at lease time from a stored task and its run's
+// canonical config (coordinator/sweep/run_config.h).
+//
+//   TRAIN  budget_tokens = the run's budget
+//   TRUNK  budget_tokens = the largest budget of its group,
+//          branch_budgets_tokens = every budget of the group
+//   DECAY  budget_tokens = its run's budget, init_from = the trunk's branch
+//          checkpoint for that run (recorded by ReportCheckpoint)
+// and for all three: model (vocab_size at least 258 on the byte-level
+// synthetic corpus), data, seq_len, batch_tokens, optimizer, schedule, seed,
+// threads (the scale's cpu_threads), checkpoints every ~10% of the task's
+// steps, validation at branch points and the end. checkpoint.dir is left
+// empty: the worker sets it to its per-task directory.
+//
+// EVAL tasks are not hlab-train tasks: their file is the plan's evaluation
+// description ({"kind": "eval", run_id, step, evals, config}) plus
+// "checkpoint", the newest checkpoint of the run.
+//
+// Thread-safety: pure functions; BuildTrainerTaskFromStore reads the store
+// (thread-safe).
+//
+//   HLAB_ASSIGN_OR_RETURN(std::string json,
+//                         BuildTrainerTaskFromStore(store, query, task));
+#ifndef HLAB_COORDINATOR_TRAINER_TASK_H_
+#define HLAB_COORDINATOR_TRAINER_TASK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/store/query.h"
+#include "coordinator/store/store.h"
+
+namespace hlab::coordinator {
+
+// Inputs that live outside the task row.
+struct TrainerTaskInputs {
+  // TRUNK: the budget of each run of the group.
+  std::vector<int64_t> branch_budgets_tokens;
+  // DECAY: the branch checkpoint to start from. EVAL: the checkpoint to
+  // evaluate.
+  std::string checkpoint_path;
+};
+
+// InvalidArgument if the task's payload lacks its run config; a DECAY
+// without init_from or a TRUNK without budgets is FailedPrecondition.
+absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
+                                             const TrainerTaskInputs& inputs);
+
+// Gathers the inputs from the store (budgets of the trunk's runs; the
+// decay's branch checkpoint; the eval's newest run checkpoint) and builds.
+absl::StatusOr<std::string> BuildTrainerTaskFromStore(store::Store& store,
+                                                      store::QueryEngine& query,
+                                                      const store::Task& task);
+
+}  // namespace hlab::coordinator
+
+#endif  // HLAB_COORDINATOR_TRAINER_TASK_H_

@@ -1,0 +1,500 @@
+#include "coordinator/worker_service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/alarm.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "coordinator/builtin_eval.h"
+#include "coordinator/proto_mapping.h"
+#include "coordinator/status_convert.h"
+#include "coordinator/sweep_catalog.h"
+#include "coordinator/trainer_task.h"
+
+namespace hlab::coordinator {
+namespace {
+
+using nlohmann::json;
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// The devices (Device.index) a task with `resources` (JSON) would use among
+// `free`, or nullopt if it does not fit. A CPU task takes one "cpu" slot; a
+// GPU task takes `gpus` "cuda" devices with enough memory each.
+std::optional<std::vector<int>> Fit(
+    const std::string& resources,
+    const google::protobuf::RepeatedPtrField<hlab::v1::Device>& free) {
+  json r = json::parse(resources, nullptr, false);
+  const int gpus = r.is_object() ? r.value("gpus", 0) : 0;
+  const int64_t memory =
+      r.is_object() ? r.value("gpu_memory_bytes", int64_t{0}) : 0;
+  std::vector<int> picked;
+  for (const hlab::v1::Device& d : free) {
+    if (gpus == 0 && d.kind() == "cpu") return std::vector<int>{d.index()};
+    if (gpus > 0 && d.kind() == "cuda" && d.memory_bytes() >= memory) {
+      picked.push_back(d.index());
+      if (static_cast<int>(picked.size()) == gpus) return picked;
+    }
+  }
+  return std::nullopt;
+}
+
+// The long poll of Lease: retries TryLease every `poll` until a task is
+// leased, the wait is over, or the client cancels.
+class LeaseReactor final : public grpc::ServerUnaryReactor {
+ public:
+  LeaseReactor(WorkerServiceImpl* service, const ServiceContext& context,
+               const hlab::v1::LeaseRequest* request,
+               hlab::v1::LeaseResponse* response)
+      : service_(service),
+        request_(request),
+        response_(response),
+        poll_(context.lease_poll),
+        deadline_(absl::Now() +
+                  std::min(absl::Milliseconds(std::max(0, request->wait_ms())),
+                           context.max_lease_wait)) {
+    Step();
+  }
+
+  void OnCancel() override {
+    cancelled_ = true;
+    alarm_.Cancel();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Step() {
+    if (cancelled_) return Finish(grpc::Status::CANCELLED);
+    absl::Status status =
+        service_->TryLease(*request_, response_, /*touch_worker=*/first_);
+    first_ = false;
+    const absl::Time now = absl::Now();
+    if (!status.ok() || response_->has_task() || now >= deadline_) {
+      return Finish(ToGrpcStatus(status));
+    }
+    const absl::Duration wait = std::min(poll_, deadline_ - now);
+    alarm_.Set(
+        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(wait),
+        [this](bool ok) {
+          if (!ok) cancelled_ = true;
+          Step();
+        });
+  }
+
+  WorkerServiceImpl* const service_;
+  const hlab::v1::LeaseRequest* const request_;
+  hlab::v1::LeaseResponse* const response_;
+  const absl::Duration poll_;
+  const absl::Time deadline_;
+  grpc::Alarm alarm_;
+  std::atomic<bool> cancelled_{false};
+  bool first_ = true;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------- handlers
+
+#define HLAB_AUTHORIZE_WORKER(ctx)                                     \
+  do {                                                                 \
+    absl::Status auth_status =                                         \
+        context_->auth.Check((ctx)->client_metadata(), Role::kWorker); \
+    if (!auth_status.ok()) return Finish((ctx), auth_status);          \
+  } while (false)
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Register(
+    grpc::CallbackServerContext* ctx, const hlab::v1::RegisterRequest* request,
+    hlab::v1::RegisterResponse* response) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return Finish(ctx, DoRegister(*request, response));
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
+    grpc::CallbackServerContext* ctx, const hlab::v1::HeartbeatRequest* request,
+    hlab::v1::HeartbeatResponse* response) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return Finish(ctx, DoHeartbeat(*request, response));
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(
+    grpc::CallbackServerContext* ctx, const hlab::v1::LeaseRequest* request,
+    hlab::v1::LeaseResponse* response) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return new LeaseReactor(this, *context_, request, response);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportMetrics(
+    grpc::CallbackServerContext* ctx,
+    const hlab::v1::ReportMetricsRequest* request,
+    hlab::v1::ReportMetricsResponse* response) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return Finish(ctx, DoReportMetrics(*request, response));
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCheckpoint(
+    grpc::CallbackServerContext* ctx,
+    const hlab::v1::ReportCheckpointRequest* request,
+    hlab::v1::ReportCheckpointResponse* /*response*/) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return Finish(ctx, DoReportCheckpoint(*request));
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(
+    grpc::CallbackServerContext* ctx, const hlab::v1::CompleteRequest* request,
+    hlab::v1::CompleteResponse* /*response*/) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return Finish(ctx, DoComplete(*request));
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Fail(
+    grpc::CallbackServerContext* ctx, const hlab::v1::FailRequest* request,
+    hlab::v1::FailResponse* response) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return Finish(ctx, DoFail(*request, response));
+}
+
+#undef HLAB_AUTHORIZE_WORKER
+
+// -------------------------------------------------------------- methods
+
+absl::Status WorkerServiceImpl::DoRegister(
+    const hlab::v1::RegisterRequest& request,
+    hlab::v1::RegisterResponse* response) {
+  const absl::Time now = context_->clock();
+  store::WorkerInfo info;
+  info.id = request.worker_id();
+  if (info.id.empty()) {
+    info.id =
+        absl::StrCat(request.hostname().empty() ? "worker" : request.hostname(),
+                     "-", absl::ToUnixMillis(now));
+  }
+  info.address = request.hostname();
+  info.devices = DevicesToJson(request.devices());
+  info.capacity = std::max(1, request.devices_size());
+  HLAB_RETURN_IF_ERROR(context_->store->RegisterWorker(info, now));
+  store::Event event;
+  event.kind = "worker_joined";
+  event.message = absl::StrCat(info.id, " (", request.devices_size(),
+                               " devices, ", request.version(), ")");
+  event.time = now;
+  HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
+  response->set_worker_id(info.id);
+  response->set_lease_ms(
+      static_cast<int32_t>(absl::ToInt64Milliseconds(context_->lease)));
+  response->set_heartbeat_interval_ms(
+      static_cast<int32_t>(absl::ToInt64Milliseconds(context_->lease / 6)));
+  HLAB_LOG(INFO) << "worker " << info.id << " registered with "
+                 << request.devices_size() << " devices";
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServiceImpl::DoHeartbeat(
+    const hlab::v1::HeartbeatRequest& request,
+    hlab::v1::HeartbeatResponse* response) {
+  const absl::Time now = context_->clock();
+  HLAB_RETURN_IF_ERROR(
+      context_->store->HeartbeatWorker(request.worker_id(), now));
+  for (const hlab::v1::TaskProgress& p : request.tasks()) {
+    absl::Status extended =
+        context_->store->ExtendLease(p.task_id(), static_cast<int>(p.attempt()),
+                                     request.worker_id(), now, context_->lease);
+    if (extended.code() == absl::StatusCode::kFailedPrecondition ||
+        extended.code() == absl::StatusCode::kNotFound) {
+      *response->add_stop() = p;
+      continue;
+    }
+    HLAB_RETURN_IF_ERROR(extended);
+    if (context_->metrics == nullptr) continue;
+    absl::StatusOr<store::Task> task = context_->store->GetTask(p.task_id());
+    if (!task.ok()) continue;
+    const hlab::v1::Task proto = ToProtoTask(*task);
+    for (const std::string& run_id : proto.run_ids()) {
+      absl::StatusOr<store::Run> run = context_->store->GetRun(run_id);
+      if (!run.ok() || run->state == store::RunState::kSucceeded) continue;
+      const double budget = static_cast<double>(run->spec.budget_tokens);
+      const double ratio =
+          budget > 0 ? std::min(1.0, static_cast<double>(p.tokens()) / budget)
+                     : -1;
+      context_->metrics->SetRunProgress(run_id, p.tokens_per_s(), p.loss(),
+                                        ratio);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
+                                         hlab::v1::LeaseResponse* response,
+                                         bool touch_worker) {
+  store::Store& store = *context_->store;
+  const absl::Time now = context_->clock();
+  if (touch_worker) {
+    HLAB_RETURN_IF_ERROR(store.HeartbeatWorker(request.worker_id(), now));
+  }
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> candidates,
+                        store.NextLeasableTasks(now, 512));
+  for (const store::Task& task : candidates) {
+    if (context_->builtin_eval && task.spec.kind == store::TaskKind::kEval) {
+      continue;
+    }
+    std::optional<std::vector<int>> devices =
+        Fit(task.spec.resources, request.free_devices());
+    if (!devices) continue;
+    absl::StatusOr<std::string> trainer_task =
+        BuildTrainerTaskFromStore(store, *context_->query, task);
+    if (!trainer_task.ok()) {
+      // It can never be built (e.g. a trunk that succeeded without
+      // reporting a branch checkpoint): fail it for good, visibly.
+      HLAB_RETURN_IF_ERROR(FailUnbuildable(task, trainer_task.status(), now));
+      continue;
+    }
+    absl::StatusOr<int> attempt = store.LeaseTask(
+        task.spec.id, request.worker_id(), now, context_->lease);
+    if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
+      continue;  // another worker took it
+    }
+    HLAB_RETURN_IF_ERROR(attempt.status());
+    hlab::v1::Task* out = response->mutable_task();
+    *out = ToProtoTask(task);
+    out->set_state(hlab::v1::TASK_STATE_LEASED);
+    out->set_attempt(*attempt);
+    out->set_worker_id(request.worker_id());
+    out->set_lease_expires_unix_ms(store::ToMillis(now + context_->lease));
+    out->set_task_json(*trainer_task);
+    absl::StatusOr<store::Checkpoint> newest =
+        store.NewestCheckpoint(task.spec.id);
+    if (newest.ok()) out->set_resume_checkpoint(newest->path);
+    for (int d : *devices) response->add_device_indices(d);
+    response->set_lease_expires_unix_ms(out->lease_expires_unix_ms());
+    HLAB_LOG(INFO) << "leased " << task.spec.id << " attempt " << *attempt
+                   << " to " << request.worker_id();
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServiceImpl::FailUnbuildable(const store::Task& task,
+                                                const absl::Status& why,
+                                                absl::Time now) {
+  absl::StatusOr<int> attempt = context_->store->LeaseTask(
+      task.spec.id, kBuiltinEvalWorker, now, context_->lease);
+  if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::OkStatus();  // someone else got to it
+  }
+  HLAB_RETURN_IF_ERROR(attempt.status());
+  HLAB_LOG(ERROR) << "task " << task.spec.id << " cannot run: " << why;
+  return context_->store
+      ->FailTask(task.spec.id, *attempt,
+                 absl::StrCat("cannot build its trainer task: ", why.message()),
+                 /*retryable=*/false, now, absl::ZeroDuration())
+      .status();
+}
+
+absl::StatusOr<store::Task> WorkerServiceImpl::HeldTask(
+    const std::string& task_id, int64_t attempt, const std::string& worker_id) {
+  HLAB_ASSIGN_OR_RETURN(store::Task task, context_->store->GetTask(task_id));
+  if (task.state != store::TaskState::kLeased || task.attempt != attempt) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale attempt ", attempt, " of task ", task_id, " (now attempt ",
+        task.attempt, ", ", store::ToString(task.state), ")"));
+  }
+  if (!worker_id.empty() && task.lease_worker != worker_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, " is leased to ", task.lease_worker,
+                     ", not ", worker_id));
+  }
+  return task;
+}
+
+void WorkerServiceImpl::ForgetFinishedRuns(const store::Task& task) {
+  if (context_->metrics == nullptr) return;
+  const hlab::v1::Task proto = ToProtoTask(task);
+  for (const std::string& run_id : proto.run_ids()) {
+    absl::StatusOr<store::Run> run = context_->store->GetRun(run_id);
+    if (run.ok() && run->state != store::RunState::kRunning) {
+      context_->metrics->RemoveRun(run_id);
+    }
+  }
+}
+
+absl::Status WorkerServiceImpl::DoReportMetrics(
+    const hlab::v1::ReportMetricsRequest& request,
+    hlab::v1::ReportMetricsResponse* response) {
+  if (request.points_size() > 1000) {
+    return absl::InvalidArgumentError("points: at most 1000 per batch");
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      store::Task task,
+      HeldTask(request.task_id(), request.attempt(), request.worker_id()));
+  std::vector<store::MetricPoint> points;
+  points.reserve(request.points_size());
+  if (task.spec.kind == store::TaskKind::kTrunk) {
+    // A trunk trains the shared prefix of its runs: a point at step s
+    // belongs to every run whose branch point is at or after s.
+    const hlab::v1::Task proto = ToProtoTask(task);
+    for (const auto& p : request.points()) {
+      if (!p.run_id().empty()) {
+        points.push_back(FromProto(p));
+        continue;
+      }
+      for (const auto& b : proto.branch_points()) {
+        if (p.step() > b.step()) continue;
+        points.push_back(FromProto(p));
+        points.back().run_id = b.run_id();
+      }
+    }
+  } else {
+    for (const auto& p : request.points()) {
+      points.push_back(FromProto(p));
+      if (points.back().run_id.empty()) points.back().run_id = task.spec.run_id;
+    }
+  }
+  HLAB_ASSIGN_OR_RETURN(int64_t stored_before, CountStored(points));
+  HLAB_RETURN_IF_ERROR(context_->store->RecordMetrics(
+      request.task_id(), static_cast<int>(request.attempt()), points));
+  const int64_t accepted = static_cast<int64_t>(points.size()) - stored_before;
+  response->set_accepted(static_cast<int32_t>(accepted));
+  if (context_->metrics != nullptr) {
+    context_->metrics->metric_points().Increment(static_cast<double>(accepted));
+    for (const store::MetricPoint& p : points) {
+      if (p.name == "train_loss") {
+        context_->metrics->SetRunProgress(p.run_id, -1, p.value, -1);
+      } else if (p.name == "tokens_per_s") {
+        context_->metrics->SetRunProgress(p.run_id, p.value, -1, -1);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> WorkerServiceImpl::CountStored(
+    const std::vector<store::MetricPoint>& points) {
+  if (points.empty()) return 0;
+  // One read: the batch's keys as a VALUES table joined with metrics.
+  auto quote = [](const std::string& text) {
+    return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "''"}}), "'");
+  };
+  std::string sql = "WITH batch(run_id, name, step) AS (VALUES ";
+  for (size_t i = 0; i < points.size(); ++i) {
+    absl::StrAppend(&sql, i ? ", " : "", "(", quote(points[i].run_id), ", ",
+                    quote(points[i].name), ", ", points[i].step, ")");
+  }
+  absl::StrAppend(&sql,
+                  ") SELECT count(*) FROM batch b JOIN metrics m ON"
+                  " m.run_id = b.run_id AND m.name = b.name AND"
+                  " m.step = b.step");
+  HLAB_ASSIGN_OR_RETURN(store::QueryResult result,
+                        context_->query->Run(sql, {}));
+  if (result.rows.empty()) return 0;
+  const auto* n = std::get_if<int64_t>(&result.rows[0][0]);
+  return n ? *n : 0;
+}
+
+absl::Status WorkerServiceImpl::DoReportCheckpoint(
+    const hlab::v1::ReportCheckpointRequest& request) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::Task task,
+      HeldTask(request.task_id(), request.attempt(), request.worker_id()));
+  const hlab::v1::Checkpoint& c = request.checkpoint();
+  store::Checkpoint checkpoint;
+  checkpoint.task_id = request.task_id();
+  checkpoint.run_id = c.run_id();
+  checkpoint.step = c.step();
+  checkpoint.tokens = c.tokens();
+  checkpoint.path = c.path();
+  checkpoint.checksum = c.sha256();
+  checkpoint.kind = c.branch_point() ? store::CheckpointKind::kBranch
+                                     : store::CheckpointKind::kLatest;
+  if (c.path().empty())
+    return absl::InvalidArgumentError("checkpoint.path: required");
+  // A trunk's branch checkpoint names the run it branches for; a worker
+  // that did not say which is matched by step to the trunk's branch points.
+  if (task.spec.kind == store::TaskKind::kTrunk && c.branch_point() &&
+      checkpoint.run_id.empty()) {
+    const hlab::v1::Task proto = ToProtoTask(task);
+    for (const auto& b : proto.branch_points()) {
+      if (b.step() == c.step()) checkpoint.run_id = b.run_id();
+    }
+    if (checkpoint.run_id.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint.run_id: step ", c.step(),
+                       " is no branch point of trunk ", task.spec.id));
+    }
+  }
+  return context_->store->RecordCheckpoint(
+      checkpoint, static_cast<int>(request.attempt()), context_->clock());
+}
+
+absl::Status WorkerServiceImpl::DoComplete(
+    const hlab::v1::CompleteRequest& request) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::Task task,
+      HeldTask(request.task_id(), request.attempt(), request.worker_id()));
+  const int attempt = static_cast<int>(request.attempt());
+  if (task.spec.kind == store::TaskKind::kEval) {
+    const int64_t step = ToProtoTask(task).eval_step();
+    for (const auto& p : request.results()) {
+      store::EvalResult eval;
+      eval.run_id = p.run_id();
+      eval.step = p.step() > 0 ? p.step() : step;
+      eval.metric = StoredMetricName(p.name());
+      eval.value = p.value();
+      HLAB_RETURN_IF_ERROR(
+          context_->store->RecordEval(request.task_id(), attempt, eval));
+    }
+  } else if (request.results_size() > 0) {
+    std::vector<store::MetricPoint> points;
+    for (const auto& p : request.results()) points.push_back(FromProto(p));
+    HLAB_RETURN_IF_ERROR(
+        context_->store->RecordMetrics(request.task_id(), attempt, points));
+  }
+  HLAB_RETURN_IF_ERROR(context_->store->CompleteTask(request.task_id(), attempt,
+                                                     context_->clock()));
+  HLAB_LOG(INFO) << "task " << request.task_id() << " attempt " << attempt
+                 << " succeeded";
+  ForgetFinishedRuns(task);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServiceImpl::DoFail(const hlab::v1::FailRequest& request,
+                                       hlab::v1::FailResponse* response) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::Task task,
+      HeldTask(request.task_id(), request.attempt(), request.worker_id()));
+  const absl::Duration backoff =
+      context_->catalog->Backoff(task.spec.sweep_id, task.failures + 1);
+  std::string error = request.error();
+  if (request.exit_code() != 0) {
+    error = absl::StrCat("exit code ", request.exit_code(), ": ", error);
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      store::TaskState state,
+      context_->store->FailTask(
+          request.task_id(), static_cast<int>(request.attempt()), error,
+          request.retryable(), context_->clock(), backoff));
+  response->set_will_retry(state == store::TaskState::kPending);
+  if (response->will_retry() && context_->metrics != nullptr) {
+    context_->metrics->retries().Increment();
+  }
+  HLAB_LOG(INFO) << "task " << request.task_id() << " attempt "
+                 << request.attempt() << " failed ("
+                 << (response->will_retry() ? "will retry" : "for good")
+                 << "): " << error;
+  ForgetFinishedRuns(task);
+  return absl::OkStatus();
+}
+
+}  // namespace hlab::coordinator

@@ -1,0 +1,110 @@
+// WorkerServiceImpl: the worker API of hlab-coordinator (what hlab-worker
+// calls; proto/hlab/v1/worker_service.proto, docs/coordinator.md).
+//
+//   Register         a worker and its devices (one task per device slot)
+//   Heartbeat        extends the leases of its tasks; answers the tasks it
+//                    must stop (cancelled, or its lease moved on)
+//   Lease            long poll (up to ServiceContext::max_lease_wait) for
+//                    the first leasable task (priority, then cheapest) that
+//                    fits the free devices; returns it with its attempt and
+//                    its trainer task (trainer_task.h)
+//   ReportMetrics    batched points, fenced; keyed (run, name, step), so a
+//                    replay adds nothing (accepted counts new points); a
+//                    TRUNK's points without a run go to every run whose
+//                    branch point is at or after their step
+//   ReportCheckpoint fenced; a TRUNK's branch checkpoints feed its DECAYs
+//   Complete, Fail   fenced; Fail retries with the sweep's backoff
+// A stale attempt is FAILED_PRECONDITION and changes nothing; an unknown
+// worker is NOT_FOUND (it registers again). Every RPC needs the worker role.
+//
+// Thread-safety: thread-safe; the Lease long poll waits on a grpc::Alarm,
+// never blocking a gRPC thread.
+//
+//   WorkerServiceImpl service(&context);
+//   builder.RegisterService(&service);
+#ifndef HLAB_COORDINATOR_WORKER_SERVICE_H_
+#define HLAB_COORDINATOR_WORKER_SERVICE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/context.h"
+#include "hlab/v1/worker_service.grpc.pb.h"
+
+namespace hlab::coordinator {
+
+class WorkerServiceImpl final
+    : public hlab::v1::WorkerService::CallbackService {
+ public:
+  explicit WorkerServiceImpl(ServiceContext* context) : context_(context) {}
+
+  grpc::ServerUnaryReactor* Register(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::RegisterRequest* request,
+      hlab::v1::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::HeartbeatRequest* request,
+      hlab::v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* ctx,
+                                  const hlab::v1::LeaseRequest* request,
+                                  hlab::v1::LeaseResponse* response) override;
+  grpc::ServerUnaryReactor* ReportMetrics(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::ReportMetricsRequest* request,
+      hlab::v1::ReportMetricsResponse* response) override;
+  grpc::ServerUnaryReactor* ReportCheckpoint(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::ReportCheckpointRequest* request,
+      hlab::v1::ReportCheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* Complete(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::CompleteRequest* request,
+      hlab::v1::CompleteResponse* response) override;
+  grpc::ServerUnaryReactor* Fail(grpc::CallbackServerContext* ctx,
+                                 const hlab::v1::FailRequest* request,
+                                 hlab::v1::FailResponse* response) override;
+
+  // One attempt at leasing (no waiting): OK with response->has_task() false
+  // when nothing fits now. With `touch_worker` (the first try of a call)
+  // it also records the worker as alive: NotFound if it is unregistered.
+  absl::Status TryLease(const hlab::v1::LeaseRequest& request,
+                        hlab::v1::LeaseResponse* response, bool touch_worker);
+
+ private:
+  absl::Status DoRegister(const hlab::v1::RegisterRequest& request,
+                          hlab::v1::RegisterResponse* response);
+  absl::Status DoHeartbeat(const hlab::v1::HeartbeatRequest& request,
+                           hlab::v1::HeartbeatResponse* response);
+  absl::Status DoReportMetrics(const hlab::v1::ReportMetricsRequest& request,
+                               hlab::v1::ReportMetricsResponse* response);
+  absl::Status DoReportCheckpoint(
+      const hlab::v1::ReportCheckpointRequest& request);
+  absl::Status DoComplete(const hlab::v1::CompleteRequest& request);
+  absl::Status DoFail(const hlab::v1::FailRequest& request,
+                      hlab::v1::FailResponse* response);
+
+  // Fails a task whose trainer task cannot be built, for good.
+  absl::Status FailUnbuildable(const store::Task& task, const absl::Status& why,
+                               absl::Time now);
+  // The task, checked to be leased by `worker_id` (when given) at
+  // `attempt`: FailedPrecondition otherwise.
+  absl::StatusOr<store::Task> HeldTask(const std::string& task_id,
+                                       int64_t attempt,
+                                       const std::string& worker_id);
+  // How many of `points` are stored already (replays), by (run, name, step).
+  absl::StatusOr<int64_t> CountStored(
+      const std::vector<store::MetricPoint>& points);
+  // Drops the per-run metric series of the task's runs that are finished.
+  void ForgetFinishedRuns(const store::Task& task);
+
+  ServiceContext* const context_;
+};
+
+}  // namespace hlab::coordinator
+
+#endif  // HLAB_COORDINATOR_WORKER_SERVICE_H_
