@@ -1,5 +1,4 @@
 #include "cli/local_cluster.h"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,7 +36,8 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
                                    O_RDONLY, 0);
   std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = -1;
   const int rc =
@@ -49,7 +49,8 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
 void Terminate(pid_t pid) {
   if (pid <= 0) return;
   ::kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) return;
@@ -84,16 +85,16 @@ absl::Status LocalCluster::Start() {
   std::error_code ec;
   fs::create_directories(fs::path(options_.dir) / "logs", ec);
   if (ec) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot create ", options_.dir, "/logs: ", ec.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", options_.dir, "/logs: ", ec.message()));
   }
   const std::string coordinator_log = options_.dir + "/logs/coordinator.log";
   int out[2];
   if (::pipe(out) != 0) return absl::InternalError("pipe() failed");
-  coordinator_ = Spawn({bin + "/hlab-coordinator", "--listen", "127.0.0.1:0",
-                        "--db", options_.dir + "/hlab.db", "--metrics-listen",
-                        options_.metrics_listen},
-                       coordinator_log, out[1]);
+  coordinator_ = Spawn(
+      {bin + "/hlab-coordinator", "--listen", "127.0.0.1:0", "--db",
+       options_.dir + "/hlab.db", "--metrics-listen", options_.metrics_listen},
+      coordinator_log, out[1]);
   ::close(out[1]);
   if (coordinator_ < 0) {
     ::close(out[0]);
@@ -101,7 +102,8 @@ absl::Status LocalCluster::Start() {
   }
   // Read "listening on HOST:PORT".
   std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (address_.empty() && std::chrono::steady_clock::now() < deadline) {
     pollfd p{out[0], POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
@@ -111,21 +113,22 @@ absl::Status LocalCluster::Start() {
     text.append(buffer, static_cast<size_t>(n));
     const size_t at = text.find("listening on ");
     const size_t end = at == std::string::npos ? at : text.find('\n', at);
-    if (end != std::string::npos) address_ = text.substr(at + 13, end - at - 13);
+    if (end != std::string::npos)
+      address_ = text.substr(at + 13, end - at - 13);
   }
   ::close(out[0]);
   if (address_.empty()) {
     Stop();
-    return absl::UnavailableError(absl::StrCat(
-        "hlab-coordinator did not start: see ", coordinator_log));
+    return absl::UnavailableError(
+        absl::StrCat("hlab-coordinator did not start: see ", coordinator_log));
   }
   for (int i = 0; i < options_.workers; ++i) {
     const std::string name = absl::StrCat("local-", i);
-    const pid_t pid = Spawn(
-        {bin + "/hlab-worker", "--coordinator", address_, "--data-dir",
-         absl::StrCat(options_.dir, "/", name), "--capacity", "1",
-         "--metrics-listen", "none", "--name", name},
-        absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
+    const pid_t pid =
+        Spawn({bin + "/hlab-worker", "--coordinator", address_, "--data-dir",
+               absl::StrCat(options_.dir, "/", name), "--capacity", "1",
+               "--metrics-listen", "none", "--name", name},
+              absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
     if (pid < 0) {
       Stop();
       return absl::UnavailableError("cannot start hlab-worker");

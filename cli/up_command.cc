@@ -34,7 +34,8 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
                               {"keep-running", false},
                               {"metrics-listen", true}});
   if (!args.ok()) return UpUsage(err, std::string(args.status().message()));
-  if (args->positional().size() > 1) return UpUsage(err, "give at most one SPEC");
+  if (args->positional().size() > 1)
+    return UpUsage(err, "give at most one SPEC");
   int workers = 2;
   if (args->Has("workers") &&
       (!absl::SimpleAtoi(args->Get("workers"), &workers) || workers < 1)) {
@@ -76,17 +77,20 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
     return kExitFailed;
   }
   out << "hlab up: sweep " << sweep_id << " ("
-      << (response.contains("runs") ? response["runs"].size() : 0)
-      << " runs) submitted from " << spec << "\n";
+      << (response.contains("runs") ? response["runs"].size() : 0) << " runs) "
+      << (response.value("created", false)
+              ? "submitted"
+              : "was already in this database (nothing is trained twice)")
+      << " from " << spec << "\n";
 
-  const int watched = RunCli({"watch", sweep_id, "--address", address}, out, err);
+  const int watched =
+      RunCli({"watch", sweep_id, "--address", address}, out, err);
   out << "\n";
   RunCli({"runs", "--sweep", sweep_id, "--address", address}, out, err);
   out << "\nfitted laws L(N, D) = E + A/N^alpha + B/D^beta (loss):\n";
   RunCli({"fit", "--sweep", sweep_id, "--address", address}, out, err);
   out << "\nthe results are in " << options.dir << "/hlab.db:\n"
-      << "  sqlite3 " << options.dir
-      << "/hlab.db 'SELECT * FROM run_summary'\n"
+      << "  sqlite3 " << options.dir << "/hlab.db 'SELECT * FROM run_summary'\n"
       << "  hlab up --keep-running, then: hlab query --address " << address
       << " 'SELECT * FROM run_summary'\n";
   if (args->Has("keep-running")) {

@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds, and trains one small hybrid
-# model (the example task: swa-32, 100 steps on the built-in synthetic
-# corpus), printing its loss curve: train loss every 5 steps, held-out and
-# recall-token loss every 25. (When the orchestration service lands this
-# becomes `hlab up`: a whole sweep on local workers.)
+# The main job: installs dependencies, builds, and runs `hlab up`: a
+# coordinator and two local workers on loopback run the embedded demo sweep
+# (examples/sweeps/demo.yaml: full, swa-32, lightning and gdn x 4 scales x
+# 3 budgets, 48 runs on the built-in synthetic corpus, about 4 minutes on
+# 2 cores), then print every run's final loss and the fitted power laws.
 #
-#   scripts/demo.sh                      # the example task
-#   scripts/demo.sh --task my_task.json  # extra arguments go to hlab-train
+#   scripts/demo.sh                         # the demo sweep, in ./hlab-up
+#   scripts/demo.sh my_sweep.yaml --workers 4 --dir /tmp/run1
+#                                           # extra arguments go to hlab up
 #
-# Records (JSON lines) are kept in build/demo/records.jsonl.
+# The database (hlab-up/hlab.db) and logs (hlab-up/logs) stay afterwards;
+# running again on the same directory resubmits the same sweep, which is
+# found already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-mkdir -p build/demo
-build/bin/hlab-train --example-task > build/demo/task.json
-args=("$@")
-if [[ ${#args[@]} -eq 0 ]]; then args=(--task build/demo/task.json); fi
-exec build/bin/hlab-train "${args[@]}" --progress \
-  --record-fd 3 3> build/demo/records.jsonl
+exec build/bin/hlab up "$@"
