@@ -184,7 +184,10 @@ absl::Status WorkerServiceImpl::DoRegister(
   }
   info.address = request.hostname();
   info.devices = DevicesToJson(request.devices());
-  info.capacity = std::max(1, request.devices_size());
+  int gpus = 0;
+  for (const auto& d : request.devices()) gpus += d.kind() == "cuda";
+  info.capacity =
+      request.capacity() > 0 ? request.capacity() : std::max(1, gpus);
   HLAB_RETURN_IF_ERROR(context_->store->RegisterWorker(info, now));
   store::Event event;
   event.kind = "worker_joined";

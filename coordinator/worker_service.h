@@ -1,7 +1,7 @@
 // WorkerServiceImpl: the worker API of hlab-coordinator (what hlab-worker
 // calls; proto/hlab/v1/worker_service.proto, docs/coordinator.md).
 //
-//   Register         a worker and its devices (one task per device slot)
+//   Register         a worker, its devices and capacity (tasks at once)
 //   Heartbeat        extends the leases of its tasks; answers the tasks it
 //                    must stop (cancelled, or its lease moved on)
 //   Lease            long poll (up to ServiceContext::max_lease_wait) for

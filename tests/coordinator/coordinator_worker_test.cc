@@ -58,8 +58,14 @@ class WorkerServiceTest : public ::testing::Test {
     request.set_hostname("test-host");
     *request.add_devices() = testing::Cpu();
     hlab::v1::RegisterResponse response;
+    request.set_capacity(2);
     ASSERT_TRUE(worker_->Register(&ctx, request, &response).ok());
     EXPECT_EQ(response.worker_id(), id);
+    EXPECT_EQ(Query("SELECT capacity FROM workers WHERE id = '" + id + "'")
+                  .rows(0)
+                  .values(0)
+                  .int_value(),
+              2);
     EXPECT_EQ(response.lease_ms(), 30000);
     EXPECT_EQ(response.heartbeat_interval_ms(), 5000);
   }
