@@ -69,8 +69,6 @@ absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
   *out.mutable_spec() = plan->spec;
   out.set_spec_hash(sweep.spec.spec_hash);
   out.set_runs_total(static_cast<int64_t>(runs.size()));
-  std::map<std::string, double> planned_flops;
-  for (const auto& r : plan->runs) planned_flops[r.run_id()] = r.flops();
   absl::Time updated = sweep.created_at;
   for (const store::Run& run : runs) {
     updated = std::max(updated, run.updated_at);
@@ -83,7 +81,6 @@ absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
         break;
       case store::RunState::kSucceeded:
         out.set_runs_succeeded(out.runs_succeeded() + 1);
-        out.set_flops_done(out.flops_done() + planned_flops[run.spec.id]);
         break;
       case store::RunState::kFailed:
         out.set_runs_failed(out.runs_failed() + 1);
@@ -95,6 +92,19 @@ absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
   }
   out.set_flops_planned(plan->spec.share_trunk() ? plan->flops_shared
                                                  : plan->flops_unshared);
+  // Done: the planned FLOPs of this sweep's succeeded tasks (a task shared
+  // with another sweep counts here too), comparable with flops_planned.
+  std::map<std::string, double> task_flops;
+  for (const auto& t : plan->tasks) task_flops[t.task_id()] = t.flops();
+  store::TaskFilter succeeded;
+  succeeded.state = store::TaskState::kSucceeded;
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> done,
+                        store_->ListTasks(succeeded));
+  for (const store::Task& t : done) {
+    auto it = task_flops.find(t.spec.id);
+    if (it != task_flops.end())
+      out.set_flops_done(out.flops_done() + it->second);
+  }
   if (sweep.state == store::SweepState::kCancelled) {
     out.set_state(hlab::v1::SWEEP_STATE_CANCELLED);
   } else if (out.runs_pending() + out.runs_running() > 0) {

@@ -215,6 +215,9 @@ TEST_F(WorkerServiceTest, TrainsARunFromLeaseToCompletion) {
   hlab::v1::GetSweepResponse response;
   ASSERT_TRUE(client_->GetSweep(&ctx, request, &response).ok());
   EXPECT_EQ(response.sweep().state(), hlab::v1::SWEEP_STATE_SUCCEEDED);
+  EXPECT_GT(response.sweep().flops_planned(), 0);
+  EXPECT_DOUBLE_EQ(response.sweep().flops_done(),
+                   response.sweep().flops_planned());
 
   grpc::ClientContext runs_ctx;
   hlab::v1::ListRunsRequest runs_request;
