@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <thread>
 
@@ -44,6 +45,16 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
       posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
+}
+
+// Children to signal when hlab is terminated (read by the signal handler).
+constexpr int kMaxChildren = 64;
+volatile sig_atomic_t g_child_count = 0;
+pid_t g_children[kMaxChildren];
+
+void OnTerminate(int signal) {
+  for (int i = 0; i < g_child_count; ++i) ::kill(g_children[i], SIGTERM);
+  ::_exit(128 + signal);
 }
 
 void Terminate(pid_t pid) {
@@ -138,7 +149,19 @@ absl::Status LocalCluster::Start() {
   return absl::OkStatus();
 }
 
+void LocalCluster::InstallStopOnSignal() {
+  g_child_count = 0;
+  if (coordinator_ > 0) g_children[g_child_count++] = coordinator_;
+  for (pid_t pid : workers_) {
+    if (g_child_count < kMaxChildren) g_children[g_child_count++] = pid;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGTERM, OnTerminate);
+  std::signal(SIGHUP, OnTerminate);
+}
+
 void LocalCluster::Stop() {
+  g_child_count = 0;
   for (pid_t pid : workers_) ::kill(pid, SIGTERM);
   for (pid_t pid : workers_) Terminate(pid);
   workers_.clear();

@@ -9,6 +9,9 @@
 // workers, then to the coordinator, and waits; a child that outlives its
 // grace period gets SIGKILL.
 //
+// If `hlab` itself is terminated (SIGTERM, SIGHUP) the children get SIGTERM
+// too (InstallStopOnSignal), so no daemon outlives it.
+//
 // Not thread-safe.
 //
 //   LocalCluster cluster({.dir = "hlab-up", .workers = 2});
@@ -44,6 +47,11 @@ class LocalCluster {
   // exits or prints no address within 30 s (its log is named).
   absl::Status Start();
   void Stop();
+
+  // Makes SIGTERM and SIGHUP to this process send SIGTERM to the children
+  // and exit, and ignores SIGPIPE (a closed stdout must not kill hlab before
+  // it stops its children). One cluster per process.
+  void InstallStopOnSignal();
 
   const std::string& address() const { return address_; }
   const std::string& dir() const { return options_.dir; }

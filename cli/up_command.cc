@@ -51,6 +51,7 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
     err << "hlab up: " << s.message() << "\n";
     return kExitFailed;
   }
+  cluster.InstallStopOnSignal();
   std::string spec = args->positional().empty() ? "" : args->positional()[0];
   if (spec.empty()) {
     spec = options.dir + "/demo.yaml";
