@@ -25,7 +25,7 @@ packages=(
   libabsl-dev prometheus-cpp-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev nlohmann-json3-dev libceres-dev libeigen3-dev
   libyaml-cpp-dev libsentencepiece-dev zlib1g-dev libssl-dev gnuplot-nox
-  libgloo-dev
+  libgloo-dev openssl
   python3 python3-torch python3-scipy
 )
 
