@@ -85,7 +85,8 @@ LocalCluster::LocalCluster(LocalClusterOptions options)
 LocalCluster::~LocalCluster() { Stop(); }
 
 absl::Status LocalCluster::Start() {
-  const std::string bin = ExecutableDir();
+  const std::string bin =
+      options_.bin_dir.empty() ? ExecutableDir() : options_.bin_dir;
   for (const char* name : {"hlab-coordinator", "hlab-worker", "hlab-train"}) {
     const std::string path = bin + "/" + name;
     if (::access(path.c_str(), X_OK) != 0) {

@@ -33,6 +33,9 @@ struct LocalClusterOptions {
   std::string dir = "hlab-up";
   int workers = 2;
   std::string metrics_listen = "none";  // the coordinator's /metrics
+  // Where hlab-coordinator, hlab-worker and hlab-train are; empty: next to
+  // the running executable.
+  std::string bin_dir;
 };
 
 class LocalCluster {
