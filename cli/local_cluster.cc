@@ -85,10 +85,9 @@ LocalCluster::LocalCluster(LocalClusterOptions options)
 LocalCluster::~LocalCluster() { Stop(); }
 
 absl::Status LocalCluster::Start() {
-  const std::string bin =
-      options_.bin_dir.empty() ? ExecutableDir() : options_.bin_dir;
+  bin_ = options_.bin_dir.empty() ? ExecutableDir() : options_.bin_dir;
   for (const char* name : {"hlab-coordinator", "hlab-worker", "hlab-train"}) {
-    const std::string path = bin + "/" + name;
+    const std::string path = bin_ + "/" + name;
     if (::access(path.c_str(), X_OK) != 0) {
       return absl::NotFoundError(absl::StrCat(
           "hlab up needs ", path, ": build it with scripts/setup.sh"));
@@ -100,44 +99,14 @@ absl::Status LocalCluster::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot create ", options_.dir, "/logs: ", ec.message()));
   }
-  const std::string coordinator_log = options_.dir + "/logs/coordinator.log";
-  int out[2];
-  if (::pipe(out) != 0) return absl::InternalError("pipe() failed");
-  coordinator_ = Spawn(
-      {bin + "/hlab-coordinator", "--listen", "127.0.0.1:0", "--db",
-       options_.dir + "/hlab.db", "--metrics-listen", options_.metrics_listen},
-      coordinator_log, out[1]);
-  ::close(out[1]);
-  if (coordinator_ < 0) {
-    ::close(out[0]);
-    return absl::UnavailableError("cannot start hlab-coordinator");
-  }
-  // Read "listening on HOST:PORT".
-  std::string text;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (address_.empty() && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{out[0], POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    char buffer[256];
-    const ssize_t n = ::read(out[0], buffer, sizeof(buffer));
-    if (n <= 0) break;  // the coordinator exited
-    text.append(buffer, static_cast<size_t>(n));
-    const size_t at = text.find("listening on ");
-    const size_t end = at == std::string::npos ? at : text.find('\n', at);
-    if (end != std::string::npos)
-      address_ = text.substr(at + 13, end - at - 13);
-  }
-  ::close(out[0]);
-  if (address_.empty()) {
+  if (absl::Status s = StartCoordinator("127.0.0.1:0"); !s.ok()) {
     Stop();
-    return absl::UnavailableError(
-        absl::StrCat("hlab-coordinator did not start: see ", coordinator_log));
+    return s;
   }
   for (int i = 0; i < options_.workers; ++i) {
     const std::string name = absl::StrCat("local-", i);
     const pid_t pid =
-        Spawn({bin + "/hlab-worker", "--coordinator", address_, "--data-dir",
+        Spawn({bin_ + "/hlab-worker", "--coordinator", address_, "--data-dir",
                absl::StrCat(options_.dir, "/", name), "--capacity", "1",
                "--metrics-listen", "none", "--name", name},
               absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
@@ -148,6 +117,67 @@ absl::Status LocalCluster::Start() {
     workers_.push_back(pid);
   }
   return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartCoordinator(const std::string& listen) {
+  const std::string log = options_.dir + "/logs/coordinator.log";
+  int out[2];
+  if (::pipe(out) != 0) return absl::InternalError("pipe() failed");
+  std::vector<std::string> args = {bin_ + "/hlab-coordinator",
+                                   "--listen",
+                                   listen,
+                                   "--db",
+                                   options_.dir + "/hlab.db",
+                                   "--metrics-listen",
+                                   options_.metrics_listen};
+  if (options_.lease_seconds > 0) {
+    args.push_back("--lease-seconds");
+    args.push_back(std::to_string(options_.lease_seconds));
+  }
+  coordinator_ = Spawn(args, log, out[1]);
+  ::close(out[1]);
+  if (coordinator_ < 0) {
+    ::close(out[0]);
+    return absl::UnavailableError("cannot start hlab-coordinator");
+  }
+  // Read "listening on HOST:PORT".
+  std::string text, address;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (address.empty() && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buffer[256];
+    const ssize_t n = ::read(out[0], buffer, sizeof(buffer));
+    if (n <= 0) break;  // the coordinator exited
+    text.append(buffer, static_cast<size_t>(n));
+    const size_t at = text.find("listening on ");
+    const size_t end = at == std::string::npos ? at : text.find('\n', at);
+    if (end != std::string::npos) address = text.substr(at + 13, end - at - 13);
+  }
+  ::close(out[0]);
+  if (address.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("hlab-coordinator did not start: see ", log));
+  }
+  address_ = address;
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::RestartCoordinator() {
+  if (coordinator_ > 0) {
+    ::kill(coordinator_, SIGKILL);
+    ::waitpid(coordinator_, nullptr, 0);
+    coordinator_ = -1;
+  }
+  // The port may take a moment to be free again.
+  absl::Status status;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    status = StartCoordinator(address_);
+    if (status.ok()) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return status;
 }
 
 void LocalCluster::InstallStopOnSignal() {

@@ -36,6 +36,8 @@ struct LocalClusterOptions {
   // Where hlab-coordinator, hlab-worker and hlab-train are; empty: next to
   // the running executable.
   std::string bin_dir;
+  // The coordinator's lease time (--lease-seconds); 0: its default.
+  int lease_seconds = 0;
 };
 
 class LocalCluster {
@@ -51,6 +53,14 @@ class LocalCluster {
   absl::Status Start();
   void Stop();
 
+  // Starts the coordinator again on the same address and database (after
+  // it died or was killed; it is killed first if still running). For the
+  // fault tests: the workers reconnect by themselves.
+  absl::Status RestartCoordinator();
+
+  pid_t coordinator_pid() const { return coordinator_; }
+  const std::vector<pid_t>& worker_pids() const { return workers_; }
+
   // Makes SIGTERM and SIGHUP to this process send SIGTERM to the children
   // and exit, and ignores SIGPIPE (a closed stdout must not kill hlab before
   // it stops its children). One cluster per process.
@@ -60,7 +70,11 @@ class LocalCluster {
   const std::string& dir() const { return options_.dir; }
 
  private:
+  // Starts hlab-coordinator on `listen` and reads its address.
+  absl::Status StartCoordinator(const std::string& listen);
+
   LocalClusterOptions options_;
+  std::string bin_;
   std::string address_;
   pid_t coordinator_ = -1;
   std::vector<pid_t> workers_;

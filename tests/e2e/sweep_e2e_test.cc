@@ -3,6 +3,7 @@
 // CLI's commands, as `hlab up` does.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -147,52 +148,135 @@ std::string AllTrainingPoints(const std::string& address) {
   return points.out;
 }
 
-TEST_F(SweepEndToEndTest,
-       AKilledTrainerIsRetriedAndTheMetricsMatchARunWithoutFaults) {
-  const std::string spec = (dir_ / "spec.yaml").string();
-  std::string expected;
-  {
-    LocalCluster clean({.dir = (dir_ / "clean").string(),
+// The training points of the spec run without faults (computed once).
+const std::string& CleanPoints(const fs::path& dir) {
+  static const std::string* points = [&] {
+    LocalCluster clean({.dir = (dir / "clean").string(),
                         .workers = 2,
                         .metrics_listen = "none",
                         .bin_dir = HLAB_BIN_DIR});
-    ASSERT_TRUE(clean.Start().ok());
-    ASSERT_EQ(Hlab({"submit", spec, "--address", clean.address()}).code,
+    EXPECT_TRUE(clean.Start().ok());
+    EXPECT_EQ(Hlab({"submit", (dir / "spec.yaml").string(), "--address",
+                    clean.address()})
+                  .code,
               kExitOk);
-    ASSERT_EQ(Hlab({"watch", "1", "--address", clean.address()}).code, kExitOk);
-    expected = AllTrainingPoints(clean.address());
+    EXPECT_EQ(Hlab({"watch", "1", "--address", clean.address()}).code, kExitOk);
+    return new std::string(AllTrainingPoints(clean.address()));
+  }();
+  return *points;
+}
+
+// Waits until a trainer of the cluster in `dir` has run for a moment.
+pid_t RunningTrainer(const std::string& dir) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::vector<pid_t> pids = TrainersUnder(dir);
+    if (!pids.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      return pids.front();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  return -1;
+}
+
+// The parent pid of `pid`, from /proc.
+pid_t ParentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string state;
+  pid_t parent = -1;
+  rest >> state >> parent;
+  return parent;
+}
+
+std::string MaxAttempt(const std::string& address) {
+  return Hlab({"query", "SELECT max(attempt) AS a FROM tasks", "--format",
+               "csv", "--address", address})
+      .out;
+}
+
+std::string RunStates(const std::string& address) {
+  return Hlab({"query", "SELECT state, count(*) AS n FROM runs GROUP BY state",
+               "--format", "csv", "--address", address})
+      .out;
+}
+
+TEST_F(SweepEndToEndTest,
+       AKilledTrainerIsRetriedAndTheMetricsMatchARunWithoutFaults) {
+  const std::string& expected = CleanPoints(dir_);
   ASSERT_GT(Json::parse(expected).size(), 100u);
-  const std::string faulty_dir = (dir_ / "faulty").string();
-  LocalCluster faulty({.dir = faulty_dir,
+  const std::string dir = (dir_ / "trainer-killed").string();
+  LocalCluster faulty({.dir = dir,
                        .workers = 2,
                        .metrics_listen = "none",
                        .bin_dir = HLAB_BIN_DIR});
   ASSERT_TRUE(faulty.Start().ok());
-  ASSERT_EQ(Hlab({"submit", spec, "--address", faulty.address()}).code,
+  ASSERT_EQ(Hlab({"submit", (dir_ / "spec.yaml").string(), "--address",
+                  faulty.address()})
+                .code,
             kExitOk);
   // kill -9 the first trainer once it has run for a moment.
-  bool killed = false;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!killed && std::chrono::steady_clock::now() < deadline) {
-    const std::vector<pid_t> pids = TrainersUnder(faulty_dir);
-    if (!pids.empty()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(700));
-      killed = ::kill(pids.front(), SIGKILL) == 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_TRUE(killed) << "no trainer to kill";
+  const pid_t trainer = RunningTrainer(dir);
+  ASSERT_GT(trainer, 0) << "no trainer to kill";
+  ASSERT_EQ(::kill(trainer, SIGKILL), 0);
   const Output watched = Hlab({"watch", "1", "--address", faulty.address()});
   ASSERT_EQ(watched.code, kExitOk) << watched.out << watched.err;
-  const Output attempts =
-      Hlab({"query", "SELECT max(attempt) AS a FROM tasks", "--format", "csv",
-            "--address", faulty.address()});
-  EXPECT_NE(attempts.out.find("\n2"), std::string::npos)
-      << "the killed task was not retried: " << attempts.out;
+  EXPECT_EQ(MaxAttempt(faulty.address()), "a\n2\n")
+      << "the killed task was not retried once";
   // Same points, same values, no duplicates (the key is (run, name, step)).
   EXPECT_EQ(AllTrainingPoints(faulty.address()), expected);
+}
+
+TEST_F(SweepEndToEndTest, AKilledWorkersTaskFinishesOnTheOtherWorker) {
+  const std::string dir = (dir_ / "worker-killed").string();
+  LocalCluster cluster({.dir = dir,
+                        .workers = 2,
+                        .metrics_listen = "none",
+                        .bin_dir = HLAB_BIN_DIR,
+                        .lease_seconds = 3});
+  ASSERT_TRUE(cluster.Start().ok());
+  ASSERT_EQ(Hlab({"submit", (dir_ / "spec.yaml").string(), "--address",
+                  cluster.address()})
+                .code,
+            kExitOk);
+  const pid_t trainer = RunningTrainer(dir);
+  ASSERT_GT(trainer, 0);
+  const pid_t worker = ParentOf(trainer);
+  const std::vector<pid_t>& workers = cluster.worker_pids();
+  ASSERT_NE(std::find(workers.begin(), workers.end(), worker), workers.end());
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);  // its trainer dies of SIGPIPE
+  const Output watched = Hlab({"watch", "1", "--address", cluster.address()});
+  ASSERT_EQ(watched.code, kExitOk) << watched.out << watched.err;
+  EXPECT_EQ(RunStates(cluster.address()), "state,n\nSUCCEEDED,4\n");
+  EXPECT_EQ(MaxAttempt(cluster.address()), "a\n2\n");
+  EXPECT_EQ(AllTrainingPoints(cluster.address()), CleanPoints(dir_));
+}
+
+TEST_F(SweepEndToEndTest, AKilledCoordinatorRestartsAndTheSweepCompletes) {
+  const std::string dir = (dir_ / "coordinator-killed").string();
+  LocalCluster cluster({.dir = dir,
+                        .workers = 2,
+                        .metrics_listen = "none",
+                        .bin_dir = HLAB_BIN_DIR});
+  ASSERT_TRUE(cluster.Start().ok());
+  ASSERT_EQ(Hlab({"submit", (dir_ / "spec.yaml").string(), "--address",
+                  cluster.address()})
+                .code,
+            kExitOk);
+  ASSERT_GT(RunningTrainer(dir), 0);
+  // kill -9 mid-sweep, then start it again on the same database and port.
+  ASSERT_TRUE(cluster.RestartCoordinator().ok());
+  const Output watched = Hlab({"watch", "1", "--address", cluster.address()});
+  ASSERT_EQ(watched.code, kExitOk) << watched.out << watched.err;
+  EXPECT_EQ(RunStates(cluster.address()), "state,n\nSUCCEEDED,4\n");
+  // Nothing lost, nothing duplicated.
+  EXPECT_EQ(AllTrainingPoints(cluster.address()), CleanPoints(dir_));
 }
 
 }  // namespace
