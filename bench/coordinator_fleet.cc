@@ -135,14 +135,12 @@ void SimulatedFleet::WaitIdle() {
 }
 
 void SimulatedFleet::Run(absl::Duration duration) {
-  running_ = true;
   const Steady::time_point start = Steady::now();
   const absl::Time end = absl::Now() + duration;
   for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
     for (auto& worker : workers_) Tick(*worker, now);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  running_ = false;
   WaitIdle();
   absl::MutexLock lock(&mu_);
   stats_.seconds = SecondsSince(start);
@@ -177,7 +175,7 @@ void SimulatedFleet::Tick(Worker& worker, absl::Time now) {
       }
     }
   }
-  if (heartbeat) SendHeartbeat(worker, now);
+  if (heartbeat) SendHeartbeat(worker);
   if (action == kLease) SendLease(worker);
   if (action == kMetrics) SendMetrics(worker);
   if (action == kComplete) SendComplete(worker);
@@ -222,7 +220,7 @@ void SimulatedFleet::SendLease(Worker& worker) {
       });
 }
 
-void SimulatedFleet::SendHeartbeat(Worker& worker, absl::Time now) {
+void SimulatedFleet::SendHeartbeat(Worker& worker) {
   using HeartbeatCall =
       Call<hlab::v1::HeartbeatRequest, hlab::v1::HeartbeatResponse>;
   auto call = std::make_unique<HeartbeatCall>();
@@ -239,7 +237,6 @@ void SimulatedFleet::SendHeartbeat(Worker& worker, absl::Time now) {
       p->set_tokens_per_s(1e4);
     }
   }
-  (void)now;
   auto* stub = worker.stub;
   Start(
       &in_flight_, std::move(call),

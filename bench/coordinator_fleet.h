@@ -100,7 +100,7 @@ class SimulatedFleet {
 
   void Tick(Worker& worker, absl::Time now);
   void SendLease(Worker& worker);
-  void SendHeartbeat(Worker& worker, absl::Time now);
+  void SendHeartbeat(Worker& worker);
   void SendMetrics(Worker& worker);
   void SendComplete(Worker& worker);
   void SendFloodBatch(int64_t batch);
@@ -112,7 +112,6 @@ class SimulatedFleet {
   std::vector<std::unique_ptr<hlab::v1::WorkerService::Stub>> stubs_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<int64_t> in_flight_{0};
-  std::atomic<bool> running_{false};
 
   // FloodMetrics state: set before the first batch, read by callbacks.
   struct FloodTask {
