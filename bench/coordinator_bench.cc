@@ -1,0 +1,433 @@
+// hlab-bench-coordinator: load on a real coordinator from simulated workers
+// (no training), in one process, on 127.0.0.1 port 0 with temp databases.
+//
+//  1. Lease and heartbeat latency p50/p99 with --workers simulated workers
+//     (coordinator_fleet.h) heartbeating every --heartbeat-seconds and
+//     reporting metric batches, for --seconds, on a generated sweep (the
+//     demo spec, one TRAIN task per run, enough seeds to keep them busy).
+//  2. Metric points ingested per second end to end (ReportMetrics over gRPC
+//     into SQLite, batches of --batch points) against the tasks the workers
+//     hold, as a ratio to a raw SQLite insert loop (one prepared statement,
+//     one transaction, the same rows) measured in the same run.
+//  3. Expanding and scheduling the paper's grid (examples/sweeps/paper.yaml):
+//     parse + validate + PlanSweep, and SubmitSweep into a fresh coordinator.
+//  4. The FLOPs WSD trunk sharing saves on that grid, from the plan.
+//
+//   build/bin/hlab-bench-coordinator                # 500 workers, 30 s
+//   build/bin/hlab-bench-coordinator --quick        # 50 workers, 5 s
+//   build/bin/hlab-bench-coordinator --workers 200 --seconds 10 --json
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "bench/coordinator_fleet.h"
+#include "common/log.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/store/store.h"
+#include "coordinator/sweep/embedded_demo.h"
+#include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/spec_parser.h"
+#include "hlab/v1/client_service.grpc.pb.h"
+
+namespace hlab::bench {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+struct Options {
+  FleetOptions fleet;
+  double seconds = 30;
+  int64_t ingest_points = 2'000'000;
+  int ingest_in_flight = 16;
+  std::string paper = HLAB_SOURCE_DIR "/examples/sweeps/paper.yaml";
+  bool json = false;
+  std::string dir;
+};
+
+double SecondsSince(Steady::time_point start) {
+  return std::chrono::duration<double>(Steady::now() - start).count();
+}
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q *
+                                    static_cast<double>(values.size() - 1))];
+}
+
+[[noreturn]] void Die(const std::string& what, const absl::Status& status) {
+  std::fprintf(stderr, "hlab-bench-coordinator: %s: %s\n", what.c_str(),
+               status.ToString().c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<coordinator::Coordinator> StartCoordinator(
+    const std::string& db_path) {
+  coordinator::CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = db_path;
+  options.metrics_listen = "none";
+  auto started = coordinator::Coordinator::Start(options);
+  if (!started.ok()) Die("start coordinator", started.status());
+  return std::move(started).value();
+}
+
+// SubmitSweep over gRPC; returns seconds to the response.
+double Submit(const std::string& address, const hlab::v1::SweepSpec& spec,
+              hlab::v1::SubmitSweepResponse* response) {
+  auto stub = hlab::v1::ClientService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  hlab::v1::SubmitSweepRequest request;
+  request.set_request_id(absl::StrCat("bench-", spec.name()));
+  *request.mutable_spec() = spec;
+  grpc::ClientContext context;
+  const Steady::time_point start = Steady::now();
+  grpc::Status s = stub->SubmitSweep(&context, request, response);
+  const double seconds = SecondsSince(start);
+  if (!s.ok()) {
+    Die("SubmitSweep " + spec.name(),
+        absl::InternalError(
+            absl::StrCat(s.error_code(), " ", s.error_message())));
+  }
+  return seconds;
+}
+
+// ---------------------------------------------------------------- paper grid
+
+struct PaperResult {
+  double load_seconds = 0;  // read + parse (best of repeats)
+  double plan_seconds = 0;  // validate + PlanSweep (best of repeats)
+  double submit_seconds = 0;
+  size_t runs = 0, tasks = 0;
+  double flops_shared = 0, flops_unshared = 0;
+};
+
+PaperResult MeasurePaper(const Options& o) {
+  PaperResult r;
+  r.load_seconds = r.plan_seconds = 1e9;
+  hlab::v1::SweepSpec spec;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    Steady::time_point start = Steady::now();
+    auto loaded = sweep::LoadSweepSpec(o.paper);
+    if (!loaded.ok()) Die("load " + o.paper, loaded.status());
+    r.load_seconds = std::min(r.load_seconds, SecondsSince(start));
+    start = Steady::now();
+    auto plan = sweep::PlanSweep(*loaded);
+    if (!plan.ok()) Die("plan " + o.paper, plan.status());
+    r.plan_seconds = std::min(r.plan_seconds, SecondsSince(start));
+    r.runs = plan->runs.size();
+    r.tasks = plan->tasks.size();
+    r.flops_shared = plan->flops_shared;
+    r.flops_unshared = plan->flops_unshared;
+    spec = *std::move(loaded);
+  }
+  auto coordinator = StartCoordinator(o.dir + "/paper.db");
+  hlab::v1::SubmitSweepResponse response;
+  r.submit_seconds = Submit(coordinator->address(), spec, &response);
+  coordinator->Shutdown();
+  return r;
+}
+
+// ------------------------------------------------------------ raw baseline
+
+// Points per second of a raw SQLite loop into the store's schema: one
+// prepared INSERT OR IGNORE, one transaction, the rows ReportMetrics stores.
+double RawInsertRate(const std::string& path,
+                     const std::vector<std::string>& run_ids, int64_t points,
+                     int batch) {
+  {
+    auto opened = store::Store::Open(path, store::StoreOptions());
+    if (!opened.ok()) Die("open " + path, opened.status());
+    const absl::Time now = absl::Now();
+    store::SweepSpec spec;
+    spec.name = spec.spec_hash = "raw";
+    spec.spec = "{}";
+    auto sweep = (*opened)->CreateSweep(spec, now);
+    if (!sweep.ok()) Die("create sweep", sweep.status());
+    std::vector<store::RunSpec> runs;
+    for (const std::string& id : run_ids) {
+      store::RunSpec run;
+      run.id = id;
+      run.arch = "full";
+      run.scale = "S1";
+      runs.push_back(run);
+    }
+    auto added = (*opened)->AddRuns(sweep->sweep_id, runs, now);
+    if (!added.ok()) Die("add runs", added.status());
+  }
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    Die("raw open", absl::UnavailableError(sqlite3_errmsg(db)));
+  }
+  sqlite3_exec(db,
+               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+               " PRAGMA foreign_keys=ON;",
+               nullptr, nullptr, nullptr);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db,
+                     "INSERT OR IGNORE INTO metrics (run_id, name, step, value,"
+                     " tokens, wall_time) VALUES (?, ?, ?, ?, ?, ?)",
+                     -1, &stmt, nullptr);
+  const std::string name = "train_loss";
+  const int64_t batches = std::max<int64_t>(1, points / batch);
+  const int64_t tasks = static_cast<int64_t>(run_ids.size());
+  const double wall = static_cast<double>(absl::ToUnixMillis(absl::Now()));
+  const Steady::time_point start = Steady::now();
+  sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+  for (int64_t b = 0; b < batches; ++b) {
+    const std::string& run = run_ids[static_cast<size_t>(b % tasks)];
+    for (int i = 0; i < batch; ++i) {
+      const int64_t step = (b / tasks) * batch + i;
+      sqlite3_bind_text(stmt, 1, run.data(), static_cast<int>(run.size()),
+                        SQLITE_TRANSIENT);
+      sqlite3_bind_text(stmt, 2, name.data(), static_cast<int>(name.size()),
+                        SQLITE_TRANSIENT);
+      sqlite3_bind_int64(stmt, 3, step);
+      sqlite3_bind_double(stmt, 4, 10.0 / static_cast<double>(step + 1));
+      sqlite3_bind_int64(stmt, 5, step * 1024);
+      sqlite3_bind_double(stmt, 6, wall / 1e3);
+      if (sqlite3_step(stmt) != SQLITE_DONE) {
+        Die("raw insert", absl::InternalError(sqlite3_errmsg(db)));
+      }
+      sqlite3_reset(stmt);
+    }
+  }
+  sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+  const double seconds = SecondsSince(start);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return static_cast<double>(batches * batch) / seconds;
+}
+
+// ---------------------------------------------------------------- load run
+
+// The demo spec with one TRAIN task per run and enough seeds that every
+// worker finds a task for the whole run (with room to spare).
+hlab::v1::SweepSpec LoadSpec(const Options& o, size_t* runs_out) {
+  auto parsed = sweep::ParseSweepSpec(sweep::EmbeddedDemoSpec());
+  if (!parsed.ok()) Die("demo spec", parsed.status());
+  hlab::v1::SweepSpec spec = *std::move(parsed);
+  spec.set_name("bench-load");
+  spec.set_share_trunk(false);
+  auto one = sweep::PlanSweep(spec);
+  if (!one.ok()) Die("plan demo", one.status());
+  const double leases_needed =
+      o.fleet.workers *
+      (1.0 + o.seconds / absl::ToDoubleSeconds(o.fleet.task_time)) * 1.5;
+  const int seeds = static_cast<int>(
+      std::ceil(leases_needed / static_cast<double>(one->runs.size())));
+  spec.clear_seeds();
+  for (int s = 0; s < seeds; ++s) spec.add_seeds(s);
+  *runs_out = one->runs.size() * static_cast<size_t>(seeds);
+  return spec;
+}
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: hlab-bench-coordinator [--quick] [--workers N]"
+               " [--seconds S] [--heartbeat-seconds S] [--metrics-seconds S]"
+               " [--task-seconds S] [--batch N] [--channels N]"
+               " [--ingest-points N] [--ingest-in-flight N] [--paper PATH]"
+               " [--dir DIR] [--json]\n");
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        Usage();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--quick") {
+      o.fleet.workers = 50;
+      o.seconds = 5;
+      o.fleet.task_time = absl::Seconds(2);
+      o.ingest_points = 500'000;
+    } else if (arg == "--workers") {
+      o.fleet.workers = std::stoi(next());
+    } else if (arg == "--seconds") {
+      o.seconds = std::stod(next());
+    } else if (arg == "--heartbeat-seconds") {
+      o.fleet.heartbeat = absl::Seconds(std::stod(next()));
+    } else if (arg == "--metrics-seconds") {
+      o.fleet.metrics_every = absl::Seconds(std::stod(next()));
+    } else if (arg == "--task-seconds") {
+      o.fleet.task_time = absl::Seconds(std::stod(next()));
+    } else if (arg == "--batch") {
+      o.fleet.batch = std::stoi(next());
+    } else if (arg == "--channels") {
+      o.fleet.channels = std::stoi(next());
+    } else if (arg == "--ingest-points") {
+      o.ingest_points = std::stoll(next());
+    } else if (arg == "--ingest-in-flight") {
+      o.ingest_in_flight = std::stoi(next());
+    } else if (arg == "--paper") {
+      o.paper = next();
+    } else if (arg == "--dir") {
+      o.dir = next();
+    } else if (arg == "--json") {
+      o.json = true;
+    } else {
+      Usage();
+      return 2;
+    }
+  }
+  if (o.fleet.workers < 1 || o.fleet.batch < 1 || o.fleet.batch > 1000) {
+    Usage();
+    return 2;
+  }
+  if (!std::getenv("HLAB_LOG_LEVEL")) SetLogLevel(LogLevel::kWARNING);
+  const bool own_dir = o.dir.empty();
+  if (own_dir) {
+    std::string pattern = (std::filesystem::temp_directory_path() /
+                           "hlab_bench_coordinator_XXXXXX")
+                              .string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::perror("mkdtemp");
+      return 1;
+    }
+    o.dir = pattern;
+  }
+  std::fprintf(stderr,
+               "hlab-bench-coordinator: %d workers, %.0f s, heartbeat %s,"
+               " metrics every %s (%d points), tasks of %s, in %s\n",
+               o.fleet.workers, o.seconds,
+               absl::FormatDuration(o.fleet.heartbeat).c_str(),
+               absl::FormatDuration(o.fleet.metrics_every).c_str(),
+               o.fleet.batch, absl::FormatDuration(o.fleet.task_time).c_str(),
+               o.dir.c_str());
+
+  // 3 and 4: the paper's grid.
+  const PaperResult paper = MeasurePaper(o);
+
+  // 1: the load run.
+  size_t load_runs = 0;
+  const hlab::v1::SweepSpec load_spec = LoadSpec(o, &load_runs);
+  auto coordinator = StartCoordinator(o.dir + "/load.db");
+  hlab::v1::SubmitSweepResponse submitted;
+  const double load_submit_seconds =
+      Submit(coordinator->address(), load_spec, &submitted);
+  SimulatedFleet fleet(coordinator->address(), o.fleet);
+  const Steady::time_point register_start = Steady::now();
+  if (absl::Status s = fleet.Register(); !s.ok()) Die("register", s);
+  const double register_seconds = SecondsSince(register_start);
+  fleet.Run(absl::Seconds(o.seconds));
+  const FleetStats load = fleet.stats();
+
+  // 2: ingest capacity against the tasks the workers hold, then raw SQLite.
+  auto flood = fleet.FloodMetrics(o.ingest_points, o.ingest_in_flight);
+  if (!flood.ok()) Die("flood", flood.status());
+  const FleetStats after = fleet.stats();
+  coordinator->Shutdown();
+  const double ingest_rate =
+      static_cast<double>(flood->points_accepted) / flood->seconds;
+  const double raw_rate = RawInsertRate(o.dir + "/raw.db", flood->run_ids,
+                                        flood->points_sent, o.fleet.batch);
+
+  const double load_ingest =
+      static_cast<double>(load.points_accepted) / load.seconds;
+  auto ms = [](const std::vector<double>& v, double q) {
+    return 1e3 * Percentile(v, q);
+  };
+  std::printf("%-44s %s\n", "figure", "value");
+  std::printf("%-44s %d x %.0f s (%zu runs queued, submit %.1f ms)\n",
+              "simulated workers x seconds", o.fleet.workers, load.seconds,
+              load_runs, 1e3 * load_submit_seconds);
+  std::printf("%-44s %.0f ms for all\n", "register", 1e3 * register_seconds);
+  std::printf("%-44s p50 %.2f ms, p99 %.2f ms (%zu leases, %lld empty)\n",
+              "lease latency (with a task)", ms(load.lease_seconds, 0.5),
+              ms(load.lease_seconds, 0.99), load.lease_seconds.size(),
+              static_cast<long long>(load.empty_leases));
+  std::printf("%-44s p50 %.2f ms, p99 %.2f ms (%zu calls)\n",
+              "heartbeat latency", ms(load.heartbeat_seconds, 0.5),
+              ms(load.heartbeat_seconds, 0.99), load.heartbeat_seconds.size());
+  std::printf("%-44s p50 %.2f ms, p99 %.2f ms (%zu calls)\n",
+              "ReportMetrics latency under load", ms(load.metrics_seconds, 0.5),
+              ms(load.metrics_seconds, 0.99), load.metrics_seconds.size());
+  std::printf("%-44s %.0f points/s offered by the workers\n",
+              "metric points ingested under load", load_ingest);
+  std::printf("%-44s %lld\n", "tasks completed",
+              static_cast<long long>(load.completed));
+  std::printf("%-44s %.0f points/s (%lld points, %d in flight, %d tasks)\n",
+              "ingest end to end (gRPC -> SQLite)", ingest_rate,
+              static_cast<long long>(flood->points_accepted),
+              o.ingest_in_flight, flood->tasks);
+  std::printf("%-44s p50 %.2f ms, p99 %.2f ms\n", "  ReportMetrics call",
+              ms(flood->call_seconds, 0.5), ms(flood->call_seconds, 0.99));
+  std::printf("%-44s %.0f points/s\n", "raw SQLite loop (1 txn, prepared)",
+              raw_rate);
+  std::printf("%-44s %.1f%% (target >= 50%%)\n", "ingest / raw",
+              100.0 * ingest_rate / raw_rate);
+  std::printf("%-44s %.1f ms read+parse, %.1f ms validate+PlanSweep\n",
+              "paper grid: expand", 1e3 * paper.load_seconds,
+              1e3 * paper.plan_seconds);
+  std::printf("%-44s %.1f ms (%zu runs, %zu tasks)\n",
+              "paper grid: SubmitSweep (fresh coordinator)",
+              1e3 * paper.submit_seconds, paper.runs, paper.tasks);
+  std::printf("%-44s %.3g shared vs %.3g unshared: saves %.1f%% (x%.2f)\n",
+              "paper grid: training FLOPs", paper.flops_shared,
+              paper.flops_unshared,
+              100.0 * (1.0 - paper.flops_shared / paper.flops_unshared),
+              paper.flops_unshared / paper.flops_shared);
+  std::printf("%-44s %lld (%s)\n", "errors",
+              static_cast<long long>(after.errors), after.first_error.c_str());
+
+  if (o.json) {
+    nlohmann::json j;
+    j["workers"] = o.fleet.workers;
+    j["seconds"] = load.seconds;
+    j["heartbeat_seconds"] = absl::ToDoubleSeconds(o.fleet.heartbeat);
+    j["lease_ms"] = {{"p50", ms(load.lease_seconds, 0.5)},
+                     {"p99", ms(load.lease_seconds, 0.99)},
+                     {"count", load.lease_seconds.size()},
+                     {"empty", load.empty_leases}};
+    j["heartbeat_ms"] = {{"p50", ms(load.heartbeat_seconds, 0.5)},
+                         {"p99", ms(load.heartbeat_seconds, 0.99)},
+                         {"count", load.heartbeat_seconds.size()}};
+    j["report_metrics_under_load_ms"] = {
+        {"p50", ms(load.metrics_seconds, 0.5)},
+        {"p99", ms(load.metrics_seconds, 0.99)}};
+    j["points_per_s_under_load"] = load_ingest;
+    j["tasks_completed"] = load.completed;
+    j["ingest_points_per_s"] = ingest_rate;
+    j["raw_sqlite_points_per_s"] = raw_rate;
+    j["ingest_ratio"] = ingest_rate / raw_rate;
+    j["paper"] = {{"read_parse_ms", 1e3 * paper.load_seconds},
+                  {"validate_plan_ms", 1e3 * paper.plan_seconds},
+                  {"submit_ms", 1e3 * paper.submit_seconds},
+                  {"runs", paper.runs},
+                  {"tasks", paper.tasks},
+                  {"flops_shared", paper.flops_shared},
+                  {"flops_unshared", paper.flops_unshared},
+                  {"flops_saved_fraction",
+                   1.0 - paper.flops_shared / paper.flops_unshared}};
+    j["errors"] = after.errors;
+    std::printf("%s\n", j.dump(2).c_str());
+  }
+  if (own_dir) {
+    std::error_code ignored;
+    std::filesystem::remove_all(o.dir, ignored);
+  }
+  return after.errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace hlab::bench
+
+int main(int argc, char** argv) { return hlab::bench::Main(argc, argv); }
