@@ -365,10 +365,10 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
       if (points.back().run_id.empty()) points.back().run_id = task.spec.run_id;
     }
   }
-  HLAB_ASSIGN_OR_RETURN(int64_t stored_before, CountStored(points));
+  int64_t accepted = 0;
   HLAB_RETURN_IF_ERROR(context_->store->RecordMetrics(
-      request.task_id(), static_cast<int>(request.attempt()), points));
-  const int64_t accepted = static_cast<int64_t>(points.size()) - stored_before;
+      request.task_id(), static_cast<int>(request.attempt()), points,
+      &accepted));
   response->set_accepted(static_cast<int32_t>(accepted));
   if (context_->metrics != nullptr) {
     context_->metrics->metric_points().Increment(static_cast<double>(accepted));
@@ -381,29 +381,6 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> WorkerServiceImpl::CountStored(
-    const std::vector<store::MetricPoint>& points) {
-  if (points.empty()) return 0;
-  // One read: the batch's keys as a VALUES table joined with metrics.
-  auto quote = [](const std::string& text) {
-    return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "''"}}), "'");
-  };
-  std::string sql = "WITH batch(run_id, name, step) AS (VALUES ";
-  for (size_t i = 0; i < points.size(); ++i) {
-    absl::StrAppend(&sql, i ? ", " : "", "(", quote(points[i].run_id), ", ",
-                    quote(points[i].name), ", ", points[i].step, ")");
-  }
-  absl::StrAppend(&sql,
-                  ") SELECT count(*) FROM batch b JOIN metrics m ON"
-                  " m.run_id = b.run_id AND m.name = b.name AND"
-                  " m.step = b.step");
-  HLAB_ASSIGN_OR_RETURN(store::QueryResult result,
-                        context_->query->Run(sql, {}));
-  if (result.rows.empty()) return 0;
-  const auto* n = std::get_if<int64_t>(&result.rows[0][0]);
-  return n ? *n : 0;
 }
 
 absl::Status WorkerServiceImpl::DoReportCheckpoint(

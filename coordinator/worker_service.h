@@ -96,9 +96,6 @@ class WorkerServiceImpl final
   absl::StatusOr<store::Task> HeldTask(const std::string& task_id,
                                        int64_t attempt,
                                        const std::string& worker_id);
-  // How many of `points` are stored already (replays), by (run, name, step).
-  absl::StatusOr<int64_t> CountStored(
-      const std::vector<store::MetricPoint>& points);
   // Drops the per-run metric series of the task's runs that are finished.
   void ForgetFinishedRuns(const store::Task& task);
 

@@ -174,9 +174,11 @@ class Store {
   // Stores a batch of metric points (INSERT OR IGNORE on (run, name, step):
   // a replay adds nothing). Fenced. InvalidArgument for a point naming
   // another run than the task's (allowed only for TRUNK tasks) or an unknown
-  // run; nothing is stored then.
+  // run; nothing is stored then. `inserted`, if given, receives the number
+  // of points that were new (the rest were already stored).
   absl::Status RecordMetrics(const std::string& task_id, int attempt,
-                             const std::vector<MetricPoint>& points);
+                             const std::vector<MetricPoint>& points,
+                             int64_t* inserted = nullptr);
   // The same without waiting: `done` runs on the writer thread after commit.
   void RecordMetricsAsync(const std::string& task_id, int attempt,
                           std::vector<MetricPoint> points, WriteDone done);

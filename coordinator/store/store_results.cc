@@ -41,7 +41,9 @@ absl::Status UnknownRunIsInvalid(absl::Status status) {
 }
 
 absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
-                          const std::vector<MetricPoint>& points) {
+                          const std::vector<MetricPoint>& points,
+                          int64_t* inserted) {
+  int64_t added = 0;
   HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
   HLAB_ASSIGN_OR_RETURN(
       Statement insert,
@@ -52,8 +54,10 @@ absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
     insert.Bind(1, run).Bind(2, point.name).Bind(3, point.step);
     insert.Bind(4, point.value).Bind(5, point.tokens).Bind(6, point.wall_time);
     HLAB_RETURN_IF_ERROR(UnknownRunIsInvalid(insert.Run()));
+    added += insert.changes();
     insert.Reset();
   }
+  if (inserted != nullptr) *inserted = added;
   return absl::OkStatus();
 }
 
@@ -62,9 +66,15 @@ absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
 // ---------------------------------------------------------------- metrics
 
 absl::Status Store::RecordMetrics(const std::string& task_id, int attempt,
-                                  const std::vector<MetricPoint>& points) {
-  return writer_->Run(
-      [&](Database& db) { return WriteMetrics(db, task_id, attempt, points); });
+                                  const std::vector<MetricPoint>& points,
+                                  int64_t* inserted) {
+  // A failed operation is rolled back to its savepoint: report nothing new.
+  int64_t added = 0;
+  absl::Status status = writer_->Run([&](Database& db) {
+    return WriteMetrics(db, task_id, attempt, points, &added);
+  });
+  if (inserted != nullptr) *inserted = status.ok() ? added : 0;
+  return status;
 }
 
 void Store::RecordMetricsAsync(const std::string& task_id, int attempt,
@@ -73,7 +83,7 @@ void Store::RecordMetricsAsync(const std::string& task_id, int attempt,
   auto batch = std::make_shared<std::vector<MetricPoint>>(std::move(points));
   writer_->Submit(
       [task_id, attempt, batch](Database& db) {
-        return WriteMetrics(db, task_id, attempt, *batch);
+        return WriteMetrics(db, task_id, attempt, *batch, nullptr);
       },
       std::move(done));
 }
