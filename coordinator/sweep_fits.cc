@@ -117,6 +117,7 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
     if (archs.empty() || archs.back() != r.arch) archs.push_back(r.arch);
   }
   analysis::AnalysisOptions analysis;
+  if (options.grid) analysis.fit.grid = *options.grid;
   analysis.fit.threads = options.threads;
   analysis.bootstrap.threads = options.threads;
   analysis.bootstrap.seed = options.seed;

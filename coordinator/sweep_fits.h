@@ -27,6 +27,7 @@
 #define HLAB_COORDINATOR_SWEEP_FITS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ struct SweepFitOptions {
   int bootstrap = 200;
   int threads = 1;  // <= 0: one per hardware thread
   uint64_t seed = 42;
+  // L-BFGS starts; Chinchilla's 4500 unless set (tests use fewer).
+  std::optional<analysis::StartGrid> grid;
   std::string arch;    // empty: every architecture
   std::string target;  // empty: every target of the spec
 };

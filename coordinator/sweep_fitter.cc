@@ -67,6 +67,7 @@ absl::Status SweepFitter::FitSweep(int64_t sweep_id) {
   SweepFitOptions fit_options;
   fit_options.bootstrap = options_.bootstrap;
   fit_options.threads = options_.threads;
+  fit_options.grid = options_.grid;
   const absl::Time start = absl::Now();
   HLAB_ASSIGN_OR_RETURN(
       std::vector<SweepFit> fits,

@@ -21,6 +21,7 @@
 #define HLAB_COORDINATOR_SWEEP_FITTER_H_
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -39,6 +40,7 @@ struct SweepFitterOptions {
   // itself uses Chinchilla's 4500-start grid.
   int bootstrap = 200;
   int threads = 1;
+  std::optional<analysis::StartGrid> grid;  // unset: the 4500 starts
 };
 
 class SweepFitter {
