@@ -198,6 +198,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   fitter_options.interval = options.fit_interval;
   fitter_options.bootstrap = options.fit_bootstrap;
   fitter_options.threads = options.fit_threads;
+  fitter_options.binary = options.fit_binary;
   c->fitter_ = std::make_unique<SweepFitter>(&c->context_, fitter_options);
   if (options.auto_fit && options.start_reaper) c->fitter_->Start();
   return c;

@@ -63,6 +63,7 @@ struct CoordinatorOptions {
   int fit_bootstrap = 200;
   int fit_threads = 1;
   absl::Duration fit_interval = absl::Seconds(5);
+  std::string fit_binary;  // hlab-sweep-fit; empty: next to the executable
   Clock clock = [] { return absl::Now(); };
 };
 

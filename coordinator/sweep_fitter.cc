@@ -1,8 +1,17 @@
 #include "coordinator/sweep_fitter.h"
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -11,9 +20,16 @@
 #include "common/status_macros.h"
 #include "coordinator/sweep_catalog.h"
 
+extern char** environ;
+
 namespace hlab::coordinator {
 
 void SweepFitter::Start() {
+  if (access(Binary().c_str(), X_OK) != 0) {
+    HLAB_LOG(WARNING) << "automatic fits off: " << Binary()
+                      << " is missing (build the hlab-sweep-fit target)";
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     stopping_ = false;
@@ -61,41 +77,131 @@ absl::StatusOr<bool> SweepFitter::AlreadyFitted(int64_t sweep_id) {
   return n != nullptr && *n > 0;
 }
 
+std::string SweepFitter::Binary() const {
+  if (!options_.binary.empty()) return options_.binary;
+  std::error_code ec;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "hlab-sweep-fit";
+  return (self.parent_path() / "hlab-sweep-fit").string();
+}
+
+namespace {
+
+// Runs `args` with stdout and stderr into one pipe; returns what it wrote.
+// Internal if it cannot start or exits non-zero (with its output).
+absl::StatusOr<std::string> RunChild(const std::vector<std::string>& args) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> argv;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc =
+      posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return absl::InternalError(
+        absl::StrCat("cannot run ", args[0], ": ", std::strerror(rc)));
+  }
+  std::string output;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n > 0) {
+      output.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " failed (status ", status, "): ", output));
+  }
+  return output;
+}
+
+}  // namespace
+
 absl::Status SweepFitter::FitSweep(int64_t sweep_id) {
-  HLAB_ASSIGN_OR_RETURN(std::shared_ptr<const sweep::SweepPlan> plan,
-                        context_->catalog->Plan(sweep_id));
-  SweepFitOptions fit_options;
-  fit_options.bootstrap = options_.bootstrap;
-  fit_options.threads = options_.threads;
-  fit_options.grid = options_.grid;
-  const absl::Time start = absl::Now();
-  HLAB_ASSIGN_OR_RETURN(
-      std::vector<SweepFit> fits,
-      FitSweepRuns(*context_->query, sweep_id, plan->spec.fit(), fit_options));
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::vector<std::string> args = {Binary(),
+                                   "--db",
+                                   context_->store->path(),
+                                   "--sweep",
+                                   absl::StrCat(sweep_id),
+                                   "--bootstrap",
+                                   absl::StrCat(options_.bootstrap),
+                                   "--threads",
+                                   absl::StrCat(options_.threads)};
+  if (options_.quick_grid) args.push_back("--quick-grid");
+  HLAB_ASSIGN_OR_RETURN(std::string output, RunChild(args));
+  // The JSON is the last line (glog or Ceres may log before it).
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  const size_t line_start = output.rfind('\n');
+  const std::string last =
+      line_start == std::string::npos ? output : output.substr(line_start + 1);
+  const nlohmann::json result = nlohmann::json::parse(last, nullptr, false);
+  if (result.is_discarded() || !result.contains("fits")) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " printed no result: ", output));
+  }
   std::vector<std::string> lines;
   int recorded = 0;
-  for (const SweepFit& fit : fits) {
-    lines.push_back(DescribeSweepFit(fit));
-    if (!fit.fitted) {
+  for (const nlohmann::json& f : result["fits"]) {
+    lines.push_back(f.value("line", std::string()));
+    if (!f.value("fitted", false)) {
       HLAB_LOG(WARNING) << "sweep " << sweep_id << ": " << lines.back();
       continue;
     }
-    HLAB_RETURN_IF_ERROR(
-        context_->store->RecordFit(ToFitRecord(fit), context_->clock()));
+    const nlohmann::json& r = f["record"];
+    store::FitRecord record;
+    record.sweep_id = sweep_id;
+    record.arch = f.value("arch", std::string());
+    record.target = f.value("target", std::string());
+    record.e = r.value("e", 0.0);
+    record.a = r.value("a", 0.0);
+    record.alpha = r.value("alpha", 0.0);
+    record.b = r.value("b", 0.0);
+    record.beta = r.value("beta", 0.0);
+    record.ci = r.value("ci", std::string("{}"));
+    record.r2_fit = r.value("r2_fit", 0.0);
+    record.r2_verify = r.value("r2_verify", 0.0);
+    record.n_points = r.value("n_points", 0);
+    record.details = r.value("details", std::string("{}"));
+    HLAB_RETURN_IF_ERROR(context_->store->RecordFit(record, context_->clock()));
     ++recorded;
   }
+  const size_t total = result["fits"].size();
   store::Event event;
   event.sweep_id = sweep_id;
   event.kind = "fits";
   event.time = context_->clock();
-  if (fits.empty()) {
+  if (total == 0) {
     event.message = "no fits: the sweep has no succeeded runs";
   } else {
-    event.message = absl::StrCat(recorded > 0 ? "fits ready" : "no fits", ": ",
-                                 recorded, " of ", fits.size(), " stored in ",
-                                 absl::StrFormat("%.1f", seconds), " s\n",
-                                 absl::StrJoin(lines, "\n"));
+    event.message = absl::StrCat(
+        recorded > 0 ? "fits ready" : "no fits", ": ", recorded, " of ", total,
+        " stored in ", absl::StrFormat("%.1f", result.value("seconds", 0.0)),
+        " s\n", absl::StrJoin(lines, "\n"));
   }
   HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
   HLAB_LOG(INFO) << "sweep " << sweep_id << ": " << event.message;

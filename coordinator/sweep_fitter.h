@@ -2,10 +2,15 @@
 // own (fits take seconds to minutes, so never a gRPC thread or the lease
 // reaper) looks every `interval` for sweeps whose runs are all finished --
 // none PENDING or RUNNING, at least one SUCCEEDED, the sweep not cancelled --
-// and fits each once (sweep_fits.h): every architecture and target of the
-// spec's `fit` section, stored with Store::RecordFit (table fits, view
-// fit_summary), then one "fits" event in the sweep's event log ("fits
-// ready: ..." with a line per fit, or why there were none).
+// and fits each once: every architecture and target of the spec's `fit`
+// section, stored with Store::RecordFit (table fits, view fit_summary), then
+// one "fits" event in the sweep's event log ("fits ready: ..." with a line
+// per fit, or why there were none).
+//
+// The fit itself runs in a child process, hlab-sweep-fit (sweep_fits.h on
+// the database, read-only), which prints the results as JSON: linking Ceres
+// into hlab-coordinator would bring ~120 KiB of static TLS (OpenBLAS, METIS,
+// glog), more than civetweb's thread stacks, and /metrics could not start.
 //
 // Once per sweep, also across restarts: a sweep with rows in `fits` or a
 // "fits" event is skipped. An architecture with fewer than 5 points is not
@@ -23,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -30,7 +36,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/context.h"
-#include "coordinator/sweep_fits.h"
 
 namespace hlab::coordinator {
 
@@ -40,7 +45,9 @@ struct SweepFitterOptions {
   // itself uses Chinchilla's 4500-start grid.
   int bootstrap = 200;
   int threads = 1;
-  std::optional<analysis::StartGrid> grid;  // unset: the 4500 starts
+  bool quick_grid = false;  // 32 starts instead of 4500 (tests)
+  // The hlab-sweep-fit binary; empty: next to this executable.
+  std::string binary;
 };
 
 class SweepFitter {
@@ -51,6 +58,8 @@ class SweepFitter {
   SweepFitter(const SweepFitter&) = delete;
   SweepFitter& operator=(const SweepFitter&) = delete;
 
+  // Starts the thread; logs a warning and does nothing when the
+  // hlab-sweep-fit binary is missing.
   void Start();
   void Stop();
 
@@ -63,6 +72,7 @@ class SweepFitter {
   // Whether the sweep has fit rows or a "fits" event already.
   absl::StatusOr<bool> AlreadyFitted(int64_t sweep_id);
   absl::Status FitSweep(int64_t sweep_id);
+  std::string Binary() const;
 
   ServiceContext* const context_;
   const SweepFitterOptions options_;

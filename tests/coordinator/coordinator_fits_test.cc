@@ -1,4 +1,4 @@
-// Automatic sweep fits (coordinator/sweep_fitter.h, sweep_fits.h) and
+// Automatic sweep fits (coordinator/sweep_fitter.h, hlab-sweep-fit) and
 // `hlab fit --db`: the demo sweep's 48 runs are stored as finished, with
 // validation losses drawn from a known law per architecture, directly
 // through the store of an in-process coordinator.
@@ -39,6 +39,16 @@ Law TruthFor(const std::string& arch) {
       {"full", 1.6}, {"swa-32", 1.7}, {"lightning", 1.8}, {"gdn", 1.9}};
   auto it = kE.find(arch);
   return Law{it == kE.end() ? 2.0 : it->second, 400, 0.34, 410, 0.28};
+}
+
+// The fitter runs hlab-sweep-fit; 32 starts around the truth keep the test
+// fast (the coordinator's default is Chinchilla's 4500: 6.5 s for the demo
+// sweep on 2 threads).
+SweepFitterOptions FitterOptions() {
+  SweepFitterOptions options;
+  options.binary = HLAB_SWEEP_FIT_BINARY;
+  options.quick_grid = true;
+  return options;
 }
 
 class SweepFitsTest : public ::testing::Test {
@@ -114,13 +124,9 @@ class SweepFitsTest : public ::testing::Test {
 
 TEST_F(SweepFitsTest, FinishedDemoSweepGetsOneFitPerArchitecture) {
   const int64_t sweep_id = StoreFinishedSweep(testing::DemoSpec());
-  SweepFitterOptions options;
+  SweepFitterOptions options = FitterOptions();
   options.bootstrap = 20;
   options.threads = 2;
-  // 32 starts around the truth keep the test fast; the coordinator's
-  // default is Chinchilla's 4500 (6.5 s for this sweep on 2 threads).
-  options.grid =
-      analysis::StartGrid{{0.25, 0.5}, {0.25, 0.5}, {0, 0.5}, {5, 6}, {5, 6}};
   SweepFitter fitter(coordinator_->context(), options);
   const absl::Time start = absl::Now();
   auto handled = fitter.FitFinishedSweeps();
@@ -201,7 +207,7 @@ TEST_F(SweepFitsTest, TooFewPointsRecordsNothingAndSaysWhy) {
   // One architecture, one scale, two budgets: 2 runs.
   const int64_t sweep_id = StoreFinishedSweep(
       testing::Spec(testing::TinySpecYaml("tiny", "[5, 10]")));
-  SweepFitter fitter(coordinator_->context(), SweepFitterOptions());
+  SweepFitter fitter(coordinator_->context(), FitterOptions());
   auto handled = fitter.FitFinishedSweeps();
   ASSERT_TRUE(handled.ok()) << handled.status();
   EXPECT_EQ(*handled, 1);
@@ -215,7 +221,7 @@ TEST_F(SweepFitsTest, TooFewPointsRecordsNothingAndSaysWhy) {
             std::string::npos)
       << events[0].message;
   // The "fits" event keeps a restarted coordinator from trying again.
-  SweepFitter restarted(coordinator_->context(), SweepFitterOptions());
+  SweepFitter restarted(coordinator_->context(), FitterOptions());
   EXPECT_EQ(*restarted.FitFinishedSweeps(), 0);
 
   std::ostringstream out, err;
@@ -239,7 +245,7 @@ TEST_F(SweepFitsTest, UnfinishedSweepIsNotFitted) {
                   ->AddRuns(created->sweep_id, {ToRunSpec(plan->runs[0], 3)},
                             clock_.Now())
                   .ok());
-  SweepFitter fitter(coordinator_->context(), SweepFitterOptions());
+  SweepFitter fitter(coordinator_->context(), FitterOptions());
   EXPECT_EQ(*fitter.FitFinishedSweeps(), 0);
   EXPECT_TRUE(FitEvents(created->sweep_id).empty());
 }
