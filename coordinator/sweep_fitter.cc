@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,7 @@ void SweepFitter::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    if (child_ > 0) kill(child_, SIGTERM);  // a fit in progress ends now
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -90,7 +92,10 @@ namespace {
 
 // Runs `args` with stdout and stderr into one pipe; returns what it wrote.
 // Internal if it cannot start or exits non-zero (with its output).
-absl::StatusOr<std::string> RunChild(const std::vector<std::string>& args) {
+// `on_start` gets the child's pid once it runs.
+absl::StatusOr<std::string> RunChild(
+    const std::vector<std::string>& args,
+    const std::function<void(pid_t)>& on_start) {
   int fds[2];
   if (pipe(fds) != 0) return absl::InternalError("pipe failed");
   posix_spawn_file_actions_t actions;
@@ -114,6 +119,7 @@ absl::StatusOr<std::string> RunChild(const std::vector<std::string>& args) {
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(fds[1]);
+  if (rc == 0) on_start(pid);
   if (rc != 0) {
     close(fds[0]);
     return absl::InternalError(
@@ -153,7 +159,17 @@ absl::Status SweepFitter::FitSweep(int64_t sweep_id) {
                                    "--threads",
                                    absl::StrCat(options_.threads)};
   if (options_.quick_grid) args.push_back("--quick-grid");
-  HLAB_ASSIGN_OR_RETURN(std::string output, RunChild(args));
+  absl::StatusOr<std::string> run = RunChild(args, [this](pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    child_ = pid;
+    if (stopping_) kill(pid, SIGTERM);
+  });
+  {
+    absl::MutexLock lock(&mu_);
+    child_ = 0;
+    if (stopping_) return absl::CancelledError("the coordinator is stopping");
+  }
+  HLAB_ASSIGN_OR_RETURN(std::string output, std::move(run));
   // The JSON is the last line (glog or Ceres may log before it).
   while (!output.empty() && output.back() == '\n') output.pop_back();
   const size_t line_start = output.rfind('\n');

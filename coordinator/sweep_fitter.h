@@ -16,6 +16,9 @@
 // "fits" event is skipped. An architecture with fewer than 5 points is not
 // fitted; the event and the log say why.
 //
+// Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
+// after the next start.
+//
 // Thread-safety: Start/Stop from one thread; FitFinishedSweeps is
 // thread-safe (calls are serialised).
 //
@@ -24,6 +27,8 @@
 //   fitter.Stop();            // also in the destructor
 #ifndef HLAB_COORDINATOR_SWEEP_FITTER_H_
 #define HLAB_COORDINATOR_SWEEP_FITTER_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
@@ -79,6 +84,7 @@ class SweepFitter {
   std::thread thread_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  pid_t child_ ABSL_GUARDED_BY(mu_) = 0;  // the running hlab-sweep-fit
   absl::Mutex round_mu_;
   std::set<int64_t> done_ ABSL_GUARDED_BY(round_mu_);
 };

@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -230,6 +231,22 @@ TEST_F(SweepFitsTest, TooFewPointsRecordsNothingAndSaysWhy) {
                   err),
       1);
   EXPECT_NE(err.str().find("too few points"), std::string::npos) << err.str();
+}
+
+TEST_F(SweepFitsTest, StopEndsAFitInProgress) {
+  const int64_t sweep_id = StoreFinishedSweep(testing::DemoSpec());
+  SweepFitterOptions options = FitterOptions();
+  options.quick_grid = false;  // 4500 starts: seconds, long enough to stop
+  SweepFitter fitter(coordinator_->context(), options);
+  absl::StatusOr<int> result = 0;
+  std::thread round([&] { result = fitter.FitFinishedSweeps(); });
+  absl::SleepFor(absl::Milliseconds(200));
+  fitter.Stop();
+  round.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled)
+      << result.status();
+  EXPECT_TRUE(FitEvents(sweep_id).empty());
+  EXPECT_TRUE(Query("SELECT * FROM fits").rows.empty());
 }
 
 TEST_F(SweepFitsTest, UnfinishedSweepIsNotFitted) {
