@@ -242,8 +242,16 @@ absl::StatusOr<int> SweepFitter::FitFinishedSweeps() {
       HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> succeeded,
                             context_->store->ListRuns(filter));
       if (succeeded.empty()) continue;  // all failed: maybe resumed later
-      HLAB_RETURN_IF_ERROR(FitSweep(sweep.id));
-      ++handled;
+      absl::Status fit = FitSweep(sweep.id);
+      if (fit.code() == absl::StatusCode::kCancelled) return fit;
+      if (!fit.ok()) {
+        // Not retried every round (nor blocking other sweeps); a restarted
+        // coordinator tries again.
+        HLAB_LOG(WARNING) << "sweep " << sweep.id
+                          << ": automatic fit failed: " << fit;
+      } else {
+        ++handled;
+      }
     }
     done_.insert(sweep.id);
   }

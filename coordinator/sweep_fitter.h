@@ -69,8 +69,9 @@ class SweepFitter {
   void Stop();
 
   // Fits every finished sweep not fitted yet; returns how many sweeps it
-  // handled (fitted, or recorded why not). Query and store errors end the
-  // round (the sweep is tried again next round).
+  // handled (fitted, or recorded why not). A sweep whose fit fails (the
+  // child failed, a store write failed) is logged and not tried again until
+  // a restart; query errors end the round; Cancelled when Stop ended a fit.
   absl::StatusOr<int> FitFinishedSweeps();
 
  private:

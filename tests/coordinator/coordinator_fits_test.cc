@@ -249,6 +249,19 @@ TEST_F(SweepFitsTest, StopEndsAFitInProgress) {
   EXPECT_TRUE(Query("SELECT * FROM fits").rows.empty());
 }
 
+TEST_F(SweepFitsTest, FailedFitIsLoggedAndNotRetriedEveryRound) {
+  const int64_t sweep_id = StoreFinishedSweep(
+      testing::Spec(testing::TinySpecYaml("tiny", "[5, 10]")));
+  SweepFitterOptions options = FitterOptions();
+  options.binary = "/bin/false";  // exits 1 without output
+  SweepFitter fitter(coordinator_->context(), options);
+  auto first = fitter.FitFinishedSweeps();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 0);
+  EXPECT_TRUE(FitEvents(sweep_id).empty());
+  EXPECT_EQ(*fitter.FitFinishedSweeps(), 0);
+}
+
 TEST_F(SweepFitsTest, UnfinishedSweepIsNotFitted) {
   auto plan = sweep::PlanSweep(testing::DemoSpec());
   ASSERT_TRUE(plan.ok());
