@@ -1,7 +1,9 @@
 // `hlab fit`: the offline power-law fitter of hlab-fit (analysis/
 // fit_command.h) with the same flags and output, and `--sweep S`, which
 // takes the points (N, D, final loss) of a sweep's succeeded runs from the
-// coordinator and fits one law per architecture.
+// coordinator and fits one law per architecture, and `--db FILE`, which
+// fits a sweep's runs offline from a database file opened read-only, as the
+// coordinator's automatic fits do (coordinator/sweep_fits.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,13 +17,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/fit_command.h"
+#include "analysis/report.h"
 #include "cli/client.h"
 #include "cli/client_commands.h"
 #include "cli/flags.h"
 #include "cli/format.h"
+#include "coordinator/store/query.h"
+#include "coordinator/sweep/spec_defaults.h"
+#include "coordinator/sweep/spec_parser.h"
+#include "coordinator/sweep_fits.h"
 
 namespace hlab::cli {
 namespace {
@@ -183,6 +191,144 @@ int FitSweep(const std::vector<std::string>& argv, std::ostream& out,
   return code;
 }
 
+// The sweep `ref` (id or name, the newest of that name; empty: the only
+// sweep) of the database: its id and stored spec.
+absl::Status FindSweep(store::QueryEngine& query, const std::string& ref,
+                       int64_t* id, std::string* spec) {
+  store::QueryOptions options;
+  absl::StatusOr<store::QueryResult> result =
+      query.Run("SELECT id, name, spec FROM sweeps ORDER BY id DESC", options);
+  if (!result.ok()) return result.status();
+  int64_t ref_id = 0;
+  const bool by_id = absl::SimpleAtoi(ref, &ref_id);
+  int matches = 0;
+  for (const auto& row : result->rows) {
+    const auto* row_id = std::get_if<int64_t>(&row[0]);
+    const auto* name = std::get_if<std::string>(&row[1]);
+    const auto* text = std::get_if<std::string>(&row[2]);
+    if (row_id == nullptr || name == nullptr || text == nullptr) continue;
+    const bool match =
+        ref.empty() || (by_id && *row_id == ref_id) || *name == ref;
+    if (!match) continue;
+    if (matches++ == 0) {
+      *id = *row_id;
+      *spec = *text;
+    }
+    if (!ref.empty()) break;
+  }
+  if (matches == 0) {
+    return absl::NotFoundError(
+        ref.empty() ? std::string("the database has no sweeps")
+                    : absl::StrCat("no sweep '", ref, "' in the database"));
+  }
+  if (ref.empty() && matches > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the database has ", matches, " sweeps; name one with --sweep S"));
+  }
+  return absl::OkStatus();
+}
+
+int FitDatabase(const std::vector<std::string>& argv, std::ostream& out,
+                std::ostream& err) {
+  const std::vector<FlagDef> flags = {
+      {"db", true},        {"sweep", true},   {"arch", true}, {"target", true},
+      {"bootstrap", true}, {"threads", true}, {"seed", true}, {"json", false}};
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, flags);
+  if (!args.ok()) return UsageError(err, kName, args.status().message());
+  const std::string target = args->Get("target", "");
+  if (!target.empty() && target != "loss" && target != "longppl") {
+    return UsageError(
+        err, kName,
+        "--target must be loss or longppl with --db, got '" + target + "'");
+  }
+  coordinator::SweepFitOptions options;
+  options.arch = args->Get("arch");
+  options.target = target;
+  options.bootstrap = 1000;
+  options.threads = 0;
+  for (const char* flag : {"bootstrap", "threads", "seed"}) {
+    const std::string text = args->Get(flag, "");
+    if (text.empty()) continue;
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(text, &n) || n < 0) {
+      return UsageError(
+          err, kName,
+          absl::StrCat("--", flag, ": expected an integer >= 0, got '", text,
+                       "'"));
+    }
+    if (std::string(flag) == "bootstrap")
+      options.bootstrap = static_cast<int>(n);
+    if (std::string(flag) == "threads") options.threads = static_cast<int>(n);
+    if (std::string(flag) == "seed") options.seed = static_cast<uint64_t>(n);
+  }
+  const std::string path = args->Get("db");
+  if (path.empty()) return UsageError(err, kName, "--db needs a file");
+  if (access(path.c_str(), R_OK) != 0) {
+    return Failure(err, kName,
+                   absl::StrCat("cannot read ", path,
+                                "; give the coordinator's database file"));
+  }
+  absl::StatusOr<std::unique_ptr<store::QueryEngine>> query =
+      store::QueryEngine::Open(path);
+  if (!query.ok())
+    return Failure(err, kName, std::string(query.status().message()));
+  int64_t sweep_id = 0;
+  std::string spec_text;
+  absl::Status found =
+      FindSweep(**query, args->Get("sweep"), &sweep_id, &spec_text);
+  if (!found.ok()) return Failure(err, kName, std::string(found.message()));
+  absl::StatusOr<v1::SweepSpec> spec =
+      sweep::ParseSweepSpec(spec_text, sweep::SpecFormat::kAuto);
+  if (!spec.ok()) {
+    return Failure(err, kName,
+                   absl::StrCat("stored spec of sweep ", sweep_id,
+                                " does not parse: ", spec.status().message()));
+  }
+  v1::FitSpec fit = sweep::WithDefaults(*spec).fit();
+  if (!target.empty() && std::find(fit.targets().begin(), fit.targets().end(),
+                                   target) == fit.targets().end()) {
+    fit.add_targets(target);
+  }
+  absl::StatusOr<std::vector<coordinator::SweepFit>> fits =
+      coordinator::FitSweepRuns(**query, sweep_id, fit, options);
+  if (!fits.ok()) {
+    return Failure(err, kName, std::string(fits.status().message()));
+  }
+  if (fits->empty()) {
+    return Failure(err, kName,
+                   absl::StrCat("sweep ", sweep_id, " has no succeeded runs",
+                                options.arch.empty()
+                                    ? std::string()
+                                    : " of architecture " + options.arch));
+  }
+  const bool json = args->Has("json");
+  int code = kExitOk;
+  nlohmann::ordered_json all = nlohmann::ordered_json::object();
+  for (const coordinator::SweepFit& f : *fits) {
+    if (!f.fitted) {
+      err << "hlab fit: architecture " << f.arch << ", target " << f.target
+          << ": " << f.reason << "\n";
+      if (f.target == "loss" || !target.empty()) code = kExitFailed;
+      continue;
+    }
+    if (json) {
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(
+          analysis::PowerLawReportToJson(f.report));
+      if (fits->size() > 1 && target.empty()) {
+        all[f.arch][f.target] = std::move(j);
+      } else {
+        all[f.arch] = std::move(j);
+      }
+    } else {
+      out << "architecture " << f.arch << ": " << f.n_fit << " fit runs, "
+          << f.n_verify << " verify runs, target " << f.target << "\n"
+          << analysis::FormatPowerLawReport(f.report) << "\n";
+    }
+  }
+  if (json) out << all.dump(2) << "\n";
+  return code;
+}
+
 }  // namespace
 
 Command FitCommand() {
@@ -201,14 +347,22 @@ Command FitCommand() {
       "the\n"
       "default), log LongPPL (longppl) or training loss (train_loss); --json\n"
       "prints one object keyed by architecture.\n"
-      "--db FILE (fit from a store file) is not implemented yet.";
+      "\nFrom a database file (read-only; no coordinator needed):\n"
+      "  hlab fit --db FILE.db [--sweep S] [--arch A] [--target "
+      "loss|longppl]\n"
+      "           [--bootstrap K] [--threads T] [--seed S] [--json]\n"
+      "fits the sweep's succeeded runs as the coordinator's automatic fits "
+      "do: the\n"
+      "spec's fit scales, R^2 on its verify scales, every target of its fit "
+      "section\n"
+      "unless --target names one (--json: one object keyed by "
+      "architecture, then\n"
+      "by target when there are several).\n";
   c.run = [](const std::vector<std::string>& args, std::ostream& out,
              std::ostream& err) {
     for (const std::string& a : args) {
       if (a == "--db" || a.rfind("--db=", 0) == 0) {
-        err << "hlab fit: error: --db is not implemented yet; use --sweep S "
-               "with a coordinator, or --points FILE.csv\n";
-        return kExitUsage;
+        return FitDatabase(args, out, err);
       }
       if (a == "--sweep" || a.rfind("--sweep=", 0) == 0) {
         return FitSweep(args, out, err);

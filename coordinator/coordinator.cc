@@ -194,6 +194,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   c->reaper_ =
       std::make_unique<LeaseReaper>(&c->context_, options.reaper_interval);
   if (options.start_reaper) c->reaper_->Start();
+  SweepFitterOptions fitter_options;
+  fitter_options.interval = options.fit_interval;
+  fitter_options.bootstrap = options.fit_bootstrap;
+  fitter_options.threads = options.fit_threads;
+  fitter_options.binary = options.fit_binary;
+  c->fitter_ = std::make_unique<SweepFitter>(&c->context_, fitter_options);
+  if (options.auto_fit && options.start_reaper) c->fitter_->Start();
   return c;
 }
 
@@ -214,6 +221,7 @@ void Coordinator::Shutdown() {
                       std::chrono::seconds(1));
   }
   if (reaper_) reaper_->Stop();
+  if (fitter_) fitter_->Stop();
 }
 
 void Coordinator::Wait() {

@@ -1,7 +1,8 @@
 // Coordinator: the hlab-coordinator process minus its flags. It owns the
 // store, the query engine, the sweep catalog, the metrics and their
 // exposer, the gRPC server (ClientService, WorkerService, health checking,
-// reflection) and the lease reaper thread.
+// reflection), the lease reaper thread and the sweep fitter thread
+// (automatic power-law fits of finished sweeps).
 //
 // Start-up rebuilds everything from the database: sweeps and their plans,
 // runs, tasks with their leases and attempts, workers. Leases still valid
@@ -39,6 +40,7 @@
 #include "coordinator/store/query.h"
 #include "coordinator/store/store.h"
 #include "coordinator/sweep_catalog.h"
+#include "coordinator/sweep_fitter.h"
 #include "coordinator/worker_service.h"
 
 namespace hlab::coordinator {
@@ -55,6 +57,13 @@ struct CoordinatorOptions {
   absl::Duration max_lease_wait = absl::Seconds(5);
   absl::Duration expiry_backoff = absl::Seconds(10);
   bool builtin_eval = true;  // see builtin_eval.h
+  // Automatic power-law fits of finished sweeps (sweep_fitter.h): on/off,
+  // bootstrap resamples (capped by the spec's fit.bootstrap) and threads.
+  bool auto_fit = true;
+  int fit_bootstrap = 200;
+  int fit_threads = 1;
+  absl::Duration fit_interval = absl::Seconds(5);
+  std::string fit_binary;  // hlab-sweep-fit; empty: next to the executable
   Clock clock = [] { return absl::Now(); };
 };
 
@@ -84,6 +93,7 @@ class Coordinator {
 
   store::Store* store() { return store_.get(); }
   LeaseReaper* reaper() { return reaper_.get(); }
+  SweepFitter* fitter() { return fitter_.get(); }
   ServiceContext* context() { return &context_; }
   CoordinatorMetrics* metrics() { return metrics_.get(); }
 
@@ -100,6 +110,7 @@ class Coordinator {
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<LeaseReaper> reaper_;
+  std::unique_ptr<SweepFitter> fitter_;
   int port_ = 0;
   bool shut_down_ = false;
 };

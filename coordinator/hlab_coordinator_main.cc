@@ -23,6 +23,7 @@ constexpr char kUsage[] =
     "usage: hlab-coordinator [--db PATH] [--listen HOST:PORT]\n"
     "       [--metrics-listen HOST:PORT|none] [--tokens-file FILE]\n"
     "       [--tls-cert PEM --tls-key PEM] [--lease-seconds N]\n"
+    "       [--auto-fit on|off] [--fit-bootstrap K] [--fit-threads T]\n"
     "\n"
     "  --db PATH              SQLite database, created if missing (hlab.db)\n"
     "  --listen HOST:PORT     gRPC address (127.0.0.1:50151); port 0 picks\n"
@@ -32,7 +33,11 @@ constexpr char kUsage[] =
     "                         admin, submit, read, worker); without it only\n"
     "                         loopback addresses are allowed\n"
     "  --tls-cert, --tls-key  PEM certificate chain and key: serve TLS\n"
-    "  --lease-seconds N      task lease time (30); heartbeats every N/6\n";
+    "  --lease-seconds N      task lease time (30); heartbeats every N/6\n"
+    "  --auto-fit on|off      fit power laws when a sweep finishes (on)\n"
+    "  --fit-bootstrap K      bootstrap resamples of those fits (200; at\n"
+    "                         most the spec's fit.bootstrap; 0 = no CIs)\n"
+    "  --fit-threads T        threads for those fits (1; 0 = all cores)\n";
 
 int Usage(const std::string& error) {
   std::cerr << "hlab-coordinator: " << error << "\n" << kUsage;
@@ -70,6 +75,20 @@ int main(int argc, char** argv) {
                                   "number, got '", value, "'"));
       }
       options.lease = absl::Seconds(seconds);
+    } else if (flag == "--auto-fit") {
+      if (value != "on" && value != "off") {
+        return Usage(
+            absl::StrCat("--auto-fit: expected on or off, got '", value, "'"));
+      }
+      options.auto_fit = value == "on";
+    } else if (flag == "--fit-bootstrap" || flag == "--fit-threads") {
+      int n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < 0) {
+        return Usage(absl::StrCat(flag, ": expected an integer >= 0, got '",
+                                  value, "'"));
+      }
+      (flag == "--fit-bootstrap" ? options.fit_bootstrap
+                                 : options.fit_threads) = n;
     } else {
       return Usage(absl::StrCat("unknown flag ", flag));
     }

@@ -392,8 +392,11 @@ TEST_F(CliClientTest, FitDelegatesToTheFitter) {
   EXPECT_NEAR(j["beta"].get<double>(), 0.37, 0.05);
 
   std::ostringstream db_out, db_err;
-  EXPECT_EQ(RunCli({"fit", "--db", "hlab.db"}, db_out, db_err), kExitUsage);
-  EXPECT_NE(db_err.str().find("not implemented yet"), std::string::npos);
+  EXPECT_EQ(RunCli({"fit", "--db", "/nonexistent/hlab.db"}, db_out, db_err),
+            kExitFailed);
+  EXPECT_NE(db_err.str().find("cannot read /nonexistent/hlab.db"),
+            std::string::npos)
+      << db_err.str();
 }
 
 }  // namespace

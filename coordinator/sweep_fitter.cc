@@ -1,0 +1,261 @@
+#include "coordinator/sweep_fitter.h"
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "coordinator/sweep_catalog.h"
+
+extern char** environ;
+
+namespace hlab::coordinator {
+
+void SweepFitter::Start() {
+  if (access(Binary().c_str(), X_OK) != 0) {
+    HLAB_LOG(WARNING) << "automatic fits off: " << Binary()
+                      << " is missing (build the hlab-sweep-fit target)";
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_;
+        };
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping),
+                                 options_.interval)) {
+          return;
+        }
+      }
+      absl::StatusOr<int> fitted = FitFinishedSweeps();
+      if (!fitted.ok()) {
+        HLAB_LOG(WARNING) << "automatic fits: " << fitted.status();
+      }
+    }
+  });
+}
+
+void SweepFitter::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (child_ > 0) kill(child_, SIGTERM);  // a fit in progress ends now
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<bool> SweepFitter::AlreadyFitted(int64_t sweep_id) {
+  store::QueryOptions options;
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      context_->query->Run(
+          absl::StrCat(
+              "SELECT (SELECT count(*) FROM fits WHERE sweep_id = ", sweep_id,
+              ") + (SELECT count(*) FROM events WHERE sweep_id = ", sweep_id,
+              " AND kind = 'fits')"),
+          options));
+  if (result.rows.empty()) return false;
+  const auto* n = std::get_if<int64_t>(&result.rows[0][0]);
+  return n != nullptr && *n > 0;
+}
+
+std::string SweepFitter::Binary() const {
+  if (!options_.binary.empty()) return options_.binary;
+  std::error_code ec;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "hlab-sweep-fit";
+  return (self.parent_path() / "hlab-sweep-fit").string();
+}
+
+namespace {
+
+// Runs `args` with stdout and stderr into one pipe; returns what it wrote.
+// Internal if it cannot start or exits non-zero (with its output).
+// `on_start` gets the child's pid once it runs.
+absl::StatusOr<std::string> RunChild(
+    const std::vector<std::string>& args,
+    const std::function<void(pid_t)>& on_start) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> argv;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc =
+      posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  if (rc == 0) on_start(pid);
+  if (rc != 0) {
+    close(fds[0]);
+    return absl::InternalError(
+        absl::StrCat("cannot run ", args[0], ": ", std::strerror(rc)));
+  }
+  std::string output;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n > 0) {
+      output.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " failed (status ", status, "): ", output));
+  }
+  return output;
+}
+
+}  // namespace
+
+absl::Status SweepFitter::FitSweep(int64_t sweep_id) {
+  std::vector<std::string> args = {Binary(),
+                                   "--db",
+                                   context_->store->path(),
+                                   "--sweep",
+                                   absl::StrCat(sweep_id),
+                                   "--bootstrap",
+                                   absl::StrCat(options_.bootstrap),
+                                   "--threads",
+                                   absl::StrCat(options_.threads)};
+  if (options_.quick_grid) args.push_back("--quick-grid");
+  absl::StatusOr<std::string> run = RunChild(args, [this](pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    child_ = pid;
+    if (stopping_) kill(pid, SIGTERM);
+  });
+  {
+    absl::MutexLock lock(&mu_);
+    child_ = 0;
+    if (stopping_) return absl::CancelledError("the coordinator is stopping");
+  }
+  HLAB_ASSIGN_OR_RETURN(std::string output, std::move(run));
+  // The JSON is the last line (glog or Ceres may log before it).
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  const size_t line_start = output.rfind('\n');
+  const std::string last =
+      line_start == std::string::npos ? output : output.substr(line_start + 1);
+  const nlohmann::json result = nlohmann::json::parse(last, nullptr, false);
+  if (result.is_discarded() || !result.contains("fits")) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " printed no result: ", output));
+  }
+  std::vector<std::string> lines;
+  int recorded = 0;
+  for (const nlohmann::json& f : result["fits"]) {
+    lines.push_back(f.value("line", std::string()));
+    if (!f.value("fitted", false)) {
+      HLAB_LOG(WARNING) << "sweep " << sweep_id << ": " << lines.back();
+      continue;
+    }
+    const nlohmann::json& r = f["record"];
+    store::FitRecord record;
+    record.sweep_id = sweep_id;
+    record.arch = f.value("arch", std::string());
+    record.target = f.value("target", std::string());
+    record.e = r.value("e", 0.0);
+    record.a = r.value("a", 0.0);
+    record.alpha = r.value("alpha", 0.0);
+    record.b = r.value("b", 0.0);
+    record.beta = r.value("beta", 0.0);
+    record.ci = r.value("ci", std::string("{}"));
+    record.r2_fit = r.value("r2_fit", 0.0);
+    record.r2_verify = r.value("r2_verify", 0.0);
+    record.n_points = r.value("n_points", 0);
+    record.details = r.value("details", std::string("{}"));
+    HLAB_RETURN_IF_ERROR(context_->store->RecordFit(record, context_->clock()));
+    ++recorded;
+  }
+  const size_t total = result["fits"].size();
+  store::Event event;
+  event.sweep_id = sweep_id;
+  event.kind = "fits";
+  event.time = context_->clock();
+  if (total == 0) {
+    event.message = "no fits: the sweep has no succeeded runs";
+  } else {
+    event.message = absl::StrCat(
+        recorded > 0 ? "fits ready" : "no fits", ": ", recorded, " of ", total,
+        " stored in ", absl::StrFormat("%.1f", result.value("seconds", 0.0)),
+        " s\n", absl::StrJoin(lines, "\n"));
+  }
+  HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
+  HLAB_LOG(INFO) << "sweep " << sweep_id << ": " << event.message;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> SweepFitter::FitFinishedSweeps() {
+  absl::MutexLock lock(&round_mu_);
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Sweep> sweeps,
+                        context_->store->ListSweeps());
+  int handled = 0;
+  for (const store::Sweep& sweep : sweeps) {
+    if (done_.count(sweep.id) > 0) continue;
+    if (sweep.state == store::SweepState::kCancelled) continue;
+    HLAB_ASSIGN_OR_RETURN(bool finished, context_->catalog->Finished(sweep.id));
+    if (!finished) continue;
+    HLAB_ASSIGN_OR_RETURN(bool fitted, AlreadyFitted(sweep.id));
+    if (!fitted) {
+      store::RunFilter filter;
+      filter.sweep_id = sweep.id;
+      filter.state = store::RunState::kSucceeded;
+      HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> succeeded,
+                            context_->store->ListRuns(filter));
+      if (succeeded.empty()) continue;  // all failed: maybe resumed later
+      absl::Status fit = FitSweep(sweep.id);
+      if (fit.code() == absl::StatusCode::kCancelled) return fit;
+      if (!fit.ok()) {
+        // Not retried every round (nor blocking other sweeps); a restarted
+        // coordinator tries again.
+        HLAB_LOG(WARNING) << "sweep " << sweep.id
+                          << ": automatic fit failed: " << fit;
+      } else {
+        ++handled;
+      }
+    }
+    done_.insert(sweep.id);
+  }
+  return handled;
+}
+
+}  // namespace hlab::coordinator
