@@ -2,10 +2,12 @@
 // on loopback (cli/local_cluster.h), submits a sweep (default: the embedded
 // examples/sweeps/demo.yaml), shows its progress, then prints the runs, the
 // fitted laws, and how to query the results.
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -88,8 +90,43 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
       RunCli({"watch", sweep_id, "--address", address}, out, err);
   out << "\n";
   RunCli({"runs", "--sweep", sweep_id, "--address", address}, out, err);
-  out << "\nfitted laws L(N, D) = E + A/N^alpha + B/D^beta (loss):\n";
-  RunCli({"fit", "--sweep", sweep_id, "--address", address}, out, err);
+  // The coordinator fits a finished sweep by itself (a "fits" event, rows in
+  // fit_summary): wait for it, then show the laws.
+  out << "\nwaiting for the coordinator's fits of L(N, D) = E + A/N^alpha + "
+         "B/D^beta ...\n";
+  out.flush();
+  const std::string fits_done =
+      "SELECT count(*) AS n FROM events WHERE kind = 'fits' AND sweep_id = " +
+      sweep_id;
+  bool fitted = false;
+  for (int i = 0; i < 240 && !fitted; ++i) {
+    std::ostringstream count, ignored;
+    RunCli({"query", fits_done, "--format", "csv", "--address", address}, count,
+           ignored);
+    fitted = count.str().find("\n1") != std::string::npos;
+    if (!fitted) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  if (fitted) {
+    RunCli({"query",
+            "SELECT message FROM events WHERE kind = 'fits' AND sweep_id = " +
+                sweep_id,
+            "--format", "csv", "--address", address},
+           out, err);
+    RunCli({"query",
+            "SELECT arch, target, round(e, 4) AS E, round(a, 2) AS A, "
+            "round(alpha, 4) AS alpha, round(b, 2) AS B, round(beta, 4) AS "
+            "beta, round(r2_fit, 4) AS r2_fit, round(r2_verify, 4) AS "
+            "r2_verify, n_points FROM fit_summary WHERE sweep_id = " +
+                sweep_id + " ORDER BY arch, target",
+            "--address", address},
+           out, err);
+    out << "(details and confidence intervals: hlab fit --db " << options.dir
+        << "/hlab.db --sweep " << sweep_id << ")\n";
+  } else {
+    out << "the fits are not ready after 2 minutes; see " << options.dir
+        << "/logs/coordinator.log, or run: hlab fit --db " << options.dir
+        << "/hlab.db --sweep " << sweep_id << "\n";
+  }
   out << "\nthe results are in " << options.dir << "/hlab.db:\n"
       << "  sqlite3 " << options.dir << "/hlab.db 'SELECT * FROM run_summary'\n"
       << "  hlab up --keep-running, then: hlab query --address " << address

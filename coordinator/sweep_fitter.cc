@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,7 +91,8 @@ std::string SweepFitter::Binary() const {
 
 namespace {
 
-// Runs `args` with stdout and stderr into one pipe; returns what it wrote.
+// Runs `args` with stdout into a pipe (stderr, where Ceres and glog log,
+// goes to the coordinator's own stderr); returns what it wrote.
 // Internal if it cannot start or exits non-zero (with its output).
 // `on_start` gets the child's pid once it runs.
 absl::StatusOr<std::string> RunChild(
@@ -101,7 +103,6 @@ absl::StatusOr<std::string> RunChild(
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -180,29 +181,49 @@ absl::Status SweepFitter::FitSweep(int64_t sweep_id) {
     return absl::InternalError(
         absl::StrCat(args[0], " printed no result: ", output));
   }
+  // A number field, or `missing` when absent or null (r2_verify is null
+  // without verification scales). value() would throw on a null.
+  auto number = [](const nlohmann::json& o, const char* key, double missing) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_number() ? it->get<double>() : missing;
+  };
+  auto text = [](const nlohmann::json& o, const char* key,
+                 const std::string& missing) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : missing;
+  };
+  const double kNone = std::numeric_limits<double>::quiet_NaN();
+  if (!result["fits"].is_array()) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " printed a malformed result: ", last));
+  }
   std::vector<std::string> lines;
   int recorded = 0;
   for (const nlohmann::json& f : result["fits"]) {
-    lines.push_back(f.value("line", std::string()));
-    if (!f.value("fitted", false)) {
+    if (!f.is_object()) continue;
+    lines.push_back(text(f, "line", ""));
+    const auto fitted = f.find("fitted");
+    if (fitted == f.end() || !fitted->is_boolean() || !fitted->get<bool>()) {
       HLAB_LOG(WARNING) << "sweep " << sweep_id << ": " << lines.back();
       continue;
     }
-    const nlohmann::json& r = f["record"];
+    const auto found = f.find("record");
+    if (found == f.end() || !found->is_object()) continue;
+    const nlohmann::json& r = *found;
     store::FitRecord record;
     record.sweep_id = sweep_id;
-    record.arch = f.value("arch", std::string());
-    record.target = f.value("target", std::string());
-    record.e = r.value("e", 0.0);
-    record.a = r.value("a", 0.0);
-    record.alpha = r.value("alpha", 0.0);
-    record.b = r.value("b", 0.0);
-    record.beta = r.value("beta", 0.0);
-    record.ci = r.value("ci", std::string("{}"));
-    record.r2_fit = r.value("r2_fit", 0.0);
-    record.r2_verify = r.value("r2_verify", 0.0);
-    record.n_points = r.value("n_points", 0);
-    record.details = r.value("details", std::string("{}"));
+    record.arch = text(f, "arch", "");
+    record.target = text(f, "target", "");
+    record.e = number(r, "e", kNone);
+    record.a = number(r, "a", kNone);
+    record.alpha = number(r, "alpha", kNone);
+    record.b = number(r, "b", kNone);
+    record.beta = number(r, "beta", kNone);
+    record.ci = text(r, "ci", "{}");
+    record.r2_fit = number(r, "r2_fit", kNone);
+    record.r2_verify = number(r, "r2_verify", kNone);  // stored as NULL
+    record.n_points = static_cast<int>(number(r, "n_points", 0));
+    record.details = text(r, "details", "{}");
     HLAB_RETURN_IF_ERROR(context_->store->RecordFit(record, context_->clock()));
     ++recorded;
   }
@@ -216,7 +237,7 @@ absl::Status SweepFitter::FitSweep(int64_t sweep_id) {
   } else {
     event.message = absl::StrCat(
         recorded > 0 ? "fits ready" : "no fits", ": ", recorded, " of ", total,
-        " stored in ", absl::StrFormat("%.1f", result.value("seconds", 0.0)),
+        " stored in ", absl::StrFormat("%.1f", number(result, "seconds", 0)),
         " s\n", absl::StrJoin(lines, "\n"));
   }
   HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
