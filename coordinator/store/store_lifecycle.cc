@@ -92,18 +92,8 @@ absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
     st.Bind(1, ToMillis(now)).Bind(2, run_id);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
-  std::vector<int64_t> sweeps;
-  {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("SELECT sweep_id FROM sweep_runs WHERE run_id = ?"));
-    st.Bind(1, run_id);
-    while (true) {
-      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-      if (!has_row) break;
-      sweeps.push_back(st.ColumnInt(0));
-    }
-  }
+  HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps,
+                        internal::SweepsOfRun(db, run_id));
   for (int64_t sweep : sweeps) {
     HLAB_RETURN_IF_ERROR(
         InsertEvent(db, sweep, run_id, "run_state", "CANCELLED", now).status());
@@ -149,18 +139,8 @@ absl::StatusOr<bool> ResumeRunInTxn(Database& db, const std::string& run_id,
     st.Bind(1, now_ms).Bind(2, run_id);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
-  std::vector<int64_t> sweeps;
-  {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("SELECT sweep_id FROM sweep_runs WHERE run_id = ?"));
-    st.Bind(1, run_id);
-    while (true) {
-      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-      if (!has_row) break;
-      sweeps.push_back(st.ColumnInt(0));
-    }
-  }
+  HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps,
+                        internal::SweepsOfRun(db, run_id));
   for (int64_t sweep : sweeps) {
     HLAB_ASSIGN_OR_RETURN(
         Statement st, db.Prepare("UPDATE sweeps SET retries = 0 WHERE id = ?"));

@@ -89,6 +89,21 @@ absl::StatusOr<LeaseRow> CheckLease(Database& db, const std::string& task_id,
   return row;
 }
 
+absl::StatusOr<std::vector<int64_t>> SweepsOfRun(Database& db,
+                                                 const std::string& run_id) {
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("SELECT sweep_id FROM sweep_runs WHERE run_id = ?"));
+  st.Bind(1, run_id);
+  std::vector<int64_t> sweeps;
+  while (true) {
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (!has_row) break;
+    sweeps.push_back(st.ColumnInt(0));
+  }
+  return sweeps;
+}
+
 absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
                                     absl::string_view run_id,
                                     absl::string_view kind,
@@ -162,18 +177,7 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
     st.Bind(3, ToMillis(now)).Bind(4, run_id);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
-  std::vector<int64_t> sweeps;
-  {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("SELECT sweep_id FROM sweep_runs WHERE run_id = ?"));
-    st.Bind(1, run_id);
-    while (true) {
-      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-      if (!has_row) break;
-      sweeps.push_back(st.ColumnInt(0));
-    }
-  }
+  HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps, SweepsOfRun(db, run_id));
   std::string message = ToString(next);
   if (!reason.empty()) absl::StrAppend(&message, ": ", reason);
   for (int64_t sweep : sweeps) {

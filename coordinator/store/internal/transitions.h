@@ -12,6 +12,7 @@
 #define HLAB_COORDINATOR_STORE_INTERNAL_TRANSITIONS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +44,10 @@ absl::StatusOr<LeaseRow> CheckLease(Database& db, const std::string& task_id,
                                     int attempt);
 
 // Appends one event; returns its seq. sweep_id 0 and empty run_id are NULL.
+// The sweeps a run belongs to (a run can be shared by several).
+absl::StatusOr<std::vector<int64_t>> SweepsOfRun(Database& db,
+                                                 const std::string& run_id);
+
 absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
                                     absl::string_view run_id,
                                     absl::string_view kind,
