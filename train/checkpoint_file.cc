@@ -1,6 +1,5 @@
 #include "train/checkpoint_file.h"
 #include <fcntl.h>
-#include <openssl/sha.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,18 +137,9 @@ std::string BranchName(int64_t budget_tokens) {
   return absl::StrCat("branch-", budget_tokens, ".ckpt");
 }
 
-std::string Sha256Hex(const std::string& data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
-         digest);
-  std::string hex;
-  for (unsigned char c : digest)
-    absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
-  return hex;
-}
-
-absl::Status WriteCheckpoint(const std::string& path, CheckpointMeta meta,
-                             const std::string& payload) {
+absl::StatusOr<std::string> WriteCheckpoint(const std::string& path,
+                                            CheckpointMeta meta,
+                                            const std::string& payload) {
   meta.payload_sha256 = Sha256Hex(payload);
   Json j = {{"step", meta.step},
             {"tokens", meta.tokens},
@@ -194,7 +184,7 @@ absl::Status WriteCheckpoint(const std::string& path, CheckpointMeta meta,
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
-  return absl::OkStatus();
+  return meta.payload_sha256;
 }
 
 absl::StatusOr<CheckpointFile> ReadCheckpoint(const std::string& path) {

@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/sha256.h"
 
 namespace hlab::train {
 
@@ -53,13 +54,15 @@ struct CheckpointFile {
 std::string LatestName(int64_t step);
 std::string BranchName(int64_t budget_tokens);
 
-// Lower-case hex SHA-256 of `data`.
-std::string Sha256Hex(const std::string& data);
+// Lower-case hex SHA-256 (common/sha256.h).
+using ::hlab::Sha256Hex;
 
-// Atomically writes a checkpoint (sets meta.payload_sha256). Unavailable
-// with the OS error for I/O failures (disk full, permissions).
-absl::Status WriteCheckpoint(const std::string& path, CheckpointMeta meta,
-                             const std::string& payload);
+// Atomically writes a checkpoint (sets meta.payload_sha256) and returns
+// the payload's SHA-256. Unavailable with the OS error for I/O failures
+// (disk full, permissions).
+absl::StatusOr<std::string> WriteCheckpoint(const std::string& path,
+                                            CheckpointMeta meta,
+                                            const std::string& payload);
 
 // Reads and verifies a checkpoint. NotFound: no such file. DataLoss: the
 // file is truncated, malformed or fails its checksum; the message names the

@@ -169,14 +169,15 @@ absl::Status Trainer::State::SaveCheckpoint(int64_t step,
       (std::filesystem::path(task.checkpoint.dir) /
        (kind == "branch" ? BranchName(branch_budget) : LatestName(step)))
           .string();
-  HLAB_RETURN_IF_ERROR(WriteCheckpoint(path, meta, payload));
+  HLAB_ASSIGN_OR_RETURN(const std::string sha256,
+                        WriteCheckpoint(path, meta, payload));
   if (kind != "branch") {
     HLAB_RETURN_IF_ERROR(
         PruneCheckpoints(task.checkpoint.dir, task.checkpoint.keep_last));
   }
   Json record = {{"type", "checkpoint"},  {"step", step},
                  {"tokens", meta.tokens}, {"kind", kind},
-                 {"path", path},          {"sha256", Sha256Hex(payload)}};
+                 {"path", path},          {"sha256", sha256}};
   if (kind == "branch") record["branch_budget_tokens"] = branch_budget;
   Emit(record);
   return absl::OkStatus();

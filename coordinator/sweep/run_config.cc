@@ -1,5 +1,4 @@
 #include "coordinator/sweep/run_config.h"
-#include <openssl/evp.h>
 
 #include <cmath>
 #include <string>
@@ -8,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep/spec_parser.h"
@@ -15,20 +15,6 @@
 #include "model/config/param_count.h"
 
 namespace hlab::sweep {
-
-std::string Sha256Hex(absl::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * length);
-  for (unsigned int i = 0; i < length; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 15]);
-  }
-  return out;
-}
 
 std::string ShortHash(absl::string_view data) {
   return Sha256Hex(data).substr(0, 16);

@@ -22,13 +22,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/sha256.h"
 #include "hlab/v1/sweep.pb.h"
 #include "model/config/model_config.h"
 
 namespace hlab::sweep {
 
-// Lowercase hex SHA-256 (64 digits) and its first 16 digits.
-std::string Sha256Hex(absl::string_view data);
+// Lowercase hex SHA-256 (common/sha256.h) and its first 16 digits.
+using ::hlab::Sha256Hex;
 std::string ShortHash(absl::string_view data);
 
 // The model of one (architecture, scale): the named architecture (or the

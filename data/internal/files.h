@@ -1,5 +1,5 @@
 // File helpers private to data/: whole-file reads and writes, SHA-256
-// (OpenSSL), and a read-only memory map. Errors name the file.
+// (common/sha256.h), and a read-only memory map. Errors name the file.
 //
 // Thread-safety: free functions are thread-safe; a MappedFile is immutable
 // after Open() and safe for concurrent reads.
@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/sha256.h"
 
 namespace hlab::data::internal {
 
@@ -27,22 +28,9 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 absl::Status WriteStringToFile(const std::string& path,
                                absl::string_view contents);
 
-// SHA-256 of `bytes` as 64 lowercase hex digits.
-std::string Sha256Hex(absl::string_view bytes);
-
-// Incremental SHA-256.
-class Sha256 {
- public:
-  Sha256();
-  ~Sha256();
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(const void* data, size_t size);
-  std::string HexDigest();  // finishes; call once
-
- private:
-  void* ctx_;  // EVP_MD_CTX*
-};
+// SHA-256: common/sha256.h.
+using ::hlab::Sha256;
+using ::hlab::Sha256Hex;
 
 // A read-only memory map of a whole file (empty files map to size 0).
 class MappedFile {
