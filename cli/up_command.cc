@@ -1,7 +1,8 @@
 // `hlab up`: the embedded default. Starts a coordinator and local workers
 // on loopback (cli/local_cluster.h), submits a sweep (default: the embedded
 // examples/sweeps/demo.yaml), shows its progress, then prints the runs, the
-// fitted laws, and how to query the results.
+// fitted laws, how to query the results, and writes the sweep's report
+// (`hlab report`) into DIR/report.
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -131,6 +132,18 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
       << "  sqlite3 " << options.dir << "/hlab.db 'SELECT * FROM run_summary'\n"
       << "  hlab up --keep-running, then: hlab query --address " << address
       << " 'SELECT * FROM run_summary'\n";
+  // The report (tables, figures, index.html) from the database, read-only;
+  // it computes the fits itself when the coordinator's are not stored yet.
+  const std::string report_dir = options.dir + "/report";
+  out << "\nthe report of sweep " << sweep_id << " (hlab report --db "
+      << options.dir << "/hlab.db --sweep " << sweep_id << " --out "
+      << report_dir << "):\n";
+  out.flush();
+  if (RunCli({"report", "--db", options.dir + "/hlab.db", "--sweep", sweep_id,
+              "--out", report_dir},
+             out, err) == kExitOk) {
+    out << "open " << report_dir << "/index.html in a browser\n";
+  }
   if (args->Has("keep-running")) {
     out << "hlab up: coordinator still at " << address
         << "; Ctrl-C stops it and the workers\n";
@@ -160,7 +173,9 @@ Command UpCommand() {
       "port) with its database in DIR (default ./hlab-up), N local\n"
       "hlab-worker daemons (default 2, one task each), submits SPEC (default:\n"
       "the embedded examples/sweeps/demo.yaml), shows progress, then prints\n"
-      "the runs, the fitted laws and how to query the database. Ctrl-C stops\n"
+      "the runs, the fitted laws and how to query the database, and writes\n"
+      "the sweep's report (hlab report: tables, figures, index.html) into\n"
+      "DIR/report. Ctrl-C stops\n"
       "watching; the sweep can be resumed with `hlab up` on the same DIR.\n";
   c.run = RunUp;
   return c;

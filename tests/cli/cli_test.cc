@@ -66,13 +66,15 @@ TEST(CliTest, UnknownCommandIsOneLineUsageError) {
   EXPECT_EQ(Hlab({}).code, kExitUsage);
 }
 
-TEST(CliTest, PlannedCommandsSayNotImplementedYet) {
-  for (const char* command : {"report"}) {
-    const Result r = Hlab({command});
-    EXPECT_EQ(r.code, kExitUsage) << command;
-    EXPECT_NE(r.err.find("not implemented yet"), std::string::npos);
-    EXPECT_EQ(Lines(r.err), 1);
-  }
+TEST(CliTest, ReportWithoutOutOrSweepIsOneLineUsageError) {
+  Result r = Hlab({"report", "--db", "x.db"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("--out DIR is required"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.err), 1);
+  r = Hlab({"report", "--out", "dir"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("--sweep ID"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.err), 1);
 }
 
 TEST(CliTest, UpRefusesBadFlagsInOneLine) {

@@ -1,0 +1,161 @@
+#include "report/pages.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "report/study_report.h"
+#include "report/tables.h"
+
+namespace hlab::report {
+namespace {
+
+std::string FitsOrigin(const StudyData& study) {
+  if (study.fits_origin == "stored") return "fits stored by the coordinator";
+  if (study.fits_origin == "computed") return "fits computed by hlab report";
+  return "no fits";
+}
+
+// A sentence on the fits' bootstrap CIs, or "" when none has any.
+std::string CiNote(const StudyData& study) {
+  for (const FitRow& f : study.fits) {
+    if (f.fitted && !f.ci.empty() && f.confidence > 0) {
+      return absl::StrFormat(
+          "Brackets: %.0f%% bootstrap confidence intervals (%d resamples).",
+          100 * f.confidence, f.resamples);
+    }
+  }
+  return "";
+}
+
+// Why a figure is not shown, or "" when its SVG exists.
+std::string MissingReason(const Plot& plot, const absl::Status& plot_status) {
+  if (!plot.scripted) return plot.note;
+  if (plot.svg) return "";
+  return absl::StrCat("not drawn (", plot_status.message(),
+                      "); draw it with: gnuplot ", plot.name, ".gp");
+}
+
+const char kStyle[] = R"css(
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1700px; }
+h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; }
+th { background: #f0f0f0; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.85em; color: #555; max-width: 60em; }
+.note { background: #fff6d5; padding: 0.4em 0.8em; border-left: 4px solid #e0b000; }
+code, pre { background: #f6f6f6; padding: 0.1em 0.3em; }
+)css";
+
+}  // namespace
+
+std::string SummaryLine(const StudyData& study) {
+  const int succeeded = static_cast<int>(
+      std::count_if(study.runs.begin(), study.runs.end(),
+                    [](const RunRow& r) { return r.succeeded(); }));
+  return absl::StrCat("sweep ", study.sweep_name, " (id ", study.sweep_id,
+                      ") from ", study.source, ": ", study.runs.size(),
+                      " runs, ", succeeded, " succeeded; ", FitsOrigin(study));
+}
+
+std::string ReportMarkdown(const StudyData& study,
+                           const std::vector<Plot>& plots,
+                           const absl::Status& plot_status) {
+  std::string md = absl::StrCat("# hlab report: sweep ", study.sweep_name,
+                                "\n\n", SummaryLine(study), ".\n\n");
+  for (const std::string& note : study.notes) {
+    absl::StrAppend(&md, "> Note: ", note, "\n\n");
+  }
+  md += "## Fitted laws: L(N, D) = E + A/N^alpha + B/D^beta\n\n";
+  const std::vector<std::string> laws = LawLines(study);
+  if (laws.empty()) md += "No fits.\n";
+  for (const std::string& line : laws) absl::StrAppend(&md, "- ", line, "\n");
+  md += "\n";
+  if (!study.fits.empty()) {
+    absl::StrAppend(&md, TableToMarkdown(FitsDisplayTable(study)), "\n",
+                    CiNote(study), " All columns: fits.csv.\n\n");
+  }
+  md += "## Figures\n\n";
+  for (const Plot& plot : plots) {
+    absl::StrAppend(&md, "### ", plot.title, "\n\n");
+    const std::string missing = MissingReason(plot, plot_status);
+    if (!missing.empty()) {
+      absl::StrAppend(&md, "*", missing, "*\n\n");
+      continue;
+    }
+    absl::StrAppend(&md, "![", plot.title, "](", plot.name, ".svg)\n\n",
+                    plot.caption, ". Script: ", plot.name, ".gp",
+                    plot.png ? absl::StrCat("; PNG: ", plot.name, ".png") : "",
+                    ".\n\n");
+  }
+  absl::StrAppend(&md, "## Runs\n\n");
+  if (!study.runs.empty()) {
+    absl::StrAppend(&md, TableToMarkdown(RunsTable(study)),
+                    "\nFull precision: runs.csv.\n");
+  } else {
+    md += "No runs.\n";
+  }
+  return md;
+}
+
+std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
+                      const absl::Status& plot_status) {
+  const std::string title = "hlab report: sweep " + study.sweep_name;
+  std::string html = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<title>",
+      HtmlEscape(title), "</title>\n<style>", kStyle,
+      "</style>\n</head>\n<body>\n<h1>", HtmlEscape(title), "</h1>\n<p>",
+      HtmlEscape(SummaryLine(study)), ".</p>\n");
+  for (const std::string& note : study.notes) {
+    absl::StrAppend(&html, "<p class=\"note\">", HtmlEscape(note), "</p>\n");
+  }
+  html +=
+      "<h2>Fitted laws: L(N, D) = E + A/N<sup>&alpha;</sup> + "
+      "B/D<sup>&beta;</sup></h2>\n<ul>\n";
+  for (const std::string& line : LawLines(study)) {
+    absl::StrAppend(&html, "<li><code>", HtmlEscape(line), "</code></li>\n");
+  }
+  html += "</ul>\n";
+  if (!study.fits.empty()) {
+    absl::StrAppend(&html, TableToHtml(FitsDisplayTable(study)), "<p>",
+                    HtmlEscape(CiNote(study)),
+                    " All columns: <a href=\"fits.csv\">fits.csv</a>.</p>\n");
+  } else {
+    html += "<p>No fits.</p>\n";
+  }
+  html += "<h2>Figures</h2>\n";
+  for (const Plot& plot : plots) {
+    absl::StrAppend(&html, "<h3 id=\"", plot.name, "\">",
+                    HtmlEscape(plot.title), "</h3>\n");
+    const std::string missing = MissingReason(plot, plot_status);
+    if (!missing.empty()) {
+      absl::StrAppend(&html, "<p class=\"note\">", HtmlEscape(missing),
+                      "</p>\n");
+      continue;
+    }
+    absl::StrAppend(&html, "<figure><a href=\"", plot.name,
+                    ".svg\"><img src=\"", plot.name, ".svg\" alt=\"",
+                    HtmlEscape(plot.title), "\"></a>\n<figcaption>",
+                    HtmlEscape(plot.caption), ". Script: <a href=\"", plot.name,
+                    ".gp\">", plot.name, ".gp</a>");
+    if (plot.png) {
+      absl::StrAppend(&html, "; PNG: <a href=\"", plot.name, ".png\">",
+                      plot.name, ".png</a>");
+    }
+    html += ".</figcaption></figure>\n";
+  }
+  html += "<h2>Runs</h2>\n";
+  if (!study.runs.empty()) {
+    absl::StrAppend(&html, TableToHtml(RunsTable(study)),
+                    "<p>Full precision: <a href=\"runs.csv\">runs.csv</a>; "
+                    "Markdown: <a href=\"report.md\">report.md</a>.</p>\n");
+  } else {
+    html += "<p>No runs.</p>\n";
+  }
+  html += "</body>\n</html>\n";
+  return html;
+}
+
+}  // namespace hlab::report

@@ -1,0 +1,378 @@
+// Figure scripts and data files (RenderPlots, which runs gnuplot, is in
+// gnuplot.cc).
+#include "report/plots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace hlab::report {
+namespace {
+
+// Colours of scales (first figure) and architectures (the others).
+constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                                   "#bcbd22", "#17becf"};
+
+std::string Color(size_t i) {
+  return kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
+}
+
+// A number for a script or data file, exactly.
+std::string G(double v) {
+  if (!std::isfinite(v)) return "NaN";
+  return absl::StrFormat("%.17g", v);
+}
+
+// A gnuplot string literal (double quotes; enhanced-text specials escaped
+// so names like "swa_32" print as written).
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '_' || c == '^' || c == '@' || c == '&' || c == '{' || c == '}') {
+      out += "\\\\";
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+// A file-name-safe form of an architecture name.
+std::string FileSafe(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '-' || c == '.';
+    out += ok ? c : '_';
+  }
+  return out;
+}
+
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) {
+    return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+// One succeeded run's point for a target.
+struct Point {
+  const RunRow* run = nullptr;
+  double value = 0;
+  std::optional<double> predicted;
+};
+
+// The points of one architecture for one target, grouped by scale (N).
+struct ArchSeries {
+  std::string arch;
+  std::string data_file;  // relative to the report directory
+  const FitRow* fit = nullptr;
+  std::vector<std::vector<Point>> scales;  // by N; each by D
+};
+
+std::vector<ArchSeries> SeriesOf(const StudyData& study,
+                                 const std::string& target) {
+  std::vector<ArchSeries> out;
+  for (const std::string& arch : study.Architectures()) {
+    ArchSeries s;
+    s.arch = arch;
+    s.data_file = absl::StrCat("data/", target, "_", FileSafe(arch), ".dat");
+    s.fit = study.FindFit(arch, target);
+    std::map<std::pair<double, std::string>, std::vector<Point>> by_scale;
+    for (const RunRow& r : study.runs) {
+      if (r.arch != arch || !r.succeeded() || r.n <= 0 || r.d <= 0) continue;
+      const std::optional<double> v = r.Target(target);
+      if (!v) continue;
+      Point p;
+      p.run = &r;
+      p.value = *v;
+      if (s.fit != nullptr) p.predicted = s.fit->Law().Predict(r.n, r.d);
+      by_scale[{r.n, r.scale}].push_back(p);
+    }
+    if (by_scale.empty()) continue;
+    for (auto& [key, points] : by_scale) {
+      std::sort(
+          points.begin(), points.end(),
+          [](const Point& a, const Point& b) { return a.run->d < b.run->d; });
+      s.scales.push_back(std::move(points));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string DataFile(const ArchSeries& s, const std::string& target) {
+  std::string out = absl::StrCat(
+      "# hlab report: ", TargetLabel(target), " of architecture ", s.arch,
+      "'s succeeded runs, one block per scale (gnuplot: index i)\n");
+  if (s.fit != nullptr) {
+    absl::StrAppend(&out, "# fitted L(N, D) = ", G(s.fit->E), " + ",
+                    G(s.fit->A), "/N^", G(s.fit->alpha), " + ", G(s.fit->B),
+                    "/D^", G(s.fit->beta), "\n");
+  } else {
+    out += "# no fit: predicted and rel_residual are NaN\n";
+  }
+  out += "# N D observed predicted rel_residual held_out scale run_id\n";
+  for (size_t i = 0; i < s.scales.size(); ++i) {
+    if (i > 0) out += "\n\n";
+    for (const Point& p : s.scales[i]) {
+      const double predicted = p.predicted.value_or(NAN);
+      absl::StrAppend(&out, G(p.run->n), " ", G(p.run->d), " ", G(p.value), " ",
+                      G(predicted), " ", G(p.value / predicted - 1), " ",
+                      p.run->verify ? 1 : 0, " ", FileSafe(p.run->scale), " ",
+                      p.run->run_id, "\n");
+    }
+  }
+  return out;
+}
+
+// The opening of every script: terminal chosen by `fmt` (svg by default).
+std::string Header(const Plot& plot, int width, int height) {
+  return absl::StrCat(
+      "# hlab report: ", plot.title, "\n# ", plot.caption,
+      "\n# Re-run from this directory: gnuplot ", plot.name,
+      ".gp (SVG); gnuplot -e 'fmt=\"png\"' ", plot.name, ".gp (PNG).\n",
+      "if (!exists(\"fmt\")) fmt = \"svg\"\n", "if (fmt eq \"png\") {\n",
+      "  set terminal pngcairo size ", width, ",", height,
+      " font \"sans,10\"\n  set output \"", plot.name, ".png\"\n} else {\n",
+      "  set terminal svg size ", width, ",", height,
+      " font \"sans,11\" background \"white\"\n  set output \"", plot.name,
+      ".svg\"\n}\n", "set grid lc rgb \"#dddddd\"\nset border lw 1.2\n",
+      "set key top right box opaque samplen 2 font \",9\"\n",
+      "set datafile missing \"NaN\"\n");
+}
+
+// The coefficients of one fit as script variables with suffix i.
+std::string LawVariables(const FitRow& f, size_t i) {
+  return absl::StrFormat(
+      "E%d = %s; A%d = %s; alpha%d = %s; B%d = %s; beta%d = %s\n"
+      "L%d(N, D) = E%d + A%d / N**alpha%d + B%d / D**beta%d\n",
+      i, G(f.E), i, G(f.A), i, G(f.alpha), i, G(f.B), i, G(f.beta), i, i, i, i,
+      i, i);
+}
+
+// Range [lo, hi] of the tokens of every series, widened on a log axis.
+std::pair<double, double> TokenRange(const std::vector<ArchSeries>& series) {
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (const ArchSeries& s : series) {
+    for (const auto& scale : s.scales) {
+      for (const Point& p : scale) {
+        lo = std::min(lo, p.run->d);
+        hi = std::max(hi, p.run->d);
+      }
+    }
+  }
+  return {lo / 1.25, hi * 1.25};
+}
+
+std::string TokensScript(const Plot& plot, const std::string& target,
+                         const std::vector<ArchSeries>& series) {
+  const int cols = static_cast<int>(std::min<size_t>(series.size(), 4));
+  const int rows = static_cast<int>((series.size() + cols - 1) / cols);
+  std::string gp = Header(plot, 380 * cols + 40, 340 * rows + 50);
+  const auto [lo, hi] = TokenRange(series);
+  absl::StrAppend(
+      &gp, "set logscale x\nset format x \"%.1s%c\"\n", "set xrange [", G(lo),
+      ":", G(hi), "]\n", "set xlabel \"tokens D\"\nset ylabel ",
+      Quote(TargetLabel(target)), "\nset multiplot layout ", rows, ",", cols,
+      " title ", Quote(plot.title + "; lines: fitted L(N, D)"), "\n");
+  for (size_t a = 0; a < series.size(); ++a) {
+    const ArchSeries& s = series[a];
+    absl::StrAppend(&gp, "\n# ", s.arch, "\n");
+    std::vector<std::string> clauses;
+    if (s.fit != nullptr) {
+      gp += LawVariables(*s.fit, a);
+      absl::StrAppend(&gp, "set title ", Quote(s.arch), "\n");
+    } else {
+      absl::StrAppend(&gp, "set title ", Quote(s.arch + " (no fit)"), "\n");
+    }
+    for (size_t i = 0; i < s.scales.size(); ++i) {
+      const RunRow& first = *s.scales[i].front().run;
+      const std::string title =
+          absl::StrFormat("%s N=%.3g%s", first.scale, first.n,
+                          first.verify ? " (held out)" : "");
+      absl::StrAppend(&clauses.emplace_back(), "\"", s.data_file, "\" index ",
+                      i, " using 2:3 with points pt ", first.verify ? 6 : 7,
+                      " ps 1.1 lc rgb \"", Color(i), "\" title ", Quote(title));
+      if (s.fit != nullptr) {
+        absl::StrAppend(&clauses.emplace_back(), "L", a, "(", G(first.n),
+                        ", x) with lines lw 1.5 lc rgb \"", Color(i), "\"",
+                        first.verify ? " dt 2" : "", " notitle");
+      }
+    }
+    absl::StrAppend(&gp, "plot ", absl::StrJoin(clauses, ", \\\n     "), "\n");
+  }
+  gp += "unset multiplot\n";
+  return gp;
+}
+
+// Fit (held_out = 0) and held-out (1) points of each fitted architecture.
+std::string PointClauses(const std::vector<ArchSeries>& series,
+                         const std::string& x, const std::string& y) {
+  std::vector<std::string> clauses;
+  for (size_t a = 0; a < series.size(); ++a) {
+    const ArchSeries& s = series[a];
+    if (s.fit == nullptr) continue;
+    bool any_verify = false;
+    for (const auto& scale : s.scales) any_verify |= scale.front().run->verify;
+    absl::StrAppend(&clauses.emplace_back(), "\"", s.data_file,
+                    "\" using ($6 == 0 ? ", x, " : NaN):", y,
+                    " with points pt 7 ps 1.1 lc rgb \"", Color(a), "\" title ",
+                    Quote(s.arch + " fit"));
+    if (any_verify) {
+      absl::StrAppend(&clauses.emplace_back(), "\"", s.data_file,
+                      "\" using ($6 == 1 ? ", x, " : NaN):", y,
+                      " with points pt 6 ps 1.6 lw 1.5 lc rgb \"", Color(a),
+                      "\" title ", Quote(s.arch + " held out"));
+    }
+  }
+  return absl::StrJoin(clauses, ", \\\n     ");
+}
+
+std::string ObservedScript(const Plot& plot, const std::string& target,
+                           const std::vector<ArchSeries>& series) {
+  std::string gp = Header(plot, 620, 580);
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const ArchSeries& s : series) {
+    if (s.fit == nullptr) continue;
+    for (const auto& scale : s.scales) {
+      for (const Point& p : scale) {
+        lo = std::min({lo, p.value, *p.predicted});
+        hi = std::max({hi, p.value, *p.predicted});
+      }
+    }
+  }
+  const double pad = std::max(hi - lo, 1e-6 * std::abs(hi)) * 0.05;
+  absl::StrAppend(&gp, "set title ", Quote(plot.title), "\n", "set xlabel ",
+                  Quote("predicted " + TargetLabel(target)), "\nset ylabel ",
+                  Quote("observed " + TargetLabel(target)),
+                  "\nset size square\nset key top left\n", "set xrange [",
+                  G(lo - pad), ":", G(hi + pad), "]\nset yrange [", G(lo - pad),
+                  ":", G(hi + pad), "]\n", "plot ",
+                  PointClauses(series, "$4", "3"),
+                  ", \\\n     x with lines dt 2 lw 1.2 lc rgb \"black\" "
+                  "title \"y = x\"\n");
+  return gp;
+}
+
+std::string ResidualScript(const Plot& plot,
+                           const std::vector<ArchSeries>& series) {
+  std::string gp = Header(plot, 760, 480);
+  const auto [lo, hi] = TokenRange(series);
+  absl::StrAppend(&gp, "set title ", Quote(plot.title), "\n",
+                  "set logscale x\nset format x \"%.1s%c\"\n", "set xrange [",
+                  G(lo), ":", G(hi), "]\n",
+                  "set xlabel \"tokens D\"\n"
+                  "set ylabel \"observed / predicted - 1 (%)\"\n",
+                  "plot ", PointClauses(series, "$2", "($5 * 100)"),
+                  ", \\\n     0 with lines dt 2 lw 1.2 lc rgb \"black\" "
+                  "notitle\n");
+  return gp;
+}
+
+Plot MakePlot(std::string name, std::string target, std::string title,
+              std::string caption) {
+  Plot plot;
+  plot.name = std::move(name);
+  plot.target = std::move(target);
+  plot.title = std::move(title);
+  plot.caption = std::move(caption);
+  return plot;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
+                                                   const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir + "/data", ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", dir, "/data: ", ec.message()));
+  }
+  std::vector<Plot> plots;
+  for (const std::string target : kTargets) {
+    const std::string label = TargetLabel(target);
+    const std::vector<ArchSeries> series = SeriesOf(study, target);
+    std::vector<std::string> unfitted;
+    for (const ArchSeries& s : series) {
+      if (s.fit == nullptr) unfitted.push_back(s.arch);
+    }
+    const bool any_fit = unfitted.size() < series.size();
+
+    Plot tokens = MakePlot(
+        absl::StrCat(target, "_vs_tokens"), target,
+        absl::StrCat(label == "loss" ? "Loss" : label, " against tokens D"),
+        absl::StrCat(label,
+                     " of each succeeded run against its tokens D (log "
+                     "scale), one panel per architecture, one colour per "
+                     "scale N; lines: the fitted L(N, D) at each scale's N "
+                     "(dashed, open points: held-out scales)"));
+    Plot observed = MakePlot(
+        absl::StrCat(target, "_observed_vs_predicted"), target,
+        absl::StrCat("Observed against predicted ", label),
+        absl::StrCat("observed ", label,
+                     " against the fitted law's prediction; filled: fit "
+                     "points, open: held-out (verify) points; dashed: y = x"));
+    Plot residuals = MakePlot(
+        absl::StrCat(target, "_residuals"), target,
+        absl::StrCat("Relative residuals of ", label),
+        absl::StrCat("observed / predicted - 1 of ", label,
+                     ", in percent, against tokens D; filled: fit points, "
+                     "open: held-out points"));
+    if (series.empty()) {
+      const std::string note = absl::StrCat(
+          "no ", label, " values in sweep ", study.sweep_id,
+          " yet: no succeeded run has ",
+          target == "loss" ? "a loss" : "a log_longppl (or longppl) eval");
+      for (Plot* p : {&tokens, &observed, &residuals}) p->note = note;
+    } else {
+      for (const ArchSeries& s : series) {
+        HLAB_RETURN_IF_ERROR(
+            WriteText(dir + "/" + s.data_file, DataFile(s, target)));
+      }
+      tokens.scripted = true;
+      HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + tokens.name + ".gp",
+                                     TokensScript(tokens, target, series)));
+      if (any_fit) {
+        observed.scripted = residuals.scripted = true;
+        HLAB_RETURN_IF_ERROR(
+            WriteText(dir + "/" + observed.name + ".gp",
+                      ObservedScript(observed, target, series)));
+        HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + residuals.name + ".gp",
+                                       ResidualScript(residuals, series)));
+      } else {
+        const std::string note = absl::StrCat(
+            "no fit of ", label, " for any architecture (",
+            absl::StrJoin(unfitted, ", "), "); see the fits table");
+        observed.note = residuals.note = note;
+      }
+      if (any_fit && !unfitted.empty()) {
+        const std::string missing = absl::StrCat(
+            " Not fitted, left out: ", absl::StrJoin(unfitted, ", "), ".");
+        observed.caption += missing;
+        residuals.caption += missing;
+      }
+    }
+    plots.push_back(std::move(tokens));
+    plots.push_back(std::move(observed));
+    plots.push_back(std::move(residuals));
+  }
+  return plots;
+}
+
+}  // namespace hlab::report

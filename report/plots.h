@@ -1,0 +1,75 @@
+// The report's figures, drawn by gnuplot in the style of the paper's
+// scaling-law figures. For each target ("loss", then "longppl"):
+//   <target>_vs_tokens            the target against tokens D (log x), one
+//                                 panel per architecture, one colour per
+//                                 scale (N), with the fitted L(N, D) drawn
+//                                 as a line for each scale's N;
+//   <target>_observed_vs_predicted observed against fitted values, fit
+//                                 points filled, held-out (verify) points
+//                                 open, and the line y = x;
+//   <target>_residuals            relative residuals (observed/predicted - 1,
+//                                 in %) against D, fit and held-out points
+//                                 marked as above.
+// Each figure is a gnuplot script <name>.gp in the report directory, over
+// data files data/<target>_<arch>.dat (whitespace columns: N D observed
+// predicted rel_residual held_out scale run_id; one block per scale), so a
+// user can restyle and re-run it: `gnuplot <name>.gp` writes <name>.svg,
+// `gnuplot -e 'fmt="png"' <name>.gp` writes <name>.png.
+//
+// A figure without data (no run has the target yet; no fit for the
+// observed/predicted and residual plots) gets no script; its Plot says why
+// in `note`, and the report shows that in its place.
+//
+// Thread-safety: reentrant (no shared state); RenderPlots runs gnuplot as a
+// child process per figure.
+//
+//   HLAB_ASSIGN_OR_RETURN(std::vector<Plot> plots,
+//                         WritePlotScripts(study, "report"));
+//   absl::Status drawn = RenderPlots("report", PlotOptions(), &plots);
+#ifndef HLAB_REPORT_PLOTS_H_
+#define HLAB_REPORT_PLOTS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "report/study_data.h"
+
+namespace hlab::report {
+
+struct Plot {
+  std::string name;       // file stem: "loss_vs_tokens"
+  std::string target;     // "loss" or "longppl"
+  std::string title;      // "Loss against tokens D"
+  std::string caption;    // what is drawn, for the report
+  bool scripted = false;  // <name>.gp and its data were written
+  std::string note;       // when not scripted: why (shown in its place)
+  bool svg = false;       // <name>.svg was drawn
+  bool png = false;       // <name>.png was drawn
+};
+
+struct PlotOptions {
+  // The gnuplot binary: a name looked up in PATH, or a path.
+  std::string gnuplot = "gnuplot";
+  bool png = true;  // also draw PNGs when gnuplot has a PNG terminal
+};
+
+// Writes the data files and scripts of every figure that has data into
+// `dir` (which must exist; data/ is created). Internal (naming the file)
+// when a file cannot be written.
+absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
+                                                   const std::string& dir);
+
+// Runs gnuplot on every scripted figure in `dir`, setting svg/png. Returns
+//   FailedPrecondition - gnuplot is not installed (the message says to
+//                        install gnuplot-nox; nothing was drawn);
+//   Internal           - gnuplot failed on a script (its output quoted) or
+//                        wrote no SVG; the other figures are still drawn.
+// A missing PNG terminal is not an error: png stays false.
+absl::Status RenderPlots(const std::string& dir, const PlotOptions& options,
+                         std::vector<Plot>* plots);
+
+}  // namespace hlab::report
+
+#endif  // HLAB_REPORT_PLOTS_H_

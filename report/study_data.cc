@@ -1,0 +1,299 @@
+#include "report/study_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/sweep/spec_defaults.h"
+#include "coordinator/sweep/spec_parser.h"
+#include "coordinator/sweep_fits.h"
+
+namespace hlab::report {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kCoefficients[] = {"E", "A", "alpha", "B", "beta"};
+
+// The sweep `ref` names: its id, name and stored spec.
+struct SweepRow {
+  int64_t id = 0;
+  std::string name;
+  std::string spec;
+};
+
+absl::StatusOr<SweepRow> FindSweep(RowSource& source, const std::string& ref) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      source.Query("SELECT id, name, spec FROM sweeps ORDER BY id DESC"));
+  int64_t ref_id = 0;
+  const bool by_id = absl::SimpleAtoi(ref, &ref_id);
+  std::vector<SweepRow> matches;
+  for (const auto& row : result.rows) {
+    SweepRow s;
+    s.id = static_cast<int64_t>(RealValue(row[0]).value_or(0));
+    s.name = TextValue(row[1]);
+    s.spec = TextValue(row[2]);
+    if (ref.empty() || (by_id && s.id == ref_id) || s.name == ref) {
+      matches.push_back(std::move(s));
+      if (!ref.empty()) break;
+    }
+  }
+  if (matches.empty()) {
+    return absl::NotFoundError(
+        ref.empty()
+            ? absl::StrCat(source.Describe(), " has no sweeps")
+            : absl::StrCat("no sweep '", ref, "' in ", source.Describe(),
+                           "; `hlab status` lists the sweeps"));
+  }
+  if (matches.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source.Describe(), " has ", matches.size(),
+                     " sweeps; name one with --sweep ID"));
+  }
+  return matches.front();
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+absl::StatusOr<std::vector<RunRow>> ReadRuns(RowSource& source,
+                                             int64_t sweep_id) {
+  const std::string sql = absl::StrCat(
+      "SELECT rs.run_id, rs.arch, rs.scale, rs.state, rs.n_params,"
+      " rs.budget_tokens, rs.final_train_loss, rs.final_val_loss,"
+      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
+      "    AND e.metric = 'log_longppl' ORDER BY e.step DESC LIMIT 1),"
+      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
+      "    AND e.metric = 'longppl' AND e.value > 0"
+      "    ORDER BY e.step DESC LIMIT 1),"
+      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
+      "    AND e.metric IN ('niah_accuracy', 'niah')"
+      "    ORDER BY e.step DESC LIMIT 1)"
+      " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
+      " WHERE sr.sweep_id = ",
+      sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
+  HLAB_ASSIGN_OR_RETURN(store::QueryResult result, source.Query(sql));
+  std::vector<RunRow> runs;
+  for (const auto& row : result.rows) {
+    RunRow r;
+    r.run_id = TextValue(row[0]);
+    r.arch = TextValue(row[1]);
+    r.scale = TextValue(row[2]);
+    r.state = TextValue(row[3]);
+    r.n = RealValue(row[4]).value_or(0);
+    r.d = RealValue(row[5]).value_or(0);
+    r.train_loss = RealValue(row[6]);
+    r.val_loss = RealValue(row[7]);
+    r.log_longppl = RealValue(row[8]);
+    if (!r.log_longppl) {
+      const std::optional<double> ppl = RealValue(row[9]);
+      if (ppl && *ppl > 0) r.log_longppl = std::log(*ppl);
+    }
+    r.niah_accuracy = RealValue(row[10]);
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+std::optional<double> JsonReal(const Json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) {
+    return std::nullopt;
+  }
+  const double v = j[key].get<double>();
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+// The stored fits of the sweep; CIs, objective and warnings from the JSON
+// columns when they hold them.
+absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
+                                                   int64_t sweep_id) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      source.Query(absl::StrCat(
+          "SELECT arch, target, e, a, alpha, b, beta, ci, r2_fit, r2_verify,"
+          " n_points, details FROM fits WHERE sweep_id = ",
+          sweep_id, " ORDER BY arch, target")));
+  std::vector<FitRow> fits;
+  for (const auto& row : result.rows) {
+    FitRow f;
+    f.arch = TextValue(row[0]);
+    f.target = TextValue(row[1]);
+    f.E = RealValue(row[2]).value_or(0);
+    f.A = RealValue(row[3]).value_or(0);
+    f.alpha = RealValue(row[4]).value_or(0);
+    f.B = RealValue(row[5]).value_or(0);
+    f.beta = RealValue(row[6]).value_or(0);
+    f.r2_fit = RealValue(row[8]);
+    f.n_points = static_cast<int>(RealValue(row[10]).value_or(0));
+    const Json ci = Json::parse(TextValue(row[7]), nullptr, false);
+    for (const char* name : kCoefficients) {
+      if (ci.is_object() && ci.contains(name) && ci[name].is_array() &&
+          ci[name].size() == 2 && ci[name][0].is_number() &&
+          ci[name][1].is_number()) {
+        f.ci[name] = {ci[name][0].get<double>(), ci[name][1].get<double>()};
+      }
+    }
+    f.confidence = JsonReal(ci, "confidence").value_or(0);
+    f.resamples = static_cast<int>(JsonReal(ci, "resamples").value_or(0));
+    const Json details = Json::parse(TextValue(row[11]), nullptr, false);
+    f.objective = JsonReal(details, "objective");
+    // The fitter's details say whether there were held-out points; the
+    // r2_verify column holds 0 without them.
+    if (details.is_object() && details.contains("n_verify_points")) {
+      f.r2_verify = JsonReal(details, "r2_verify");
+    } else {
+      f.r2_verify = RealValue(row[9]);
+    }
+    if (details.is_object() && details.contains("warnings") &&
+        details["warnings"].is_array()) {
+      for (const Json& w : details["warnings"]) {
+        if (w.is_string()) f.warnings.push_back(w.get<std::string>());
+      }
+    }
+    fits.push_back(std::move(f));
+  }
+  return fits;
+}
+
+FitRow FromSweepFit(const coordinator::SweepFit& s) {
+  FitRow f;
+  f.arch = s.arch;
+  f.target = s.target;
+  f.fitted = s.fitted;
+  f.reason = s.reason;
+  f.n_points = s.n_fit;
+  if (!s.fitted) return f;
+  const analysis::PowerLawReport& r = s.report;
+  f.E = r.E;
+  f.A = r.A;
+  f.alpha = r.alpha;
+  f.B = r.B;
+  f.beta = r.beta;
+  f.objective = r.objective;
+  f.r2_fit = r.r2_fit;
+  f.r2_verify = r.r2_verify;
+  f.n_points = static_cast<int>(r.n_points);
+  f.warnings = r.warnings;
+  if (r.bootstrap) {
+    const analysis::BootstrapResult& b = *r.bootstrap;
+    f.ci["E"] = {b.E.lower, b.E.upper};
+    f.ci["A"] = {b.A.lower, b.A.upper};
+    f.ci["alpha"] = {b.alpha.lower, b.alpha.upper};
+    f.ci["B"] = {b.B.lower, b.B.upper};
+    f.ci["beta"] = {b.beta.lower, b.beta.upper};
+    f.confidence = b.confidence;
+    f.resamples = b.resamples;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::string TargetLabel(const std::string& target) {
+  if (target == "loss") return "loss";
+  if (target == "longppl") return "log(LongPPL)";
+  return target;
+}
+
+std::optional<double> RunRow::Target(const std::string& target) const {
+  if (target == "loss") return val_loss ? val_loss : train_loss;
+  if (target == "longppl") return log_longppl;
+  return std::nullopt;
+}
+
+std::vector<std::string> StudyData::Architectures() const {
+  std::vector<std::string> archs;
+  for (const RunRow& r : runs) {
+    if (!Contains(archs, r.arch)) archs.push_back(r.arch);
+  }
+  return archs;
+}
+
+const FitRow* StudyData::FindFit(const std::string& arch,
+                                 const std::string& target) const {
+  for (const FitRow& f : fits) {
+    if (f.arch == arch && f.target == target && f.fitted) return &f;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<StudyData> ReadStudyData(RowSource& source,
+                                        const std::string& sweep_ref,
+                                        const StudyOptions& options) {
+  HLAB_ASSIGN_OR_RETURN(SweepRow sweep, FindSweep(source, sweep_ref));
+  StudyData study;
+  study.sweep_id = sweep.id;
+  study.sweep_name = sweep.name;
+  study.source = source.Describe();
+  absl::StatusOr<v1::SweepSpec> spec = sweep::ParseSweepSpec(sweep.spec);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the stored spec of sweep ", sweep.id,
+                     " does not parse: ", spec.status().message()));
+  }
+  const v1::FitSpec fit_spec = sweep::WithDefaults(*spec).fit();
+  study.fit_scales.assign(fit_spec.fit_scales().begin(),
+                          fit_spec.fit_scales().end());
+  study.verify_scales.assign(fit_spec.verify_scales().begin(),
+                             fit_spec.verify_scales().end());
+  HLAB_ASSIGN_OR_RETURN(study.runs, ReadRuns(source, sweep.id));
+  for (RunRow& r : study.runs)
+    r.verify = Contains(study.verify_scales, r.scale);
+  HLAB_ASSIGN_OR_RETURN(study.fits, ReadStoredFits(source, sweep.id));
+  if (!study.fits.empty()) {
+    study.fits_origin = "stored";
+    return study;
+  }
+  const bool any_succeeded =
+      std::any_of(study.runs.begin(), study.runs.end(),
+                  [](const RunRow& r) { return r.succeeded(); });
+  if (study.runs.empty()) {
+    study.notes.push_back(absl::StrCat("sweep ", sweep.id,
+                                       " has no runs: nothing to tabulate, "
+                                       "fit or plot"));
+    return study;
+  }
+  if (!any_succeeded) {
+    study.notes.push_back(absl::StrCat(
+        "no run of sweep ", sweep.id,
+        " has succeeded yet: the fits and figures need succeeded runs "
+        "(`hlab status ",
+        sweep.id, "` shows progress)"));
+    return study;
+  }
+  store::QueryEngine* engine = source.LocalEngine();
+  if (engine == nullptr) {
+    study.notes.push_back(absl::StrCat(
+        "no fits are stored for sweep ", sweep.id,
+        " yet (the coordinator fits a sweep when all its runs are done); "
+        "for fits now, run hlab report --db on the coordinator's database"));
+    return study;
+  }
+  coordinator::SweepFitOptions fit_options;
+  fit_options.bootstrap = options.bootstrap;
+  fit_options.threads = options.threads;
+  fit_options.seed = options.seed;
+  fit_options.grid = options.grid;
+  HLAB_ASSIGN_OR_RETURN(
+      std::vector<coordinator::SweepFit> computed,
+      coordinator::FitSweepRuns(*engine, sweep.id, fit_spec, fit_options));
+  for (const coordinator::SweepFit& s : computed) {
+    study.fits.push_back(FromSweepFit(s));
+  }
+  study.fits_origin = "computed";
+  study.notes.push_back(absl::StrCat(
+      "no fits are stored for sweep ", sweep.id,
+      "; these were computed by hlab report from its succeeded runs, as "
+      "hlab fit --db does (",
+      options.bootstrap, " bootstrap resamples at most)"));
+  return study;
+}
+
+}  // namespace hlab::report

@@ -1,0 +1,128 @@
+// StudyData: what a study report shows about one sweep, read through a
+// RowSource: every run (one row each, whatever its state) with its final
+// figures, and the power-law fits per architecture and target.
+//
+// Runs: N = non-embedding parameters, D = planned tokens; the final
+// training loss, the final validation loss (run_summary), the newest
+// "log_longppl" eval (else the log of a "longppl" eval) and the newest
+// "niah_accuracy" (or "niah") eval. The fitted "loss" is the validation
+// loss, else the training loss, and "longppl" the log LongPPL, as the
+// coordinator's fits take them (coordinator/sweep_fits.h).
+//
+// Fits: the rows of the `fits` table for the sweep (coefficients, CIs from
+// its `ci` JSON, objective and warnings from `details`). When none is
+// stored and the source is a database file, they are computed with
+// coordinator::FitSweepRuns as `hlab fit --db` does, and `fits_origin` says
+// so; over the Query RPC they cannot be, and `notes` says what to run.
+//
+// Thread-safety: ReadStudyData is reentrant; StudyData is a plain value.
+//
+//   HLAB_ASSIGN_OR_RETURN(auto source, DatabaseRowSource::Open(path));
+//   HLAB_ASSIGN_OR_RETURN(StudyData study,
+//                         ReadStudyData(*source, "demo", StudyOptions()));
+//   for (const FitRow& f : study.fits) std::cout << f.arch << " " << f.E;
+#ifndef HLAB_REPORT_STUDY_DATA_H_
+#define HLAB_REPORT_STUDY_DATA_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/fit.h"
+#include "analysis/power_law.h"
+#include "report/row_source.h"
+
+namespace hlab::report {
+
+// The two fitted targets, in report order, and how figures label them.
+inline constexpr const char* kTargets[] = {"loss", "longppl"};
+std::string TargetLabel(const std::string& target);  // "loss", "log(LongPPL)"
+
+struct RunRow {
+  std::string run_id;
+  std::string arch;
+  std::string scale;
+  std::string state;  // PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED
+  double n = 0;       // non-embedding parameters
+  double d = 0;       // planned tokens
+  std::optional<double> train_loss;
+  std::optional<double> val_loss;
+  std::optional<double> log_longppl;
+  std::optional<double> niah_accuracy;
+  bool verify = false;  // its scale is one of the spec's verify_scales
+
+  bool succeeded() const { return state == "SUCCEEDED"; }
+  // The value fitted for `target` ("loss": validation, else training loss;
+  // "longppl": log LongPPL), if known.
+  std::optional<double> Target(const std::string& target) const;
+};
+
+// A confidence interval [lower, upper].
+struct Interval {
+  double lower = 0;
+  double upper = 0;
+};
+
+struct FitRow {
+  std::string arch;
+  std::string target;  // "loss" or "longppl"
+  bool fitted = true;
+  std::string reason;  // when not fitted: why
+  double E = 0, A = 0, alpha = 0, B = 0, beta = 0;
+  // Bootstrap CIs by coefficient name ("E", "A", "alpha", "B", "beta").
+  std::map<std::string, Interval> ci;
+  double confidence = 0;  // e.g. 0.95; 0 without CIs
+  int resamples = 0;
+  std::optional<double> objective;
+  std::optional<double> r2_fit;
+  std::optional<double> r2_verify;  // only with held-out points
+  int n_points = 0;
+  std::vector<std::string> warnings;
+
+  analysis::PowerLaw Law() const { return {E, A, alpha, B, beta}; }
+};
+
+struct StudyData {
+  int64_t sweep_id = 0;
+  std::string sweep_name;
+  std::string source;  // RowSource::Describe()
+  std::vector<std::string> fit_scales;
+  std::vector<std::string> verify_scales;
+  std::vector<RunRow> runs;  // by architecture, N, D, run id
+  std::vector<FitRow> fits;  // by architecture, then target
+  // "stored" (the fits table), "computed" (FitSweepRuns, none stored) or
+  // "none".
+  std::string fits_origin = "none";
+  std::vector<std::string> notes;  // shown at the top of the report
+
+  // Architectures with at least one run, in run order.
+  std::vector<std::string> Architectures() const;
+  // The fit of (arch, target), or nullptr when there is none or it failed.
+  const FitRow* FindFit(const std::string& arch,
+                        const std::string& target) const;
+};
+
+struct StudyOptions {
+  // Used only when fits are computed (none stored): as `hlab fit --db`.
+  int bootstrap = 200;
+  int threads = 0;  // <= 0: one per hardware thread
+  uint64_t seed = 42;
+  std::optional<analysis::StartGrid> grid;  // default: Chinchilla's 4500
+};
+
+// Reads sweep `sweep_ref` (an id, or a name: the newest sweep of that name;
+// empty: the only sweep). NotFound for an unknown sweep ("no sweep 'x' in
+// <source>"), or when the source has no sweeps; InvalidArgument when
+// `sweep_ref` is empty and there are several, or the stored spec does not
+// parse; query errors as the source returns them.
+absl::StatusOr<StudyData> ReadStudyData(RowSource& source,
+                                        const std::string& sweep_ref,
+                                        const StudyOptions& options);
+
+}  // namespace hlab::report
+
+#endif  // HLAB_REPORT_STUDY_DATA_H_

@@ -1,0 +1,87 @@
+#include "report/study_report.h"
+
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "report/pages.h"
+#include "report/tables.h"
+
+namespace hlab::report {
+namespace {
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> LawLines(const StudyData& study) {
+  std::vector<std::string> lines;
+  for (const FitRow& f : study.fits) {
+    if (!f.fitted) {
+      lines.push_back(
+          absl::StrCat(f.arch, " / ", f.target, ": not fitted: ", f.reason));
+      continue;
+    }
+    std::string line =
+        absl::StrFormat("%s / %s: L(N, D) = %.4g + %.4g/N^%.4g + %.4g/D^%.4g",
+                        f.arch, f.target, f.E, f.A, f.alpha, f.B, f.beta);
+    if (f.r2_fit) absl::StrAppendFormat(&line, " (R^2 fit %.4f", *f.r2_fit);
+    if (f.r2_fit && f.r2_verify) {
+      absl::StrAppendFormat(&line, ", verify %.4f", *f.r2_verify);
+    }
+    if (f.r2_fit) line += ")";
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+absl::Status PrepareReportDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the report directory '", dir,
+                     "': ", ec ? ec.message() : "a file of that name exists",
+                     "; give a writable --out DIR"));
+  }
+  const std::string probe = dir + "/.hlab-report-probe";
+  if (!WriteFile(probe, "").ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write into the report directory '", dir,
+                     "'; give a writable --out DIR"));
+  }
+  std::filesystem::remove(probe, ec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StudyReport> WriteStudyReport(
+    const StudyData& study, const std::string& dir,
+    const StudyReportOptions& options) {
+  HLAB_RETURN_IF_ERROR(PrepareReportDirectory(dir));
+  StudyReport report;
+  report.dir = dir;
+  report.index_html = dir + "/index.html";
+  HLAB_RETURN_IF_ERROR(
+      WriteFile(dir + "/runs.csv", TableToCsv(RunsTable(study))));
+  HLAB_RETURN_IF_ERROR(
+      WriteFile(dir + "/fits.csv", TableToCsv(FitsTable(study))));
+  HLAB_ASSIGN_OR_RETURN(report.plots, WritePlotScripts(study, dir));
+  report.plot_status = RenderPlots(dir, options.plot, &report.plots);
+  HLAB_RETURN_IF_ERROR(
+      WriteFile(dir + "/report.md",
+                ReportMarkdown(study, report.plots, report.plot_status)));
+  HLAB_RETURN_IF_ERROR(WriteFile(
+      report.index_html, IndexHtml(study, report.plots, report.plot_status)));
+  return report;
+}
+
+}  // namespace hlab::report

@@ -1,0 +1,60 @@
+// The report's tables: runs (one row per run) and fits (one row per
+// architecture and target), built once as text cells and written as CSV
+// (full precision, RFC 4180 quoting), Markdown (4 significant digits) or an
+// HTML <table>.
+//
+// Runs: run_id, architecture, scale, N, D, D/N, state, final_loss (the
+// final training loss), val_loss, log_longppl, niah_accuracy (empty when
+// not measured). Fits: architecture, target, E, A, alpha, B, beta, each
+// with its bootstrap CI bounds (<name>_lo, <name>_hi; empty when none is
+// stored), objective, r2_fit, r2_verify, n_points, warnings ("; "-joined;
+// the reason when not fitted).
+//
+// Thread-safety: pure functions.
+//
+//   Table runs = RunsTable(study);
+//   WriteFile(dir + "/runs.csv", TableToCsv(runs));
+//   std::string md = TableToMarkdown(runs);
+#ifndef HLAB_REPORT_TABLES_H_
+#define HLAB_REPORT_TABLES_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/study_data.h"
+
+namespace hlab::report {
+
+// One cell: its text at full precision (CSV) and rounded (Markdown, HTML).
+struct TableCell {
+  std::string exact;
+  std::string rounded;
+};
+
+struct Table {
+  std::vector<std::string> columns;
+  std::vector<std::vector<TableCell>> rows;
+};
+
+Table RunsTable(const StudyData& study);
+Table FitsTable(const StudyData& study);
+// The fits for reading (Markdown, HTML): each coefficient with its CI in
+// one cell ("0.3412 [0.3301, 0.3519]"), R^2 and warnings.
+Table FitsDisplayTable(const StudyData& study);
+
+std::string TableToCsv(const Table& table);
+// A GitHub-flavoured Markdown table ("|" in cells escaped).
+std::string TableToMarkdown(const Table& table);
+// An HTML <table> with escaped cells, numbers right-aligned.
+std::string TableToHtml(const Table& table);
+
+// Text helpers shared by the writers: a number in full precision ("%.10g")
+// or to 4 significant digits; "" for nullopt.
+std::string ExactNumber(std::optional<double> value);
+std::string RoundedNumber(std::optional<double> value);
+std::string HtmlEscape(const std::string& text);
+
+}  // namespace hlab::report
+
+#endif  // HLAB_REPORT_TABLES_H_

@@ -1,0 +1,232 @@
+// Helpers for the report tests: the demo sweep stored through the store
+// API with losses (and log LongPPL) from known laws per architecture, its
+// true laws stored as fits, and readers for the files a report writes.
+#ifndef HLAB_TESTS_REPORT_REPORT_TEST_UTIL_H_
+#define HLAB_TESTS_REPORT_REPORT_TEST_UTIL_H_
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "cli/cli.h"
+#include "coordinator/store/store.h"
+#include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/spec_parser.h"
+
+namespace hlab::report::testing {
+
+namespace fs = std::filesystem;
+
+struct Law {
+  double E, A, alpha, B, beta;
+  double operator()(double n, double d) const {
+    return E + A / std::pow(n, alpha) + B / std::pow(d, beta);
+  }
+};
+
+// A different law per architecture and target, so a mix-up shows.
+inline Law LossLaw(const std::string& arch) {
+  static const std::map<std::string, double> kE = {
+      {"full", 1.6}, {"swa-32", 1.7}, {"lightning", 1.8}, {"gdn", 1.9}};
+  return Law{kE.at(arch), 400, 0.34, 410, 0.28};
+}
+inline Law LongPplLaw(const std::string& arch) {
+  return Law{LossLaw(arch).E - 0.9, 200, 0.3, 300, 0.25};
+}
+
+inline absl::Time Now() { return absl::FromUnixSeconds(1'800'000'000); }
+
+inline std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A CSV file as a header and rows of fields (no quoted fields expected).
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  size_t Column(const std::string& name) const {
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) return i;
+    }
+    ADD_FAILURE() << "no column " << name;
+    return 0;
+  }
+};
+
+inline Csv ReadCsv(const fs::path& path) {
+  Csv csv;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty())) {
+    std::vector<std::string> fields = absl::StrSplit(line, ',');
+    if (csv.header.empty()) {
+      csv.header = fields;
+    } else {
+      csv.rows.push_back(fields);
+    }
+  }
+  return csv;
+}
+
+inline double Number(const std::string& text) {
+  double v = 0;
+  EXPECT_TRUE(absl::SimpleAtod(text, &v)) << "'" << text << "'";
+  return v;
+}
+
+struct Result {
+  int code = 0;
+  std::string out, err;
+};
+
+inline Result Hlab(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  Result r;
+  r.code = cli::RunCli(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+struct SweepOptions {
+  bool longppl = true;            // record log_longppl evals
+  bool runs = true;               // add the spec's runs
+  bool leave_one_pending = true;  // gdn's first S4 run never runs
+};
+
+// Stores the demo sweep in `store`; every run (but, by default, gdn's
+// first S4 run, whose id goes to *pending_run) succeeded with a val_loss
+// and train_loss metric, a log_longppl eval, and, for `full`, a NIAH
+// accuracy.
+inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
+                              std::string* pending_run = nullptr) {
+  auto spec =
+      sweep::LoadSweepSpec(HLAB_SOURCE_DIR "/examples/sweeps/demo.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto plan = sweep::PlanSweep(*spec);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  store::SweepSpec stored;
+  stored.name = plan->spec.name();
+  stored.spec_hash = plan->spec_hash;
+  stored.spec = sweep::SweepSpecToCanonicalJson(plan->spec);
+  auto created = store.CreateSweep(stored, Now());
+  EXPECT_TRUE(created.ok()) << created.status();
+  const int64_t sweep_id = created->sweep_id;
+  if (!options.runs) return sweep_id;
+  std::vector<store::RunSpec> runs;
+  for (const v1::Run& r : plan->runs) {
+    store::RunSpec run;
+    run.id = r.run_id();
+    run.arch = r.architecture();
+    run.scale = r.scale();
+    run.budget_tokens = r.tokens();
+    run.n_params = r.non_embedding_params();
+    run.seed = r.seed();
+    run.config = r.config_json();
+    runs.push_back(run);
+  }
+  EXPECT_TRUE(store.AddRuns(sweep_id, runs, Now()).ok());
+  bool left_pending = false;
+  for (const store::RunSpec& run : runs) {
+    if (options.leave_one_pending && !left_pending && run.arch == "gdn" &&
+        run.scale == "S4") {
+      left_pending = true;
+      if (pending_run != nullptr) *pending_run = run.id;
+      continue;
+    }
+    store::TaskSpec task;
+    task.id = run.id + ".train";
+    task.sweep_id = sweep_id;
+    task.run_id = run.id;
+    EXPECT_TRUE(store.AddTasks({task}, Now()).ok());
+    auto attempt = store.LeaseTask(task.id, "w1", Now(), absl::Seconds(30));
+    EXPECT_TRUE(attempt.ok()) << attempt.status();
+    const double n = static_cast<double>(run.n_params);
+    const double d = static_cast<double>(run.budget_tokens);
+    store::MetricPoint loss;
+    loss.name = "val_loss";
+    loss.step = 10;
+    loss.tokens = run.budget_tokens;
+    loss.value = LossLaw(run.arch)(n, d);
+    store::MetricPoint train = loss;
+    train.name = "train_loss";
+    train.value = loss.value + 0.5;
+    EXPECT_TRUE(store.RecordMetrics(task.id, *attempt, {loss, train}).ok());
+    if (options.longppl) {
+      store::EvalResult eval;
+      eval.run_id = run.id;
+      eval.step = 10;
+      eval.metric = "log_longppl";
+      eval.value = LongPplLaw(run.arch)(n, d);
+      EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+    }
+    if (run.arch == "full") {
+      store::EvalResult niah;
+      niah.run_id = run.id;
+      niah.step = 10;
+      niah.metric = "niah_accuracy";
+      niah.value = 0.25;
+      EXPECT_TRUE(store.RecordEval(task.id, *attempt, niah).ok());
+    }
+    EXPECT_TRUE(store.CompleteTask(task.id, *attempt, Now()).ok());
+  }
+  return sweep_id;
+}
+
+// Stores each architecture's true law as its fit of `target`, with CIs
+// of +-1% and a warning in the details.
+inline void StoreTrueFits(store::Store& store, int64_t sweep_id,
+                          const std::string& target) {
+  for (const std::string arch : {"full", "swa-32", "lightning", "gdn"}) {
+    const Law law = target == "loss" ? LossLaw(arch) : LongPplLaw(arch);
+    store::FitRecord fit;
+    fit.sweep_id = sweep_id;
+    fit.arch = arch;
+    fit.target = target;
+    fit.e = law.E;
+    fit.a = law.A;
+    fit.alpha = law.alpha;
+    fit.b = law.B;
+    fit.beta = law.beta;
+    nlohmann::json ci;
+    for (const auto& [name, v] :
+         std::map<std::string, double>{{"E", law.E},
+                                       {"A", law.A},
+                                       {"alpha", law.alpha},
+                                       {"B", law.B},
+                                       {"beta", law.beta}}) {
+      ci[name] = {v * 0.99, v * 1.01};
+    }
+    ci["resamples"] = 50;
+    ci["confidence"] = 0.95;
+    fit.ci = ci.dump();
+    fit.r2_fit = 1;
+    fit.r2_verify = 0.999;
+    fit.n_points = 9;
+    fit.details =
+        nlohmann::json{
+            {"objective", 1e-12},
+            {"r2_fit", 1.0},
+            {"r2_verify", 0.999},
+            {"n_points", 9},
+            {"n_verify_points", 3},
+            {"warnings", nlohmann::json::array({"warning of " + arch})}}
+            .dump();
+    ASSERT_TRUE(store.RecordFit(fit, Now()).ok());
+  }
+}
+
+}  // namespace hlab::report::testing
+
+#endif  // HLAB_TESTS_REPORT_REPORT_TEST_UTIL_H_
