@@ -179,6 +179,38 @@ std::pair<double, double> TokenRange(const std::vector<ArchSeries>& series) {
   return {lo / 1.25, hi * 1.25};
 }
 
+// "50k", "1M", "2.5G": a token count for a tick label.
+std::string TokenLabel(double v) {
+  if (v >= 1e9) return absl::StrFormat("%gG", v / 1e9);
+  if (v >= 1e6) return absl::StrFormat("%gM", v / 1e6);
+  if (v >= 1e3) return absl::StrFormat("%gk", v / 1e3);
+  return absl::StrFormat("%g", v);
+}
+
+// x tics for a log axis over [lo, hi]: 1, 2, 5 per decade, or 1..9 when
+// that gives fewer than three (sweeps often span less than a decade, where
+// gnuplot's own log tics leave one label or none).
+std::string LogTics(double lo, double hi) {
+  std::vector<double> tics;
+  for (const std::vector<double>& mantissas :
+       {std::vector<double>{1, 2, 5},
+        std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+    tics.clear();
+    for (double decade = std::pow(10, std::floor(std::log10(lo))); decade <= hi;
+         decade *= 10) {
+      for (double m : mantissas) {
+        if (m * decade >= lo && m * decade <= hi) tics.push_back(m * decade);
+      }
+    }
+    if (tics.size() >= 3) break;
+  }
+  std::vector<std::string> items;
+  for (double t : tics) {
+    items.push_back(absl::StrCat("\"", TokenLabel(t), "\" ", G(t)));
+  }
+  return absl::StrCat("set xtics (", absl::StrJoin(items, ", "), ")\n");
+}
+
 std::string TokensScript(const Plot& plot, const std::string& target,
                          const std::vector<ArchSeries>& series) {
   const int cols = static_cast<int>(std::min<size_t>(series.size(), 4));
@@ -186,8 +218,8 @@ std::string TokensScript(const Plot& plot, const std::string& target,
   std::string gp = Header(plot, 380 * cols + 40, 340 * rows + 50);
   const auto [lo, hi] = TokenRange(series);
   absl::StrAppend(
-      &gp, "set logscale x\nset format x \"%.1s%c\"\n", "set xrange [", G(lo),
-      ":", G(hi), "]\n", "set xlabel \"tokens D\"\nset ylabel ",
+      &gp, "set logscale x\n", LogTics(lo, hi), "set xrange [", G(lo), ":",
+      G(hi), "]\n", "set xlabel \"tokens D\"\nset ylabel ",
       Quote(TargetLabel(target)), "\nset multiplot layout ", rows, ",", cols,
       " title ", Quote(plot.title + "; lines: fitted L(N, D)"), "\n");
   for (size_t a = 0; a < series.size(); ++a) {
@@ -274,8 +306,9 @@ std::string ResidualScript(const Plot& plot,
   std::string gp = Header(plot, 760, 480);
   const auto [lo, hi] = TokenRange(series);
   absl::StrAppend(&gp, "set title ", Quote(plot.title), "\n",
-                  "set logscale x\nset format x \"%.1s%c\"\n", "set xrange [",
-                  G(lo), ":", G(hi), "]\n",
+                  "set logscale x\n", LogTics(lo, hi),
+                  "set key outside right top\n", "set xrange [", G(lo), ":",
+                  G(hi), "]\n",
                   "set xlabel \"tokens D\"\n"
                   "set ylabel \"observed / predicted - 1 (%)\"\n",
                   "plot ", PointClauses(series, "$2", "($5 * 100)"),
