@@ -119,7 +119,9 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
       source.Query(absl::StrCat(
           "SELECT arch, target, e, a, alpha, b, beta, ci, r2_fit, r2_verify,"
           " n_points, details FROM fits WHERE sweep_id = ",
-          sweep_id, " ORDER BY arch, target")));
+          sweep_id,
+          " ORDER BY arch, CASE target WHEN 'loss' THEN 0 WHEN 'longppl'"
+          " THEN 1 ELSE 2 END, target")));
   std::vector<FitRow> fits;
   for (const auto& row : result.rows) {
     FitRow f;

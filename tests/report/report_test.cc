@@ -115,6 +115,10 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
   // fits.csv: the stored coefficients, CIs, objective and warnings.
   const Csv fits = ReadCsv(Out() / "fits.csv");
   ASSERT_EQ(fits.rows.size(), 8u);
+  // By architecture, then loss before longppl.
+  EXPECT_EQ(fits.rows[0][fits.Column("architecture")], "full");
+  EXPECT_EQ(fits.rows[0][fits.Column("target")], "loss");
+  EXPECT_EQ(fits.rows[1][fits.Column("target")], "longppl");
   for (const auto& row : fits.rows) {
     const std::string arch = row[fits.Column("architecture")];
     const std::string target = row[fits.Column("target")];
