@@ -30,7 +30,7 @@ struct SweepRow {
 absl::StatusOr<SweepRow> FindSweep(RowSource& source, const std::string& ref) {
   HLAB_ASSIGN_OR_RETURN(
       store::QueryResult result,
-      source.Query("SELECT id, name, spec FROM sweeps ORDER BY id DESC"));
+      source.Query("SELECT id, name FROM sweeps ORDER BY id DESC"));
   int64_t ref_id = 0;
   const bool by_id = absl::SimpleAtoi(ref, &ref_id);
   std::vector<SweepRow> matches;
@@ -38,7 +38,6 @@ absl::StatusOr<SweepRow> FindSweep(RowSource& source, const std::string& ref) {
     SweepRow s;
     s.id = static_cast<int64_t>(RealValue(row[0]).value_or(0));
     s.name = TextValue(row[1]);
-    s.spec = TextValue(row[2]);
     if (ref.empty() || (by_id && s.id == ref_id) || s.name == ref) {
       matches.push_back(std::move(s));
       if (!ref.empty()) break;
@@ -56,7 +55,12 @@ absl::StatusOr<SweepRow> FindSweep(RowSource& source, const std::string& ref) {
         absl::StrCat(source.Describe(), " has ", matches.size(),
                      " sweeps; name one with --sweep ID"));
   }
-  return matches.front();
+  SweepRow sweep = std::move(matches.front());
+  HLAB_ASSIGN_OR_RETURN(store::QueryResult spec,
+                        source.Query(absl::StrCat(
+                            "SELECT spec FROM sweeps WHERE id = ", sweep.id)));
+  if (spec.rows.size() == 1) sweep.spec = TextValue(spec.rows[0][0]);
+  return sweep;
 }
 
 bool Contains(const std::vector<std::string>& list, const std::string& s) {
