@@ -106,11 +106,19 @@ absl::StatusOr<std::vector<RunRow>> ReadRuns(RowSource& source,
   return runs;
 }
 
+// A finite number, or nullopt (null, not a number, not finite).
+std::optional<double> JsonReal(const Json& j) {
+  if (!j.is_number()) return std::nullopt;
+  const double v = j.get<double>();
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
 std::optional<double> JsonReal(const Json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) {
-    return std::nullopt;
-  }
-  const double v = j[key].get<double>();
+  if (!j.is_object() || !j.contains(key)) return std::nullopt;
+  return JsonReal(j[key]);
+}
+
+std::optional<double> Finite(double v) {
   return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
 }
 
@@ -141,9 +149,8 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
     const Json ci = Json::parse(TextValue(row[7]), nullptr, false);
     for (const char* name : kCoefficients) {
       if (ci.is_object() && ci.contains(name) && ci[name].is_array() &&
-          ci[name].size() == 2 && ci[name][0].is_number() &&
-          ci[name][1].is_number()) {
-        f.ci[name] = {ci[name][0].get<double>(), ci[name][1].get<double>()};
+          ci[name].size() == 2) {
+        f.ci[name] = {JsonReal(ci[name][0]), JsonReal(ci[name][1])};
       }
     }
     f.confidence = JsonReal(ci, "confidence").value_or(0);
@@ -189,11 +196,11 @@ FitRow FromSweepFit(const coordinator::SweepFit& s) {
   f.warnings = r.warnings;
   if (r.bootstrap) {
     const analysis::BootstrapResult& b = *r.bootstrap;
-    f.ci["E"] = {b.E.lower, b.E.upper};
-    f.ci["A"] = {b.A.lower, b.A.upper};
-    f.ci["alpha"] = {b.alpha.lower, b.alpha.upper};
-    f.ci["B"] = {b.B.lower, b.B.upper};
-    f.ci["beta"] = {b.beta.lower, b.beta.upper};
+    f.ci["E"] = {Finite(b.E.lower), Finite(b.E.upper)};
+    f.ci["A"] = {Finite(b.A.lower), Finite(b.A.upper)};
+    f.ci["alpha"] = {Finite(b.alpha.lower), Finite(b.alpha.upper)};
+    f.ci["B"] = {Finite(b.B.lower), Finite(b.B.upper)};
+    f.ci["beta"] = {Finite(b.beta.lower), Finite(b.beta.upper)};
     f.confidence = b.confidence;
     f.resamples = b.resamples;
   }

@@ -61,10 +61,11 @@ struct RunRow {
   std::optional<double> Target(const std::string& target) const;
 };
 
-// A confidence interval [lower, upper].
+// A confidence interval [lower, upper]; a bound is nullopt when it is not
+// finite (bootstrap resamples that ran off to infinity; stored as null).
 struct Interval {
-  double lower = 0;
-  double upper = 0;
+  std::optional<double> lower;
+  std::optional<double> upper;
 };
 
 struct FitRow {

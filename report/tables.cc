@@ -126,8 +126,11 @@ Table FitsDisplayTable(const StudyData& study) {
       TableCell cell = Number(value);
       auto ci = f.ci.find(name);
       if (ci != f.ci.end()) {
-        absl::StrAppend(&cell.rounded, " [", RoundedNumber(ci->second.lower),
-                        ", ", RoundedNumber(ci->second.upper), "]");
+        // "?": a bound that is not finite.
+        const std::string lower = RoundedNumber(ci->second.lower);
+        const std::string upper = RoundedNumber(ci->second.upper);
+        absl::StrAppend(&cell.rounded, " [", lower.empty() ? "?" : lower, ", ",
+                        upper.empty() ? "?" : upper, "]");
       }
       row.push_back(std::move(cell));
     }

@@ -7,8 +7,8 @@
 // final training loss), val_loss, log_longppl, niah_accuracy (empty when
 // not measured). Fits: architecture, target, E, A, alpha, B, beta, each
 // with its bootstrap CI bounds (<name>_lo, <name>_hi; empty when none is
-// stored), objective, r2_fit, r2_verify, n_points, warnings ("; "-joined;
-// the reason when not fitted).
+// stored or the bound is not finite), objective, r2_fit, r2_verify, n_points,
+// warnings ("; "-joined; the reason when not fitted).
 //
 // Thread-safety: pure functions.
 //
@@ -40,7 +40,8 @@ struct Table {
 Table RunsTable(const StudyData& study);
 Table FitsTable(const StudyData& study);
 // The fits for reading (Markdown, HTML): each coefficient with its CI in
-// one cell ("0.3412 [0.3301, 0.3519]"), R^2 and warnings.
+// one cell ("0.3412 [0.3301, 0.3519]"; "?" for a bound that is not
+// finite), R^2 and warnings.
 Table FitsDisplayTable(const StudyData& study);
 
 std::string TableToCsv(const Table& table);

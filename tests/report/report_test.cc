@@ -127,7 +127,11 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
     EXPECT_DOUBLE_EQ(Number(row[fits.Column("E")]), law.E);
     EXPECT_DOUBLE_EQ(Number(row[fits.Column("alpha")]), law.alpha);
     EXPECT_DOUBLE_EQ(Number(row[fits.Column("beta_lo")]), law.beta * 0.99);
-    EXPECT_DOUBLE_EQ(Number(row[fits.Column("A_hi")]), law.A * 1.01);
+    if (arch == "gdn") {
+      EXPECT_EQ(row[fits.Column("A_hi")], "");  // not finite
+    } else {
+      EXPECT_DOUBLE_EQ(Number(row[fits.Column("A_hi")]), law.A * 1.01);
+    }
     EXPECT_DOUBLE_EQ(Number(row[fits.Column("objective")]), 1e-12);
     EXPECT_DOUBLE_EQ(Number(row[fits.Column("r2_verify")]), 0.999);
     EXPECT_EQ(row[fits.Column("warnings")], "warning of " + arch);
