@@ -6,6 +6,7 @@
 // unwritable output directory and a missing gnuplot.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -153,6 +154,10 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
     EXPECT_GT(svg.size(), 10000u);
     EXPECT_NE(svg.find("<svg"), std::string::npos);
     EXPECT_NE(svg.find("</svg>"), std::string::npos);
+    // gnuplot-nox has the pngcairo terminal: the same script drew a PNG.
+    const std::string png = ReadFile(Out() / (name + ".png"));
+    EXPECT_GT(png.size(), 10000u);
+    EXPECT_EQ(png.substr(1, 3), "PNG");
     EXPECT_NE(index.find("src=\"" + name + ".svg\""), std::string::npos);
     EXPECT_NE(md.find("](" + name + ".svg)"), std::string::npos);
   }
@@ -290,6 +295,7 @@ TEST_F(ReportTest, UnknownSweepAndUnwritableOutputAreOneLineErrors) {
   EXPECT_NE(r.err.find("cannot create the report directory"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("give a writable --out DIR"), std::string::npos);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 
   r = Hlab({"report", "--db", (dir_ / "missing.db").string(), "--out",
             Out().string()});
