@@ -165,7 +165,10 @@ std::string LawVariables(const FitRow& f, size_t i) {
       i, i);
 }
 
-// Range [lo, hi] of the tokens of every series, widened on a log axis.
+// The token axes reach this factor past the smallest and largest D.
+constexpr double kTokenMargin = 1.25;
+
+// The smallest and largest tokens D of every series.
 std::pair<double, double> TokenRange(const std::vector<ArchSeries>& series) {
   double lo = std::numeric_limits<double>::infinity(), hi = 0;
   for (const ArchSeries& s : series) {
@@ -176,7 +179,7 @@ std::pair<double, double> TokenRange(const std::vector<ArchSeries>& series) {
       }
     }
   }
-  return {lo / 1.25, hi * 1.25};
+  return {lo, hi};
 }
 
 // "50k", "1M", "2.5G": a token count for a tick label.
@@ -187,10 +190,13 @@ std::string TokenLabel(double v) {
   return absl::StrFormat("%g", v);
 }
 
-// x tics for a log axis over [lo, hi]: 1, 2, 5 per decade, or 1..9 when
-// that gives fewer than three (sweeps often span less than a decade, where
+// The x range and tics of a log token axis for data from d_min to d_max:
+// tics at 1, 2, 5 per decade, or 1..9 when that gives fewer than three, or
+// else at d_min and d_max (sweeps often span less than a decade, where
 // gnuplot's own log tics leave one label or none).
-std::string LogTics(double lo, double hi) {
+std::string TokenAxis(double d_min, double d_max) {
+  const double lo = d_min / kTokenMargin;
+  const double hi = d_max * kTokenMargin;
   std::vector<double> tics;
   for (const std::vector<double>& mantissas :
        {std::vector<double>{1, 2, 5},
@@ -204,11 +210,16 @@ std::string LogTics(double lo, double hi) {
     }
     if (tics.size() >= 3) break;
   }
+  if (tics.size() < 2) {
+    tics = {d_min};
+    if (d_max > d_min) tics.push_back(d_max);
+  }
   std::vector<std::string> items;
   for (double t : tics) {
     items.push_back(absl::StrCat("\"", TokenLabel(t), "\" ", G(t)));
   }
-  return absl::StrCat("set xtics (", absl::StrJoin(items, ", "), ")\n");
+  return absl::StrCat("set logscale x\nset xtics (", absl::StrJoin(items, ", "),
+                      ")\nset xrange [", G(lo), ":", G(hi), "]\n");
 }
 
 std::string TokensScript(const Plot& plot, const std::string& target,
@@ -216,10 +227,9 @@ std::string TokensScript(const Plot& plot, const std::string& target,
   const int cols = static_cast<int>(std::min<size_t>(series.size(), 4));
   const int rows = static_cast<int>((series.size() + cols - 1) / cols);
   std::string gp = Header(plot, 380 * cols + 40, 340 * rows + 50);
-  const auto [lo, hi] = TokenRange(series);
+  const auto [d_min, d_max] = TokenRange(series);
   absl::StrAppend(
-      &gp, "set logscale x\n", LogTics(lo, hi), "set xrange [", G(lo), ":",
-      G(hi), "]\n", "set xlabel \"tokens D\"\nset ylabel ",
+      &gp, TokenAxis(d_min, d_max), "set xlabel \"tokens D\"\nset ylabel ",
       Quote(TargetLabel(target)), "\nset multiplot layout ", rows, ",", cols,
       " title ", Quote(plot.title + "; lines: fitted L(N, D)"), "\n");
   for (size_t a = 0; a < series.size(); ++a) {
@@ -304,11 +314,9 @@ std::string ObservedScript(const Plot& plot, const std::string& target,
 std::string ResidualScript(const Plot& plot,
                            const std::vector<ArchSeries>& series) {
   std::string gp = Header(plot, 760, 480);
-  const auto [lo, hi] = TokenRange(series);
+  const auto [d_min, d_max] = TokenRange(series);
   absl::StrAppend(&gp, "set title ", Quote(plot.title), "\n",
-                  "set logscale x\n", LogTics(lo, hi),
-                  "set key outside right top\n", "set xrange [", G(lo), ":",
-                  G(hi), "]\n",
+                  TokenAxis(d_min, d_max), "set key outside right top\n",
                   "set xlabel \"tokens D\"\n"
                   "set ylabel \"observed / predicted - 1 (%)\"\n",
                   "plot ", PointClauses(series, "$2", "($5 * 100)"),

@@ -5,6 +5,7 @@
 // a sweep without runs, without LongPPL data, an unknown sweep, an
 // unwritable output directory and a missing gnuplot.
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_split.h"
 #include "coordinator/store/store.h"
+#include "report/plots.h"
 #include "report/row_source.h"
 #include "report/study_data.h"
 #include "report/study_report.h"
@@ -319,6 +321,47 @@ TEST_F(ReportTest, MissingGnuplotStillWritesTheTablesAndSaysWhatToInstall) {
   EXPECT_EQ(index.find(".svg\""), std::string::npos);
   EXPECT_NE(index.find("draw it with: gnuplot loss_vs_tokens.gp"),
             std::string::npos);
+}
+
+// The library on a study built in memory: one budget per scale, a token
+// range too narrow for 1-2-5 tics, still gets labelled tics and drawn.
+TEST(ReportPlotsTest, NarrowTokenRangeGetsTicsAtTheDataAndIsDrawn) {
+  StudyData study;
+  study.sweep_id = 7;
+  study.sweep_name = "narrow";
+  for (int i = 0; i < 6; ++i) {
+    RunRow r;
+    r.run_id = "run" + std::to_string(i);
+    r.arch = "full";
+    r.scale = "S" + std::to_string(i);
+    r.state = "SUCCEEDED";
+    r.n = 1e5 * (1 + i);
+    r.d = 1.3e5 + 5e3 * i;
+    r.val_loss = LossLaw("full")(r.n, r.d);
+    study.runs.push_back(r);
+  }
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("hlab_report_narrow_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  auto plots = WritePlotScripts(study, dir.string());
+  ASSERT_TRUE(plots.ok()) << plots.status();
+  ASSERT_EQ(plots->size(), 6u);
+  EXPECT_TRUE((*plots)[0].scripted);
+  EXPECT_FALSE((*plots)[1].scripted);  // no fit: no observed/predicted
+  EXPECT_NE((*plots)[1].note.find("no fit of loss"), std::string::npos);
+  const std::string gp = ReadFile(dir / "loss_vs_tokens.gp");
+  EXPECT_NE(gp.find("set xtics (\"130k\" 130000, \"155k\" 155000)"),
+            std::string::npos)
+      << gp;
+  EXPECT_NE(gp.find("full (no fit)"), std::string::npos);
+  PlotOptions options;
+  options.png = false;
+  ASSERT_TRUE(RenderPlots(dir.string(), options, &*plots).ok());
+  EXPECT_TRUE((*plots)[0].svg);
+  EXPECT_FALSE((*plots)[0].png);
+  EXPECT_GT(ReadFile(dir / "loss_vs_tokens.svg").size(), 5000u);
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
 }
 
 }  // namespace
