@@ -3,7 +3,8 @@
 // architecture, with stored fits or without; the tables' rows and values,
 // report.md, index.html and the figures gnuplot draws; and the messages for
 // a sweep without runs, without LongPPL data, an unknown sweep, an
-// unwritable output directory and a missing gnuplot.
+// unwritable output directory and a missing gnuplot. Plus the figures of a
+// study built in memory (a token range too narrow for 1-2-5 tics).
 #include <stdlib.h>
 #include <unistd.h>
 
