@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<RunRow>> ReadRuns(RowSource& source,
       "    AND e.metric = 'longppl' AND e.value > 0"
       "    ORDER BY e.step DESC LIMIT 1),"
       " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric IN ('niah_accuracy', 'niah')"
+      "    AND e.metric = 'niah_acc'"
       "    ORDER BY e.step DESC LIMIT 1)"
       " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
       " WHERE sr.sweep_id = ",

@@ -5,9 +5,9 @@
 // Runs: N = non-embedding parameters, D = planned tokens; the final
 // training loss, the final validation loss (run_summary), the newest
 // "log_longppl" eval (else the log of a "longppl" eval) and the newest
-// "niah_accuracy" (or "niah") eval. The fitted "loss" is the validation
-// loss, else the training loss, and "longppl" the log LongPPL, as the
-// coordinator's fits take them (coordinator/sweep_fits.h).
+// "niah_acc" eval (hlab-eval's accuracy over all cells). The fitted "loss" is
+// the validation loss, else the training loss, and "longppl" the log LongPPL,
+// as the coordinator's fits take them (coordinator/sweep_fits.h).
 //
 // Fits: the rows of the `fits` table for the sweep (coefficients, CIs from
 // its `ci` JSON, objective and warnings from `details`). When none is

@@ -175,7 +175,7 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
       store::EvalResult niah;
       niah.run_id = run.id;
       niah.step = 10;
-      niah.metric = "niah_accuracy";
+      niah.metric = "niah_acc";
       niah.value = 0.25;
       EXPECT_TRUE(store.RecordEval(task.id, *attempt, niah).ok());
     }
