@@ -1,5 +1,5 @@
 // The commands of `hlab` that talk to a coordinator (status, watch, runs,
-// query, resume, cancel, workers) and `hlab fit`. Each is one file,
+// query, resume, cancel, workers, eval) and `hlab fit`. Each is one file,
 // cli/<name>_command.cc; RegisterBuiltinCommands (commands.cc) lists them.
 // Every client command takes the connection flags of cli/client.h, prints
 // its result to `out`, and a failure as one line on `err` (exit code 1).
@@ -30,6 +30,7 @@ Command ResumeCommand();
 Command CancelCommand();
 Command WorkersCommand();
 Command FitCommand();
+Command EvalCommand();
 Command UpCommand();
 
 // How `hlab watch` draws and reconnects; the command fills it from the

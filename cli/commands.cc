@@ -27,6 +27,7 @@ void RegisterBuiltinCommands(CommandRegistry* registry) {
   registry->Register(ResumeCommand());
   registry->Register(CancelCommand());
   registry->Register(WorkersCommand());
+  registry->Register(EvalCommand());
   registry->Register(FitCommand());
   registry->Register(
       Planned("report", "write a sweep's report", "usage: hlab report SWEEP"));
