@@ -125,9 +125,9 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
       c.Call(&v1::ClientService::Stub::EvaluateRun, request, &response);
   if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "evaluate runs"));
   const std::string evals = absl::StrJoin(response.task().evals(), ",");
-  err << "hlab eval: " << (response.created() ? "evaluating" : "evaluation")
+  err << "hlab eval: " << (response.created() ? "new evaluation" : "evaluation")
       << " of run " << run_id << " at step " << response.task().eval_step()
-      << " (" << evals << ", " << response.checkpoint_path() << "): task "
+      << " (" << evals << " on " << response.checkpoint_path() << "): task "
       << response.task().task_id()
       << (response.created() ? "" : " (asked before)") << "\n";
   // The same request again finds the same task: poll it until it ends.

@@ -1,6 +1,7 @@
 #include "coordinator/eval_inputs.h"
 
 #include <algorithm>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/ascii.h"

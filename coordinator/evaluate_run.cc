@@ -1,7 +1,9 @@
 #include "coordinator/evaluate_run.h"
 
+#include <memory>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>

@@ -445,8 +445,8 @@ TEST_F(CliClientTest, EvalWaitsForTheTaskThenPrintsItsResults) {
             "niah_acc/single,40,0.5,{}\n"
             "val_loss,40,2.25,\"{\"\"tokens\"\":4096}\"\n");
   // Progress on stderr: what is evaluated, then each state once.
-  EXPECT_NE(r.err.find("evaluating of run 0123456789abcdef at step 40 "
-                       "(val_loss,niah, /ckpt/step-40.ckpt): task eval-abc"),
+  EXPECT_NE(r.err.find("new evaluation of run 0123456789abcdef at step 40 "
+                       "(val_loss,niah on /ckpt/step-40.ckpt): task eval-abc"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("eval-abc: PENDING (waiting for a worker)"),

@@ -276,7 +276,7 @@ TEST_F(EvalTest, SubmitChecksTheReferenceRunAndChangesNothingWhenRefused) {
   auto with_reference = [](const std::string& run_id) {
     return SpecWith(
         "uses-ref", "[5]",
-        "{longppl: {enabled: true, reference: {run_id: " + run_id + "}}}");
+        "{longppl: {enabled: true, reference: {run_id: '" + run_id + "'}}}");
   };
   hlab::v1::SubmitSweepResponse response;
   grpc::Status unknown = Submit(with_reference("00000000deadbeef"), &response);
