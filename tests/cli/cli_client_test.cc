@@ -487,10 +487,14 @@ TEST_F(CliClientTest, EvalErrorsAreOneLineSayingWhatToDo) {
   fake_.evaluate_run = {failed};
   Result r = Hlab({"eval", "0123456789abcdef"});
   EXPECT_EQ(r.code, kExitFailed);
-  EXPECT_EQ(r.err,
-            "hlab eval: error: evaluation eval-abc FAILED: exit code 2: "
-            "checkpoint missing; fix the cause, then `hlab resume --run "
-            "0123456789abcdef` retries it\n");
+  // The line saying what is evaluated, then the error as the last line.
+  const std::string failure =
+      "hlab eval: error: evaluation eval-abc FAILED: exit code 2: checkpoint "
+      "missing; fix the cause, then `hlab resume --run 0123456789abcdef` "
+      "retries it\n";
+  ASSERT_GE(r.err.size(), failure.size()) << r.err;
+  EXPECT_EQ(r.err.substr(r.err.size() - failure.size()), failure) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
 
   fake_.evaluate_status =
       grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
