@@ -109,8 +109,8 @@ absl::Status LocalCluster::Start() {
     const pid_t pid =
         Spawn({bin_ + "/hlab-worker", "--coordinator", address_, "--data-dir",
                absl::StrCat(options_.dir, "/", name), "--capacity", "1",
-               "--trainer", bin_ + "/hlab-train", "--evaluator",
-               bin_ + "/hlab-eval", "--metrics-listen", "none", "--name", name},
+               "--evaluator", bin_ + "/hlab-eval", "--metrics-listen", "none",
+               "--name", name},
               absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
     if (pid < 0) {
       Stop();

@@ -127,8 +127,7 @@ absl::Status EvaluateRun(ServiceContext& context,
   }
   absl::StatusOr<store::Run> run = store.GetRun(run_id);
   if (run.status().code() == absl::StatusCode::kNotFound) {
-    return absl::NotFoundError(
-        absl::StrCat("run ", run_id, ": no such run; `hlab runs` lists them"));
+    return absl::NotFoundError(absl::StrCat("run ", run_id, ": no such run"));
   }
   HLAB_RETURN_IF_ERROR(run.status());
   absl::Status finished = CheckTrainingFinished(store, run_id, "run");

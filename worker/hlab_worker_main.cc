@@ -174,6 +174,9 @@ int main(int argc, char** argv) {
     if (home == nullptr) Die("--data-dir is required (no $HOME)");
     data_dir = (fs::path(home) / ".hlab" / "worker").string();
   }
+  // Absolute, so the paths in task files and checkpoint reports (what
+  // hlab-eval later reads) do not depend on a process's working directory.
+  data_dir = fs::absolute(data_dir).lexically_normal().string();
   CheckDataDir(data_dir);
   if (trainer.empty()) trainer = (fs::path(SelfDir()) / "hlab-train").string();
   if (::access(trainer.c_str(), X_OK) != 0) {

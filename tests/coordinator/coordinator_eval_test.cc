@@ -339,7 +339,7 @@ TEST_F(EvalTest, EvaluateRunAddsOneTaskPerRunStepAndEvals) {
             grpc::StatusCode::INVALID_ARGUMENT);
   grpc::Status unknown = Evaluate("00000000deadbeef", {"val_loss"}, 0, &r);
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_NE(unknown.error_message().find("hlab runs"), std::string::npos);
+  EXPECT_NE(unknown.error_message().find("no such run"), std::string::npos);
   grpc::Status pending = Evaluate(other, {"val_loss"}, 0, &r);
   EXPECT_EQ(pending.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(pending.error_message().find("is PENDING"), std::string::npos)
