@@ -1,7 +1,8 @@
 // The commands of `hlab` that talk to a coordinator (status, watch, runs,
-// query, resume, cancel, workers) and `hlab fit` and `hlab report`. Each is one
-// file, cli/<name>_command.cc; RegisterBuiltinCommands (commands.cc) lists
-// them. Every client command takes the connection flags of cli/client.h, prints
+// query, resume, cancel, workers, eval) and `hlab fit` and `hlab report`.
+// Each is one file, cli/<name>_command.cc; RegisterBuiltinCommands
+// (commands.cc) lists them. Every client command takes the connection flags
+// of cli/client.h, prints
 // its result to `out`, and a failure as one line on `err` (exit code 1).
 //
 // Thread-safe (no shared state), except that `hlab watch` installs a SIGINT
@@ -31,6 +32,7 @@ Command CancelCommand();
 Command WorkersCommand();
 Command FitCommand();
 Command ReportCommand();
+Command EvalCommand();
 Command UpCommand();
 
 // How `hlab watch` draws and reconnects; the command fills it from the

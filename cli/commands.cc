@@ -14,6 +14,7 @@ void RegisterBuiltinCommands(CommandRegistry* registry) {
   registry->Register(ResumeCommand());
   registry->Register(CancelCommand());
   registry->Register(WorkersCommand());
+  registry->Register(EvalCommand());
   registry->Register(FitCommand());
   registry->Register(ReportCommand());
 }

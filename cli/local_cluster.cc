@@ -86,7 +86,8 @@ LocalCluster::~LocalCluster() { Stop(); }
 
 absl::Status LocalCluster::Start() {
   bin_ = options_.bin_dir.empty() ? ExecutableDir() : options_.bin_dir;
-  for (const char* name : {"hlab-coordinator", "hlab-worker", "hlab-train"}) {
+  for (const char* name :
+       {"hlab-coordinator", "hlab-worker", "hlab-train", "hlab-eval"}) {
     const std::string path = bin_ + "/" + name;
     if (::access(path.c_str(), X_OK) != 0) {
       return absl::NotFoundError(absl::StrCat(
@@ -108,7 +109,8 @@ absl::Status LocalCluster::Start() {
     const pid_t pid =
         Spawn({bin_ + "/hlab-worker", "--coordinator", address_, "--data-dir",
                absl::StrCat(options_.dir, "/", name), "--capacity", "1",
-               "--metrics-listen", "none", "--name", name},
+               "--evaluator", bin_ + "/hlab-eval", "--metrics-listen", "none",
+               "--name", name},
               absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
     if (pid < 0) {
       Stop();

@@ -4,10 +4,11 @@
 // The coordinator listens on 127.0.0.1 with a port the OS picks (it prints
 // "listening on HOST:PORT", read from its stdout) and keeps its database in
 // `dir`; each worker gets its own data directory under `dir` and one task
-// slot. Logs go to `dir`/logs. The binaries are looked up next to the
-// running `hlab` executable. Stop() (or the destructor) sends SIGTERM to the
-// workers, then to the coordinator, and waits; a child that outlives its
-// grace period gets SIGKILL.
+// slot; it runs training tasks with hlab-train and EVAL tasks with hlab-eval
+// from the same bin directory. Logs go to `dir`/logs. The binaries are
+// looked up next to the running `hlab` executable. Stop() (or the destructor)
+// sends SIGTERM to the workers, then to the coordinator, and waits; a child
+// that outlives its grace period gets SIGKILL.
 //
 // If `hlab` itself is terminated (SIGTERM, SIGHUP) the children get SIGTERM
 // too (InstallStopOnSignal), so no daemon outlives it.
@@ -33,8 +34,8 @@ struct LocalClusterOptions {
   std::string dir = "hlab-up";
   int workers = 2;
   std::string metrics_listen = "none";  // the coordinator's /metrics
-  // Where hlab-coordinator, hlab-worker and hlab-train are; empty: next to
-  // the running executable.
+  // Where hlab-coordinator, hlab-worker, hlab-train and hlab-eval are;
+  // empty: next to the running executable.
   std::string bin_dir;
   // The coordinator's lease time (--lease-seconds); 0: its default.
   int lease_seconds = 0;

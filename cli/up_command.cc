@@ -91,6 +91,25 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
       RunCli({"watch", sweep_id, "--address", address}, out, err);
   out << "\n";
   RunCli({"runs", "--sweep", sweep_id, "--address", address}, out, err);
+  // What the workers' hlab-eval measured (the newest step of each run).
+  out << "\nevaluations (hlab-eval; details: hlab query 'SELECT * FROM "
+         "evals'):\n";
+  auto newest = [&](const char* metric) {
+    return absl::StrCat(
+        "(SELECT round(e.value, 4) FROM evals e WHERE "
+        "e.run_id = r.id AND e.metric = '",
+        metric, "' ORDER BY e.step DESC LIMIT 1) AS ", metric);
+  };
+  RunCli(
+      {"query",
+       absl::StrCat("SELECT r.arch, r.scale, r.budget_tokens AS tokens, ",
+                    newest("val_loss"), ", ", newest("log_longppl"), ", ",
+                    newest("niah_acc"),
+                    " FROM runs r JOIN sweep_runs sr ON sr.run_id = r.id "
+                    "WHERE sr.sweep_id = ",
+                    sweep_id, " ORDER BY r.arch, r.n_params, r.budget_tokens"),
+       "--address", address},
+      out, err);
   // The coordinator fits a finished sweep by itself (a "fits" event, rows in
   // fit_summary): wait for it, then show the laws.
   out << "\nwaiting for the coordinator's fits of L(N, D) = E + A/N^alpha + "

@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "coordinator/eval_inputs.h"
+#include "coordinator/evaluate_run.h"
 #include "coordinator/proto_mapping.h"
 #include "coordinator/status_convert.h"
 #include "coordinator/sweep/dry_run.h"
@@ -105,6 +107,14 @@ grpc::ServerUnaryReactor* ClientServiceImpl::ListWorkers(
   return Finish(ctx, DoListWorkers(*request, response));
 }
 
+grpc::ServerUnaryReactor* ClientServiceImpl::EvaluateRun(
+    grpc::CallbackServerContext* ctx,
+    const hlab::v1::EvaluateRunRequest* request,
+    hlab::v1::EvaluateRunResponse* response) {
+  HLAB_AUTHORIZE(ctx, Role::kSubmit);
+  return Finish(ctx, coordinator::EvaluateRun(*context_, *request, response));
+}
+
 grpc::ServerWriteReactor<hlab::v1::Event>* ClientServiceImpl::WatchSweep(
     grpc::CallbackServerContext* ctx,
     const hlab::v1::WatchSweepRequest* request) {
@@ -134,6 +144,7 @@ absl::Status ClientServiceImpl::DoSubmitSweep(
     hlab::v1::SubmitSweepResponse* response) {
   HLAB_ASSIGN_OR_RETURN(sweep::SweepPlan plan,
                         sweep::PlanSweep(request.spec()));
+  HLAB_RETURN_IF_ERROR(CheckReferenceRun(*context_->store, plan.spec));
   if (request.dry_run()) {
     *response = sweep::DryRunResponse(plan);
     return absl::OkStatus();

@@ -5,10 +5,13 @@
 //                (coordinator/sweep), then CreateSweep/AddRuns/AddTasks.
 //                Idempotent by request_id and spec hash; a bad spec is
 //                INVALID_ARGUMENT naming the field and writes nothing.
+//                A LongPPL reference run_id must name a run whose training
+//                has finished (eval_inputs.h).
 //   GetSweep, ListRuns, ListWorkers, Query (read-only QueryEngine),
-//   Cancel, Resume, WatchSweep (a server stream, watch_reactor.h).
+//   Cancel, Resume, WatchSweep (a server stream, watch_reactor.h),
+//   EvaluateRun (an on-demand EVAL task, evaluate_run.h).
 // Roles (auth.h): read for Get/List/Watch/Query, submit for
-// Submit/Cancel/Resume.
+// Submit/Cancel/Resume/EvaluateRun.
 //
 // Handlers are thin: each checks the caller's role, runs one Do* method
 // returning absl::Status, and finishes with ToGrpcStatus.
@@ -61,6 +64,10 @@ class ClientServiceImpl final
       grpc::CallbackServerContext* ctx,
       const hlab::v1::ListWorkersRequest* request,
       hlab::v1::ListWorkersResponse* response) override;
+  grpc::ServerUnaryReactor* EvaluateRun(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::EvaluateRunRequest* request,
+      hlab::v1::EvaluateRunResponse* response) override;
 
  private:
   absl::Status DoSubmitSweep(const hlab::v1::SubmitSweepRequest& request,

@@ -41,9 +41,6 @@ struct ServiceContext {
   absl::Duration lease_poll = absl::Milliseconds(100);
   // Backoff before retrying a task whose lease expired.
   absl::Duration expiry_backoff = absl::Seconds(10);
-  // EVAL tasks are completed by the coordinator (builtin_eval.h) and never
-  // handed to workers.
-  bool builtin_eval = true;
   // Limit and default of Query's time limit.
   absl::Duration max_query_time = absl::Seconds(30);
 };

@@ -145,7 +145,6 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   ctx.lease = options.lease;
   ctx.max_lease_wait = options.max_lease_wait;
   ctx.expiry_backoff = options.expiry_backoff;
-  ctx.builtin_eval = options.builtin_eval;
 
   // What the database holds decides the state; log what was found.
   HLAB_ASSIGN_OR_RETURN(store::RecoveredState recovered,

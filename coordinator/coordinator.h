@@ -56,7 +56,6 @@ struct CoordinatorOptions {
   bool start_reaper = true;  // tests drive LeaseReaper::Tick themselves
   absl::Duration max_lease_wait = absl::Seconds(5);
   absl::Duration expiry_backoff = absl::Seconds(10);
-  bool builtin_eval = true;  // see builtin_eval.h
   // Automatic power-law fits of finished sweeps (sweep_fitter.h): on/off,
   // bootstrap resamples (capped by the spec's fit.bootstrap) and threads.
   bool auto_fit = true;

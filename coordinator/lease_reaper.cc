@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "coordinator/builtin_eval.h"
 #include "coordinator/proto_mapping.h"
 
 namespace hlab::coordinator {
@@ -80,8 +79,6 @@ absl::Status LeaseReaper::Tick() {
       note(store.AppendEvent(event).status());
     }
   }
-
-  if (context_->builtin_eval) note(CompleteEvalTasks(*context_).status());
 
   const bool truncate = (ticks_++ % 60) == 59;
   absl::StatusOr<store::Store::WalCheckpoint> wal =

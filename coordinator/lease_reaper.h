@@ -2,7 +2,6 @@
 //   - requeues tasks whose lease expired (store ExpireLeases: the attempt
 //     is bumped at the next lease, the old holder is fenced off),
 //   - marks workers silent for a lease time as LOST,
-//   - completes leasable EVAL tasks itself (builtin_eval.h), when on,
 //   - checkpoints the WAL (PASSIVE each tick, TRUNCATE every 60th),
 //   - refreshes the gauges (runs/tasks per state, workers, active runs).
 // Time comes from ServiceContext::clock, so tests inject it and call Tick()

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/eval_inputs.h"
 
 namespace hlab::coordinator {
 namespace {
@@ -93,6 +94,70 @@ absl::StatusOr<std::string> CheckpointPath(store::QueryEngine& query,
   return path ? *path : std::string();
 }
 
+// The evaluator's task file (docs/evaluation.md): the plan's draft with the
+// checkpoint, the reference checkpoint of LongPPL, threads, and the fields
+// the worker fills (cache_dir).
+absl::StatusOr<std::string> EvalTask(const store::Task& task, const json& draft,
+                                     const TrainerTaskInputs& inputs) {
+  if (inputs.checkpoint_path.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("eval ", task.spec.id, ": run ", task.spec.run_id,
+                     " has no checkpoint to evaluate"));
+  }
+  json eval = draft;
+  eval["kind"] = "eval";
+  eval["task_id"] = task.spec.id;
+  eval["checkpoint"] = inputs.checkpoint_path;
+  if (!eval.contains("evals") || !eval["evals"].is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("eval ", task.spec.id, " names no evaluations"));
+  }
+  json& evals = eval["evals"];
+  if (evals.contains("longppl")) {
+    if (inputs.reference_checkpoint.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "eval ", task.spec.id, ": LongPPL has no reference checkpoint"));
+    }
+    if (!evals["longppl"].contains("reference") ||
+        !evals["longppl"]["reference"].is_object()) {
+      evals["longppl"]["reference"] = json::object();
+    }
+    evals["longppl"]["reference"]["checkpoint"] = inputs.reference_checkpoint;
+  }
+  eval["cache_dir"] = "";
+  eval["threads"] = CpuThreads(task);
+  const auto extrapolate = draft.find("allow_extrapolation");
+  eval["allow_extrapolation"] = extrapolate != draft.end() &&
+                                extrapolate->is_boolean() &&
+                                extrapolate->get<bool>();
+  return eval.dump();
+}
+
+// The LongPPL reference of an EVAL draft, resolved to a checkpoint file;
+// "" when the task has no LongPPL evaluation.
+absl::StatusOr<std::string> ReferenceCheckpoint(store::Store& store,
+                                                store::QueryEngine& query,
+                                                const json& draft) {
+  const json* longppl = nullptr;
+  if (draft.contains("evals") && draft["evals"].is_object() &&
+      draft["evals"].contains("longppl")) {
+    longppl = &draft["evals"]["longppl"];
+  }
+  if (longppl == nullptr) return std::string();
+  std::string run_id, path;
+  if (longppl->is_object() && longppl->contains("reference") &&
+      (*longppl)["reference"].is_object()) {
+    const json& r = (*longppl)["reference"];
+    if (r.contains("run_id") && r["run_id"].is_string()) {
+      run_id = r["run_id"].get<std::string>();
+    }
+    if (r.contains("checkpoint_path") && r["checkpoint_path"].is_string()) {
+      path = r["checkpoint_path"].get<std::string>();
+    }
+  }
+  return ResolveReferenceCheckpoint(store, query, run_id, path);
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
@@ -105,9 +170,7 @@ absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
   }
   const json& draft = payload["draft"];
   if (task.spec.kind == store::TaskKind::kEval) {
-    json eval = draft;
-    eval["checkpoint"] = inputs.checkpoint_path;
-    return eval.dump();
+    return EvalTask(task, draft, inputs);
   }
   json t;
   try {
@@ -163,8 +226,25 @@ absl::StatusOr<std::string> BuildTrainerTaskFromStore(store::Store& store,
       break;
     }
     case store::TaskKind::kEval: {
-      HLAB_ASSIGN_OR_RETURN(inputs.checkpoint_path,
-                            CheckpointPath(query, task.spec.run_id, ""));
+      json payload = json::parse(task.spec.payload, nullptr, false);
+      if (!payload.is_object()) break;  // BuildTrainerTask says why
+      const auto step = payload.find("eval_step");
+      absl::StatusOr<RunCheckpoint> checkpoint =
+          FindRunCheckpoint(query, task.spec.run_id,
+                            step != payload.end() && step->is_number_integer()
+                                ? step->get<int64_t>()
+                                : 0);
+      if (checkpoint.status().code() == absl::StatusCode::kNotFound) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "eval ", task.spec.id, ": ", checkpoint.status().message()));
+      }
+      HLAB_RETURN_IF_ERROR(checkpoint.status());
+      inputs.checkpoint_path = checkpoint->path;
+      if (payload.contains("draft") && payload["draft"].is_object()) {
+        HLAB_ASSIGN_OR_RETURN(
+            inputs.reference_checkpoint,
+            ReferenceCheckpoint(store, query, payload["draft"]));
+      }
       break;
     }
     case store::TaskKind::kTrain:

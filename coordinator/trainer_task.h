@@ -13,9 +13,14 @@
 // steps, validation at branch points and the end. checkpoint.dir is left
 // empty: the worker sets it to its per-task directory.
 //
-// EVAL tasks are not hlab-train tasks: their file is the plan's evaluation
-// description ({"kind": "eval", run_id, step, evals, config}) plus
-// "checkpoint", the newest checkpoint of the run.
+// EVAL tasks are not hlab-train tasks but hlab-eval's (docs/evaluation.md):
+// the plan's evaluation description ({"kind": "eval", task_id, run_id,
+// step, evals, config}) plus "checkpoint", the run's checkpoint at the
+// evaluated step; evals.longppl.reference.checkpoint, the reference model's
+// checkpoint (eval_inputs.h: a reference run's newest checkpoint once its
+// training finished, or the reference checkpoint_path); "threads" (the
+// scale's cpu_threads), "allow_extrapolation" (false) and "cache_dir" ("",
+// the worker sets it).
 //
 // Thread-safety: pure functions; BuildTrainerTaskFromStore reads the store
 // (thread-safe).
@@ -42,15 +47,21 @@ struct TrainerTaskInputs {
   // DECAY: the branch checkpoint to start from. EVAL: the checkpoint to
   // evaluate.
   std::string checkpoint_path;
+  // EVAL with LongPPL: the reference model's checkpoint.
+  std::string reference_checkpoint;
 };
 
 // InvalidArgument if the task's payload lacks its run config; a DECAY
-// without init_from or a TRUNK without budgets is FailedPrecondition.
+// without init_from, a TRUNK without budgets, or an EVAL without its
+// checkpoint or LongPPL reference checkpoint is FailedPrecondition.
 absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
                                              const TrainerTaskInputs& inputs);
 
 // Gathers the inputs from the store (budgets of the trunk's runs; the
-// decay's branch checkpoint; the eval's newest run checkpoint) and builds.
+// decay's branch checkpoint; the eval's run checkpoint at its step and its
+// LongPPL reference, eval_inputs.h) and builds. FailedPrecondition naming
+// the reference run, its state and what to do when the reference run's
+// training has not finished (the caller fails the task for good).
 absl::StatusOr<std::string> BuildTrainerTaskFromStore(store::Store& store,
                                                       store::QueryEngine& query,
                                                       const store::Task& task);

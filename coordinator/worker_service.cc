@@ -14,7 +14,6 @@
 #include "absl/strings/str_replace.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "coordinator/builtin_eval.h"
 #include "coordinator/proto_mapping.h"
 #include "coordinator/status_convert.h"
 #include "coordinator/sweep_catalog.h"
@@ -223,7 +222,8 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
     HLAB_RETURN_IF_ERROR(extended);
     if (context_->metrics == nullptr) continue;
     absl::StatusOr<store::Task> task = context_->store->GetTask(p.task_id());
-    if (!task.ok()) continue;
+    // Training progress only: an EVAL's heartbeat carries no tokens.
+    if (!task.ok() || task->spec.kind == store::TaskKind::kEval) continue;
     const hlab::v1::Task proto = ToProtoTask(*task);
     for (const std::string& run_id : proto.run_ids()) {
       absl::StatusOr<store::Run> run = context_->store->GetRun(run_id);
@@ -250,9 +250,6 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
   HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> candidates,
                         store.NextLeasableTasks(now, 512));
   for (const store::Task& task : candidates) {
-    if (context_->builtin_eval && task.spec.kind == store::TaskKind::kEval) {
-      continue;
-    }
     std::optional<std::vector<int>> devices =
         Fit(task.spec.resources, request.free_devices());
     if (!devices) continue;
@@ -293,7 +290,7 @@ absl::Status WorkerServiceImpl::FailUnbuildable(const store::Task& task,
                                                 const absl::Status& why,
                                                 absl::Time now) {
   absl::StatusOr<int> attempt = context_->store->LeaseTask(
-      task.spec.id, kBuiltinEvalWorker, now, context_->lease);
+      task.spec.id, kCoordinatorHolder, now, context_->lease);
   if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
     return absl::OkStatus();  // someone else got to it
   }
@@ -301,7 +298,10 @@ absl::Status WorkerServiceImpl::FailUnbuildable(const store::Task& task,
   HLAB_LOG(ERROR) << "task " << task.spec.id << " cannot run: " << why;
   return context_->store
       ->FailTask(task.spec.id, *attempt,
-                 absl::StrCat("cannot build its trainer task: ", why.message()),
+                 absl::StrCat(task.spec.kind == store::TaskKind::kEval
+                                  ? "cannot build its evaluator task: "
+                                  : "cannot build its trainer task: ",
+                              why.message()),
                  /*retryable=*/false, now, absl::ZeroDuration())
       .status();
 }
@@ -426,12 +426,27 @@ absl::Status WorkerServiceImpl::DoComplete(
   const int attempt = static_cast<int>(request.attempt());
   if (task.spec.kind == store::TaskKind::kEval) {
     const int64_t step = ToProtoTask(task).eval_step();
+    std::vector<store::EvalResult> evals;
     for (const auto& p : request.results()) {
-      store::EvalResult eval;
+      store::EvalResult& eval = evals.emplace_back();
       eval.run_id = p.run_id();
       eval.step = p.step() > 0 ? p.step() : step;
-      eval.metric = StoredMetricName(p.name());
+      // As hlab-eval names it ("niah_acc/single" included).
+      eval.metric = p.name();
       eval.value = p.value();
+      if (eval.metric.empty()) {
+        return absl::InvalidArgumentError("results: a result without a name");
+      }
+      if (!p.details_json().empty()) {
+        json details = json::parse(p.details_json(), nullptr, false);
+        if (!details.is_object()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "results: details_json of ", p.name(), " is not a JSON object"));
+        }
+        eval.details = details.dump();
+      }
+    }
+    for (const store::EvalResult& eval : evals) {
       HLAB_RETURN_IF_ERROR(
           context_->store->RecordEval(request.task_id(), attempt, eval));
     }

@@ -7,13 +7,18 @@
 //   Lease            long poll (up to ServiceContext::max_lease_wait) for
 //                    the first leasable task (priority, then cheapest) that
 //                    fits the free devices; returns it with its attempt and
-//                    its trainer task (trainer_task.h)
+//                    its task file (trainer_task.h: hlab-train's for
+//                    TRAIN/TRUNK/DECAY, hlab-eval's for EVAL); a task whose
+//                    file cannot be built (e.g. an EVAL whose LongPPL
+//                    reference run has not finished) fails for good
 //   ReportMetrics    batched points, fenced; keyed (run, name, step), so a
 //                    replay adds nothing (accepted counts new points); a
 //                    TRUNK's points without a run go to every run whose
 //                    branch point is at or after their step
 //   ReportCheckpoint fenced; a TRUNK's branch checkpoints feed its DECAYs
-//   Complete, Fail   fenced; Fail retries with the sweep's backoff
+//   Complete, Fail   fenced; Fail retries with the sweep's backoff. An
+//                    EVAL's Complete carries its results (MetricPoint with
+//                    details_json), stored in the evals table
 // A stale attempt is FAILED_PRECONDITION and changes nothing; an unknown
 // worker is NOT_FOUND (it registers again). Every RPC needs the worker role.
 //
@@ -36,6 +41,10 @@
 #include "hlab/v1/worker_service.grpc.pb.h"
 
 namespace hlab::coordinator {
+
+// The lease holder of tasks the coordinator fails itself (a task whose task
+// file cannot be built).
+inline constexpr char kCoordinatorHolder[] = "coordinator";
 
 class WorkerServiceImpl final
     : public hlab::v1::WorkerService::CallbackService {
@@ -88,7 +97,7 @@ class WorkerServiceImpl final
   absl::Status DoFail(const hlab::v1::FailRequest& request,
                       hlab::v1::FailResponse* response);
 
-  // Fails a task whose trainer task cannot be built, for good.
+  // Fails a task whose task file cannot be built, for good.
   absl::Status FailUnbuildable(const store::Task& task, const absl::Status& why,
                                absl::Time now);
   // The task, checked to be leased by `worker_id` (when given) at

@@ -1,6 +1,7 @@
 // hlab-worker: the worker daemon. Registers with the coordinator, leases
-// tasks, runs each in hlab-train child processes, relays their records, and
-// reports the outcome. See docs/worker.md.
+// tasks, runs each in hlab-train (or, for EVAL tasks, hlab-eval) child
+// processes, relays their records, and reports the outcome. See
+// docs/worker.md.
 //
 //   hlab-worker --coordinator 127.0.0.1:50151 --token-file ~/.hlab/worker.token
 //               --data-dir /var/lib/hlab-worker
@@ -33,7 +34,8 @@ namespace fs = std::filesystem;
 
 constexpr char kUsage[] = R"(usage: hlab-worker [flags]
 
-Runs hlab-train tasks leased from an hlab coordinator (docs/worker.md).
+Runs hlab-train (training) and hlab-eval (evaluation) tasks leased from an
+hlab coordinator (docs/worker.md).
 
   --coordinator ADDR   coordinator gRPC address (default 127.0.0.1:50151)
   --token TOKEN        bearer token with the "worker" role (or env HLAB_TOKEN)
@@ -42,6 +44,8 @@ Runs hlab-train tasks leased from an hlab coordinator (docs/worker.md).
                        (default $HOME/.hlab/worker)
   --capacity N         tasks at once (default: one per GPU, else 1)
   --trainer PATH       hlab-train binary (default: next to hlab-worker)
+  --evaluator PATH     hlab-eval binary for EVAL tasks (default: next to
+                       hlab-worker; EVAL tasks fail, retryable, without it)
   --metrics-listen A   Prometheus endpoint HOST:PORT (default
                        127.0.0.1:9152; "none" disables it)
   --name NAME          worker id (default: the hostname)
@@ -110,6 +114,7 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string data_dir;
   std::string trainer;
+  std::string evaluator;
   std::string metrics_listen = "127.0.0.1:9152";
   std::string name;
   int capacity = 0;
@@ -144,6 +149,8 @@ int main(int argc, char** argv) {
       capacity = number(1);
     } else if (arg == "--trainer") {
       trainer = value();
+    } else if (arg == "--evaluator") {
+      evaluator = value();
     } else if (arg == "--metrics-listen") {
       metrics_listen = value();
     } else if (arg == "--name") {
@@ -167,10 +174,23 @@ int main(int argc, char** argv) {
     if (home == nullptr) Die("--data-dir is required (no $HOME)");
     data_dir = (fs::path(home) / ".hlab" / "worker").string();
   }
+  // Absolute, so the paths in task files and checkpoint reports (what
+  // hlab-eval later reads) do not depend on a process's working directory.
+  data_dir = fs::absolute(data_dir).lexically_normal().string();
   CheckDataDir(data_dir);
   if (trainer.empty()) trainer = (fs::path(SelfDir()) / "hlab-train").string();
   if (::access(trainer.c_str(), X_OK) != 0) {
     Die(absl::StrCat("--trainer ", trainer, " is not an executable file"));
+  }
+  if (evaluator.empty()) {
+    evaluator = (fs::path(SelfDir()) / "hlab-eval").string();
+    if (::access(evaluator.c_str(), X_OK) != 0) {
+      HLAB_LOG(WARNING) << "no evaluator at " << evaluator
+                        << ": EVAL tasks will fail on this worker until it "
+                           "is installed (or give --evaluator PATH)";
+    }
+  } else if (::access(evaluator.c_str(), X_OK) != 0) {
+    Die(absl::StrCat("--evaluator ", evaluator, " is not an executable file"));
   }
   if (name.empty()) name = Hostname();
 
@@ -190,11 +210,13 @@ int main(int argc, char** argv) {
   options.devices = *devices;
   options.capacity = capacity;
   options.runner.trainer = trainer;
+  options.runner.evaluator = evaluator;
   options.runner.data_dir = data_dir;
   options.runner.kill_grace = absl::Seconds(kill_grace_s);
   hlab::worker::Daemon daemon(options, &client, metrics->get());
   HLAB_LOG(INFO) << "hlab-worker " << name << ": coordinator " << coordinator
-                 << ", data dir " << data_dir << ", trainer " << trainer << ", "
+                 << ", data dir " << data_dir << ", trainer " << trainer
+                 << ", evaluator " << evaluator << ", "
                  << hlab::worker::CountGpus(*devices) << " GPU(s), "
                  << "capacity " << daemon.capacity() << ", metrics "
                  << metrics_listen;

@@ -1,6 +1,8 @@
 #include "worker/record_relay.h"
 #include <sys/stat.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -97,7 +99,33 @@ absl::Status RecordRelay::Add(absl::string_view line, absl::Time now) {
     last_error_code_ = static_cast<int>(Int(r, "exit_code"));
   } else if (type == "warning") {
     HLAB_LOG(WARNING) << "task " << task_.task_id()
-                      << ": hlab-train: " << String(r, "message");
+                      << (task_.kind() == hlab::v1::TASK_KIND_EVAL
+                              ? ": hlab-eval: "
+                              : ": hlab-train: ")
+                      << String(r, "message");
+  } else if (type == "result") {
+    hlab::v1::MetricPoint p;
+    const std::string run = String(r, "run_id");
+    p.set_run_id(!run.empty()               ? run
+                 : task_.run_ids_size() > 0 ? task_.run_ids(0)
+                                            : "");
+    p.set_name(String(r, "metric"));
+    p.set_step(step > 0 ? step : task_.eval_step());
+    if (!Number(r, "value", &v)) v = std::numeric_limits<double>::quiet_NaN();
+    p.set_value(v);
+    p.set_wall_unix_ms(wall_ms);
+    auto details = r.find("details");
+    if (details != r.end() && details->is_object()) {
+      p.set_details_json(details->dump());
+    }
+    if (p.name().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "result record without a metric: ", line.substr(0, 200)));
+    }
+    results_.push_back(std::move(p));
+  } else if (type == "progress") {
+    eval_done_ = Int(r, "done");
+    eval_total_ = Int(r, "total");
   } else if (type == "done") {
     done_ = true;
     progress_.set_step(step);

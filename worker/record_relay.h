@@ -10,6 +10,12 @@
 //               sets branch_point and names the run it branches for)
 //   error       last_error() (the Fail message) and its exit code
 //   done        progress; start / warning: logged by the caller only
+//   result      (hlab-eval) an eval result: results(), a MetricPoint with
+//               name = the metric, its step (default the task's eval_step)
+//               and details_json = the record's "details", sent with
+//               Complete
+//   progress    (hlab-eval) how far its current evaluation is: eval_done()
+//               and eval_total() (not reported)
 // Points name their run: a task's only run, or for a TRUNK every run whose
 // trajectory contains that step (step <= the run's branch step), since the
 // trunk's prefix is each of those runs' own curve. A TRUNK's "latest"
@@ -79,6 +85,10 @@ class RecordRelay {
   const std::string& last_error() const { return last_error_; }
   int last_error_code() const { return last_error_code_; }
   bool done() const { return done_; }
+  // EVAL results so far, in record order.
+  const std::vector<hlab::v1::MetricPoint>& results() const { return results_; }
+  int64_t eval_done() const { return eval_done_; }
+  int64_t eval_total() const { return eval_total_; }
 
  private:
   void AddPoint(const std::string& name, int64_t step, int64_t tokens,
@@ -97,6 +107,9 @@ class RecordRelay {
   int last_error_code_ = -1;
   bool done_ = false;
   size_t dropped_ = 0;
+  std::vector<hlab::v1::MetricPoint> results_;
+  int64_t eval_done_ = 0;
+  int64_t eval_total_ = 0;
 };
 
 }  // namespace hlab::worker

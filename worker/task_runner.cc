@@ -70,7 +70,8 @@ struct TaskRunner::Ranks {
 };
 
 TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
-                         const std::string& last_error, int first_failed) {
+                         const std::string& last_error, int first_failed,
+                         const std::string& program) {
   TaskOutcome out;
   int chosen = first_failed >= 0 &&
                        static_cast<size_t>(first_failed) < exits.size() &&
@@ -92,8 +93,8 @@ TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
   out.retryable = e.signaled || (e.code != 2 && e.code != 3);
   out.exit_code = e.signaled ? 128 + e.signal : e.code;
   out.message = absl::StrCat(
-      "hlab-train", exits.size() > 1 ? absl::StrCat(" rank ", chosen) : "",
-      ": ", e.ToString(), last_error.empty() ? "" : ": ", last_error);
+      program, exits.size() > 1 ? absl::StrCat(" rank ", chosen) : "", ": ",
+      e.ToString(), last_error.empty() ? "" : ": ", last_error);
   out.message = OneLine(out.message);
   return out;
 }
@@ -144,6 +145,10 @@ hlab::v1::TaskProgress TaskRunner::Progress() const {
   return progress_;
 }
 
+const char* TaskRunner::ProgramName() const {
+  return IsEval() ? "hlab-eval" : "hlab-train";
+}
+
 bool TaskRunner::GiveUpReports() const {
   absl::MutexLock lock(&mu_);
   if (stop_ == StopReason::kCancelled) return true;
@@ -159,17 +164,29 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
         "the lease's task_json is not a JSON object");
   }
   const fs::path dir(dir_);
-  const fs::path checkpoints = dir / "checkpoints";
+  // Training tasks checkpoint into the task dir; evaluations share the
+  // worker's cache (tokenized corpora, LongPPL key tokens).
+  const fs::path made =
+      IsEval() ? fs::path(options_.data_dir) / "cache" : dir / "checkpoints";
   std::error_code ec;
-  fs::create_directories(checkpoints, ec);
+  fs::create_directories(dir, ec);
+  if (!ec) fs::create_directories(made, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat(
-        "cannot create ", checkpoints.string(), ": ", ec.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create ", made.string(), ": ", ec.message()));
   }
-  if (!task.contains("checkpoint") || !task["checkpoint"].is_object()) {
-    task["checkpoint"] = nlohmann::json::object();
+  if (IsEval()) {
+    task["cache_dir"] = made.string();
+    const auto threads = task.find("threads");
+    if (threads == task.end() || !threads->is_number_integer()) {
+      task["threads"] = 0;
+    }
+  } else {
+    if (!task.contains("checkpoint") || !task["checkpoint"].is_object()) {
+      task["checkpoint"] = nlohmann::json::object();
+    }
+    task["checkpoint"]["dir"] = made.string();
   }
-  task["checkpoint"]["dir"] = checkpoints.string();
   const fs::path file = dir / "task.json";
   const fs::path tmp = dir / "task.json.tmp";
   {
@@ -185,7 +202,8 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
 }
 
 absl::Status TaskRunner::Spawn(const std::string& task_file, Ranks* ranks) {
-  const int world = std::max(1, task_.resources().gpus());
+  // hlab-eval is one process; hlab-train one per GPU.
+  const int world = IsEval() ? 1 : std::max(1, task_.resources().gpus());
   int port = 0;
   if (world > 1) {
     absl::StatusOr<int> p = FreePort();
@@ -194,7 +212,11 @@ absl::Status TaskRunner::Spawn(const std::string& task_file, Ranks* ranks) {
   }
   for (int r = 0; r < world; ++r) {
     TrainerLaunch launch;
-    launch.argv = {options_.trainer, "--task", task_file, "--progress"};
+    launch.argv =
+        IsEval()
+            ? std::vector<std::string>{options_.evaluator, "--task", task_file}
+            : std::vector<std::string>{options_.trainer, "--task", task_file,
+                                       "--progress"};
     if (r == 0) {
       launch.argv.insert(
           launch.argv.end(),
@@ -215,8 +237,9 @@ absl::Status TaskRunner::Spawn(const std::string& task_file, Ranks* ranks) {
       launch.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
     }
     launch.log_path =
-        (fs::path(dir_) / (r == 0 ? std::string("trainer.log")
-                                  : absl::StrCat("trainer-rank", r, ".log")))
+        (fs::path(dir_) / (IsEval() ? std::string("evaluator.log")
+                           : r == 0 ? std::string("trainer.log")
+                                    : absl::StrCat("trainer-rank", r, ".log")))
             .string();
     {
       std::ofstream log(launch.log_path, std::ios::app);
@@ -401,6 +424,9 @@ void TaskRunner::Finish(const TaskOutcome& outcome) {
     req.set_task_id(task_.task_id());
     req.set_attempt(task_.attempt());
     req.set_worker_id(options_.worker_id);
+    for (const hlab::v1::MetricPoint& p : relay_->results()) {
+      *req.add_results() = p;
+    }
     hlab::v1::CompleteResponse resp;
     if (Report("Complete", [&] {
           return client_->Complete(req, &resp);
@@ -461,8 +487,8 @@ void TaskRunner::Run() {
     TaskOutcome outcome;
     outcome.retryable = true;
     outcome.exit_code = -1;
-    outcome.message =
-        OneLine(absl::StrCat("cannot start hlab-train: ", spawned.message()));
+    outcome.message = OneLine(
+        absl::StrCat("cannot start ", ProgramName(), ": ", spawned.message()));
     Finish(outcome);
     return;
   }
@@ -471,7 +497,15 @@ void TaskRunner::Run() {
   metrics_->TaskEnded();
   std::vector<ExitStatus> exits;
   for (auto& p : ranks.procs) exits.push_back(*p->exit_status());
-  Finish(ClassifyExit(exits, relay_->last_error(), ranks.first_failed));
+  TaskOutcome outcome = ClassifyExit(exits, relay_->last_error(),
+                                     ranks.first_failed, ProgramName());
+  if (IsEval() && outcome.complete && relay_->results().empty()) {
+    // Nothing to store: an evaluator that measured nothing is broken.
+    outcome.complete = false;
+    outcome.retryable = false;
+    outcome.message = "hlab-eval: exited 0 without a result record";
+  }
+  Finish(outcome);
 }
 
 }  // namespace hlab::worker

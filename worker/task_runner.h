@@ -15,6 +15,13 @@
 //   75, another code, or a signal  Fail(retryable=true); the other ranks are
 //                                  terminated (SIGTERM, grace, SIGKILL)
 //
+// An EVAL task runs one `hlab-eval --task FILE --record-fd 3` process
+// instead (options.evaluator; all the task's GPUs visible), with
+// "cache_dir" (<data_dir>/cache) filled in its task file and no
+// checkpoint.dir; its "result" records go with Complete (results, with
+// details_json). Exit codes count as for hlab-train; an exit 0 without any
+// "result" record fails the task for good.
+//
 // Reports are retried with backoff while the coordinator is unreachable; a
 // FAILED_PRECONDITION or NOT_FOUND answer (stale attempt, unknown task) means
 // the lease is gone: the trainer is terminated and nothing more is reported.
@@ -55,6 +62,7 @@ class WorkerMetrics;
 
 struct TaskRunnerOptions {
   std::string trainer;    // the hlab-train binary
+  std::string evaluator;  // the hlab-eval binary (EVAL tasks)
   std::string data_dir;   // tasks live in <data_dir>/tasks/<task_id>
   std::string worker_id;  // sent with every report
   // SIGTERM to SIGKILL on stop, cancel, lost lease or a failed peer rank.
@@ -79,9 +87,10 @@ struct TaskOutcome {
 // given the last "error" record's message (may be empty). The failure named
 // is a permanent one if any, else that of rank `first_failed` (the rank that
 // failed first, whose peers were then terminated), else the lowest failed
-// rank.
+// rank. The message starts with `program` ("hlab-train", "hlab-eval").
 TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
-                         const std::string& last_error, int first_failed = -1);
+                         const std::string& last_error, int first_failed = -1,
+                         const std::string& program = "hlab-train");
 
 // The task's directory name: `task_id` with characters other than
 // [A-Za-z0-9._-] replaced by '_'.
@@ -125,6 +134,9 @@ class TaskRunner {
   absl::Status Report(const char* rpc, Call call);
   void Finish(const TaskOutcome& outcome);
   bool GiveUpReports() const;
+  bool IsEval() const { return task_.kind() == hlab::v1::TASK_KIND_EVAL; }
+  // "hlab-eval" for EVAL tasks, else "hlab-train".
+  const char* ProgramName() const;
   StopReason stop_reason() const;
 
   const TaskRunnerOptions options_;

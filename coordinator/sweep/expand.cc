@@ -111,8 +111,10 @@ nlohmann::json TrainingTaskJson(const Task& t, const std::string& config) {
   return j;
 }
 
+}  // namespace
+
 // What an EVAL task measures and with which settings (defaults applied).
-nlohmann::json EvaluationSettingsJson(const SweepSpec& spec) {
+std::string EvaluationSettings(const SweepSpec& spec) {
   const auto& e = spec.evaluation();
   nlohmann::json j = nlohmann::json::object();
   if (e.validation_loss().enabled()) {
@@ -131,10 +133,15 @@ nlohmann::json EvaluationSettingsJson(const SweepSpec& spec) {
                                                 e.niah().depths().end())},
                  {"samples", e.niah().samples()}};
   }
-  return j;
+  return j.dump();
 }
 
-}  // namespace
+std::string EvalTaskId(const std::string& run_id, int64_t step,
+                       const std::string& settings) {
+  return absl::StrCat(
+      TaskKindName(hlab::v1::TASK_KIND_EVAL), "-",
+      ShortHash(absl::StrCat("eval|", run_id, "@", step, "|", settings)));
+}
 
 std::string TaskKindName(hlab::v1::TaskKind kind) {
   switch (kind) {
@@ -306,14 +313,13 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
   if (e.niah().enabled()) evals.push_back("niah");
   if (evals.empty()) return plan;
   const int reference = ReferenceRun(spec, plan.runs, info);
-  const nlohmann::json settings = EvaluationSettingsJson(spec);
+  const std::string settings_text = EvaluationSettings(spec);
+  const nlohmann::json settings = nlohmann::json::parse(settings_text);
   // One EVAL task of run `i` at training step `step`, after `after`.
   auto add_eval = [&](size_t i, int64_t step, const std::string& after) {
     const Run& run = plan.runs[i];
-    Task task = NewTask(
-        spec, hlab::v1::TASK_KIND_EVAL,
-        absl::StrCat("eval|", run.run_id(), "@", step, "|", settings.dump()),
-        run.scale());
+    Task task = NewTask(spec, hlab::v1::TASK_KIND_EVAL, "", run.scale());
+    task.set_task_id(EvalTaskId(run.run_id(), step, settings_text));
     task.add_run_ids(run.run_id());
     AddDependency(&task, after);
     task.set_eval_step(step);

@@ -22,6 +22,7 @@
 #ifndef HLAB_COORDINATOR_SWEEP_EXPAND_H_
 #define HLAB_COORDINATOR_SWEEP_EXPAND_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,17 @@ struct SweepPlan {
 // Validates (spec_validator.h) and expands. InvalidArgument naming the field
 // for a bad spec.
 absl::StatusOr<SweepPlan> PlanSweep(const hlab::v1::SweepSpec& spec);
+
+// The "evals" object of an EVAL task file (docs/evaluation.md) for the
+// spec's evaluation section: one entry per enabled evaluation with its
+// settings (apply WithDefaults first), as JSON text.
+std::string EvaluationSettings(const hlab::v1::SweepSpec& spec);
+
+// The id of the EVAL task of `run_id` at training step `step` with
+// `settings` (EvaluationSettings): the same inputs give the same id, so a
+// sweep and `hlab eval` asking for the same evaluation share one task.
+std::string EvalTaskId(const std::string& run_id, int64_t step,
+                       const std::string& settings);
 
 // Short lowercase name of a task kind ("train", "trunk", "decay", "eval").
 std::string TaskKindName(hlab::v1::TaskKind kind);

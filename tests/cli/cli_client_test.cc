@@ -2,6 +2,7 @@
 // what they send (spec, request id, filters) and what they print (tables,
 // JSON, CSV, one-line errors). Connection, tokens and TLS:
 // cli_connection_test.cc; watch: cli_watch_test.cc.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -397,6 +398,119 @@ TEST_F(CliClientTest, FitDelegatesToTheFitter) {
   EXPECT_NE(db_err.str().find("cannot read /nonexistent/hlab.db"),
             std::string::npos)
       << db_err.str();
+}
+
+// An EvaluateRun answer: task `state` of run 0123456789abcdef at step 40.
+v1::EvaluateRunResponse EvalAnswer(v1::TaskState state, bool created) {
+  v1::EvaluateRunResponse r;
+  r.set_created(created);
+  r.set_checkpoint_path("/ckpt/step-40.ckpt");
+  v1::Task* t = r.mutable_task();
+  t->set_task_id("eval-abc");
+  t->set_kind(v1::TASK_KIND_EVAL);
+  t->set_eval_step(40);
+  t->add_evals("val_loss");
+  t->add_evals("niah");
+  t->set_state(state);
+  t->set_attempt(state == v1::TASK_STATE_LEASED ? 1 : 0);
+  t->set_worker_id(state == v1::TASK_STATE_LEASED ? "w1" : "");
+  return r;
+}
+
+TEST_F(CliClientTest, EvalWaitsForTheTaskThenPrintsItsResults) {
+  fake_.evaluate_run = {EvalAnswer(v1::TASK_STATE_PENDING, true),
+                        EvalAnswer(v1::TASK_STATE_LEASED, false),
+                        EvalAnswer(v1::TASK_STATE_SUCCEEDED, false)};
+  for (const char* c : {"metric", "step", "value", "details"}) {
+    fake_.query.add_columns(c);
+  }
+  auto add = [&](const std::string& metric, double value,
+                 const std::string& details) {
+    v1::QueryRow* row = fake_.query.add_rows();
+    row->add_values()->set_text_value(metric);
+    row->add_values()->set_int_value(40);
+    row->add_values()->set_double_value(value);
+    row->add_values()->set_text_value(details);
+  };
+  add("log_longppl", 1.5, "{}");  // another evaluation's: not printed
+  add("niah_acc", 0.75, R"({"cells":[]})");
+  add("niah_acc/single", 0.5, "{}");
+  add("val_loss", 2.25, R"({"tokens":4096})");
+  const Result r = Hlab({"eval", "0123456789abcdef", "--evals", "niah,val_loss",
+                         "--step", "40", "--poll", "0.01", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "metric,step,value,details\n"
+            "niah_acc,40,0.75,\"{\"\"cells\"\":[]}\"\n"
+            "niah_acc/single,40,0.5,{}\n"
+            "val_loss,40,2.25,\"{\"\"tokens\"\":4096}\"\n");
+  // Progress on stderr: what is evaluated, then each state once.
+  EXPECT_NE(r.err.find("new evaluation of run 0123456789abcdef at step 40 "
+                       "(val_loss,niah on /ckpt/step-40.ckpt): task eval-abc"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("eval-abc: PENDING (waiting for a worker)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("eval-abc: LEASED (attempt 1 on w1)"), std::string::npos)
+      << r.err;
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.evaluates.size(), 3u);  // the same request, polled
+  for (const auto& e : recorded.evaluates) {
+    EXPECT_EQ(e.run_id(), "0123456789abcdef");
+    ASSERT_EQ(e.evals_size(), 2);
+    EXPECT_EQ(e.evals(0), "niah");
+    EXPECT_EQ(e.evals(1), "val_loss");
+    EXPECT_EQ(e.step(), 40);
+  }
+  ASSERT_EQ(recorded.queries.size(), 1u);
+  EXPECT_NE(recorded.queries[0].sql().find(
+                "run_id = '0123456789abcdef' AND step = 40"),
+            std::string::npos)
+      << recorded.queries[0].sql();
+}
+
+TEST_F(CliClientTest, EvalNoWaitReturnsAtOnce) {
+  fake_.evaluate_run = {EvalAnswer(v1::TASK_STATE_PENDING, true)};
+  const Result r = Hlab({"eval", "0123456789abcdef", "--no-wait"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "task eval-abc is PENDING; run the same `hlab eval` again to wait "
+            "for its results\n");
+  EXPECT_EQ(fake_.recorded().evaluates.size(), 1u);
+  EXPECT_TRUE(fake_.recorded().queries.empty());
+}
+
+TEST_F(CliClientTest, EvalErrorsAreOneLineSayingWhatToDo) {
+  v1::EvaluateRunResponse failed = EvalAnswer(v1::TASK_STATE_FAILED, false);
+  failed.mutable_task()->set_error("exit code 2: checkpoint missing");
+  fake_.evaluate_run = {failed};
+  Result r = Hlab({"eval", "0123456789abcdef"});
+  EXPECT_EQ(r.code, kExitFailed);
+  // The line saying what is evaluated, then the error as the last line.
+  const std::string failure =
+      "hlab eval: error: evaluation eval-abc FAILED: exit code 2: checkpoint "
+      "missing; fix the cause, then `hlab resume --run 0123456789abcdef` "
+      "retries it\n";
+  ASSERT_GE(r.err.size(), failure.size()) << r.err;
+  EXPECT_EQ(r.err.substr(r.err.size() - failure.size()), failure) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+
+  fake_.evaluate_status =
+      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                   "run 0123456789abcdef is RUNNING: its training has not "
+                   "finished; evaluate it once it has succeeded (hlab watch)");
+  r = Hlab({"eval", "0123456789abcdef"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_NE(r.err.find("its training has not finished"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  r = Hlab({"eval", "not-a-run"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("is not a run id"), std::string::npos) << r.err;
+  r = Hlab({"eval", "0123456789abcdef", "--step", "x"});
+  EXPECT_EQ(r.code, kExitUsage);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #ifndef HLAB_TESTS_CLI_FAKE_CLIENT_SERVICE_H_
 #define HLAB_TESTS_CLI_FAKE_CLIENT_SERVICE_H_
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -52,6 +53,11 @@ class FakeClientService final : public v1::ClientService::Service {
   // Set: the last stream, after its events, calls this and stays open until
   // the client cancels it.
   std::function<void()> on_watch_held;
+  // EvaluateRun: call k answers evaluate_run[k] (the last one once past the
+  // end), so a test plays a task's states; evaluate_status, when not OK,
+  // answers every call instead.
+  std::vector<v1::EvaluateRunResponse> evaluate_run;
+  grpc::Status evaluate_status = grpc::Status::OK;
 
   // Plaintext, or TLS with `credentials`.
   std::unique_ptr<grpc::Server> Serve(
@@ -73,6 +79,7 @@ class FakeClientService final : public v1::ClientService::Service {
     std::vector<v1::WatchSweepRequest> watches;
     std::vector<v1::CancelRequest> cancels;
     std::vector<v1::ResumeRequest> resumes;
+    std::vector<v1::EvaluateRunRequest> evaluates;
   };
   Recorded recorded() const {
     absl::MutexLock lock(&mu_);
@@ -130,6 +137,22 @@ class FakeClientService final : public v1::ClientService::Service {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such sweep or run");
     }
     return s;
+  }
+  grpc::Status EvaluateRun(grpc::ServerContext* context,
+                           const v1::EvaluateRunRequest* request,
+                           v1::EvaluateRunResponse* response) override {
+    size_t call = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      call = recorded_.evaluates.size();
+    }
+    const v1::EvaluateRunResponse canned =
+        evaluate_run.empty()
+            ? v1::EvaluateRunResponse()
+            : evaluate_run[std::min(call, evaluate_run.size() - 1)];
+    grpc::Status s =
+        Answer(context, &Recorded::evaluates, *request, canned, response);
+    return s.ok() ? evaluate_status : s;
   }
   grpc::Status WatchSweep(grpc::ServerContext* context,
                           const v1::WatchSweepRequest* request,

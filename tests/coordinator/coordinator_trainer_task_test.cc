@@ -118,6 +118,43 @@ TEST_F(TrainerTaskTest, KindsCarryTheirBudgetsAndBranchPoints) {
   EXPECT_EQ(decays, 48);
 }
 
+TEST_F(TrainerTaskTest, EvalTasksCarryTheirCheckpointsForHlabEval) {
+  for (const store::Task& task : tasks_) {
+    if (task.spec.kind != store::TaskKind::kEval) continue;
+    TrainerTaskInputs inputs;
+    EXPECT_EQ(BuildTrainerTask(task, inputs).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    inputs.checkpoint_path = "/ckpt/run/step-9.ckpt";
+    // The demo measures LongPPL: without its reference checkpoint, no task.
+    EXPECT_EQ(BuildTrainerTask(task, inputs).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    inputs.reference_checkpoint = "/ckpt/ref/step-20.ckpt";
+    absl::StatusOr<std::string> text = BuildTrainerTask(task, inputs);
+    ASSERT_TRUE(text.ok()) << text.status();
+    const json t = json::parse(*text);
+    EXPECT_EQ(t["kind"], "eval");
+    EXPECT_EQ(t["task_id"], task.spec.id);
+    EXPECT_EQ(t["run_id"], task.spec.run_id);
+    EXPECT_EQ(t["checkpoint"], "/ckpt/run/step-9.ckpt");
+    EXPECT_EQ(t["evals"]["longppl"]["reference"]["checkpoint"],
+              "/ckpt/ref/step-20.ckpt");
+    EXPECT_TRUE(t["evals"]["longppl"]["reference"].contains("run_id"));
+    EXPECT_EQ(t["evals"]["niah"]["samples"], 10);
+    EXPECT_EQ(t["config"]["seq_len"], 128);
+    EXPECT_EQ(t["cache_dir"], "");
+    EXPECT_TRUE(t["threads"].is_number_integer());
+    EXPECT_EQ(t["allow_extrapolation"], false);
+    // Before its reference run trained, the store cannot resolve it.
+    EXPECT_EQ(BuildTrainerTaskFromStore(*coordinator_->store(),
+                                        *coordinator_->context()->query, task)
+                  .status()
+                  .code(),
+              absl::StatusCode::kFailedPrecondition);
+    return;
+  }
+  FAIL() << "no eval task";
+}
+
 TEST_F(TrainerTaskTest, DecayWithoutBranchCheckpointIsNotBuilt) {
   for (const store::Task& task : tasks_) {
     if (task.spec.kind != store::TaskKind::kDecay) continue;

@@ -362,38 +362,6 @@ TEST_F(WorkerServiceTest, CancelledTaskIsStoppedAtTheNextHeartbeat) {
   EXPECT_EQ(hb.stop(0).task_id(), lease.task().task_id());
 }
 
-TEST_F(WorkerServiceTest, EvalTasksAreCompletedByTheCoordinator) {
-  std::string yaml = testing::TinySpecYaml("eval");
-  yaml.replace(yaml.find("enabled: false"), 14, "enabled: true");
-  Submit(yaml);
-  Register("w1");
-  hlab::v1::LeaseResponse lease = Lease("w1");
-  ASSERT_TRUE(lease.has_task());
-  EXPECT_EQ(lease.task().kind(), hlab::v1::TASK_KIND_TRAIN);
-  {
-    grpc::ClientContext ctx;
-    hlab::v1::ReportMetricsRequest request;
-    request.set_task_id(lease.task().task_id());
-    request.set_attempt(1);
-    hlab::v1::MetricPoint* p = request.add_points();
-    p->set_name("val_loss");
-    p->set_step(151);
-    p->set_value(2.25);
-    hlab::v1::ReportMetricsResponse response;
-    ASSERT_TRUE(worker_->ReportMetrics(&ctx, request, &response).ok());
-  }
-  ASSERT_TRUE(Complete(lease.task(), 1, "w1").ok());
-  EXPECT_FALSE(Lease("w1").has_task());  // the EVAL is not for workers
-  EXPECT_EQ(Run(lease.task().run_ids(0)).state, store::RunState::kRunning);
-  ASSERT_TRUE(coordinator_->reaper()->Tick().ok());
-  EXPECT_EQ(Run(lease.task().run_ids(0)).state, store::RunState::kSucceeded);
-  hlab::v1::QueryResponse evals =
-      Query("SELECT metric, value, step FROM evals");
-  ASSERT_EQ(evals.rows_size(), 1);
-  EXPECT_EQ(evals.rows(0).values(0).text_value(), "val_loss");
-  EXPECT_DOUBLE_EQ(evals.rows(0).values(1).double_value(), 2.25);
-}
-
 TEST_F(WorkerServiceTest, LeaseWaitsForWorkSubmittedMeanwhile) {
   Register("w1");
   hlab::v1::LeaseResponse response;

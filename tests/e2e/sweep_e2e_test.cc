@@ -1,6 +1,7 @@
 // End to end on loopback: a real hlab-coordinator and two hlab-worker
-// daemons run a small sweep with the real hlab-train, driven through the
-// CLI's commands, as `hlab up` does.
+// daemons run a small sweep with the real hlab-train and hlab-eval (every
+// run evaluated: val_loss, LongPPL against the full-attention run, NIAH),
+// driven through the CLI's commands, as `hlab up` does.
 #include <signal.h>
 
 #include <algorithm>
@@ -33,7 +34,10 @@ seq_len: 64
 batch_tokens: 512
 data: {source: synthetic, long_fraction: 0.5, seed: 0}
 schedule: {peak_lr: 3.0e-3, warmup_steps: 5, decay_fraction: 0.1}
-evaluation: {validation_loss: {enabled: true}}
+evaluation:
+  validation_loss: {enabled: true}
+  longppl: {enabled: true}
+  niah: {enabled: true, context_lengths: [64], samples: 4}
 resources:
   - {scale: T1, cpu_threads: 1}
 )";
@@ -52,6 +56,9 @@ Output Hlab(const std::vector<std::string>& args) {
 class SweepEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (!fs::exists(fs::path(HLAB_BIN_DIR) / "hlab-eval")) {
+      GTEST_SKIP() << "needs " << HLAB_BIN_DIR << "/hlab-eval (the evaluator)";
+    }
     dir_ =
         fs::temp_directory_path() / ("hlab_e2e_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
@@ -97,6 +104,36 @@ TEST_F(SweepEndToEndTest,
     EXPECT_LT(row["final_train_loss"].get<double>(), 5.6);  // below ln(258)
     EXPECT_TRUE(row["final_val_loss"].is_number()) << row.dump();
   }
+  // Every run evaluated by hlab-eval on a worker: val_loss, log(LongPPL)
+  // and NIAH accuracy, with details.
+  const Output evals = Hlab(
+      {"query",
+       "SELECT r.id, (SELECT count(*) FROM evals e WHERE e.run_id = r.id AND "
+       "e.metric = 'val_loss') AS val_loss, (SELECT count(*) FROM evals e "
+       "WHERE e.run_id = r.id AND e.metric = 'log_longppl') AS log_longppl, "
+       "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.metric = "
+       "'niah_acc') AS niah_acc, (SELECT count(*) FROM evals e WHERE "
+       "e.run_id = r.id AND e.details = '{}') AS bare FROM runs r",
+       "--format", "json", "--address", address});
+  ASSERT_EQ(evals.code, kExitOk) << evals.err;
+  const Json eval_rows = Json::parse(evals.out);
+  ASSERT_EQ(eval_rows.size(), 4u) << evals.out;
+  for (const Json& row : eval_rows) {
+    EXPECT_EQ(row["val_loss"], 1) << row.dump();
+    EXPECT_EQ(row["log_longppl"], 1) << row.dump();
+    EXPECT_EQ(row["niah_acc"], 1) << row.dump();
+    EXPECT_EQ(row["bare"], 0) << "results without details: " << row.dump();
+  }
+  // `hlab eval` of a finished run with the sweep's settings finds the
+  // sweep's own EVAL task and prints its results without evaluating again.
+  const std::string run_id = eval_rows[0]["id"];
+  const Output on_demand =
+      Hlab({"eval", run_id, "--format", "json", "--address", address});
+  ASSERT_EQ(on_demand.code, kExitOk) << on_demand.err;
+  EXPECT_NE(on_demand.err.find("asked before"), std::string::npos)
+      << on_demand.err;
+  const Json printed = Json::parse(on_demand.out);
+  ASSERT_GE(printed.size(), 3u) << on_demand.out;
 
   // The same spec again: the existing sweep, no new runs or metric rows.
   const Output counts_before =

@@ -57,6 +57,7 @@ class DaemonTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
     trainer_ = testing::WriteFakeTrainer(root_ / "bin");
+    evaluator_ = testing::WriteFakeEvaluator(root_ / "bin");
     server_ = std::make_unique<FakeServer>(std::make_unique<FakeCoordinator>());
   }
 
@@ -84,6 +85,7 @@ class DaemonTest : public ::testing::Test {
     options.min_backoff = absl::Milliseconds(20);
     options.max_backoff = absl::Milliseconds(200);
     options.runner.trainer = t;
+    options.runner.evaluator = evaluator_;
     options.runner.data_dir = (root_ / "data").string();
     options.runner.kill_grace = absl::Seconds(20);
     options.runner.tick = absl::Milliseconds(20);
@@ -118,6 +120,7 @@ class DaemonTest : public ::testing::Test {
 
   fs::path root_;
   std::string trainer_;
+  std::string evaluator_;
   std::unique_ptr<FakeServer> server_;
   std::unique_ptr<CoordinatorClient> client_;
   std::unique_ptr<WorkerMetrics> metrics_;
@@ -194,6 +197,105 @@ TEST_F(DaemonTest, RelaysMetricsAndCheckpointsThenCompletes) {
   EXPECT_EQ(args.find("--rank"), std::string::npos) << args;
   StopDaemon();  // the runner counts after its Complete returns
   EXPECT_EQ(metrics_->completed(), 1);
+}
+
+hlab::v1::Task MakeEvalTask(const std::string& id,
+                            const std::string& behavior) {
+  hlab::v1::Task t;
+  t.set_task_id(id);
+  t.set_attempt(1);
+  t.set_kind(hlab::v1::TASK_KIND_EVAL);
+  t.add_run_ids("run-e");
+  t.set_eval_step(40);
+  t.add_evals("val_loss");
+  t.add_evals("niah");
+  t.set_task_json(nlohmann::json{
+      {"behavior", behavior},
+      {"kind", "eval"},
+      {"task_id", id},
+      {"run_id", "run-e"},
+      {"step", 40},
+      {"checkpoint", "/ckpt/run-e/step-40.ckpt"},
+      {"evals", {{"val_loss", {{"tokens", 0}}}}},
+      {"cache_dir", ""},
+      {"threads", 2},
+      {"allow_extrapolation",
+       false}}.dump());
+  return t;
+}
+
+TEST_F(DaemonTest, EvalTaskRunsTheEvaluatorAndCompletesWithItsResults) {
+  fake().AddTask(MakeEvalTask("e-ok", "eval_ok"));
+  StartDaemon();
+  ASSERT_TRUE(
+      fake().WaitFor([](const FakeState& s) { return s.Completed("e-ok"); }));
+  FakeState s = fake().Snapshot();
+  EXPECT_TRUE(s.fails.empty());
+  ASSERT_EQ(s.completes.size(), 1u);
+  const auto& results = s.completes[0].results();
+  ASSERT_EQ(results.size(), 3);
+  EXPECT_EQ(results[0].run_id(), "run-e");
+  EXPECT_EQ(results[0].name(), "val_loss");
+  EXPECT_EQ(results[0].step(), 40);  // the task's eval_step
+  EXPECT_DOUBLE_EQ(results[0].value(), 2.5);
+  const auto details = nlohmann::json::parse(results[0].details_json());
+  EXPECT_EQ(details["tokens"], 4096);
+  EXPECT_EQ(details["source"], "synthetic");
+  EXPECT_EQ(results[1].name(), "niah_acc");
+  EXPECT_DOUBLE_EQ(results[1].value(), 0.75);
+  EXPECT_EQ(
+      nlohmann::json::parse(results[1].details_json())["cells"][0]["kind"],
+      "single");
+  EXPECT_EQ(results[2].name(), "niah_acc/single");
+  EXPECT_EQ(results[2].details_json(), "");  // none given
+  // Results go with Complete, not as training metric points.
+  EXPECT_TRUE(s.points.empty());
+  // hlab-eval --task FILE --record-fd 3, not the trainer.
+  std::string program, args;
+  std::getline(std::ifstream(TaskDir("e-ok") / "program"), program);
+  EXPECT_EQ(program, "fake-eval");
+  std::getline(std::ifstream(TaskDir("e-ok") / "args.txt"), args);
+  EXPECT_EQ(args,
+            (std::string("--task ") + (TaskDir("e-ok") / "task.json").string() +
+             " --record-fd 3"));
+  // The worker filled cache_dir, kept the coordinator's threads, and left
+  // the task's own fields alone (no checkpoint.dir).
+  std::ifstream task_file(TaskDir("e-ok") / "task.json");
+  const auto task = nlohmann::json::parse(task_file);
+  EXPECT_EQ(task["cache_dir"], (root_ / "data" / "cache").string());
+  EXPECT_TRUE(fs::is_directory(root_ / "data" / "cache"));
+  EXPECT_EQ(task["threads"], 2);
+  EXPECT_EQ(task["checkpoint"], "/ckpt/run-e/step-40.ckpt");
+  EXPECT_FALSE(fs::exists(TaskDir("e-ok") / "checkpoints"));
+  EXPECT_TRUE(fs::exists(TaskDir("e-ok") / "evaluator.log"));
+}
+
+TEST_F(DaemonTest, EvalExitTwoFailsPermanentlyWithTheEvaluatorsMessage) {
+  fake().AddTask(MakeEvalTask("e-perm", "eval_permanent"));
+  StartDaemon();
+  ASSERT_TRUE(
+      fake().WaitFor([](const FakeState& s) { return s.Failed("e-perm"); }));
+  FakeState s = fake().Snapshot();
+  ASSERT_EQ(s.fails.size(), 1u);
+  EXPECT_FALSE(s.fails[0].retryable());
+  EXPECT_EQ(s.fails[0].exit_code(), 2);
+  EXPECT_EQ(s.fails[0].error(),
+            "hlab-eval: exit code 2: checkpoint /x/step-40.ckpt: no such file");
+  EXPECT_TRUE(s.completes.empty());
+}
+
+TEST_F(DaemonTest, EvalThatMeasuredNothingFailsForGood) {
+  fake().AddTask(MakeEvalTask("e-silent", "eval_silent"));
+  StartDaemon();
+  ASSERT_TRUE(
+      fake().WaitFor([](const FakeState& s) { return s.Failed("e-silent"); }));
+  FakeState s = fake().Snapshot();
+  ASSERT_EQ(s.fails.size(), 1u);
+  EXPECT_FALSE(s.fails[0].retryable());
+  EXPECT_NE(s.fails[0].error().find("without a result record"),
+            std::string::npos)
+      << s.fails[0].error();
+  EXPECT_TRUE(s.completes.empty());
 }
 
 TEST_F(DaemonTest, ExitTwoFailsPermanentlyWithTheTrainersMessage) {

@@ -3,7 +3,8 @@
 // cores) and, for a task, runs the behaviour named by the task file's
 // "behavior" field (<bin>/behaviors/<name>.sh), which writes records to fd 3
 // with `rec '{...}'` and exits as it likes. It leaves in the task dir:
-// args.txt (one line of arguments per rank), pid, cuda (CUDA_VISIBLE_DEVICES).
+// args.txt (one line of arguments per rank), pid, cuda (CUDA_VISIBLE_DEVICES),
+// program (the script's file name: fake-train or fake-eval).
 //
 // Behaviours: ok (3 steps, an eval, a checkpoint, exit 0), permanent (error
 // record, exit 2), retryable (exit 75), crash (SIGSEGV), sleep (runs until
@@ -11,9 +12,16 @@
 // (rank 1 exits 75, rank 0 runs until terminated), wait_go (finishes once
 // the file "go" appears in its task dir).
 //
+// The fake evaluator (WriteFakeEvaluator) is the same script under the name
+// fake-eval, following hlab-eval's record contract (docs/evaluation.md):
+// eval_ok (start, progress, three results with details, done, exit 0),
+// eval_permanent (error record, exit 2), eval_silent (exit 0 without a
+// result).
+//
 // Not thread-safe; call from test set-up.
 //
 //   std::string trainer = WriteFakeTrainer(tmp / "bin");
+//   std::string evaluator = WriteFakeEvaluator(tmp / "bin");
 #ifndef HLAB_TESTS_WORKER_FAKE_TRAINER_H_
 #define HLAB_TESTS_WORKER_FAKE_TRAINER_H_
 
@@ -38,6 +46,7 @@ while [ $# -gt 0 ]; do
 done
 dir=$(dirname "$task")
 echo "$args" >> "$dir/args.txt"
+basename "$0" > "$dir/program"
 ckdir=$(sed -n 's/.*"dir": *"\([^"]*\)".*/\1/p' "$task" | head -1)
 behavior=$(sed -n 's/.*"behavior": *"\([^"]*\)".*/\1/p' "$task" | head -1)
 rec() { echo "$1" >&3; }
@@ -99,6 +108,26 @@ while [ ! -e "$dir/go" ]; do sleep 0.05; done
 rec '{"type":"step","step":2,"tokens":128,"loss":3}'
 exit 0
 )"},
+      // hlab-eval's records: a result at the task's step (none given), one
+      // at an explicit step, and NIAH per kind.
+      {"eval_ok", R"(
+rec '{"type":"start","task_id":"t","run_id":"run-e","step":40,"evals":["val_loss","niah"]}'
+rec '{"type":"progress","eval":"niah","done":1,"total":2}'
+rec '{"type":"result","run_id":"run-e","metric":"val_loss","value":2.5,"details":{"tokens":4096,"documents":8,"source":"synthetic"}}'
+rec '{"type":"result","run_id":"run-e","step":40,"metric":"niah_acc","value":0.75,"details":{"cells":[{"kind":"single","length":64,"depth":0.5,"acc":0.75}]}}'
+rec '{"type":"result","run_id":"run-e","step":40,"metric":"niah_acc/single","value":0.75}'
+rec '{"type":"warning","message":"only 8 documents"}'
+rec '{"type":"done","seconds":0.5}'
+exit 0
+)"},
+      {"eval_permanent", R"(
+rec '{"type":"error","exit_code":2,"message":"checkpoint /x/step-40.ckpt: no such file"}'
+exit 2
+)"},
+      {"eval_silent", R"(
+rec '{"type":"done","seconds":0.1}'
+exit 0
+)"},
   };
   return *b;
 }
@@ -112,6 +141,16 @@ inline std::string WriteFakeTrainer(const std::filesystem::path& bin) {
   for (const auto& [name, body] : Behaviors()) {
     std::ofstream(bin / "behaviors" / (name + ".sh")) << body;
   }
+  return path;
+}
+
+// Writes the same script as `bin`/fake-eval (and the behaviours); returns
+// its path.
+inline std::string WriteFakeEvaluator(const std::filesystem::path& bin) {
+  WriteFakeTrainer(bin);
+  const std::string path = (bin / "fake-eval").string();
+  std::ofstream(path) << kFakeTrainer;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   return path;
 }
 

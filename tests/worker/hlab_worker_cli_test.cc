@@ -87,6 +87,13 @@ TEST_F(HlabWorkerCliTest, BadFlagsFailWithOneLine) {
   EXPECT_NE(r.err.find("is not an executable file"), std::string::npos)
       << r.err;
 
+  r = Run({"--data-dir", (root_ / "data").string(), "--trainer", trainer_,
+           "--evaluator", (root_ / "no-eval").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("hlab-worker: --evaluator ",
+                                (root_ / "no-eval").string(),
+                                " is not an executable file\n"));
+
   r = Run({"--capacity", "0"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,6 +61,46 @@ TEST(RecordRelayTest, StepAndEvalRecordsBecomePoints) {
   EXPECT_EQ(relay.progress().attempt(), 2);
   relay.AckPoints(4);
   EXPECT_EQ(relay.PeekPoints(100).size(), 2u);
+}
+
+TEST(RecordRelayTest, EvaluatorResultsKeepTheirDetailsAndAreNoPoints) {
+  hlab::v1::Task task = TrainTask();
+  task.set_kind(hlab::v1::TASK_KIND_EVAL);
+  task.set_eval_step(77);
+  RecordRelay relay(task);
+  const absl::Time now = absl::FromUnixMillis(1000);
+  ASSERT_TRUE(
+      relay
+          .Add(R"({"type":"progress","eval":"longppl","done":3,"total":8})",
+               now)
+          .ok());
+  EXPECT_EQ(relay.eval_done(), 3);
+  EXPECT_EQ(relay.eval_total(), 8);
+  ASSERT_TRUE(relay
+                  .Add(R"({"type":"result","metric":"log_longppl",)"
+                       R"("value":1.5,"details":{"key_tokens":12}})",
+                       now)
+                  .ok());
+  ASSERT_TRUE(relay
+                  .Add(R"({"type":"result","run_id":"run-b","step":5,)"
+                       R"("metric":"niah_acc","value":null})",
+                       now)
+                  .ok());
+  EXPECT_FALSE(
+      relay.Add(R"({"type":"result","value":1.0})", now).ok());  // no metric
+  EXPECT_FALSE(relay.HasPending());
+  ASSERT_EQ(relay.results().size(), 2u);
+  const hlab::v1::MetricPoint& a = relay.results()[0];
+  EXPECT_EQ(a.run_id(), "run-a");  // the task's run
+  EXPECT_EQ(a.name(), "log_longppl");
+  EXPECT_EQ(a.step(), 77);  // the task's eval_step
+  EXPECT_EQ(a.value(), 1.5);
+  EXPECT_EQ(a.details_json(), R"({"key_tokens":12})");
+  const hlab::v1::MetricPoint& b = relay.results()[1];
+  EXPECT_EQ(b.run_id(), "run-b");
+  EXPECT_EQ(b.step(), 5);
+  EXPECT_TRUE(std::isnan(b.value()));
+  EXPECT_EQ(b.details_json(), "");
 }
 
 TEST(RecordRelayTest, FlushesAtIntervalOrBatchSize) {

@@ -1,0 +1,210 @@
+#include "coordinator/evaluate_run.h"
+
+#include <memory>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "coordinator/eval_inputs.h"
+#include "coordinator/proto_mapping.h"
+#include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/spec_defaults.h"
+#include "coordinator/sweep_catalog.h"
+
+namespace hlab::coordinator {
+namespace {
+
+using nlohmann::json;
+
+// In the order EVAL tasks list them.
+constexpr const char* kEvalNames[] = {"val_loss", "longppl", "niah"};
+
+// The evaluations to run, in kEvalNames order: the listed ones, or those
+// the sweep enables.
+absl::StatusOr<std::vector<std::string>> EvalNames(
+    const hlab::v1::EvaluateRunRequest& request,
+    const hlab::v1::SweepSpec& spec) {
+  std::set<std::string> wanted;
+  for (const std::string& name : request.evals()) {
+    bool known = false;
+    for (const char* k : kEvalNames) known = known || name == k;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("evals: unknown evaluation '", name,
+                       "'; use val_loss, longppl or niah"));
+    }
+    wanted.insert(name);
+  }
+  if (wanted.empty()) {
+    const auto& e = spec.evaluation();
+    if (e.validation_loss().enabled()) wanted.insert("val_loss");
+    if (e.longppl().enabled()) wanted.insert("longppl");
+    if (e.niah().enabled()) wanted.insert("niah");
+  }
+  if (wanted.empty()) {
+    return absl::InvalidArgumentError(
+        "evals: the run's sweep enables no evaluation; name them (hlab eval "
+        "RUN --evals val_loss,longppl,niah)");
+  }
+  std::vector<std::string> out;
+  for (const char* k : kEvalNames) {
+    if (wanted.count(k) > 0) out.push_back(k);
+  }
+  return out;
+}
+
+// The sweep's spec with exactly `names` enabled, defaults applied.
+hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
+                              const std::vector<std::string>& names) {
+  hlab::v1::SweepSpec spec = sweep;
+  auto on = [&](const char* name) {
+    for (const std::string& n : names) {
+      if (n == name) return true;
+    }
+    return false;
+  };
+  auto* e = spec.mutable_evaluation();
+  e->mutable_validation_loss()->set_enabled(on("val_loss"));
+  e->mutable_longppl()->set_enabled(on("longppl"));
+  e->mutable_niah()->set_enabled(on("niah"));
+  return sweep::WithDefaults(spec);
+}
+
+// The LongPPL reference of the sweep: what its EVAL tasks name, or the
+// spec's run_id / checkpoint_path.
+absl::StatusOr<json> Reference(const sweep::SweepPlan& plan) {
+  for (const hlab::v1::Task& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    json j = json::parse(t.task_json(), nullptr, false);
+    if (!j.is_object() || !j.contains("evals") ||
+        !j["evals"].contains("longppl") ||
+        !j["evals"]["longppl"].contains("reference")) {
+      break;  // the sweep's EVAL tasks have no LongPPL
+    }
+    return j["evals"]["longppl"]["reference"];
+  }
+  const auto& ref = plan.spec.evaluation().longppl().reference();
+  if (!ref.run_id().empty()) return json{{"run_id", ref.run_id()}};
+  if (!ref.checkpoint_path().empty()) {
+    return json{{"checkpoint_path", ref.checkpoint_path()}};
+  }
+  return absl::InvalidArgumentError(
+      "evals: longppl needs a reference model and the run's sweep names none "
+      "(evaluation.longppl.reference); evaluate LongPPL in a sweep that does");
+}
+
+absl::StatusOr<int64_t> FirstSweep(store::QueryEngine& query,
+                                   const std::string& run_id) {
+  // run_id is hex (FindRunCheckpoint checked it).
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult r,
+      query.Run(absl::StrCat("SELECT sweep_id FROM sweep_runs WHERE run_id = '",
+                             run_id, "' ORDER BY sweep_id LIMIT 1"),
+                {}));
+  if (r.rows.empty() || !std::holds_alternative<int64_t>(r.rows[0][0])) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " belongs to no sweep"));
+  }
+  return std::get<int64_t>(r.rows[0][0]);
+}
+
+}  // namespace
+
+absl::Status EvaluateRun(ServiceContext& context,
+                         const hlab::v1::EvaluateRunRequest& request,
+                         hlab::v1::EvaluateRunResponse* response) {
+  store::Store& store = *context.store;
+  const std::string& run_id = request.run_id();
+  if (run_id.empty()) return absl::InvalidArgumentError("run_id: required");
+  if (request.step() < 0) {
+    return absl::InvalidArgumentError("step: must be >= 0 (0: the newest)");
+  }
+  absl::StatusOr<store::Run> run = store.GetRun(run_id);
+  if (run.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat("run ", run_id, ": no such run"));
+  }
+  HLAB_RETURN_IF_ERROR(run.status());
+  absl::Status finished = CheckTrainingFinished(store, run_id, "run");
+  if (!finished.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        finished.message(), "; evaluate it once it has succeeded (hlab watch",
+        run->state == store::RunState::kFailed ||
+                run->state == store::RunState::kCancelled
+            ? absl::StrCat(", after hlab resume --run ", run_id, ")")
+            : ")"));
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      RunCheckpoint checkpoint,
+      FindRunCheckpoint(*context.query, run_id, request.step()));
+  HLAB_ASSIGN_OR_RETURN(int64_t sweep_id, FirstSweep(*context.query, run_id));
+  HLAB_ASSIGN_OR_RETURN(std::shared_ptr<const sweep::SweepPlan> plan,
+                        context.catalog->Plan(sweep_id));
+  HLAB_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                        EvalNames(request, plan->spec));
+  const std::string settings =
+      sweep::EvaluationSettings(WithEvals(plan->spec, names));
+  const std::string task_id =
+      sweep::EvalTaskId(run_id, checkpoint.step, settings);
+  response->set_checkpoint_path(checkpoint.path);
+
+  absl::StatusOr<store::Task> existing = store.GetTask(task_id);
+  if (existing.ok()) {
+    *response->mutable_task() = ToProtoTask(*existing);
+    response->set_created(false);
+    return absl::OkStatus();
+  }
+  if (existing.status().code() != absl::StatusCode::kNotFound) {
+    return existing.status();
+  }
+
+  hlab::v1::Task task;
+  task.set_kind(hlab::v1::TASK_KIND_EVAL);
+  task.set_task_id(task_id);
+  task.add_run_ids(run_id);
+  task.set_eval_step(checkpoint.step);
+  for (const std::string& n : names) task.add_evals(n);
+  // Resources and priority of the run's own tasks.
+  for (const hlab::v1::Task& t : plan->tasks) {
+    if (t.kind() == hlab::v1::TASK_KIND_TRUNK || t.run_ids_size() == 0 ||
+        t.run_ids(0) != run_id) {
+      continue;
+    }
+    *task.mutable_resources() = t.resources();
+    task.set_priority(t.priority());
+    break;
+  }
+  json j;
+  j["kind"] = "eval";
+  j["task_id"] = task_id;
+  j["run_id"] = run_id;
+  j["step"] = checkpoint.step;
+  j["evals"] = json::parse(settings);
+  json config = json::parse(run->spec.config, nullptr, false);
+  j["config"] = config.is_discarded() ? json::object() : config;
+  if (j["evals"].contains("longppl")) {
+    HLAB_ASSIGN_OR_RETURN(json reference, Reference(*plan));
+    absl::StatusOr<std::string> resolved = ResolveReferenceCheckpoint(
+        store, *context.query, reference.value("run_id", ""),
+        reference.value("checkpoint_path", ""));
+    if (!resolved.ok()) return resolved.status();
+    j["evals"]["longppl"]["reference"] = reference;
+  }
+  task.set_task_json(j.dump());
+  const absl::Time now = context.clock();
+  HLAB_RETURN_IF_ERROR(
+      store.AddTasks({ToTaskSpec(task, sweep_id, "")}, now).status());
+  HLAB_ASSIGN_OR_RETURN(store::Task stored, store.GetTask(task_id));
+  *response->mutable_task() = ToProtoTask(stored);
+  response->set_created(true);
+  HLAB_LOG(INFO) << "evaluation " << task_id << " of run " << run_id
+                 << " at step " << checkpoint.step << " added";
+  return absl::OkStatus();
+}
+
+}  // namespace hlab::coordinator
