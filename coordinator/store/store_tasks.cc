@@ -1,5 +1,6 @@
 // Store: tasks, leases with fencing, retries and expiry. Cancel and resume
 // are in store_lifecycle.cc.
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -106,6 +107,7 @@ absl::StatusOr<int> Store::AddTasks(const std::vector<TaskSpec>& tasks,
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
+  if (added > 0) BumpLeasableGeneration();
   return added;
 }
 
@@ -156,6 +158,19 @@ absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
           "   AND u.state <> 'SUCCEEDED')"
           " ORDER BY t.priority DESC, t.cost_flops ASC, t.id LIMIT ?2"),
       [&](Statement& st) { st.Bind(1, ToMillis(now)).Bind(2, limit); });
+}
+
+absl::StatusOr<std::optional<absl::Time>> Store::NextBackoffEnd(
+    absl::Time now) {
+  absl::MutexLock lock(&reader_mu_);
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      reader_->Prepare("SELECT MIN(not_before) FROM tasks"
+                       " WHERE state = 'PENDING' AND not_before > ?"));
+  st.Bind(1, ToMillis(now));
+  HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+  if (!has_row || st.IsNull(0)) return std::optional<absl::Time>();
+  return std::optional<absl::Time>(FromMillis(st.ColumnInt(0)));
 }
 
 absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
@@ -237,7 +252,8 @@ absl::Status Store::ExtendLease(const std::string& task_id, int attempt,
 
 absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
                                  absl::Time now) {
-  return writer_->Run([&](Database& db) -> absl::Status {
+  bool has_dependents = false;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     const int64_t now_ms = ToMillis(now);
     {
@@ -255,8 +271,14 @@ absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
                    " WHERE task_id = ? AND attempt = ?"));
     st.Bind(1, now_ms).Bind(2, task_id).Bind(3, attempt);
     HLAB_RETURN_IF_ERROR(st.Run());
+    HLAB_ASSIGN_OR_RETURN(
+        has_dependents,
+        Exists(db, "SELECT 1 FROM task_deps WHERE depends_on = ?", task_id));
     return RefreshRunState(db, row.run_id, now);
   });
+  // Its dependents may be leasable now.
+  if (status.ok() && has_dependents) BumpLeasableGeneration();
+  return status;
 }
 
 absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
@@ -271,6 +293,7 @@ absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
+  BumpLeasableGeneration();
   return next;
 }
 
@@ -306,6 +329,7 @@ absl::StatusOr<std::vector<ExpiredLease>> Store::ExpireLeases(
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
+  if (!expired.empty()) BumpLeasableGeneration();
   return expired;
 }
 
