@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/coordinator_fleet.h"
 #include "common/log.h"
@@ -79,6 +80,9 @@ std::unique_ptr<coordinator::Coordinator> StartCoordinator(
   options.listen = "127.0.0.1:0";
   options.db_path = db_path;
   options.metrics_listen = "none";
+  // The workers do not heartbeat during the ingest flood, which can take
+  // longer than the default 30 s lease: expiries would fail its batches.
+  options.lease = absl::Minutes(5);
   auto started = coordinator::Coordinator::Start(options);
   if (!started.ok()) Die("start coordinator", started.status());
   return std::move(started).value();
@@ -293,6 +297,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (!std::getenv("HLAB_LOG_LEVEL")) SetLogLevel(LogLevel::kWARNING);
+  // As hlab-coordinator does (hlab_coordinator_main.cc).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const bool own_dir = o.dir.empty();
   if (own_dir) {
     std::string pattern = (std::filesystem::temp_directory_path() /

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/alarm.h>
@@ -213,18 +214,20 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
     const hlab::v1::HeartbeatRequest& request,
     hlab::v1::HeartbeatResponse* response) {
   const absl::Time now = context_->clock();
-  HLAB_RETURN_IF_ERROR(
-      context_->store->HeartbeatWorker(request.worker_id(), now));
+  // The worker and all of its leases in one write (one commit to wait for).
+  std::vector<std::pair<std::string, int>> held;
   for (const hlab::v1::TaskProgress& p : request.tasks()) {
-    absl::Status extended =
-        context_->store->ExtendLease(p.task_id(), static_cast<int>(p.attempt()),
-                                     request.worker_id(), now, context_->lease);
-    if (extended.code() == absl::StatusCode::kFailedPrecondition ||
-        extended.code() == absl::StatusCode::kNotFound) {
-      *response->add_stop() = p;
+    held.emplace_back(p.task_id(), static_cast<int>(p.attempt()));
+  }
+  std::vector<absl::Status> extended;
+  HLAB_RETURN_IF_ERROR(context_->store->HeartbeatAndExtend(
+      request.worker_id(), held, now, context_->lease, &extended));
+  for (int i = 0; i < request.tasks_size(); ++i) {
+    const hlab::v1::TaskProgress& p = request.tasks(i);
+    if (!extended[static_cast<size_t>(i)].ok()) {
+      *response->add_stop() = p;  // stale, moved on, or unknown
       continue;
     }
-    HLAB_RETURN_IF_ERROR(extended);
     if (context_->metrics == nullptr) continue;
     // Its runs never change: from the cache, not a read per heartbeat.
     absl::StatusOr<std::shared_ptr<const store::Task>> task =

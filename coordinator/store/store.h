@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -139,6 +140,16 @@ class Store {
   absl::Status ExtendLease(const std::string& task_id, int attempt,
                            const std::string& worker_id, absl::Time now,
                            absl::Duration lease);
+
+  // A worker's heartbeat in one write: HeartbeatWorker, then ExtendLease of
+  // each (task id, attempt) in `held`; `extended` receives ExtendLease's
+  // status for each (FailedPrecondition or NotFound: the worker must stop
+  // that task). NotFound, with nothing written, for an unknown worker;
+  // other errors are the database's.
+  absl::Status HeartbeatAndExtend(
+      const std::string& worker_id,
+      const std::vector<std::pair<std::string, int>>& held, absl::Time now,
+      absl::Duration lease, std::vector<absl::Status>* extended);
 
   // Marks the attempt SUCCEEDED. FailedPrecondition for a stale attempt;
   // NotFound for an unknown task.

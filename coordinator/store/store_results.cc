@@ -284,17 +284,8 @@ absl::Status Store::RegisterWorker(const WorkerInfo& worker, absl::Time now) {
 
 absl::Status Store::HeartbeatWorker(const std::string& worker_id,
                                     absl::Time now) {
-  return writer_->Run([&](Database& db) -> absl::Status {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE workers SET last_heartbeat = ?, state = 'UP'"
-                   " WHERE id = ?"));
-    st.Bind(1, ToMillis(now)).Bind(2, worker_id);
-    HLAB_RETURN_IF_ERROR(st.Run());
-    if (st.changes() == 0) {
-      return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
-    }
-    return absl::OkStatus();
+  return writer_->Run([&](Database& db) {
+    return internal::HeartbeatWorkerInTxn(db, worker_id, now);
   });
 }
 

@@ -15,6 +15,7 @@ namespace hlab::store {
 using internal::CheckLease;
 using internal::Exists;
 using internal::FailAttempt;
+using internal::HeartbeatWorkerInTxn;
 using internal::InsertEvent;
 using internal::LeaseRow;
 using internal::LoadLeaseRow;
@@ -23,6 +24,27 @@ using internal::RefreshRunState;
 namespace {
 
 constexpr int kDefaultTrunkAttempts = 3;
+
+absl::Status ExtendLeaseInTxn(Database& db, const std::string& task_id,
+                              int attempt, const std::string& worker_id,
+                              absl::Time now, absl::Duration lease) {
+  HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
+  if (row.lease_worker != worker_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, " attempt ", attempt, " is leased to ",
+                     row.lease_worker, ", not ", worker_id));
+  }
+  if (row.lease_expiry <= now) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease of task ", task_id, " attempt ", attempt,
+                     " expired at ", absl::FormatTime(row.lease_expiry)));
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("UPDATE tasks SET lease_expiry = ? WHERE id = ?"));
+  st.Bind(1, ToMillis(now + lease)).Bind(2, task_id);
+  return st.Run();
+}
 
 }  // namespace
 
@@ -230,24 +252,33 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
 absl::Status Store::ExtendLease(const std::string& task_id, int attempt,
                                 const std::string& worker_id, absl::Time now,
                                 absl::Duration lease) {
-  return writer_->Run([&](Database& db) -> absl::Status {
-    HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
-    if (row.lease_worker != worker_id) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("task ", task_id, " attempt ", attempt, " is leased to ",
-                       row.lease_worker, ", not ", worker_id));
-    }
-    if (row.lease_expiry <= now) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("lease of task ", task_id, " attempt ", attempt,
-                       " expired at ", absl::FormatTime(row.lease_expiry)));
-    }
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE tasks SET lease_expiry = ? WHERE id = ?"));
-    st.Bind(1, ToMillis(now + lease)).Bind(2, task_id);
-    return st.Run();
+  return writer_->Run([&](Database& db) {
+    return ExtendLeaseInTxn(db, task_id, attempt, worker_id, now, lease);
   });
+}
+
+absl::Status Store::HeartbeatAndExtend(
+    const std::string& worker_id,
+    const std::vector<std::pair<std::string, int>>& held, absl::Time now,
+    absl::Duration lease, std::vector<absl::Status>* extended) {
+  std::vector<absl::Status> statuses;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    statuses.clear();
+    HLAB_RETURN_IF_ERROR(HeartbeatWorkerInTxn(db, worker_id, now));
+    for (const auto& [task_id, attempt] : held) {
+      // A refused extension writes nothing: it needs no savepoint.
+      absl::Status one =
+          ExtendLeaseInTxn(db, task_id, attempt, worker_id, now, lease);
+      if (!one.ok() && one.code() != absl::StatusCode::kFailedPrecondition &&
+          one.code() != absl::StatusCode::kNotFound) {
+        return one;
+      }
+      statuses.push_back(std::move(one));
+    }
+    return absl::OkStatus();
+  });
+  if (status.ok() && extended != nullptr) *extended = std::move(statuses);
+  return status;
 }
 
 absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
