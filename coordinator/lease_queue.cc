@@ -13,6 +13,7 @@ LeaseQueue::LeaseQueue(store::Store* store, int window)
 bool LeaseQueue::Stale(absl::Time now) const {
   if (!loaded_ || reload_) return true;
   if (store_->leasable_generation() != generation_) return true;
+  if (now - loaded_at_ >= kMaxAge) return true;
   return backoff_end_.has_value() && now >= *backoff_end_;
 }
 
@@ -32,6 +33,7 @@ absl::Status LeaseQueue::Load(absl::Time now) {
     candidates_.push_back(std::move(task));
   }
   generation_ = generation;
+  loaded_at_ = now;
   loaded_ = true;
   reload_ = false;
   leased_since_load_ = 0;

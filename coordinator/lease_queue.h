@@ -21,10 +21,14 @@
 //   - a claim ended without a lease (Release(..., false): the candidate was
 //     stale or the lease failed), so nothing is ever dropped on a guess,
 //   - no candidate fitted the caller, the store had more than the window,
-//     and candidates were leased since the last load.
+//     and candidates were leased since the last load,
+//   - it is older than kMaxAge (by `now`): a backstop for changes made
+//     behind its back that move no generation (e.g. the coordinator's own
+//     EVAL tasks leased by the reaper straight in the store, which could
+//     otherwise fill the window with candidates no worker takes).
 // So a task leasable in the store is in the cache or reaches it at the next
-// claim after the change that made it leasable: none starves, and none is
-// leased twice (LeaseTask).
+// claim after the change that made it leasable (at the latest kMaxAge
+// later): none starves, and none is leased twice (LeaseTask).
 //
 // Thread-safety: thread-safe. Claim holds the queue's mutex while it reads
 // the store, so concurrent callers wait for one reload instead of each
@@ -61,6 +65,8 @@ class LeaseQueue {
   // How many candidates one load keeps (NextLeasableTasks' limit, beyond
   // those claimed at the time).
   static constexpr int kDefaultWindow = 256;
+  // The oldest a load may be when a claim uses it.
+  static constexpr absl::Duration kMaxAge = absl::Seconds(1);
 
   struct Stats {
     int64_t loads = 0;       // reads of the store
@@ -109,6 +115,7 @@ class LeaseQueue {
   bool reload_ ABSL_GUARDED_BY(mu_) = false;   // a claim was not leased
   bool complete_ ABSL_GUARDED_BY(mu_) = true;  // the load got every row
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time loaded_at_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> backoff_end_ ABSL_GUARDED_BY(mu_);
   int64_t leased_since_load_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);

@@ -233,6 +233,29 @@ TEST(LeaseQueueTest, ASmallWindowStillReachesEveryTask) {
   EXPECT_GE(queue.stats().loads, 4);
 }
 
+TEST(LeaseQueueTest, AWindowNobodyTakesIsReloadedWithinMaxAge) {
+  Fixture f;
+  ASSERT_TRUE(f.store->AddRuns(f.sweep_id, {MakeRun("r2")}, T(0)).ok());
+  ASSERT_TRUE(
+      f.store
+          ->AddTasks(
+              {MakeTask("eval-a", f.sweep_id, "r2", {}, 9, 0, TaskKind::kEval),
+               MakeTask("eval-b", f.sweep_id, "r2", {}, 9, 0, TaskKind::kEval)},
+              T(0))
+          .ok());
+  // The window holds the two EVAL tasks, which this caller never takes;
+  // r1.train lies beyond it.
+  LeaseQueue queue(f.store.get(), /*window=*/2);
+  auto not_eval = [](const Task& t) { return t.spec.kind != TaskKind::kEval; };
+  EXPECT_EQ(ClaimId(queue, T(1), not_eval), "");
+  // Leased outside the queue (as the reaper does with EVAL tasks): no
+  // generation moves.
+  ASSERT_TRUE(f.store->LeaseTask("eval-a", "coordinator", T(1), kLease).ok());
+  ASSERT_TRUE(f.store->LeaseTask("eval-b", "coordinator", T(1), kLease).ok());
+  EXPECT_EQ(ClaimId(queue, T(1) + absl::Milliseconds(500), not_eval), "");
+  EXPECT_EQ(ClaimId(queue, T(1) + LeaseQueue::kMaxAge, not_eval), "r1.train");
+}
+
 // N threads leasing M tasks through one queue: each task is leased exactly
 // once (attempt 1), none is left PENDING.
 TEST(LeaseQueueTest, ConcurrentLeasersLeaseEachTaskExactlyOnce) {
