@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/alarm.h>
@@ -51,6 +53,9 @@ std::optional<std::vector<int>> Fit(
   }
   return std::nullopt;
 }
+
+// Candidates TryLease leases at most in one call.
+constexpr int kLeaseTries = 8;
 
 // The long poll of Lease: retries TryLease every `poll` until a task is
 // leased, the wait is over, or the client cancels.
@@ -208,23 +213,27 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
     const hlab::v1::HeartbeatRequest& request,
     hlab::v1::HeartbeatResponse* response) {
   const absl::Time now = context_->clock();
-  HLAB_RETURN_IF_ERROR(
-      context_->store->HeartbeatWorker(request.worker_id(), now));
+  // The worker and all of its leases in one write (one commit to wait for).
+  std::vector<std::pair<std::string, int>> held;
   for (const hlab::v1::TaskProgress& p : request.tasks()) {
-    absl::Status extended =
-        context_->store->ExtendLease(p.task_id(), static_cast<int>(p.attempt()),
-                                     request.worker_id(), now, context_->lease);
-    if (extended.code() == absl::StatusCode::kFailedPrecondition ||
-        extended.code() == absl::StatusCode::kNotFound) {
-      *response->add_stop() = p;
+    held.emplace_back(p.task_id(), static_cast<int>(p.attempt()));
+  }
+  std::vector<absl::Status> extended;
+  HLAB_RETURN_IF_ERROR(context_->store->HeartbeatAndExtend(
+      request.worker_id(), held, now, context_->lease, &extended));
+  for (int i = 0; i < request.tasks_size(); ++i) {
+    const hlab::v1::TaskProgress& p = request.tasks(i);
+    if (!extended[static_cast<size_t>(i)].ok()) {
+      *response->add_stop() = p;  // stale, moved on, or unknown
       continue;
     }
-    HLAB_RETURN_IF_ERROR(extended);
     if (context_->metrics == nullptr) continue;
-    absl::StatusOr<store::Task> task = context_->store->GetTask(p.task_id());
+    // Its runs never change: from the cache, not a read per heartbeat.
+    absl::StatusOr<std::shared_ptr<const store::Task>> task =
+        task_specs_.Get(p.task_id());
     // Training progress only: an EVAL's heartbeat carries no tokens.
-    if (!task.ok() || task->spec.kind == store::TaskKind::kEval) continue;
-    const hlab::v1::Task proto = ToProtoTask(*task);
+    if (!task.ok() || (*task)->spec.kind == store::TaskKind::kEval) continue;
+    const hlab::v1::Task proto = ToProtoTask(**task);
     for (const std::string& run_id : proto.run_ids()) {
       absl::StatusOr<store::Run> run = context_->store->GetRun(run_id);
       if (!run.ok() || run->state == store::RunState::kSucceeded) continue;
@@ -247,39 +256,49 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
   if (touch_worker) {
     HLAB_RETURN_IF_ERROR(store.HeartbeatWorker(request.worker_id(), now));
   }
-  HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> candidates,
-                        store.NextLeasableTasks(now, 512));
-  for (const store::Task& task : candidates) {
-    std::optional<std::vector<int>> devices =
-        Fit(task.spec.resources, request.free_devices());
-    if (!devices) continue;
+  // A claim is exclusive, so a candidate is lost only when it went stale
+  // (cancelled, or taken outside the queue); give up after a few and let
+  // the long poll try again.
+  for (int tries = 0; tries < kLeaseTries; ++tries) {
+    std::optional<std::vector<int>> devices;
+    HLAB_ASSIGN_OR_RETURN(
+        std::optional<store::Task> task,
+        lease_queue_.Claim(now, [&](const store::Task& candidate) {
+          devices = Fit(candidate.spec.resources, request.free_devices());
+          return devices.has_value();
+        }));
+    if (!task) return absl::OkStatus();
+    absl::StatusOr<int> attempt = store.LeaseTask(
+        task->spec.id, request.worker_id(), now, context_->lease);
+    lease_queue_.Release(task->spec.id, attempt.ok());
+    if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
+      continue;  // no longer leasable
+    }
+    HLAB_RETURN_IF_ERROR(attempt.status());
+    // Built once the lease is won, so no lost race pays for it.
     absl::StatusOr<std::string> trainer_task =
-        BuildTrainerTaskFromStore(store, *context_->query, task);
+        BuildTrainerTaskFromStore(store, *context_->query, *task);
     if (!trainer_task.ok()) {
       // It can never be built (e.g. a trunk that succeeded without
       // reporting a branch checkpoint): fail it for good, visibly.
-      HLAB_RETURN_IF_ERROR(FailUnbuildable(task, trainer_task.status(), now));
+      HLAB_RETURN_IF_ERROR(
+          FailUnbuildable(*task, *attempt, trainer_task.status(), now));
       continue;
     }
-    absl::StatusOr<int> attempt = store.LeaseTask(
-        task.spec.id, request.worker_id(), now, context_->lease);
-    if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
-      continue;  // another worker took it
-    }
-    HLAB_RETURN_IF_ERROR(attempt.status());
+    task_specs_.Remember(*task);
     hlab::v1::Task* out = response->mutable_task();
-    *out = ToProtoTask(task);
+    *out = ToProtoTask(*task);
     out->set_state(hlab::v1::TASK_STATE_LEASED);
     out->set_attempt(*attempt);
     out->set_worker_id(request.worker_id());
     out->set_lease_expires_unix_ms(store::ToMillis(now + context_->lease));
     out->set_task_json(*trainer_task);
     absl::StatusOr<store::Checkpoint> newest =
-        store.NewestCheckpoint(task.spec.id);
+        store.NewestCheckpoint(task->spec.id);
     if (newest.ok()) out->set_resume_checkpoint(newest->path);
     for (int d : *devices) response->add_device_indices(d);
     response->set_lease_expires_unix_ms(out->lease_expires_unix_ms());
-    HLAB_LOG(INFO) << "leased " << task.spec.id << " attempt " << *attempt
+    HLAB_LOG(INFO) << "leased " << task->spec.id << " attempt " << *attempt
                    << " to " << request.worker_id();
     return absl::OkStatus();
   }
@@ -287,23 +306,21 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
 }
 
 absl::Status WorkerServiceImpl::FailUnbuildable(const store::Task& task,
+                                                int attempt,
                                                 const absl::Status& why,
                                                 absl::Time now) {
-  absl::StatusOr<int> attempt = context_->store->LeaseTask(
-      task.spec.id, kCoordinatorHolder, now, context_->lease);
-  if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
-    return absl::OkStatus();  // someone else got to it
-  }
-  HLAB_RETURN_IF_ERROR(attempt.status());
   HLAB_LOG(ERROR) << "task " << task.spec.id << " cannot run: " << why;
-  return context_->store
-      ->FailTask(task.spec.id, *attempt,
-                 absl::StrCat(task.spec.kind == store::TaskKind::kEval
-                                  ? "cannot build its evaluator task: "
-                                  : "cannot build its trainer task: ",
-                              why.message()),
-                 /*retryable=*/false, now, absl::ZeroDuration())
-      .status();
+  absl::StatusOr<store::TaskState> failed = context_->store->FailTask(
+      task.spec.id, attempt,
+      absl::StrCat(task.spec.kind == store::TaskKind::kEval
+                       ? "cannot build its evaluator task: "
+                       : "cannot build its trainer task: ",
+                   why.message()),
+      /*retryable=*/false, now, absl::ZeroDuration());
+  if (failed.status().code() == absl::StatusCode::kFailedPrecondition) {
+    return absl::OkStatus();  // its lease already ended (e.g. cancelled)
+  }
+  return failed.status();
 }
 
 absl::StatusOr<store::Task> WorkerServiceImpl::HeldTask(
@@ -339,9 +356,11 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
   if (request.points_size() > 1000) {
     return absl::InvalidArgumentError("points: at most 1000 per batch");
   }
-  HLAB_ASSIGN_OR_RETURN(
-      store::Task task,
-      HeldTask(request.task_id(), request.attempt(), request.worker_id()));
+  // The task's kind and run only: the store's write checks the lease
+  // (attempt and worker) in the same transaction as the insert.
+  HLAB_ASSIGN_OR_RETURN(std::shared_ptr<const store::Task> held,
+                        task_specs_.Get(request.task_id()));
+  const store::Task& task = *held;
   std::vector<store::MetricPoint> points;
   points.reserve(request.points_size());
   if (task.spec.kind == store::TaskKind::kTrunk) {
@@ -367,8 +386,8 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
   }
   int64_t accepted = 0;
   HLAB_RETURN_IF_ERROR(context_->store->RecordMetrics(
-      request.task_id(), static_cast<int>(request.attempt()), points,
-      &accepted));
+      request.task_id(), static_cast<int>(request.attempt()), points, &accepted,
+      request.worker_id()));
   response->set_accepted(static_cast<int32_t>(accepted));
   if (context_->metrics != nullptr) {
     context_->metrics->metric_points().Increment(static_cast<double>(accepted));
@@ -460,6 +479,7 @@ absl::Status WorkerServiceImpl::DoComplete(
                                                      context_->clock()));
   HLAB_LOG(INFO) << "task " << request.task_id() << " attempt " << attempt
                  << " succeeded";
+  task_specs_.Forget(request.task_id());
   ForgetFinishedRuns(task);
   return absl::OkStatus();
 }
@@ -488,6 +508,7 @@ absl::Status WorkerServiceImpl::DoFail(const hlab::v1::FailRequest& request,
                  << request.attempt() << " failed ("
                  << (response->will_retry() ? "will retry" : "for good")
                  << "): " << error;
+  if (!response->will_retry()) task_specs_.Forget(request.task_id());
   ForgetFinishedRuns(task);
   return absl::OkStatus();
 }

@@ -6,11 +6,13 @@
 //                    must stop (cancelled, or its lease moved on)
 //   Lease            long poll (up to ServiceContext::max_lease_wait) for
 //                    the first leasable task (priority, then cheapest) that
-//                    fits the free devices; returns it with its attempt and
-//                    its task file (trainer_task.h: hlab-train's for
-//                    TRAIN/TRUNK/DECAY, hlab-eval's for EVAL); a task whose
-//                    file cannot be built (e.g. an EVAL whose LongPPL
-//                    reference run has not finished) fails for good
+//                    fits the free devices, claimed from the in-memory
+//                    LeaseQueue (lease_queue.h) and leased in the store;
+//                    returns it with its attempt and its task file
+//                    (trainer_task.h: hlab-train's for TRAIN/TRUNK/DECAY,
+//                    hlab-eval's for EVAL), built once the lease is won;
+//                    a task whose file cannot be built (e.g. an EVAL whose
+//                    LongPPL reference run has not finished) fails for good
 //   ReportMetrics    batched points, fenced; keyed (run, name, step), so a
 //                    replay adds nothing (accepted counts new points); a
 //                    TRUNK's points without a run go to every run whose
@@ -38,6 +40,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "coordinator/context.h"
+#include "coordinator/lease_queue.h"
+#include "coordinator/task_specs.h"
 #include "hlab/v1/worker_service.grpc.pb.h"
 
 namespace hlab::coordinator {
@@ -49,7 +53,10 @@ inline constexpr char kCoordinatorHolder[] = "coordinator";
 class WorkerServiceImpl final
     : public hlab::v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(ServiceContext* context) : context_(context) {}
+  explicit WorkerServiceImpl(ServiceContext* context)
+      : context_(context),
+        lease_queue_(context->store),
+        task_specs_(context->store) {}
 
   grpc::ServerUnaryReactor* Register(
       grpc::CallbackServerContext* ctx,
@@ -97,9 +104,10 @@ class WorkerServiceImpl final
   absl::Status DoFail(const hlab::v1::FailRequest& request,
                       hlab::v1::FailResponse* response);
 
-  // Fails a task whose task file cannot be built, for good.
-  absl::Status FailUnbuildable(const store::Task& task, const absl::Status& why,
-                               absl::Time now);
+  // Fails a task just leased (at `attempt`) whose task file cannot be
+  // built, for good.
+  absl::Status FailUnbuildable(const store::Task& task, int attempt,
+                               const absl::Status& why, absl::Time now);
   // The task, checked to be leased by `worker_id` (when given) at
   // `attempt`: FailedPrecondition otherwise.
   absl::StatusOr<store::Task> HeldTask(const std::string& task_id,
@@ -109,6 +117,10 @@ class WorkerServiceImpl final
   void ForgetFinishedRuns(const store::Task& task);
 
   ServiceContext* const context_;
+  // Lease claims candidates here instead of querying the store each time.
+  LeaseQueue lease_queue_;
+  // ReportMetrics reads a task's kind and run here, not from the store.
+  TaskSpecs task_specs_;
 };
 
 }  // namespace hlab::coordinator

@@ -36,10 +36,12 @@
 #ifndef HLAB_COORDINATOR_STORE_STORE_H_
 #define HLAB_COORDINATOR_STORE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -110,6 +112,20 @@ class Store {
   absl::StatusOr<std::vector<Task>> NextLeasableTasks(absl::Time now,
                                                       int limit);
 
+  // A counter that grows after each committed change that may have made a
+  // task leasable other than by time passing: tasks added, a task with
+  // dependents succeeded, a task failed (retry), leases expired, runs or
+  // sweeps resumed or cancelled. A cache of NextLeasableTasks (the
+  // coordinator's LeaseQueue) is current while this has not moved and no
+  // backoff has ended (NextBackoffEnd). Leasing does not move it.
+  int64_t leasable_generation() const {
+    return leasable_generation_.load(std::memory_order_acquire);
+  }
+
+  // The earliest not_before after `now` of a PENDING task (one backing off
+  // that becomes leasable then), or nullopt if none is backing off.
+  absl::StatusOr<std::optional<absl::Time>> NextBackoffEnd(absl::Time now);
+
   // Leases a task to `worker_id` until now + lease; returns the new attempt
   // number (previous + 1). FailedPrecondition if the task is not leasable
   // now (not PENDING, a dependency not SUCCEEDED, or backing off); NotFound
@@ -124,6 +140,16 @@ class Store {
   absl::Status ExtendLease(const std::string& task_id, int attempt,
                            const std::string& worker_id, absl::Time now,
                            absl::Duration lease);
+
+  // A worker's heartbeat in one write: HeartbeatWorker, then ExtendLease of
+  // each (task id, attempt) in `held`; `extended` receives ExtendLease's
+  // status for each (FailedPrecondition or NotFound: the worker must stop
+  // that task). NotFound, with nothing written, for an unknown worker;
+  // other errors are the database's.
+  absl::Status HeartbeatAndExtend(
+      const std::string& worker_id,
+      const std::vector<std::pair<std::string, int>>& held, absl::Time now,
+      absl::Duration lease, std::vector<absl::Status>* extended);
 
   // Marks the attempt SUCCEEDED. FailedPrecondition for a stale attempt;
   // NotFound for an unknown task.
@@ -172,13 +198,16 @@ class Store {
   // ---- Results (store_results.cc)
 
   // Stores a batch of metric points (INSERT OR IGNORE on (run, name, step):
-  // a replay adds nothing). Fenced. InvalidArgument for a point naming
-  // another run than the task's (allowed only for TRUNK tasks) or an unknown
-  // run; nothing is stored then. `inserted`, if given, receives the number
-  // of points that were new (the rest were already stored).
+  // a replay adds nothing). Fenced; with a `worker_id`, the lease must also
+  // be held by that worker (FailedPrecondition otherwise). InvalidArgument
+  // for a point naming another run than the task's (allowed only for TRUNK
+  // tasks) or an unknown run; nothing is stored then. `inserted`, if given,
+  // receives the number of points that were new (the rest were already
+  // stored).
   absl::Status RecordMetrics(const std::string& task_id, int attempt,
                              const std::vector<MetricPoint>& points,
-                             int64_t* inserted = nullptr);
+                             int64_t* inserted = nullptr,
+                             const std::string& worker_id = "");
   // The same without waiting: `done` runs on the writer thread after commit.
   void RecordMetricsAsync(const std::string& task_id, int attempt,
                           std::vector<MetricPoint> points, WriteDone done);
@@ -259,11 +288,17 @@ class Store {
         writer_(std::move(writer)),
         reader_(std::move(reader)) {}
 
+  // After a committed change that may have made tasks leasable.
+  void BumpLeasableGeneration() {
+    leasable_generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+
   const std::string path_;
   internal::FileLock lock_;  // released after the writer and reader close
   std::unique_ptr<Writer> writer_;
   absl::Mutex reader_mu_;
   std::unique_ptr<Database> reader_ ABSL_GUARDED_BY(reader_mu_);
+  std::atomic<int64_t> leasable_generation_{0};
 };
 
 }  // namespace hlab::store

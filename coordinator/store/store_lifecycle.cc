@@ -200,6 +200,7 @@ absl::StatusOr<std::vector<CancelledLease>> Store::CancelSweep(int64_t sweep_id,
     return InsertEvent(db, sweep_id, "", "sweep_cancelled", "cancelled", now)
         .status();
   });
+  BumpLeasableGeneration();  // even on failure: harmless, and never stale
   if (!status.ok()) return status;
   return cancelled;
 }
@@ -211,6 +212,7 @@ absl::StatusOr<std::vector<CancelledLease>> Store::CancelRun(
     cancelled.clear();
     return CancelRunInTxn(db, run_id, now, &cancelled);
   });
+  BumpLeasableGeneration();  // even on failure: harmless, and never stale
   if (!status.ok()) return status;
   return cancelled;
 }
@@ -259,6 +261,7 @@ absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
                        absl::StrCat(resumed, " runs resumed"), now)
         .status();
   });
+  BumpLeasableGeneration();  // even on failure: harmless, and never stale
   if (!status.ok()) return status;
   return resumed;
 }
@@ -274,6 +277,7 @@ absl::StatusOr<int> Store::ResumeRuns(const std::vector<std::string>& run_ids,
     }
     return absl::OkStatus();
   });
+  BumpLeasableGeneration();  // even on failure: harmless, and never stale
   if (!status.ok()) return status;
   return resumed;
 }

@@ -41,10 +41,16 @@ absl::Status UnknownRunIsInvalid(absl::Status status) {
 }
 
 absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
+                          const std::string& worker_id,
                           const std::vector<MetricPoint>& points,
                           int64_t* inserted) {
   int64_t added = 0;
   HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
+  if (!worker_id.empty() && row.lease_worker != worker_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, " attempt ", attempt, " is leased to ",
+                     row.lease_worker, ", not ", worker_id));
+  }
   HLAB_ASSIGN_OR_RETURN(
       Statement insert,
       db.Prepare("INSERT OR IGNORE INTO metrics (run_id, name, step, value,"
@@ -67,11 +73,12 @@ absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
 
 absl::Status Store::RecordMetrics(const std::string& task_id, int attempt,
                                   const std::vector<MetricPoint>& points,
-                                  int64_t* inserted) {
+                                  int64_t* inserted,
+                                  const std::string& worker_id) {
   // A failed operation is rolled back to its savepoint: report nothing new.
   int64_t added = 0;
   absl::Status status = writer_->Run([&](Database& db) {
-    return WriteMetrics(db, task_id, attempt, points, &added);
+    return WriteMetrics(db, task_id, attempt, worker_id, points, &added);
   });
   if (inserted != nullptr) *inserted = status.ok() ? added : 0;
   return status;
@@ -83,7 +90,7 @@ void Store::RecordMetricsAsync(const std::string& task_id, int attempt,
   auto batch = std::make_shared<std::vector<MetricPoint>>(std::move(points));
   writer_->Submit(
       [task_id, attempt, batch](Database& db) {
-        return WriteMetrics(db, task_id, attempt, *batch, nullptr);
+        return WriteMetrics(db, task_id, attempt, "", *batch, nullptr);
       },
       std::move(done));
 }
@@ -277,17 +284,8 @@ absl::Status Store::RegisterWorker(const WorkerInfo& worker, absl::Time now) {
 
 absl::Status Store::HeartbeatWorker(const std::string& worker_id,
                                     absl::Time now) {
-  return writer_->Run([&](Database& db) -> absl::Status {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE workers SET last_heartbeat = ?, state = 'UP'"
-                   " WHERE id = ?"));
-    st.Bind(1, ToMillis(now)).Bind(2, worker_id);
-    HLAB_RETURN_IF_ERROR(st.Run());
-    if (st.changes() == 0) {
-      return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
-    }
-    return absl::OkStatus();
+  return writer_->Run([&](Database& db) {
+    return internal::HeartbeatWorkerInTxn(db, worker_id, now);
   });
 }
 

@@ -1,5 +1,6 @@
 // Store: tasks, leases with fencing, retries and expiry. Cancel and resume
 // are in store_lifecycle.cc.
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -14,6 +15,7 @@ namespace hlab::store {
 using internal::CheckLease;
 using internal::Exists;
 using internal::FailAttempt;
+using internal::HeartbeatWorkerInTxn;
 using internal::InsertEvent;
 using internal::LeaseRow;
 using internal::LoadLeaseRow;
@@ -22,6 +24,27 @@ using internal::RefreshRunState;
 namespace {
 
 constexpr int kDefaultTrunkAttempts = 3;
+
+absl::Status ExtendLeaseInTxn(Database& db, const std::string& task_id,
+                              int attempt, const std::string& worker_id,
+                              absl::Time now, absl::Duration lease) {
+  HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
+  if (row.lease_worker != worker_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task_id, " attempt ", attempt, " is leased to ",
+                     row.lease_worker, ", not ", worker_id));
+  }
+  if (row.lease_expiry <= now) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease of task ", task_id, " attempt ", attempt,
+                     " expired at ", absl::FormatTime(row.lease_expiry)));
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("UPDATE tasks SET lease_expiry = ? WHERE id = ?"));
+  st.Bind(1, ToMillis(now + lease)).Bind(2, task_id);
+  return st.Run();
+}
 
 }  // namespace
 
@@ -106,6 +129,7 @@ absl::StatusOr<int> Store::AddTasks(const std::vector<TaskSpec>& tasks,
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
+  if (added > 0) BumpLeasableGeneration();
   return added;
 }
 
@@ -156,6 +180,19 @@ absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
           "   AND u.state <> 'SUCCEEDED')"
           " ORDER BY t.priority DESC, t.cost_flops ASC, t.id LIMIT ?2"),
       [&](Statement& st) { st.Bind(1, ToMillis(now)).Bind(2, limit); });
+}
+
+absl::StatusOr<std::optional<absl::Time>> Store::NextBackoffEnd(
+    absl::Time now) {
+  absl::MutexLock lock(&reader_mu_);
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      reader_->Prepare("SELECT MIN(not_before) FROM tasks"
+                       " WHERE state = 'PENDING' AND not_before > ?"));
+  st.Bind(1, ToMillis(now));
+  HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+  if (!has_row || st.IsNull(0)) return std::optional<absl::Time>();
+  return std::optional<absl::Time>(FromMillis(st.ColumnInt(0)));
 }
 
 absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
@@ -215,29 +252,39 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
 absl::Status Store::ExtendLease(const std::string& task_id, int attempt,
                                 const std::string& worker_id, absl::Time now,
                                 absl::Duration lease) {
-  return writer_->Run([&](Database& db) -> absl::Status {
-    HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
-    if (row.lease_worker != worker_id) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("task ", task_id, " attempt ", attempt, " is leased to ",
-                       row.lease_worker, ", not ", worker_id));
-    }
-    if (row.lease_expiry <= now) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("lease of task ", task_id, " attempt ", attempt,
-                       " expired at ", absl::FormatTime(row.lease_expiry)));
-    }
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE tasks SET lease_expiry = ? WHERE id = ?"));
-    st.Bind(1, ToMillis(now + lease)).Bind(2, task_id);
-    return st.Run();
+  return writer_->Run([&](Database& db) {
+    return ExtendLeaseInTxn(db, task_id, attempt, worker_id, now, lease);
   });
+}
+
+absl::Status Store::HeartbeatAndExtend(
+    const std::string& worker_id,
+    const std::vector<std::pair<std::string, int>>& held, absl::Time now,
+    absl::Duration lease, std::vector<absl::Status>* extended) {
+  std::vector<absl::Status> statuses;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    statuses.clear();
+    HLAB_RETURN_IF_ERROR(HeartbeatWorkerInTxn(db, worker_id, now));
+    for (const auto& [task_id, attempt] : held) {
+      // A refused extension writes nothing: it needs no savepoint.
+      absl::Status one =
+          ExtendLeaseInTxn(db, task_id, attempt, worker_id, now, lease);
+      if (!one.ok() && one.code() != absl::StatusCode::kFailedPrecondition &&
+          one.code() != absl::StatusCode::kNotFound) {
+        return one;
+      }
+      statuses.push_back(std::move(one));
+    }
+    return absl::OkStatus();
+  });
+  if (status.ok() && extended != nullptr) *extended = std::move(statuses);
+  return status;
 }
 
 absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
                                  absl::Time now) {
-  return writer_->Run([&](Database& db) -> absl::Status {
+  bool has_dependents = false;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     const int64_t now_ms = ToMillis(now);
     {
@@ -255,8 +302,14 @@ absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
                    " WHERE task_id = ? AND attempt = ?"));
     st.Bind(1, now_ms).Bind(2, task_id).Bind(3, attempt);
     HLAB_RETURN_IF_ERROR(st.Run());
+    HLAB_ASSIGN_OR_RETURN(
+        has_dependents,
+        Exists(db, "SELECT 1 FROM task_deps WHERE depends_on = ?", task_id));
     return RefreshRunState(db, row.run_id, now);
   });
+  // Its dependents may be leasable now.
+  if (status.ok() && has_dependents) BumpLeasableGeneration();
+  return status;
 }
 
 absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
@@ -271,6 +324,7 @@ absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
+  BumpLeasableGeneration();
   return next;
 }
 
@@ -306,6 +360,7 @@ absl::StatusOr<std::vector<ExpiredLease>> Store::ExpireLeases(
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
+  if (!expired.empty()) BumpLeasableGeneration();
   return expired;
 }
 

@@ -267,6 +267,9 @@ TEST_F(WorkerServiceTest, ExpiredLeaseIsRequeuedAndTheOldAttemptFenced) {
             grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(Query("SELECT count(*) FROM metrics").rows(0).values(0).int_value(),
             0);
+  // The current attempt from another worker is refused too.
+  EXPECT_EQ(ReportMetrics(second.task(), 2, "w1", &metrics).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
   // The current attempt carries on.
   EXPECT_EQ(Heartbeat("w2", second.task(), 2).stop_size(), 0);
   EXPECT_TRUE(Complete(second.task(), 2, "w2").ok());

@@ -125,6 +125,45 @@ TEST(StoreTaskTest, DependenciesGateLeasing) {
   EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kSucceeded);
 }
 
+TEST(StoreLeaseTest, HeartbeatAndExtendExtendsOnlyTheHolder) {
+  Fixture f;
+  WorkerInfo w1;
+  w1.id = "w1";
+  w1.devices = "[]";
+  w1.capacity = 1;
+  ASSERT_TRUE(f.store->RegisterWorker(w1, T(0)).ok());
+  ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
+  std::vector<absl::Status> extended;
+  ASSERT_TRUE(f.store
+                  ->HeartbeatAndExtend(
+                      "w1", {{"r1.train", 1}, {"r1.train", 0}, {"nope", 1}},
+                      T(20), kLease, &extended)
+                  .ok());
+  ASSERT_EQ(extended.size(), 3u);
+  EXPECT_TRUE(extended[0].ok()) << extended[0];
+  EXPECT_EQ(extended[1].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(extended[2].code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(f.store->GetTask("r1.train")->lease_expiry, T(50));
+  // An unknown worker extends nothing, not even a lease it names.
+  EXPECT_EQ(f.store
+                ->HeartbeatAndExtend("w2", {{"r1.train", 1}}, T(25), kLease,
+                                     &extended)
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(f.store->GetTask("r1.train")->lease_expiry, T(50));
+  // A registered worker that does not hold the lease is refused it.
+  WorkerInfo w2 = w1;
+  w2.id = "w2";
+  ASSERT_TRUE(f.store->RegisterWorker(w2, T(26)).ok());
+  ASSERT_TRUE(f.store
+                  ->HeartbeatAndExtend("w2", {{"r1.train", 1}}, T(26), kLease,
+                                       &extended)
+                  .ok());
+  ASSERT_EQ(extended.size(), 1u);
+  EXPECT_EQ(extended[0].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.store->GetTask("r1.train")->lease_expiry, T(50));
+}
+
 TEST(StoreLeaseTest, LeaseExtendCompleteWithFencing) {
   Fixture f;
   auto attempt = f.store->LeaseTask("r1.train", "w1", T(0), kLease);

@@ -78,6 +78,20 @@ absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db,
   return row;
 }
 
+absl::Status HeartbeatWorkerInTxn(Database& db, const std::string& worker_id,
+                                  absl::Time now) {
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("UPDATE workers SET last_heartbeat = ?, state = 'UP'"
+                 " WHERE id = ?"));
+  st.Bind(1, ToMillis(now)).Bind(2, worker_id);
+  HLAB_RETURN_IF_ERROR(st.Run());
+  if (st.changes() == 0) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LeaseRow> CheckLease(Database& db, const std::string& task_id,
                                     int attempt) {
   HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));

@@ -38,6 +38,11 @@ struct LeaseRow {
 // NotFound for an unknown task.
 absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db, const std::string& task_id);
 
+// Records a heartbeat of `worker_id` (UP, last_heartbeat now); NotFound for
+// an unknown worker.
+absl::Status HeartbeatWorkerInTxn(Database& db, const std::string& worker_id,
+                                  absl::Time now);
+
 // The fencing check: OK only if the task is LEASED with `attempt`;
 // FailedPrecondition ("stale attempt") otherwise, NotFound if unknown.
 absl::StatusOr<LeaseRow> CheckLease(Database& db, const std::string& task_id,
