@@ -23,9 +23,9 @@
 //   - no candidate fitted the caller, the store had more than the window,
 //     and candidates were leased since the last load,
 //   - it is older than kMaxAge (by `now`): a backstop for changes made
-//     behind its back that move no generation (e.g. the coordinator's own
-//     EVAL tasks leased by the reaper straight in the store, which could
-//     otherwise fill the window with candidates no worker takes).
+//     behind its back that move no generation (e.g. a task leased straight
+//     in the store by code outside the queue, which could otherwise stay in
+//     the window as a candidate no worker takes).
 // So a task leasable in the store is in the cache or reaches it at the next
 // claim after the change that made it leasable (at the latest kMaxAge
 // later): none starves, and none is leased twice (LeaseTask).
