@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -107,7 +108,8 @@ absl::Status LocalCluster::Start() {
     const std::string name = absl::StrCat("local-", i);
     const pid_t pid =
         Spawn({bin_ + "/hlab-worker", "--coordinator", address_, "--data-dir",
-               absl::StrCat(options_.dir, "/", name), "--capacity", "1",
+               absl::StrCat(options_.dir, "/", name), "--capacity",
+               std::to_string(std::max(1, options_.worker_capacity)),
                "--metrics-listen", "none", "--name", name},
               absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
     if (pid < 0) {

@@ -14,6 +14,8 @@
 //                    branch point is at or after their step
 //   ReportCheckpoint fenced; a TRUNK's branch checkpoints feed its DECAYs
 //   Complete, Fail   fenced; Fail retries with the sweep's backoff
+//   Deregister       a worker leaving cleanly: LOST at once; tasks still
+//                    leased to it (only to it) are requeued
 // A stale attempt is FAILED_PRECONDITION and changes nothing; an unknown
 // worker is NOT_FOUND (it registers again). Every RPC needs the worker role.
 //
@@ -68,6 +70,10 @@ class WorkerServiceImpl final
   grpc::ServerUnaryReactor* Fail(grpc::CallbackServerContext* ctx,
                                  const hlab::v1::FailRequest* request,
                                  hlab::v1::FailResponse* response) override;
+  grpc::ServerUnaryReactor* Deregister(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::DeregisterRequest* request,
+      hlab::v1::DeregisterResponse* response) override;
 
   // One attempt at leasing (no waiting): OK with response->has_task() false
   // when nothing fits now. With `touch_worker` (the first try of a call)
@@ -87,6 +93,8 @@ class WorkerServiceImpl final
   absl::Status DoComplete(const hlab::v1::CompleteRequest& request);
   absl::Status DoFail(const hlab::v1::FailRequest& request,
                       hlab::v1::FailResponse* response);
+  absl::Status DoDeregister(const hlab::v1::DeregisterRequest& request,
+                            hlab::v1::DeregisterResponse* response);
 
   // Fails a task whose trainer task cannot be built, for good.
   absl::Status FailUnbuildable(const store::Task& task, const absl::Status& why,

@@ -170,6 +170,8 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
     task["checkpoint"] = nlohmann::json::object();
   }
   task["checkpoint"]["dir"] = checkpoints.string();
+  // GPUs (given through CUDA_VISIBLE_DEVICES) mean CUDA training.
+  task["device"] = devices_.empty() ? "cpu" : "cuda";
   const fs::path file = dir / "task.json";
   const fs::path tmp = dir / "task.json.tmp";
   {
@@ -185,7 +187,10 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
 }
 
 absl::Status TaskRunner::Spawn(const std::string& task_file, Ranks* ranks) {
-  const int world = std::max(1, task_.resources().gpus());
+  // One rank per GPU, or the task's CPU ranks (Gloo), all on this worker.
+  const int world = task_.resources().gpus() > 0
+                        ? task_.resources().gpus()
+                        : std::max(1, task_.resources().cpu_ranks());
   int port = 0;
   if (world > 1) {
     absl::StatusOr<int> p = FreePort();
