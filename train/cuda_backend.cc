@@ -10,6 +10,8 @@
 #ifndef USE_C10D_NCCL
 #define USE_C10D_NCCL 1
 #endif
+#include <cuda_runtime_api.h>
+
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -22,6 +24,21 @@ bool BuiltWithCuda() {
 #else
   return false;
 #endif
+}
+
+std::vector<CudaDeviceInfo> ListCudaDevices() {
+  std::vector<CudaDeviceInfo> devices;
+#ifdef HLAB_WITH_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return devices;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp props;
+    if (cudaGetDeviceProperties(&props, i) != cudaSuccess) continue;
+    devices.push_back(
+        {i, props.name, static_cast<int64_t>(props.totalGlobalMem)});
+  }
+#endif
+  return devices;
 }
 
 absl::Status CheckCudaTraining() {

@@ -12,8 +12,9 @@
 //
 // Thread-safe: calls may run concurrently from any thread.
 //
-//   CoordinatorClient client("127.0.0.1:50151", token, absl::Seconds(10),
-//                            {.root_certs = ca_pem});
+//   CoordinatorTls tls;
+//   tls.root_certs = ca_pem;  // or leave empty for plaintext
+//   CoordinatorClient client("127.0.0.1:50151", token, absl::Seconds(10), tls);
 //   hlab::v1::RegisterResponse reply;
 //   HLAB_RETURN_IF_ERROR(client.Register(request, &reply));
 #ifndef HLAB_WORKER_COORDINATOR_CLIENT_H_

@@ -247,13 +247,13 @@ TEST_F(HlabWorkerCliTest, TlsChecksTheCoordinatorsName) {
   request.set_worker_id("w-name");
   hlab::v1::RegisterResponse response;
   // The certificate names 127.0.0.1 and localhost.
-  CoordinatorClient named(
-      server.address(), "", absl::Seconds(5),
-      {.root_certs = cert.cert_pem, .server_name = "localhost"});
+  CoordinatorTls tls;
+  tls.root_certs = cert.cert_pem;
+  tls.server_name = "localhost";
+  CoordinatorClient named(server.address(), "", absl::Seconds(5), tls);
   EXPECT_TRUE(named.Register(request, &response).ok());
-  CoordinatorClient wrong(
-      server.address(), "", absl::Seconds(5),
-      {.root_certs = cert.cert_pem, .server_name = "coordinator.example"});
+  tls.server_name = "coordinator.example";
+  CoordinatorClient wrong(server.address(), "", absl::Seconds(5), tls);
   EXPECT_EQ(wrong.Register(request, &response).code(),
             absl::StatusCode::kUnavailable);
   CoordinatorClient plaintext(server.address(), "", absl::Seconds(5));

@@ -1,5 +1,6 @@
 // CUDA pieces of hlab-train, kept in one place (train/cuda_backend.cc): the
-// device check for `"device": "cuda"` and the NCCL process group. Only a
+// device list of --probe-devices, the device check for `"device": "cuda"`
+// and the NCCL process group. Only a
 // build against a CUDA LibTorch (CMake defines HLAB_WITH_CUDA) has them; the
 // CPU build compiles the same interface and answers that it has no CUDA.
 //
@@ -14,7 +15,9 @@
 #define HLAB_TRAIN_INTERNAL_CUDA_BACKEND_H_
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -27,6 +30,14 @@ namespace hlab::train::internal {
 
 // Whether this hlab-train was built against a CUDA LibTorch.
 bool BuiltWithCuda();
+
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;  // "NVIDIA H200"
+  int64_t memory_bytes = 0;
+};
+// The visible CUDA devices (none on a CPU-only build or without a driver).
+std::vector<CudaDeviceInfo> ListCudaDevices();
 
 // OK when this process can train on CUDA. FailedPrecondition naming the
 // task's `device` field otherwise: a CPU-only build, or no visible GPU.
