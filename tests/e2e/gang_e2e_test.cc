@@ -1,7 +1,8 @@
 // End to end on loopback with the real binaries, driven through the CLI's
 // commands: a run trained by two Gloo ranks (cpu_ranks: 2, gang scheduled on
-// one worker) against the same task trained by one process, and a run whose
-// config makes hlab-train fail for good while the sweep's other run goes on.
+// one worker) against the same task trained by one process; a run whose
+// config hlab-train refuses (exit 2) fails at once while the sweep's other
+// run goes on; and a diverging run (exit 75, then 3) fails after one retry.
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -52,6 +53,30 @@ budgets: {tokens: [8192]}
 seq_len: 64
 batch_tokens: 512
 data: {source: synthetic, long_fraction: 0.5, seed: 0}
+schedule: {peak_lr: 3.0e-3, warmup_steps: 2, decay_fraction: 0.25}
+evaluation: {validation_loss: {enabled: false}}
+retry: {max_attempts_per_run: 3, backoff_base_seconds: 0,
+        backoff_max_seconds: 0}
+resources:
+  - {scale: T1, cpu_threads: 1}
+  - {scale: T2, cpu_threads: 1}
+)";
+
+// Prepared byte-level data (258 ids): T2's vocab_size of 200 passes spec
+// validation (the coordinator does not read the data) and hlab-train refuses
+// it for good (exit 2) before training: no retry. DATA is replaced by the
+// dataset's directory.
+constexpr char kRejectedSpec[] = R"(name: rejected
+architectures: [full]
+scales:
+  - {name: T1, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1,
+     vocab_size: 258}
+  - {name: T2, d_model: 48, n_layers: 2, n_heads: 2, n_kv_heads: 1,
+     vocab_size: 200}
+budgets: {tokens: [8192]}
+seq_len: 64
+batch_tokens: 512
+data: {source: prepared, path: DATA, long_fraction: 0.5}
 schedule: {peak_lr: 3.0e-3, warmup_steps: 2, decay_fraction: 0.25}
 evaluation: {validation_loss: {enabled: false}}
 retry: {max_attempts_per_run: 3, backoff_base_seconds: 0,
@@ -182,7 +207,78 @@ TEST_F(GangEndToEndTest, TwoGlooRanksTrainTheSameRunAsOneProcess) {
   }
 }
 
-TEST_F(GangEndToEndTest, AFailingConfigFailsItsRunWithTheReasonOthersSucceed) {
+// `hlab-data prepare` of small generated texts into `dir`/long and
+// `dir`/short; false (with the reason logged) on failure.
+bool PrepareData(const fs::path& dir) {
+  for (const std::string split : {"long", "short"}) {
+    const fs::path src = dir / ("src-" + split);
+    fs::create_directories(src);
+    const int docs = split == "long" ? 12 : 40;
+    const int words = split == "long" ? 400 : 6;
+    for (int d = 0; d < docs; ++d) {
+      std::ofstream out(src / ("doc" + std::to_string(d) + ".txt"));
+      for (int w = 0; w < words; ++w) {
+        out << (w > 0 ? " " : "") << "word" << (d * 7 + w * 13) % 97;
+      }
+    }
+    const std::string cmd =
+        std::string(HLAB_BIN_DIR) + "/hlab-data prepare --quiet --input " +
+        src.string() + " --output " + (dir / split).string() + " > /dev/null";
+    if (std::system(cmd.c_str()) != 0) {
+      ADD_FAILURE() << cmd;
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_F(GangEndToEndTest, AConfigTheTrainerRefusesFailsItsRunAtOnceOthersGoOn) {
+  ASSERT_TRUE(PrepareData(dir_ / "data"));
+  std::string spec = kRejectedSpec;
+  spec.replace(spec.find("DATA"), 4, (dir_ / "data").string());
+  std::ofstream(dir_ / "spec.yaml") << spec;
+  LocalCluster cluster({.dir = (dir_ / "cluster").string(),
+                        .workers = 1,
+                        .metrics_listen = "none",
+                        .bin_dir = HLAB_BIN_DIR,
+                        .worker_capacity = 2});
+  ASSERT_TRUE(cluster.Start().ok());
+  const std::string address = cluster.address();
+  const Output submitted =
+      Hlab({"submit", (dir_ / "spec.yaml").string(), "--address", address});
+  ASSERT_EQ(submitted.code, kExitOk) << submitted.err;
+  const Output watched = Hlab({"watch", "1", "--address", address});
+  EXPECT_NE(watched.code, kExitOk) << watched.out;  // the sweep is incomplete
+
+  const Json runs = Query(
+      address,
+      "SELECT scale, state, failure_reason, final_train_loss FROM run_summary "
+      "ORDER BY scale");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["scale"], "T1");
+  EXPECT_EQ(runs[0]["state"], "SUCCEEDED") << runs.dump();
+  EXPECT_TRUE(runs[0]["final_train_loss"].is_number()) << runs.dump();
+  EXPECT_EQ(runs[1]["scale"], "T2");
+  EXPECT_EQ(runs[1]["state"], "FAILED") << runs.dump();
+  const std::string reason = runs[1].value("failure_reason", "");
+  EXPECT_NE(reason.find("exit code 2"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("model.vocab_size: 200 is smaller than the data's "
+                        "vocabulary (258 tokens"),
+            std::string::npos)
+      << reason;
+  // No retry: one attempt per run.
+  const Json attempts = Query(
+      address,
+      "SELECT r.scale, count(*) AS n FROM attempts a JOIN tasks t ON t.id = "
+      "a.task_id JOIN runs r ON r.id = t.run_id GROUP BY r.scale "
+      "ORDER BY r.scale");
+  ASSERT_EQ(attempts.size(), 2u) << attempts.dump();
+  EXPECT_EQ(attempts[0]["n"], 1) << attempts.dump();
+  EXPECT_EQ(attempts[1]["n"], 1) << attempts.dump();
+  cluster.Stop();
+}
+
+TEST_F(GangEndToEndTest, ADivergingRunIsRetriedOnceThenFailsOthersSucceed) {
   std::ofstream(dir_ / "spec.yaml") << kFailingSpec;
   LocalCluster cluster({.dir = (dir_ / "cluster").string(),
                         .workers = 1,
