@@ -56,7 +56,8 @@ Runs hlab-train tasks leased from an hlab coordinator (docs/worker.md).
   --help               this text
 
 SIGTERM or SIGINT: trainers get SIGTERM (they checkpoint and exit 75), their
-tasks are reported as retryable failures, and the worker exits 0.
+tasks are reported as retryable failures, the worker deregisters from the
+coordinator and exits 0.
 )";
 
 [[noreturn]] void Die(const std::string& message) {
