@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -106,12 +107,12 @@ absl::Status LocalCluster::Start() {
   }
   for (int i = 0; i < options_.workers; ++i) {
     const std::string name = absl::StrCat("local-", i);
-    const pid_t pid =
-        Spawn({bin_ + "/hlab-worker", "--coordinator", address_, "--data-dir",
-               absl::StrCat(options_.dir, "/", name), "--capacity", "1",
-               "--evaluator", bin_ + "/hlab-eval", "--metrics-listen", "none",
-               "--name", name},
-              absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
+    const pid_t pid = Spawn(
+        {bin_ + "/hlab-worker", "--coordinator", address_, "--data-dir",
+         absl::StrCat(options_.dir, "/", name), "--capacity",
+         std::to_string(std::max(1, options_.worker_capacity)), "--evaluator",
+         bin_ + "/hlab-eval", "--metrics-listen", "none", "--name", name},
+        absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
     if (pid < 0) {
       Stop();
       return absl::UnavailableError("cannot start hlab-worker");

@@ -3,12 +3,13 @@
 //
 // The coordinator listens on 127.0.0.1 with a port the OS picks (it prints
 // "listening on HOST:PORT", read from its stdout) and keeps its database in
-// `dir`; each worker gets its own data directory under `dir` and one task
-// slot; it runs training tasks with hlab-train and EVAL tasks with hlab-eval
-// from the same bin directory. Logs go to `dir`/logs. The binaries are
-// looked up next to the running `hlab` executable. Stop() (or the destructor)
-// sends SIGTERM to the workers, then to the coordinator, and waits; a child
-// that outlives its grace period gets SIGKILL.
+// `dir`; each worker gets its own data directory under `dir` and
+// `worker_capacity` task slots (default one); it runs training tasks with
+// hlab-train and EVAL tasks with hlab-eval from the same bin directory. Logs
+// go to `dir`/logs. The binaries are looked up next to the running `hlab`
+// executable. Stop() (or the destructor) sends SIGTERM to the workers, then
+// to the coordinator, and waits; a child that outlives its grace period gets
+// SIGKILL.
 //
 // If `hlab` itself is terminated (SIGTERM, SIGHUP) the children get SIGTERM
 // too (InstallStopOnSignal), so no daemon outlives it.
@@ -39,6 +40,8 @@ struct LocalClusterOptions {
   std::string bin_dir;
   // The coordinator's lease time (--lease-seconds); 0: its default.
   int lease_seconds = 0;
+  // Task slots of each worker (--capacity); a task with cpu_ranks R needs R.
+  int worker_capacity = 1;
 };
 
 class LocalCluster {

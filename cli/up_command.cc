@@ -33,6 +33,7 @@ int UpUsage(std::ostream& err, const std::string& message) {
 int RunUp(const std::vector<std::string>& raw, std::ostream& out,
           std::ostream& err) {
   auto args = ParseArgs(raw, {{"workers", true},
+                              {"capacity", true},
                               {"dir", true},
                               {"keep-running", false},
                               {"metrics-listen", true}});
@@ -44,9 +45,15 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
       (!absl::SimpleAtoi(args->Get("workers"), &workers) || workers < 1)) {
     return UpUsage(err, "--workers must be a positive integer");
   }
+  int capacity = 1;
+  if (args->Has("capacity") &&
+      (!absl::SimpleAtoi(args->Get("capacity"), &capacity) || capacity < 1)) {
+    return UpUsage(err, "--capacity must be a positive integer");
+  }
   LocalClusterOptions options;
   options.dir = args->Get("dir", "hlab-up");
   options.workers = workers;
+  options.worker_capacity = capacity;
   options.metrics_listen = args->Get("metrics-listen", "none");
 
   LocalCluster cluster(options);
@@ -186,11 +193,12 @@ Command UpCommand() {
   c.name = kName;
   c.summary = "start a local coordinator and workers and run a sweep";
   c.usage =
-      "usage: hlab up [SPEC.yaml] [--workers N] [--dir DIR] [--keep-running]\n"
-      "               [--metrics-listen HOST:PORT]\n\n"
+      "usage: hlab up [SPEC.yaml] [--workers N] [--capacity C] [--dir DIR]\n"
+      "               [--keep-running] [--metrics-listen HOST:PORT]\n\n"
       "The embedded default: starts hlab-coordinator on 127.0.0.1 (a free\n"
       "port) with its database in DIR (default ./hlab-up), N local\n"
-      "hlab-worker daemons (default 2, one task each), submits SPEC (default:\n"
+      "hlab-worker daemons (default 2, C task slots each, default 1; a spec\n"
+      "with resources cpu_ranks R needs C >= R), submits SPEC (default:\n"
       "the embedded examples/sweeps/demo.yaml), shows progress, then prints\n"
       "the runs, the fitted laws and how to query the database, and writes\n"
       "the sweep's report (hlab report: tables, figures, index.html) into\n"

@@ -126,7 +126,8 @@ store::TaskSpec ToTaskSpec(const hlab::v1::Task& task, int64_t sweep_id,
   spec.depends_on.assign(task.depends_on().begin(), task.depends_on().end());
   json resources = {{"gpus", task.resources().gpus()},
                     {"gpu_memory_bytes", task.resources().gpu_memory_bytes()},
-                    {"cpu_threads", task.resources().cpu_threads()}};
+                    {"cpu_threads", task.resources().cpu_threads()},
+                    {"cpu_ranks", task.resources().cpu_ranks()}};
   spec.resources = resources.dump();
   json draft = json::parse(task.task_json(), nullptr, false);
   if (draft.is_discarded() || !draft.is_object()) draft = json::object();
@@ -168,6 +169,7 @@ hlab::v1::Task ToProtoTask(const store::Task& task) {
     out.mutable_resources()->set_gpu_memory_bytes(
         resources.value("gpu_memory_bytes", int64_t{0}));
     out.mutable_resources()->set_cpu_threads(resources.value("cpu_threads", 0));
+    out.mutable_resources()->set_cpu_ranks(resources.value("cpu_ranks", 0));
   }
   json payload = json::parse(task.spec.payload, nullptr, false);
   if (payload.is_object()) {
@@ -219,7 +221,7 @@ hlab::v1::Event ToProtoEvent(const store::Event& event) {
     out.set_kind(hlab::v1::CHECKPOINT_SAVED);
   } else if (k == "worker_joined") {
     out.set_kind(hlab::v1::WORKER_JOINED);
-  } else if (k == "worker_lost") {
+  } else if (k == "worker_lost" || k == "worker_left") {
     out.set_kind(hlab::v1::WORKER_LOST);
   } else {
     out.set_kind(hlab::v1::EVENT_KIND_UNSPECIFIED);

@@ -64,6 +64,15 @@ int64_t CpuThreads(const store::Task& task) {
   return resources.value("cpu_threads", int64_t{0});
 }
 
+// Data-parallel ranks of the task: one per GPU, or its CPU ranks.
+int64_t Ranks(const store::Task& task) {
+  json resources = json::parse(task.spec.resources, nullptr, false);
+  if (!resources.is_object()) return 1;
+  const int64_t gpus = resources.value("gpus", int64_t{0});
+  return std::max<int64_t>(
+      1, gpus > 0 ? gpus : resources.value("cpu_ranks", int64_t{0}));
+}
+
 // Checkpoint every ~10% of the steps this task trains.
 int64_t CheckpointEvery(const json& payload) {
   const int64_t steps = payload.value("end_step", int64_t{0}) -
@@ -181,6 +190,19 @@ absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
   }
   t["checkpoint"] = {
       {"dir", ""}, {"every_steps", CheckpointEvery(payload)}, {"keep_last", 2}};
+  // With W ranks a step is W micro-batches, one per rank (hlab-train needs
+  // the micro-batch count divisible by the world size).
+  const int64_t ranks = Ranks(task);
+  if (ranks > 1) {
+    const int64_t batch = t.value("batch_tokens", int64_t{0});
+    const int64_t seq_len = t.value("seq_len", int64_t{1});
+    if (seq_len <= 0 || batch % (seq_len * ranks) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "task ", task.spec.id, ": ", ranks, " ranks do not divide the ",
+          batch, "-token batch into whole sequences of ", seq_len));
+    }
+    t["micro_batch_tokens"] = batch / ranks;
+  }
   if (task.spec.kind == store::TaskKind::kTrunk) {
     if (inputs.branch_budgets_tokens.empty()) {
       return absl::FailedPreconditionError(

@@ -34,18 +34,25 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
 }
 
 // The devices (Device.index) a task with `resources` (JSON) would use among
-// `free`, or nullopt if it does not fit. A CPU task takes one "cpu" slot; a
-// GPU task takes `gpus` "cuda" devices with enough memory each.
+// `free`, or nullopt if it does not fit. A CPU task takes the "cpu" device
+// and needs cpu_ranks of the worker's `free_slots` (all its ranks on this
+// worker: gang); a GPU task takes `gpus` "cuda" devices with enough memory
+// each.
 std::optional<std::vector<int>> Fit(
     const std::string& resources,
-    const google::protobuf::RepeatedPtrField<hlab::v1::Device>& free) {
+    const google::protobuf::RepeatedPtrField<hlab::v1::Device>& free,
+    int free_slots) {
   json r = json::parse(resources, nullptr, false);
   const int gpus = r.is_object() ? r.value("gpus", 0) : 0;
   const int64_t memory =
       r.is_object() ? r.value("gpu_memory_bytes", int64_t{0}) : 0;
+  const int ranks = r.is_object() ? std::max(1, r.value("cpu_ranks", 0)) : 1;
   std::vector<int> picked;
   for (const hlab::v1::Device& d : free) {
-    if (gpus == 0 && d.kind() == "cpu") return std::vector<int>{d.index()};
+    if (gpus == 0 && d.kind() == "cpu") {
+      if (ranks > std::max(1, free_slots)) return std::nullopt;
+      return std::vector<int>{d.index()};
+    }
     if (gpus > 0 && d.kind() == "cuda" && d.memory_bytes() >= memory) {
       picked.push_back(d.index());
       if (static_cast<int>(picked.size()) == gpus) return picked;
@@ -171,6 +178,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Fail(
   return Finish(ctx, DoFail(*request, response));
 }
 
+grpc::ServerUnaryReactor* WorkerServiceImpl::Deregister(
+    grpc::CallbackServerContext* ctx,
+    const hlab::v1::DeregisterRequest* request,
+    hlab::v1::DeregisterResponse* response) {
+  HLAB_AUTHORIZE_WORKER(ctx);
+  return Finish(ctx, DoDeregister(*request, response));
+}
+
 #undef HLAB_AUTHORIZE_WORKER
 
 // -------------------------------------------------------------- methods
@@ -264,7 +279,8 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
     HLAB_ASSIGN_OR_RETURN(
         std::optional<store::Task> task,
         lease_queue_.Claim(now, [&](const store::Task& candidate) {
-          devices = Fit(candidate.spec.resources, request.free_devices());
+          devices = Fit(candidate.spec.resources, request.free_devices(),
+                        request.free_slots());
           return devices.has_value();
         }));
     if (!task) return absl::OkStatus();
@@ -510,6 +526,29 @@ absl::Status WorkerServiceImpl::DoFail(const hlab::v1::FailRequest& request,
                  << "): " << error;
   if (!response->will_retry()) task_specs_.Forget(request.task_id());
   ForgetFinishedRuns(task);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServiceImpl::DoDeregister(
+    const hlab::v1::DeregisterRequest& request,
+    hlab::v1::DeregisterResponse* response) {
+  if (request.worker_id().empty()) {
+    return absl::InvalidArgumentError("worker_id: required");
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      std::vector<store::ExpiredLease> requeued,
+      context_->store->DeregisterWorker(request.worker_id(), context_->clock(),
+                                        context_->expiry_backoff));
+  for (const store::ExpiredLease& e : requeued) {
+    HLAB_LOG(WARNING) << "worker " << request.worker_id() << " left holding "
+                      << e.task_id << " attempt " << e.attempt << "; "
+                      << (e.requeued ? "requeued" : "out of attempts");
+    if (e.requeued && context_->metrics != nullptr) {
+      context_->metrics->retries().Increment();
+    }
+  }
+  response->set_requeued(static_cast<int32_t>(requeued.size()));
+  HLAB_LOG(INFO) << "worker " << request.worker_id() << " deregistered";
   return absl::OkStatus();
 }
 

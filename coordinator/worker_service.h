@@ -21,6 +21,8 @@
 //   Complete, Fail   fenced; Fail retries with the sweep's backoff. An
 //                    EVAL's Complete carries its results (MetricPoint with
 //                    details_json), stored in the evals table
+//   Deregister       a worker leaving cleanly: LOST at once; tasks still
+//                    leased to it (only to it) are requeued
 // A stale attempt is FAILED_PRECONDITION and changes nothing; an unknown
 // worker is NOT_FOUND (it registers again). Every RPC needs the worker role.
 //
@@ -84,6 +86,10 @@ class WorkerServiceImpl final
   grpc::ServerUnaryReactor* Fail(grpc::CallbackServerContext* ctx,
                                  const hlab::v1::FailRequest* request,
                                  hlab::v1::FailResponse* response) override;
+  grpc::ServerUnaryReactor* Deregister(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::DeregisterRequest* request,
+      hlab::v1::DeregisterResponse* response) override;
 
   // One attempt at leasing (no waiting): OK with response->has_task() false
   // when nothing fits now. With `touch_worker` (the first try of a call)
@@ -103,6 +109,8 @@ class WorkerServiceImpl final
   absl::Status DoComplete(const hlab::v1::CompleteRequest& request);
   absl::Status DoFail(const hlab::v1::FailRequest& request,
                       hlab::v1::FailResponse* response);
+  absl::Status DoDeregister(const hlab::v1::DeregisterRequest& request,
+                            hlab::v1::DeregisterResponse* response);
 
   // Fails a task just leased (at `attempt`) whose task file cannot be
   // built, for good.

@@ -5,12 +5,16 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "train/internal/cuda_backend.h"
 
 namespace hlab::train {
 
 struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;  // CPU
+  internal::AllReduce sum;  // in place: Gloo's or NCCL's allreduce
+  torch::Device device{torch::kCPU};
 };
 
 absl::Status ValidateDistributedConfig(const DistributedConfig& c) {
@@ -39,6 +43,10 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Connect(
     const DistributedConfig& config) {
   if (absl::Status s = ValidateDistributedConfig(config); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
+  if (config.cuda) {
+    HLAB_RETURN_IF_ERROR(internal::CheckCudaTraining());
+    impl->device = internal::CudaDeviceForRank(config.rank);
+  }
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<uint16_t>(config.master_port);
@@ -48,16 +56,28 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Connect(
     options.timeout = config.timeout;
     impl->store =
         c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
-    auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
-    gloo->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(config.master_addr));
-    impl->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        impl->store, config.rank, config.world_size, gloo);
+    if (!config.cuda) {
+      auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
+      gloo->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(config.master_addr));
+      impl->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          impl->store, config.rank, config.world_size, gloo);
+      impl->sum = [group = impl->gloo](std::vector<torch::Tensor>& tensors) {
+        group->allreduce(tensors)->wait();
+      };
+    }
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("rendezvous at ", config.master_addr, ":",
                      config.master_port, " failed for rank ", config.rank,
                      " of ", config.world_size, ": ", e.what()));
+  }
+  if (config.cuda) {
+    HLAB_ASSIGN_OR_RETURN(
+        impl->sum, internal::ConnectNccl(
+                       impl->store, config.rank, config.world_size,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           config.timeout)));
   }
   return std::unique_ptr<DataParallel>(
       new DataParallel(config, std::move(impl)));
@@ -70,7 +90,7 @@ void DataParallel::SumGradients(const std::vector<torch::Tensor>& parameters) {
                                       : torch::zeros({p.numel()}, p.options()));
   }
   std::vector<torch::Tensor> buffer = {torch::cat(flat)};
-  impl_->group->allreduce(buffer)->wait();
+  impl_->sum(buffer);
   int64_t offset = 0;
   for (const torch::Tensor& p : parameters) {
     torch::Tensor slice =
@@ -85,9 +105,11 @@ void DataParallel::SumGradients(const std::vector<torch::Tensor>& parameters) {
 }
 
 std::vector<double> DataParallel::Sum(const std::vector<double>& values) {
-  std::vector<torch::Tensor> buffer = {torch::tensor(values, torch::kFloat64)};
-  impl_->group->allreduce(buffer)->wait();
-  const double* p = buffer[0].data_ptr<double>();
+  std::vector<torch::Tensor> buffer = {
+      torch::tensor(values, torch::kFloat64).to(impl_->device)};
+  impl_->sum(buffer);
+  const torch::Tensor sums = buffer[0].cpu();
+  const double* p = sums.data_ptr<double>();
   return std::vector<double>(p, p + values.size());
 }
 

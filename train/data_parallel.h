@@ -1,6 +1,6 @@
 // DataParallel: data-parallel training across processes with torch's c10d:
-// Gloo on CPU, NCCL when hlab-train is built against a CUDA LibTorch (not
-// wired yet: see docs/training.md).
+// Gloo on CPU, NCCL on CUDA (`cuda` in the config; needs a build against a
+// CUDA LibTorch, train/internal/cuda_backend.h).
 //
 // Each rank runs the same task with its own --rank. Rendezvous goes through a
 // c10d TCPStore that rank 0 hosts at (master_addr, master_port); the worker
@@ -38,6 +38,8 @@ struct DistributedConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::chrono::seconds timeout{300};
+  // NCCL with tensors on this rank's CUDA device, instead of Gloo on CPU.
+  bool cuda = false;
 };
 
 // InvalidArgument naming the flag.
@@ -45,7 +47,8 @@ absl::Status ValidateDistributedConfig(const DistributedConfig& config);
 
 class DataParallel {
  public:
-  // Connects to the other ranks; Unavailable when the rendezvous times out.
+  // Connects to the other ranks; Unavailable when the rendezvous times out,
+  // FailedPrecondition for `cuda` on a build without CUDA.
   static absl::StatusOr<std::unique_ptr<DataParallel>> Connect(
       const DistributedConfig& config);
   ~DataParallel();
@@ -53,7 +56,8 @@ class DataParallel {
   int rank() const { return config_.rank; }
   int world_size() const { return config_.world_size; }
 
-  // Sums every parameter's gradient across ranks (one flat all-reduce).
+  // Sums every parameter's gradient across ranks (one flat all-reduce, on
+  // the parameters' device).
   void SumGradients(const std::vector<torch::Tensor>& parameters);
   // Sums small vectors of values (losses, flags) across ranks.
   std::vector<double> Sum(const std::vector<double>& values);

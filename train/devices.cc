@@ -6,9 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#ifdef HLAB_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "train/internal/cuda_backend.h"
 
 namespace hlab::train {
 
@@ -19,22 +17,12 @@ std::string ProbeDevicesJson() {
   j["cpu"] = {{"cores", std::thread::hardware_concurrency()},
               {"memory_bytes", static_cast<int64_t>(pages) * page_size}};
   nlohmann::json cuda = nlohmann::json::array();
-#ifdef HLAB_WITH_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) == cudaSuccess) {
-    for (int i = 0; i < count; ++i) {
-      cudaDeviceProp props;
-      if (cudaGetDeviceProperties(&props, i) != cudaSuccess) continue;
-      cuda.push_back(
-          {{"index", i},
-           {"name", props.name},
-           {"memory_bytes", static_cast<int64_t>(props.totalGlobalMem)}});
-    }
+  for (const internal::CudaDeviceInfo& d : internal::ListCudaDevices()) {
+    cuda.push_back({{"index", d.index},
+                    {"name", d.name},
+                    {"memory_bytes", d.memory_bytes}});
   }
-  j["cuda_build"] = true;
-#else
-  j["cuda_build"] = false;
-#endif
+  j["cuda_build"] = internal::BuiltWithCuda();
   j["cuda"] = cuda;
   j["torch_version"] = TORCH_VERSION;
   return j.dump();

@@ -142,6 +142,7 @@ absl::StatusOr<TrainTask> ParseTask(const Json& j) {
                                     "resume",
                                     "seed",
                                     "threads",
+                                    "device",
                                     "bf16",
                                     "log_every_steps",
                                     "eval"}));
@@ -212,6 +213,7 @@ absl::StatusOr<TrainTask> ParseTask(const Json& j) {
   HLAB_RETURN_IF_ERROR(r.Get("resume", &t.resume));
   HLAB_RETURN_IF_ERROR(r.Get("seed", &t.seed));
   HLAB_RETURN_IF_ERROR(r.Get("threads", &t.threads));
+  HLAB_RETURN_IF_ERROR(r.Get("device", &t.device));
   HLAB_RETURN_IF_ERROR(r.Get("bf16", &t.bf16));
   HLAB_RETURN_IF_ERROR(r.Get("log_every_steps", &t.log_every_steps));
   if (r.Has("eval")) {
@@ -335,6 +337,11 @@ absl::Status ValidateTrainTask(const TrainTask& t) {
     return FieldError("checkpoint.keep_last", "must be >= 1");
   }
   if (t.threads < 0) return FieldError("threads", "must be >= 0");
+  if (t.device != "cpu" && t.device != "cuda") {
+    return FieldError(
+        "device",
+        absl::StrCat("must be \"cpu\" or \"cuda\", got '", t.device, "'"));
+  }
   if (t.log_every_steps < 1)
     return FieldError("log_every_steps", "must be >= 1");
   if (t.eval.every_steps < 0)
@@ -491,6 +498,7 @@ std::string TrainTaskToJson(const TrainTask& t) {
   j["resume"] = t.resume;
   j["seed"] = t.seed;
   j["threads"] = t.threads;
+  j["device"] = t.device;
   j["bf16"] = t.bf16;
   j["log_every_steps"] = t.log_every_steps;
   j["eval"] = {{"every_steps", t.eval.every_steps},

@@ -99,7 +99,10 @@ struct TrainTask {
   bool resume = true;
   uint64_t seed = 0;
   int64_t threads = 0;  // 0: all cores
-  bool bf16 = false;
+  // "cpu" or "cuda" (a build against a CUDA LibTorch; data parallel over
+  // NCCL). The worker sets "cuda" for tasks it gives GPUs.
+  std::string device = "cpu";
+  bool bf16 = false;  // bf16 autocast of the forward pass (CPU or CUDA)
   int64_t log_every_steps = 1;
   EvalConfig eval;
 };

@@ -49,6 +49,8 @@ const char kTaskFieldsHelp[] =
   resume                 continue from the newest valid checkpoint     true
   seed                   seed of the model initialisation              0
   threads                intra-op threads; 0 = all cores               0
+  device                 "cpu", or "cuda" (a CUDA build of hlab-train;
+                         ranks all-reduce over NCCL instead of Gloo)   "cpu"
   bf16                   bf16 autocast for the forward pass            false
   log_every_steps        a progress record every N steps               1
   eval.every_steps       held-out validation every N steps; 0 = only

@@ -20,6 +20,7 @@
 #include "model/hybrid_lm.h"
 #include "train/checkpoint_file.h"
 #include "train/exit_codes.h"
+#include "train/internal/cuda_backend.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "train/training_data.h"
@@ -46,6 +47,9 @@ std::string Fingerprint(const TrainTask& t) {
             {"warmup_steps", t.schedule.warmup_steps},
             {"seed", t.seed},
             {"bf16", t.bf16}};
+  // CUDA kernels round differently: its checkpoints are not the CPU's (CPU
+  // fingerprints stay as they were).
+  if (t.device != "cpu") f["device"] = t.device;
   return Sha256Hex(f.dump()).substr(0, 16);
 }
 
@@ -62,6 +66,17 @@ absl::StatusOr<torch::Tensor> MakeBatch(
     if (keep != nullptr) keep->push_back(std::move(s));
   }
   return out;
+}
+
+// bf16 autocast of the forward pass on `device` (CPU or CUDA) on or off.
+void SetBf16Autocast(const torch::Device& device, bool on) {
+  if (device.is_cuda()) {
+    at::autocast::set_enabled(on);
+    if (on) at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  } else {
+    at::autocast::set_cpu_enabled(on);
+    if (on) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
 }
 
 }  // namespace
@@ -96,6 +111,7 @@ struct Trainer::State {
   std::unique_ptr<WsdSchedule> schedule;
   std::unique_ptr<DataParallel> parallel;  // null for one process
   int rank = 0;
+  torch::Device device{torch::kCPU};  // the model's and the batches'
   std::string fingerprint;
   std::string model_json;
   int64_t start_step = 0;
@@ -122,7 +138,8 @@ const TrainingTime& Trainer::time() const { return state_->time; }
 std::vector<float> Trainer::ParameterValues() const {
   std::vector<float> values;
   for (const torch::Tensor& p : state_->model->parameters()) {
-    torch::Tensor flat = p.detach().to(torch::kFloat32).contiguous().view(-1);
+    torch::Tensor flat =
+        p.detach().to(torch::kFloat32).cpu().contiguous().view(-1);
     values.insert(values.end(), flat.data_ptr<float>(),
                   flat.data_ptr<float>() + flat.numel());
   }
@@ -149,7 +166,8 @@ absl::Status Trainer::State::LoadFrom(const CheckpointFile& file) {
         absl::StrCat("checkpoint '", file.path, "' is at step ", file.meta.step,
                      ", beyond this task's stop step ", plan.stop_step));
   }
-  HLAB_RETURN_IF_ERROR(LoadTrainingState(file.payload, *model, *optimizer));
+  HLAB_RETURN_IF_ERROR(
+      LoadTrainingState(file.payload, *model, *optimizer, device));
   start_step = file.meta.step;
   return absl::OkStatus();
 }
@@ -222,6 +240,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   TrainTask& task = s->task;
   HLAB_RETURN_IF_ERROR(ValidateTrainTask(task));
   HLAB_RETURN_IF_ERROR(ValidateDistributedConfig(distributed));
+  if (task.device == "cuda") {
+    HLAB_RETURN_IF_ERROR(internal::CheckCudaTraining());
+    s->device = internal::CudaDeviceForRank(distributed.rank);
+  }
   at::set_num_threads(static_cast<int>(
       task.threads > 0 ? task.threads
                        : std::max(1u, std::thread::hardware_concurrency())));
@@ -246,7 +268,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   s->fingerprint = Fingerprint(task);
 
   torch::manual_seed(task.seed);
-  s->model = model::HybridLM(s->config);
+  s->model = model::HybridLM(s->config);  // initialised on the CPU
+  s->model->to(s->device);
   s->optimizer =
       MakeAdamW(*s->model, {.lr = task.optimizer.peak_lr,
                             .beta1 = task.optimizer.beta1,
@@ -255,7 +278,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                             .weight_decay = task.optimizer.weight_decay});
   s->schedule = std::make_unique<WsdSchedule>(s->plan.schedule);
   if (distributed.world_size > 1) {
-    HLAB_ASSIGN_OR_RETURN(s->parallel, DataParallel::Connect(distributed));
+    DistributedConfig config = distributed;
+    config.cuda = s->device.is_cuda();  // NCCL instead of Gloo
+    HLAB_ASSIGN_OR_RETURN(s->parallel, DataParallel::Connect(config));
   }
 
   if (!task.init_from.empty()) {
@@ -295,6 +320,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
            {"batch_tokens", task.batch_tokens},
            {"micro_batches", s->plan.micro_batches},
            {"threads", at::get_num_threads()},
+           {"device", s->device.str()},
            {"world_size", distributed.world_size},
            {"fingerprint", s->fingerprint}});
   return std::unique_ptr<Trainer>(new Trainer(std::move(s)));
@@ -313,11 +339,13 @@ ValidationResult Trainer::Validate() {
     std::vector<data::PackedSequence> sequences;
     auto batch = MakeBatch(s.data->validation(), first, count, &sequences);
     if (!batch.ok()) break;
+    *batch = batch->to(s.device);
     torch::Tensor logits = s.model->forward(batch->narrow(1, 0, seq_len));
     torch::Tensor nll =
         -torch::log_softmax(logits.to(torch::kFloat32), -1)
              .gather(-1, batch->narrow(1, 1, seq_len).unsqueeze(-1))
-             .squeeze(-1);  // (B, T)
+             .squeeze(-1)
+             .cpu();  // (B, T)
     sum += nll.sum().item<double>();
     result.tokens += nll.numel();
     auto acc = nll.accessor<float, 2>();
@@ -389,11 +417,11 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
                       nullptr));
         s.time.data_seconds +=
             std::chrono::duration<double>(Clock::now() - data_start).count();
-        at::autocast::set_cpu_enabled(s.task.bf16);
-        if (s.task.bf16) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+        batch = batch.to(s.device);
+        SetBf16Autocast(s.device, s.task.bf16);
         torch::Tensor loss = s.model->loss(batch.narrow(1, 0, seq_len),
                                            batch.narrow(1, 1, seq_len));
-        at::autocast::set_cpu_enabled(false);
+        SetBf16Autocast(s.device, false);
         at::autocast::clear_cache();
         (loss / static_cast<double>(plan.micro_batches)).backward();
         loss_sum += loss.item<double>();

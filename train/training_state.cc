@@ -29,11 +29,12 @@ std::string SaveTrainingState(torch::nn::Module& model,
 
 absl::Status LoadTrainingState(const std::string& payload,
                                torch::nn::Module& model,
-                               torch::optim::AdamW& optimizer) {
+                               torch::optim::AdamW& optimizer,
+                               const torch::Device& device) {
   try {
     std::istringstream in(payload);
     torch::serialize::InputArchive root, model_archive, optimizer_archive;
-    root.load_from(in);
+    root.load_from(in, device);
     root.read("model", model_archive);
     root.read("optimizer", optimizer_archive);
     model.load(model_archive);
@@ -42,7 +43,7 @@ absl::Status LoadTrainingState(const std::string& payload,
     root.read("cpu_rng", rng);
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(rng);
+    generator.set_state(rng.cpu());
   } catch (const c10::Error& e) {
     return absl::DataLossError(
         absl::StrCat("checkpoint payload does not match this model: ",

@@ -23,11 +23,12 @@ namespace hlab::train {
 std::string SaveTrainingState(torch::nn::Module& model,
                               torch::optim::AdamW& optimizer);
 
-// DataLoss when the payload does not match the model (another config) or is
-// malformed.
+// Loads the state onto `device` (where the model lives). DataLoss when the
+// payload does not match the model (another config) or is malformed.
 absl::Status LoadTrainingState(const std::string& payload,
                                torch::nn::Module& model,
-                               torch::optim::AdamW& optimizer);
+                               torch::optim::AdamW& optimizer,
+                               const torch::Device& device = torch::kCPU);
 
 }  // namespace hlab::train
 

@@ -14,7 +14,8 @@ absl::Status FromGrpc(const grpc::Status& status) {
 
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const CoordinatorTls& tls) {
   grpc::ChannelArguments args;
   // Keepalive as orchestration.md suggests; reconnect quickly after a
   // coordinator restart (gRPC's default backoff grows to 120 s).
@@ -24,18 +25,27 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  if (tls.root_certs.empty()) {
+    return grpc::CreateCustomChannel(address,
+                                     grpc::InsecureChannelCredentials(), args);
+  }
+  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls.root_certs;
+  ssl.pem_cert_chain = tls.cert_chain;
+  ssl.pem_private_key = tls.private_key;
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
 }
 
 }  // namespace
 
 CoordinatorClient::CoordinatorClient(const std::string& address,
                                      std::string token,
-                                     absl::Duration rpc_timeout)
+                                     absl::Duration rpc_timeout,
+                                     const CoordinatorTls& tls)
     : token_(std::move(token)),
       rpc_timeout_(rpc_timeout),
-      stub_(hlab::v1::WorkerService::NewStub(MakeChannel(address))) {}
+      stub_(hlab::v1::WorkerService::NewStub(MakeChannel(address, tls))) {}
 
 void CoordinatorClient::Prepare(grpc::ClientContext* context,
                                 absl::Duration timeout) const {
@@ -61,6 +71,7 @@ HLAB_WORKER_UNARY(ReportCheckpoint, ReportCheckpointRequest,
                   ReportCheckpointResponse)
 HLAB_WORKER_UNARY(Complete, CompleteRequest, CompleteResponse)
 HLAB_WORKER_UNARY(Fail, FailRequest, FailResponse)
+HLAB_WORKER_UNARY(Deregister, DeregisterRequest, DeregisterResponse)
 
 #undef HLAB_WORKER_UNARY
 

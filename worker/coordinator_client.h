@@ -6,11 +6,15 @@
 // (UNAVAILABLE while the coordinator is down, FAILED_PRECONDITION for a
 // stale attempt, UNAUTHENTICATED / PERMISSION_DENIED for a bad token).
 // Lease() is a long poll; CancelLeases() ends any in flight at once (used on
-// shutdown).
+// shutdown). With CoordinatorTls.root_certs the channel is TLS (optionally
+// with a client certificate, and a server name override for a certificate
+// that does not name the address).
 //
 // Thread-safe: calls may run concurrently from any thread.
 //
-//   CoordinatorClient client("127.0.0.1:50151", token);
+//   CoordinatorTls tls;
+//   tls.root_certs = ca_pem;  // or leave empty for plaintext
+//   CoordinatorClient client("127.0.0.1:50151", token, absl::Seconds(10), tls);
 //   hlab::v1::RegisterResponse reply;
 //   HLAB_RETURN_IF_ERROR(client.Register(request, &reply));
 #ifndef HLAB_WORKER_COORDINATOR_CLIENT_H_
@@ -32,12 +36,23 @@ namespace hlab::worker {
 // The absl::Status for a gRPC status (same code and message).
 absl::Status FromGrpc(const grpc::Status& status);
 
+// TLS to the coordinator (PEM text, not file names). Empty root_certs:
+// plaintext.
+struct CoordinatorTls {
+  std::string root_certs;   // CA(s) of the coordinator's certificate
+  std::string cert_chain;   // client certificate (mutual TLS), with
+  std::string private_key;  // its key
+  std::string server_name;  // expected name in the certificate; empty: the
+                            // address's host
+};
+
 class CoordinatorClient {
  public:
-  // Plaintext channel to `address` ("host:port"). An empty token sends no
-  // authorization header.
+  // Channel to `address` ("host:port"), plaintext unless `tls` has root
+  // certificates. An empty token sends no authorization header.
   CoordinatorClient(const std::string& address, std::string token,
-                    absl::Duration rpc_timeout = absl::Seconds(10));
+                    absl::Duration rpc_timeout = absl::Seconds(10),
+                    const CoordinatorTls& tls = {});
 
   absl::Status Register(const hlab::v1::RegisterRequest& request,
                         hlab::v1::RegisterResponse* response);
@@ -55,6 +70,8 @@ class CoordinatorClient {
                         hlab::v1::CompleteResponse* response);
   absl::Status Fail(const hlab::v1::FailRequest& request,
                     hlab::v1::FailResponse* response);
+  absl::Status Deregister(const hlab::v1::DeregisterRequest& request,
+                          hlab::v1::DeregisterResponse* response);
 
   // Cancels Lease calls in flight, and makes later ones return CANCELLED at
   // once.

@@ -1,5 +1,7 @@
 #include "worker/daemon.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "worker/backoff.h"
@@ -24,6 +26,13 @@ bool Fatal(const absl::Status& s) {
 
 std::string Key(const std::string& task_id, int64_t attempt) {
   return absl::StrCat(task_id, "#", attempt);
+}
+
+// Slots a task occupies: one per GPU, one per CPU rank, at least one.
+int Slots(const hlab::v1::Task& task, const std::vector<int>& devices) {
+  return std::max(
+      {1, static_cast<int>(devices.size()),
+       task.resources().gpus() > 0 ? 0 : task.resources().cpu_ranks()});
 }
 
 }  // namespace
@@ -142,6 +151,29 @@ absl::Status Daemon::Register() {
   }
 }
 
+void Daemon::Deregister() {
+  hlab::v1::DeregisterRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!registered_) return;  // the coordinator does not know us now
+    req.set_worker_id(worker_id_);
+  }
+  hlab::v1::DeregisterResponse resp;
+  absl::Status s = client_->Deregister(req, &resp);
+  NoteRpc("Deregister", s);
+  if (!s.ok()) {
+    HLAB_LOG(WARNING) << "deregister failed (" << s
+                      << "); the coordinator marks this worker lost after a "
+                         "lease time";
+    return;
+  }
+  HLAB_LOG(INFO) << "deregistered " << req.worker_id()
+                 << (resp.requeued() > 0
+                         ? absl::StrCat("; ", resp.requeued(),
+                                        " task(s) still leased were requeued")
+                         : "");
+}
+
 void Daemon::HeartbeatLoop() {
   while (true) {
     absl::Duration interval;
@@ -204,8 +236,7 @@ void Daemon::StartTask(const hlab::v1::Task& task, std::vector<int> devices) {
     HLAB_LOG(WARNING) << "task " << key << " leased twice; ignored";
     return;
   }
-  const int slots = std::max(1, static_cast<int>(devices.size()));
-  busy_slots_ += slots;
+  busy_slots_ += Slots(task, devices);
   for (int d : devices) busy_gpus_.insert(d);
   tasks_[key] = std::move(entry);
   if (stopping_) e->runner->Stop(TaskRunner::StopReason::kShutdown);
@@ -232,7 +263,7 @@ void Daemon::RunTask(Entry* entry, const std::string& key) {
   entry->runner->Run();
   absl::MutexLock lock(&mu_);
   entry->done = true;
-  busy_slots_ -= std::max(1, static_cast<int>(entry->runner->devices().size()));
+  busy_slots_ -= Slots(entry->runner->task(), entry->runner->devices());
   for (int d : entry->runner->devices()) busy_gpus_.erase(d);
 }
 
@@ -257,6 +288,7 @@ absl::Status Daemon::LeaseLoop() {
   while (true) {
     Reap();
     std::vector<hlab::v1::Device> free;
+    int free_slots = 0;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -269,6 +301,7 @@ absl::Status Daemon::LeaseLoop() {
           options_.lease_wait);
       if (stopping_) return absl::OkStatus();
       free = FreeDevices();
+      free_slots = capacity_ - busy_slots_;
     }
     if (free.empty()) continue;
     absl::Status registered = Register();
@@ -281,6 +314,7 @@ absl::Status Daemon::LeaseLoop() {
     hlab::v1::LeaseRequest req;
     req.set_worker_id(worker_id());
     for (const auto& d : free) *req.add_free_devices() = d;
+    req.set_free_slots(free_slots);
     req.set_wait_ms(
         static_cast<int32_t>(absl::ToInt64Milliseconds(options_.lease_wait)));
     hlab::v1::LeaseResponse resp;
@@ -358,6 +392,7 @@ absl::Status Daemon::Run() {
     finished_ = true;
   }
   heartbeats.join();
+  if (leasing.ok()) Deregister();
   HLAB_LOG(INFO) << "worker stopped";
   return leasing;
 }

@@ -8,8 +8,10 @@
 // attempt).
 //
 // Slots: one per GPU (a W-GPU task takes W), or `capacity` on a CPU-only
-// worker. A new attempt of a task whose older attempt is still terminating on
-// this worker waits for it, so two trainers never share a task directory.
+// worker (a task with R CPU ranks takes R; Lease sends the free slots so the
+// coordinator offers only tasks that fit). A new attempt of a task whose older
+// attempt is still terminating on this worker waits for it, so two trainers
+// never share a task directory.
 //
 // Coordinator unavailable: every loop retries with exponential backoff and
 // the daemon re-registers (same worker id) once it answers again; running
@@ -19,7 +21,8 @@
 // Shutdown() (SIGTERM / SIGINT in hlab-worker): no new leases (a long poll in
 // flight is cancelled), SIGTERM to every trainer (they checkpoint and exit
 // 75), each task reported as a retryable failure, heartbeats until the
-// trainers are gone, then Run() returns.
+// trainers are gone, then Deregister (the coordinator marks the worker LOST
+// at once rather than after a lease time), then Run() returns.
 //
 // Thread-safe: Shutdown() and the accessors may be called from any thread
 // while Run() runs.
@@ -99,6 +102,8 @@ class Daemon {
   };
 
   absl::Status Register();
+  // Tells the coordinator this worker leaves (once, best effort).
+  void Deregister();
   void HeartbeatLoop();
   // Returns when stopping (OK) or on a fatal registration error.
   absl::Status LeaseLoop();

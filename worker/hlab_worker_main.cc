@@ -40,6 +40,13 @@ hlab coordinator (docs/worker.md).
   --coordinator ADDR   coordinator gRPC address (default 127.0.0.1:50151)
   --token TOKEN        bearer token with the "worker" role (or env HLAB_TOKEN)
   --token-file FILE    read the token from FILE
+  --tls-ca FILE        PEM CA certificate(s) of the coordinator's TLS
+                       certificate; turns TLS on (default: plaintext)
+  --tls-cert FILE, --tls-key FILE
+                       client certificate and key for mutual TLS (both,
+                       and with --tls-ca)
+  --tls-server-name N  the name the coordinator's certificate must carry,
+                       when it is not the --coordinator host
   --data-dir DIR       task directories, checkpoints and trainer logs
                        (default $HOME/.hlab/worker)
   --capacity N         tasks at once (default: one per GPU, else 1)
@@ -53,7 +60,8 @@ hlab coordinator (docs/worker.md).
   --help               this text
 
 SIGTERM or SIGINT: trainers get SIGTERM (they checkpoint and exit 75), their
-tasks are reported as retryable failures, and the worker exits 0.
+tasks are reported as retryable failures, the worker deregisters from the
+coordinator and exits 0.
 )";
 
 [[noreturn]] void Die(const std::string& message) {
@@ -81,6 +89,23 @@ std::string ReadToken(const std::string& path) {
   std::string token(absl::StripAsciiWhitespace(ss.str()));
   if (token.empty()) Die(absl::StrCat("--token-file ", path, " is empty"));
   return token;
+}
+
+// The PEM text of `--flag FILE`; dies naming the flag when the file cannot
+// be read or holds no PEM block of the expected kind.
+std::string ReadPem(const std::string& flag, const std::string& path,
+                    const std::string& kind) {
+  std::ifstream in(path);
+  if (!in) Die(absl::StrCat("cannot read ", flag, " ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string pem = ss.str();
+  if (pem.find("-----BEGIN") == std::string::npos ||
+      pem.find(kind) == std::string::npos) {
+    Die(absl::StrCat(flag, " ", path, " holds no PEM ", kind,
+                     " (expected a -----BEGIN ...", kind, "----- block)"));
+  }
+  return pem;
 }
 
 void CheckDataDir(const std::string& dir) {
@@ -119,6 +144,8 @@ int main(int argc, char** argv) {
   std::string name;
   int capacity = 0;
   int kill_grace_s = 30;
+  std::string tls_ca, tls_cert, tls_key;
+  hlab::worker::CoordinatorTls tls;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -143,6 +170,14 @@ int main(int argc, char** argv) {
       token = value();
     } else if (arg == "--token-file") {
       token_file = value();
+    } else if (arg == "--tls-ca") {
+      tls_ca = value();
+    } else if (arg == "--tls-cert") {
+      tls_cert = value();
+    } else if (arg == "--tls-key") {
+      tls_key = value();
+    } else if (arg == "--tls-server-name") {
+      tls.server_name = value();
     } else if (arg == "--data-dir") {
       data_dir = value();
     } else if (arg == "--capacity") {
@@ -165,6 +200,23 @@ int main(int argc, char** argv) {
     Die("give --token or --token-file, not both");
   }
   if (!token_file.empty()) token = ReadToken(token_file);
+  if (tls_cert.empty() != tls_key.empty()) {
+    Die("--tls-cert and --tls-key go together (mutual TLS); give both or "
+        "neither");
+  }
+  if (!tls_cert.empty() && tls_ca.empty()) {
+    Die("--tls-cert needs --tls-ca (the CA that signed the coordinator's "
+        "certificate)");
+  }
+  if (!tls.server_name.empty() && tls_ca.empty()) {
+    Die("--tls-server-name needs --tls-ca (it names the TLS certificate)");
+  }
+  if (!tls_ca.empty())
+    tls.root_certs = ReadPem("--tls-ca", tls_ca, "CERTIFICATE");
+  if (!tls_cert.empty()) {
+    tls.cert_chain = ReadPem("--tls-cert", tls_cert, "CERTIFICATE");
+    tls.private_key = ReadPem("--tls-key", tls_key, "PRIVATE KEY");
+  }
   if (token.empty()) {
     const char* env = std::getenv("HLAB_TOKEN");
     if (env != nullptr) token = env;
@@ -203,7 +255,8 @@ int main(int argc, char** argv) {
       metrics_listen == "none" ? "" : metrics_listen);
   if (!metrics.ok()) Die(std::string(metrics.status().message()));
 
-  hlab::worker::CoordinatorClient client(coordinator, token);
+  hlab::worker::CoordinatorClient client(coordinator, token, absl::Seconds(10),
+                                         tls);
   hlab::worker::DaemonOptions options;
   options.worker_id = name;
   options.hostname = Hostname();
@@ -219,7 +272,7 @@ int main(int argc, char** argv) {
                  << ", evaluator " << evaluator << ", "
                  << hlab::worker::CountGpus(*devices) << " GPU(s), "
                  << "capacity " << daemon.capacity() << ", metrics "
-                 << metrics_listen;
+                 << metrics_listen << (tls.root_certs.empty() ? "" : ", TLS");
 
   std::thread signals([&] {
     int sig = 0;

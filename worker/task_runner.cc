@@ -186,6 +186,8 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
       task["checkpoint"] = nlohmann::json::object();
     }
     task["checkpoint"]["dir"] = made.string();
+    // GPUs (given through CUDA_VISIBLE_DEVICES) mean CUDA training.
+    task["device"] = devices_.empty() ? "cpu" : "cuda";
   }
   const fs::path file = dir / "task.json";
   const fs::path tmp = dir / "task.json.tmp";
@@ -202,8 +204,12 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
 }
 
 absl::Status TaskRunner::Spawn(const std::string& task_file, Ranks* ranks) {
-  // hlab-eval is one process; hlab-train one per GPU.
-  const int world = IsEval() ? 1 : std::max(1, task_.resources().gpus());
+  // hlab-eval is one process; hlab-train one per GPU, or the task's CPU
+  // ranks (Gloo), all on this worker.
+  const int world = IsEval() ? 1
+                    : task_.resources().gpus() > 0
+                        ? task_.resources().gpus()
+                        : std::max(1, task_.resources().cpu_ranks());
   int port = 0;
   if (world > 1) {
     absl::StatusOr<int> p = FreePort();

@@ -3,9 +3,10 @@
 // Run() prepares the task directory <data_dir>/tasks/<task_id> (kept across
 // attempts, so a retry resumes from the newest checkpoint in its
 // checkpoints/ subdirectory), writes the task file with checkpoint.dir set
-// there, spawns hlab-train (W processes for a W-GPU task: --rank r
-// --world-size W --master-port P with a free port, one GPU each through
-// CUDA_VISIBLE_DEVICES), relays rank 0's records to the coordinator
+// there ("device": "cuda" when it has GPUs, else "cpu"), spawns hlab-train
+// (W processes for a W-GPU task or a task with W CPU ranks: --rank r
+// --world-size W --master-port P with a free loopback port, one GPU each
+// through CUDA_VISIBLE_DEVICES), relays rank 0's records to the coordinator
 // (ReportMetrics batches, ReportCheckpoint), and when every rank has exited
 // reports the outcome:
 //

@@ -252,6 +252,14 @@ class Store {
   // Marks UP workers silent since now - timeout as LOST; returns their ids.
   absl::StatusOr<std::vector<std::string>> MarkLostWorkers(
       absl::Time now, absl::Duration timeout);
+  // A worker leaving cleanly: marks it LOST now (with a "worker_left" event)
+  // and requeues, as ExpireLeases does, every task still LEASED to it
+  // (none after a clean shutdown: its tasks were reported). Tasks leased to
+  // other workers are untouched. Returns the requeued leases. NotFound for
+  // an unknown worker. (store_tasks.cc)
+  absl::StatusOr<std::vector<ExpiredLease>> DeregisterWorker(
+      const std::string& worker_id, absl::Time now,
+      absl::Duration backoff = absl::ZeroDuration());
 
   // ---- Maintenance (store.cc)
 

@@ -364,4 +364,46 @@ absl::StatusOr<std::vector<ExpiredLease>> Store::ExpireLeases(
   return expired;
 }
 
+absl::StatusOr<std::vector<ExpiredLease>> Store::DeregisterWorker(
+    const std::string& worker_id, absl::Time now, absl::Duration backoff) {
+  std::vector<ExpiredLease> requeued;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    requeued.clear();
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare("UPDATE workers SET state = 'LOST' WHERE id = ?"));
+      st.Bind(1, worker_id);
+      HLAB_RETURN_IF_ERROR(st.Run());
+      if (st.changes() == 0) {
+        return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
+      }
+    }
+    std::vector<std::string> ids;
+    {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st, db.Prepare("SELECT id FROM tasks WHERE state = 'LEASED'"
+                                   " AND lease_worker = ? ORDER BY id"));
+      st.Bind(1, worker_id);
+      while (true) {
+        HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+        if (!has_row) break;
+        ids.push_back(st.ColumnText(0));
+      }
+    }
+    for (const std::string& id : ids) {
+      HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, id));
+      HLAB_ASSIGN_OR_RETURN(
+          TaskState next,
+          FailAttempt(db, row, absl::StrCat("worker ", worker_id, " left"),
+                      /*retryable=*/true, "EXPIRED", now, backoff));
+      requeued.push_back(ExpiredLease{row.id, row.attempt, row.lease_worker,
+                                      next == TaskState::kPending});
+    }
+    return InsertEvent(db, 0, "", "worker_left", worker_id, now).status();
+  });
+  if (!status.ok()) return status;
+  return requeued;
+}
+
 }  // namespace hlab::store

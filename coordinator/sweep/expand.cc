@@ -47,6 +47,7 @@ hlab::v1::ResourceRequest ResourcesFor(const SweepSpec& spec,
     out.set_gpus(r.gpus());
     out.set_gpu_memory_bytes(r.gpu_memory_bytes());
     out.set_cpu_threads(r.cpu_threads());
+    out.set_cpu_ranks(r.cpu_ranks());
   }
   return out;
 }
@@ -57,6 +58,9 @@ Task NewTask(const SweepSpec& spec, TaskKind kind, const std::string& key,
   t.set_kind(kind);
   t.set_task_id(absl::StrCat(TaskKindName(kind), "-", ShortHash(key)));
   *t.mutable_resources() = ResourcesFor(spec, scale);
+  // Evaluation runs in one process; only training is data parallel on CPU.
+  if (kind == hlab::v1::TASK_KIND_EVAL)
+    t.mutable_resources()->clear_cpu_ranks();
   t.set_priority(spec.priority());
   t.set_state(hlab::v1::TASK_STATE_PENDING);
   return t;

@@ -195,6 +195,43 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
   return absl::OkStatus();
 }
 
+// cpu_ranks: >= 1 (0 = 1), CPU tasks only; and every step's sequences
+// split evenly across the ranks (cpu_ranks, or one per GPU) at the scale's
+// batch size.
+absl::Status CheckCpuRanks(const SweepSpec& spec,
+                           const hlab::v1::ScaleResources& r,
+                           const std::string& at) {
+  if (r.cpu_ranks() < 0) {
+    return Bad(
+        at + ".cpu_ranks",
+        absl::StrCat("must be >= 1 (0: one process), got ", r.cpu_ranks()));
+  }
+  if (r.cpu_ranks() > 1 && r.gpus() > 0) {
+    return Bad(at + ".cpu_ranks",
+               "only for CPU tasks (gpus = 0); a GPU task runs one rank per "
+               "GPU");
+  }
+  const int ranks = r.gpus() > 0 ? r.gpus() : r.cpu_ranks();
+  if (ranks <= 1) return absl::OkStatus();
+  const std::string field = r.gpus() > 0 ? ".gpus" : ".cpu_ranks";
+  int64_t batch_tokens = spec.batch_tokens();
+  for (const auto& scale : spec.scales()) {
+    if (scale.name() == r.scale() && scale.batch_tokens() > 0) {
+      batch_tokens = scale.batch_tokens();
+    }
+  }
+  const int64_t sequences = batch_tokens / spec.seq_len();
+  if (sequences % ranks != 0) {
+    return Bad(
+        at + field,
+        absl::StrCat(ranks, " ranks do not divide the ", sequences,
+                     " sequences of a step (batch_tokens ", batch_tokens,
+                     " / seq_len ", spec.seq_len(), ") of scale '", r.scale(),
+                     "'; use a divisor or change batch_tokens"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckResourcesAndRetry(const SweepSpec& spec) {
   std::set<std::string> seen;
   for (int i = 0; i < spec.resources_size(); ++i) {
@@ -217,6 +254,7 @@ absl::Status CheckResourcesAndRetry(const SweepSpec& spec) {
       return Bad(at + ".gpu_memory_bytes", "only with gpus > 0");
     }
     if (r.cpu_threads() < 0) return Bad(at + ".cpu_threads", "must be >= 0");
+    HLAB_RETURN_IF_ERROR(CheckCpuRanks(spec, r, at));
   }
   const auto& r = spec.retry();
   if (r.max_attempts_per_run() < 1) {

@@ -83,6 +83,12 @@ TEST(CliTest, UpRefusesBadFlagsInOneLine) {
   EXPECT_NE(r.err.find("--workers must be a positive integer"),
             std::string::npos);
   EXPECT_EQ(Lines(r.err), 1);
+  const Result capacity = Hlab({"up", "--capacity", "0"});
+  EXPECT_EQ(capacity.code, kExitUsage);
+  EXPECT_NE(capacity.err.find("--capacity must be a positive integer"),
+            std::string::npos)
+      << capacity.err;
+  EXPECT_EQ(Lines(capacity.err), 1);
 }
 
 TEST(CliTest, DryRunPrintsThePlanOfTheDemo) {

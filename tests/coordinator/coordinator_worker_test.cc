@@ -294,6 +294,82 @@ TEST_F(WorkerServiceTest, PermanentFailureFailsTheRunOthersGoOn) {
   EXPECT_EQ(Run(b.task().run_ids(0)).state, store::RunState::kSucceeded);
 }
 
+TEST_F(WorkerServiceTest, CpuRanksTaskLeasesOnlyToAWorkerWithThatManySlots) {
+  Submit(testing::TinySpecYaml("ranks") +
+         "resources: [{scale: S1, cpu_threads: 1, cpu_ranks: 2}]\n");
+  Register("w1");
+  auto lease = [&](int free_slots) {
+    grpc::ClientContext ctx;
+    hlab::v1::LeaseRequest request;
+    request.set_worker_id("w1");
+    *request.add_free_devices() = testing::Cpu();
+    request.set_free_slots(free_slots);
+    hlab::v1::LeaseResponse response;
+    EXPECT_TRUE(worker_->Lease(&ctx, request, &response).ok());
+    return response;
+  };
+  EXPECT_FALSE(lease(1).has_task());
+  EXPECT_FALSE(Lease("w1").has_task());  // a worker that sends no slots: 1
+  const hlab::v1::LeaseResponse leased = lease(2);
+  ASSERT_TRUE(leased.has_task());
+  EXPECT_EQ(leased.task().resources().cpu_ranks(), 2);
+  // Each rank takes one of the step's two micro-batches.
+  const nlohmann::json task = nlohmann::json::parse(leased.task().task_json());
+  EXPECT_EQ(task["batch_tokens"], 1024);
+  EXPECT_EQ(task["micro_batch_tokens"], 512);
+  EXPECT_EQ(task["threads"], 1);
+}
+
+TEST_F(WorkerServiceTest, DeregisterMarksTheWorkerLostAndRequeuesOnlyItsTasks) {
+  Submit(testing::TinySpecYaml("leave", "[5, 10]"));
+  Register("w1");
+  Register("w2");
+  const hlab::v1::LeaseResponse a = Lease("w1");
+  const hlab::v1::LeaseResponse b = Lease("w2");
+  ASSERT_TRUE(a.has_task() && b.has_task());
+  grpc::ClientContext ctx;
+  hlab::v1::DeregisterRequest request;
+  request.set_worker_id("w1");
+  hlab::v1::DeregisterResponse response;
+  ASSERT_TRUE(worker_->Deregister(&ctx, request, &response).ok());
+  EXPECT_EQ(response.requeued(), 1);
+  EXPECT_EQ(Query("SELECT state FROM workers WHERE id = 'w1'")
+                .rows(0)
+                .values(0)
+                .text_value(),
+            "LOST");
+  EXPECT_EQ(Query("SELECT state FROM workers WHERE id = 'w2'")
+                .rows(0)
+                .values(0)
+                .text_value(),
+            "UP");
+  EXPECT_EQ(
+      Query("SELECT state FROM tasks WHERE id = '" + a.task().task_id() + "'")
+          .rows(0)
+          .values(0)
+          .text_value(),
+      "PENDING");
+  EXPECT_EQ(Query("SELECT count(*) FROM events WHERE kind = 'worker_left'"
+                  " AND message = 'w1'")
+                .rows(0)
+                .values(0)
+                .int_value(),
+            1);
+  // w1's old attempt is fenced; w2's lease is untouched.
+  EXPECT_FALSE(Complete(a.task(), 1, "w1").ok());
+  EXPECT_TRUE(Complete(b.task(), 1, "w2").ok());
+  clock_.Advance(absl::Seconds(2));  // the requeue's backoff
+  const hlab::v1::LeaseResponse again = Lease("w2");
+  ASSERT_TRUE(again.has_task());
+  EXPECT_EQ(again.task().task_id(), a.task().task_id());
+  EXPECT_EQ(again.task().attempt(), 2);
+
+  grpc::ClientContext unknown_ctx;
+  request.set_worker_id("nobody");
+  EXPECT_EQ(worker_->Deregister(&unknown_ctx, request, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(WorkerServiceTest, RetryableFailureIsRetriedUntilTheLimit) {
   Submit(testing::TinySpecYaml("retry", "[5]", /*max_attempts=*/2));
   Register("w1");

@@ -75,6 +75,17 @@ TEST(SweepValidatorTest, BaseSpecIsValid) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+TEST(SweepValidatorTest, CpuRanksThatDivideTheBatchAreValid) {
+  // 4 sequences a step: 2 ranks at A's batch; B's own batch of 8 for 4.
+  const absl::Status status =
+      Check(SpecText("resources",
+                     "[{scale: A, cpu_ranks: 2}, {scale: B, cpu_ranks: 4}]\n"
+                     "scales: [{name: A, d_model: 32, n_layers: 2, n_heads: 4, "
+                     "n_kv_heads: 2}, {name: B, d_model: 48, n_layers: 2, "
+                     "n_heads: 4, n_kv_heads: 2, batch_tokens: 512}]"));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 struct BadSpec {
   const char* kind;
   std::string key;
@@ -229,6 +240,19 @@ INSTANTIATE_TEST_SUITE_P(
                 "resources[0].gpu_memory_bytes"},
         BadSpec{"negative cpu threads", "resources",
                 "[{scale: A, cpu_threads: -2}]", "resources[0].cpu_threads"},
+        BadSpec{"negative cpu ranks", "resources",
+                "[{scale: A, cpu_ranks: -1}]",
+                "resources[0].cpu_ranks: must be >= 1"},
+        BadSpec{"cpu ranks on a gpu task", "resources",
+                "[{scale: A, gpus: 1, cpu_ranks: 2}]",
+                "resources[0].cpu_ranks: only for CPU tasks"},
+        BadSpec{"cpu ranks that do not divide the batch", "resources",
+                "[{scale: A, cpu_ranks: 3}]",
+                "resources[0].cpu_ranks: 3 ranks do not divide the 4 "
+                "sequences"},
+        BadSpec{"gpus that do not divide the batch", "resources",
+                "[{scale: A, gpus: 3}]",
+                "resources[0].gpus: 3 ranks do not divide the 4 sequences"},
         BadSpec{"resources twice for a scale", "resources",
                 "[{scale: A, gpus: 1}, {scale: A, gpus: 2}]",
                 "resources[1].scale: duplicate"},

@@ -110,6 +110,9 @@ TEST_F(HlabTrainCliTest, BadTasksArePermanentFailuresThatWriteNothing) {
                {"long_dir", (root_ / "missing-long").string()},
                {"short_dir", (root_ / "missing-short").string()}};
   cases.push_back({"missing data", "missing-", j});
+  j = Task();
+  j["device"] = "gpu";
+  cases.push_back({"unknown device", "device: must be \"cpu\" or \"cuda\"", j});
   for (const Case& c : cases) {
     const Result r = Run(c.task);
     EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.err;
@@ -118,6 +121,23 @@ TEST_F(HlabTrainCliTest, BadTasksArePermanentFailuresThatWriteNothing) {
     EXPECT_NE(r.out.find("\"type\":\"error\""), std::string::npos) << c.name;
     EXPECT_FALSE(fs::exists(root_ / "ckpt")) << c.name;
   }
+}
+
+TEST_F(HlabTrainCliTest, CudaOnACpuOnlyBuildIsAPermanentErrorNamingTheField) {
+  const Json probe = Json::parse(Run(Task(), "--probe-devices").out);
+  if (probe.value("cuda_build", false)) {
+    GTEST_SKIP() << "this hlab-train has CUDA";
+  }
+  EXPECT_TRUE(probe["cuda"].empty());
+  Json j = Task();
+  j["device"] = "cuda";
+  const Result r = Run(j);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("device: \"cuda\", but this hlab-train was built "
+                       "against a CPU-only LibTorch (no CUDA)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(root_ / "ckpt"));
 }
 
 TEST_F(HlabTrainCliTest, CheckpointOfAnotherConfigIsRefusedAndKept) {

@@ -443,6 +443,38 @@ TEST_F(DaemonTest, GangTaskLaunchesEveryRankAndFailsWhenOneFails) {
   EXPECT_EQ(rank1.find("--record-fd"), std::string::npos) << rank1;
 }
 
+TEST_F(DaemonTest, CpuRanksTaskRunsEveryRankOnThisWorkerAndTakesItsSlots) {
+  hlab::v1::Task task = MakeTask("t-ranks", "gang");
+  task.mutable_resources()->set_cpu_ranks(2);
+  fake().AddTask(task);
+  StartDaemon("", /*capacity=*/3);
+  ASSERT_TRUE(
+      fake().WaitFor([](const FakeState& s) { return s.Failed("t-ranks"); }));
+  FakeState s = fake().Snapshot();
+  // The first lease offered three slots; while both ranks ran, one.
+  ASSERT_FALSE(s.leases.empty());
+  EXPECT_EQ(s.leases[0].free_slots(), 3);
+  bool saw_one_free = false;
+  for (const auto& lease : s.leases) saw_one_free |= lease.free_slots() == 1;
+  EXPECT_TRUE(saw_one_free);
+  std::ifstream args_file(TaskDir("t-ranks") / "args.txt");
+  std::string line;
+  int ranks = 0;
+  while (std::getline(args_file, line)) {
+    ++ranks;
+    EXPECT_NE(line.find("--world-size 2 --master-addr 127.0.0.1"),
+              std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(ranks, 2);
+  std::string cuda;
+  std::ifstream(TaskDir("t-ranks") / "cuda") >> cuda;
+  EXPECT_EQ(cuda, "unset");
+  const nlohmann::json written =
+      nlohmann::json::parse(std::ifstream(TaskDir("t-ranks") / "task.json"));
+  EXPECT_EQ(written["device"], "cpu");
+}
+
 TEST_F(DaemonTest, GpuWorkerRunsOneTaskPerGpu) {
   std::ofstream(root_ / "bin" / "probe.json")
       << R"({"cpu":{"cores":8,"memory_bytes":1},"cuda":[)"
@@ -463,6 +495,9 @@ TEST_F(DaemonTest, GpuWorkerRunsOneTaskPerGpu) {
   std::ifstream(TaskDir("t-gpu-a") / "cuda") >> cuda_a;
   std::ifstream(TaskDir("t-gpu-b") / "cuda") >> cuda_b;
   EXPECT_EQ(cuda_a + cuda_b, "01");
+  const nlohmann::json written =
+      nlohmann::json::parse(std::ifstream(TaskDir("t-gpu-a") / "task.json"));
+  EXPECT_EQ(written["device"], "cuda");
   FakeState s = fake().Snapshot();
   ASSERT_FALSE(s.registers.empty());
   EXPECT_EQ(s.registers[0].capacity(), 2);
@@ -487,6 +522,9 @@ TEST_F(DaemonTest, ShutdownTerminatesTrainersAndReportsThemRetryable) {
   EXPECT_EQ(s.fails[0].exit_code(), 75);
   EXPECT_EQ(s.fails[0].error().rfind("worker shutting down", 0), 0u)
       << s.fails[0].error();
+  // Then it left: one Deregister with its id.
+  ASSERT_EQ(s.deregisters.size(), 1u);
+  EXPECT_EQ(s.deregisters[0].worker_id(), "w-test");
   // The checkpoint the trainer wrote on SIGTERM was reported first.
   ASSERT_EQ(s.checkpoints.size(), 1u);
   EXPECT_EQ(s.checkpoints[0].checkpoint().step(), 7);

@@ -165,11 +165,21 @@ grpc::Status FakeCoordinator::Fail(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-FakeServer::FakeServer(std::unique_ptr<FakeCoordinator> fake, int port)
+grpc::Status FakeCoordinator::Deregister(
+    grpc::ServerContext* context, const hlab::v1::DeregisterRequest* request,
+    hlab::v1::DeregisterResponse* /*response*/) {
+  absl::MutexLock lock(&mu_);
+  NoteAuth(context);
+  state_.deregisters.push_back(*request);
+  return grpc::Status::OK;
+}
+
+FakeServer::FakeServer(std::unique_ptr<FakeCoordinator> fake, int port,
+                       std::shared_ptr<grpc::ServerCredentials> credentials)
     : fake_(std::move(fake)) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
-                           grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), credentials,
+                           &port_);
   builder.RegisterService(fake_.get());
   server_ = builder.BuildAndStart();
 }

@@ -35,6 +35,7 @@ struct FakeState {
   std::vector<hlab::v1::ReportCheckpointRequest> checkpoints;
   std::vector<hlab::v1::CompleteRequest> completes;
   std::vector<hlab::v1::FailRequest> fails;
+  std::vector<hlab::v1::DeregisterRequest> deregisters;
   std::vector<std::string> authorization;    // one per request
   std::deque<hlab::v1::Task> queue;          // tasks to hand out
   std::vector<hlab::v1::TaskProgress> stop;  // answered to every heartbeat
@@ -82,6 +83,9 @@ class FakeCoordinator final : public hlab::v1::WorkerService::Service {
   grpc::Status Fail(grpc::ServerContext* context,
                     const hlab::v1::FailRequest* request,
                     hlab::v1::FailResponse* response) override;
+  grpc::Status Deregister(grpc::ServerContext* context,
+                          const hlab::v1::DeregisterRequest* request,
+                          hlab::v1::DeregisterResponse* response) override;
 
  private:
   void NoteAuth(grpc::ServerContext* context)
@@ -96,8 +100,11 @@ class FakeCoordinator final : public hlab::v1::WorkerService::Service {
 
 class FakeServer {
  public:
-  // Serves `fake` on 127.0.0.1:`port` (0: any free port).
-  explicit FakeServer(std::unique_ptr<FakeCoordinator> fake, int port = 0);
+  // Serves `fake` on 127.0.0.1:`port` (0: any free port), plaintext or
+  // with `credentials` (e.g. TLS).
+  explicit FakeServer(std::unique_ptr<FakeCoordinator> fake, int port = 0,
+                      std::shared_ptr<grpc::ServerCredentials> credentials =
+                          grpc::InsecureServerCredentials());
   ~FakeServer();
 
   FakeCoordinator& fake() { return *fake_; }

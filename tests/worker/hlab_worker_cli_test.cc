@@ -1,6 +1,7 @@
-// The hlab-worker binary: one-line errors for bad flags, and SIGTERM end to
-// end (trainer terminated, task reported retryable, exit 0) against the
-// in-process fake coordinator and the fake trainer.
+// The hlab-worker binary: one-line errors for bad flags, SIGTERM end to end
+// (trainer terminated, task reported retryable, the worker deregisters,
+// exit 0) against the in-process fake coordinator and the fake trainer, and
+// TLS to a coordinator that serves it (--tls-ca, --tls-server-name).
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -16,8 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/cli/test_certificate.h"
 #include "tests/worker/fake_coordinator.h"
 #include "tests/worker/fake_trainer.h"
+#include "worker/coordinator_client.h"
 #include "worker/trainer_process.h"
 
 namespace hlab::worker {
@@ -94,6 +97,23 @@ TEST_F(HlabWorkerCliTest, BadFlagsFailWithOneLine) {
                                 (root_ / "no-eval").string(),
                                 " is not an executable file\n"));
 
+  r = Run({"--tls-ca", (root_ / "file").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            absl::StrCat("hlab-worker: --tls-ca ", (root_ / "file").string(),
+                         " holds no PEM CERTIFICATE (expected a "
+                         "-----BEGIN ...CERTIFICATE----- block)\n"));
+  r = Run({"--tls-cert", (root_ / "file").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "hlab-worker: --tls-cert and --tls-key go together (mutual TLS); "
+            "give both or neither\n");
+  r = Run({"--tls-server-name", "coordinator.example"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "hlab-worker: --tls-server-name needs --tls-ca (it names the TLS "
+            "certificate)\n");
+
   r = Run({"--capacity", "0"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
@@ -163,10 +183,90 @@ TEST_F(HlabWorkerCliTest, SigtermStopsTrainersAndReportsThemRetryable) {
   EXPECT_EQ(s.fails[0].exit_code(), 75);
   EXPECT_EQ(s.registers[0].worker_id(), "w-cli");
   EXPECT_EQ(s.authorization[0], "Bearer secret-token");
+  ASSERT_EQ(s.deregisters.size(), 1u);
+  EXPECT_EQ(s.deregisters[0].worker_id(), "w-cli");
   pid_t trainer_pid = 0;
   std::ifstream(root_ / "data" / "tasks" / "t-sig" / "pid") >> trainer_pid;
   ASSERT_GT(trainer_pid, 0);
   EXPECT_NE(::kill(trainer_pid, 0), 0) << "trainer still alive";
+}
+
+std::shared_ptr<grpc::ServerCredentials> TlsCredentials(
+    const cli::testing::TestCertificate& cert) {
+  grpc::SslServerCredentialsOptions tls;
+  tls.pem_key_cert_pairs.push_back({cert.key_pem, cert.cert_pem});
+  return grpc::SslServerCredentials(tls);
+}
+
+TEST_F(HlabWorkerCliTest, RunsATaskFromATlsCoordinatorWithTlsCa) {
+  const cli::testing::TestCertificate cert =
+      cli::testing::MakeTestCertificate();
+  ASSERT_FALSE(cert.cert_pem.empty());
+  FakeServer server(std::make_unique<FakeCoordinator>(), 0,
+                    TlsCredentials(cert));
+  hlab::v1::Task task;
+  task.set_task_id("t-tls");
+  task.set_attempt(1);
+  task.add_run_ids("run-tls");
+  task.set_task_json(nlohmann::json{{"behavior", "ok"}}.dump());
+  server.fake().AddTask(task);
+  std::ofstream(root_ / "ca.pem") << cert.cert_pem;
+
+  TrainerLaunch launch;
+  launch.argv = {HLAB_WORKER_BIN,
+                 "--coordinator",
+                 server.address(),
+                 "--tls-ca",
+                 (root_ / "ca.pem").string(),
+                 "--token",
+                 "tls-token",
+                 "--data-dir",
+                 (root_ / "data").string(),
+                 "--trainer",
+                 trainer_,
+                 "--metrics-listen",
+                 "none",
+                 "--name",
+                 "w-tls"};
+  launch.log_path = (root_ / "worker.log").string();
+  auto worker = TrainerProcess::Start(launch);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_TRUE(server.fake().WaitFor(
+      [](const FakeState& s) { return s.Completed("t-tls"); }))
+      << std::string(std::istreambuf_iterator<char>(
+                         std::ifstream(root_ / "worker.log").rdbuf()),
+                     {});
+  ASSERT_EQ(::kill((*worker)->pid(), SIGTERM), 0);
+  EXPECT_TRUE((*worker)->Wait().success());
+  FakeState s = server.fake().Snapshot();
+  EXPECT_EQ(s.registers.at(0).worker_id(), "w-tls");
+  EXPECT_EQ(s.authorization.at(0), "Bearer tls-token");
+  EXPECT_EQ(s.Points("train_loss").size(), 3u);
+  EXPECT_EQ(s.deregisters.size(), 1u);
+}
+
+TEST_F(HlabWorkerCliTest, TlsChecksTheCoordinatorsName) {
+  const cli::testing::TestCertificate cert =
+      cli::testing::MakeTestCertificate();
+  FakeServer server(std::make_unique<FakeCoordinator>(), 0,
+                    TlsCredentials(cert));
+  hlab::v1::RegisterRequest request;
+  request.set_worker_id("w-name");
+  hlab::v1::RegisterResponse response;
+  // The certificate names 127.0.0.1 and localhost.
+  CoordinatorTls tls;
+  tls.root_certs = cert.cert_pem;
+  tls.server_name = "localhost";
+  CoordinatorClient named(server.address(), "", absl::Seconds(5), tls);
+  EXPECT_TRUE(named.Register(request, &response).ok());
+  tls.server_name = "coordinator.example";
+  CoordinatorClient wrong(server.address(), "", absl::Seconds(5), tls);
+  EXPECT_EQ(wrong.Register(request, &response).code(),
+            absl::StatusCode::kUnavailable);
+  CoordinatorClient plaintext(server.address(), "", absl::Seconds(5));
+  EXPECT_EQ(plaintext.Register(request, &response).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(server.fake().Snapshot().registers.size(), 1u);
 }
 
 }  // namespace
