@@ -8,6 +8,7 @@
 #include "eval_test_util.h"
 #include "gtest/gtest.h"
 #include "train/trainer.h"
+#include "train/training_data.h"
 
 namespace hlab::eval {
 namespace {
@@ -197,11 +198,15 @@ TEST_F(EvalTaskRunTest, EmitsStartResultsAndDoneAndReusesCachedKeyTokens) {
   // An untrained model is near uniform over 258 tokens.
   EXPECT_NEAR(val["value"].get<double>(), std::log(258.0), 0.3);
 
-  // An untrained reference selects few key tokens; let every document count.
+  // An untrained reference selects few key tokens; make every candidate
+  // key. Documents (65..128 tokens) are cut to 128 rather than seq_len, so
+  // they hold recalls (the evaluated model is allowed to extrapolate).
   Json j = Task();
   j["evals"]["longppl"]["min_key_tokens"] = 0;
-  j["evals"]["longppl"]["alpha"] = -100.0;  // every candidate is key
+  j["evals"]["longppl"]["alpha"] = -100.0;
   j["evals"]["longppl"]["beta"] = -100.0;
+  j["evals"]["longppl"]["context_len"] = 128;
+  j["allow_extrapolation"] = true;
   ASSERT_TRUE(Run(j).ok());
   EXPECT_EQ(records_.front()["evals"], Json({"val_loss", "longppl"}));
   const Json first = FindRecord(records_, "result", "log_longppl");
@@ -212,15 +217,27 @@ TEST_F(EvalTaskRunTest, EmitsStartResultsAndDoneAndReusesCachedKeyTokens) {
   EXPECT_EQ(d["documents_skipped"], 0);
   EXPECT_EQ(d["trunc_len"], 16);
   EXPECT_EQ(d["sliding_window"], 4);
-  EXPECT_EQ(d["context_len"], 64);
-  // Every position >= K of the 4 documents (each cut to 64) is key.
-  EXPECT_EQ(d["key_tokens"], 4 * (64 - 16));
-  EXPECT_EQ(d["candidate_tokens"], 4 * (64 - 16));
+  EXPECT_EQ(d["context_len"], 128);
+  // Every position >= K of the 4 held-out documents is key.
+  auto task = Parse(j);
+  ASSERT_TRUE(task.ok());
+  task->run.model = TinyConfig("swa-16");
+  auto data = train::TrainingData::Create(task->run);
+  ASSERT_TRUE(data.ok()) << data.status();
+  int64_t candidates = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    candidates +=
+        std::min<int64_t>(128, (*data)->long_held_out()->DocumentLength(i)) -
+        16;
+  }
+  EXPECT_EQ(d["key_tokens"], candidates);
+  EXPECT_EQ(d["candidate_tokens"], candidates);
   EXPECT_EQ(d["reference"]["payload_sha256"], reference_sha_);
-  EXPECT_TRUE(d.contains("key_token_precision"));  // synthetic data
+  // Synthetic data: every true recall position >= K was selected.
+  EXPECT_GT(d["true_recall_positions"].get<int64_t>(), 0);
+  EXPECT_EQ(d["key_token_recall"], 1.0);
   EXPECT_NEAR(d["key_token_precision"].get<double>(),
               d["key_token_chance"].get<double>(), 1e-9);
-  EXPECT_EQ(d["key_token_recall"], 1.0);
 
   ASSERT_TRUE(Run(j).ok());
   const Json second = FindRecord(records_, "result", "log_longppl");
@@ -275,8 +292,8 @@ TEST_F(EvalTaskRunTest, AReferenceWithAnotherTokenizerIsRefused) {
 
 TEST_F(EvalTaskRunTest, NoDocumentLongEnoughGivesTheLongestAndK) {
   const fs::path jsonl = dir_ / "short.jsonl";
-  std::ofstream(jsonl) << "{\"text\": \"a short document\"}\n"
-                       << "{\"text\": \"another, a little longer\"}\n";
+  std::ofstream(jsonl) << "{\"text\": \"tiny doc\"}\n"
+                       << "{\"text\": \"a short document\"}\n";
   Json j = Task();
   j["evals"].erase("val_loss");
   j["evals"]["longppl"]["data"] = {{"jsonl", jsonl.string()}};
@@ -284,7 +301,7 @@ TEST_F(EvalTaskRunTest, NoDocumentLongEnoughGivesTheLongestAndK) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_EQ(train::ExitCodeFor(s), 2);
   const std::string m(s.message());
-  EXPECT_NE(m.find("has 24 tokens"), std::string::npos) << m;
+  EXPECT_NE(m.find("has 16 tokens"), std::string::npos) << m;
   EXPECT_NE(m.find("trunc_len + 1 = 17"), std::string::npos) << m;
 }
 
@@ -309,8 +326,8 @@ TEST_F(EvalTaskRunTest, AContextAboveTheTrainedLengthNeedsAllowExtrapolation) {
   task = Parse(j);
   ASSERT_TRUE(task.ok());
   EXPECT_TRUE(CheckEvalTask(*task).ok());
-  // A sliding-window model extrapolates without being asked.
-  WriteTinyCheckpoint(model_, TinyConfig("swa-16"), "byte", 1, 10);
+  // A hybrid whose full layers use no RoPE extrapolates without being asked.
+  WriteTinyCheckpoint(model_, TinyConfig("swa-16-nope"), "byte", 1, 10);
   j["allow_extrapolation"] = false;
   task = Parse(j);
   ASSERT_TRUE(task.ok());

@@ -146,7 +146,11 @@ TEST(ModelScorerTest, BatchedScoresEqualOneSequenceAtATime) {
     config.head_dim = 16;
     config.ffn_hidden = 64;
     config.layers = *model::ExpandArchitecture(arch, 2);
-    ASSERT_TRUE(model::ValidateModelConfig(config).ok()) << arch;
+    for (model::MixerSpec& layer : config.layers) {
+      if (layer.kind == model::MixerKind::kMamba2) layer.ssm_head_dim = 16;
+    }
+    const absl::Status valid = model::ValidateModelConfig(config);
+    ASSERT_TRUE(valid.ok()) << arch << ": " << valid;
     ModelScorer scorer{model::HybridLM(config)};
     std::vector<std::vector<int32_t>> seqs = {{}, {}, {}};
     for (int i = 0; i < 70; ++i) seqs[0].push_back((i * 37) % 258);
