@@ -80,9 +80,9 @@ absl::StatusOr<std::unique_ptr<EvalData>> EvalData::OpenJsonl(
     options.held_out_fraction = 0;
     options.threads = 1;
     auto manifest = data::PrepareDataset(options);
-    // Another evaluator may have imported it at the same time.
-    if (!manifest.ok() &&
-        manifest.status().code() != absl::StatusCode::kAlreadyExists) {
+    // Another evaluator may have imported it at the same time (its rename
+    // won): use that copy.
+    if (!manifest.ok() && !fs::exists(fs::path(dir) / "manifest.json", ec)) {
       return Named(field, manifest.status());
     }
   }
