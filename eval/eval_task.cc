@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -210,6 +211,11 @@ class EvalRun {
     if (task_.val_loss) HLAB_RETURN_IF_ERROR(RunValLoss(*task_.val_loss));
     if (task_.longppl) HLAB_RETURN_IF_ERROR(RunLongPpl(*task_.longppl));
     if (task_.niah) {
+      for (size_t i = 0; i < task_.niah->context_lengths.size(); ++i) {
+        HLAB_RETURN_IF_ERROR(
+            CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
+                         task_.niah->context_lengths[i], task_, model_.config));
+      }
       HLAB_RETURN_IF_ERROR(
           RunNiah(*task_.niah, *scorer_,
                   [this](const std::string& metric, double value,
@@ -528,6 +534,10 @@ absl::Status RunEvalTask(const EvalTask& task, const RecordSink& emit) {
           absl::StrCat("out of memory: ", what));
     }
     return absl::InternalError(absl::StrCat("LibTorch error: ", what));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of memory: lower evals.val_loss.batch_sequences or context_len, "
+        "or retry on a machine with more memory");
   }
 }
 
