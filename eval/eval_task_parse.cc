@@ -466,7 +466,8 @@ const char kEvalTaskFieldsHelp[] =
                        held-out documents)
     niah               {"kinds": [...], "context_lengths": [...],
                         "depths": [...], "samples": 20, "candidates": 8,
-                        "seed": 0, "greedy": false}
+                        "seed": 0, "greedy": false}: parsed and checked,
+                       but not evaluated in this build (exit 2)
   DATA                 {"jsonl": FILE, "text_field": "text",
                         "tokenizer": "" (= the model's)} or
                        {"prepared": DIR, "split": "heldout"}; absent: the
