@@ -15,6 +15,8 @@ using Json = nlohmann::json;
 
 // Short-context chunks scored per forward pass during key-token selection.
 constexpr size_t kChunkBatch = 16;
+// Documents scored per forward pass by ScoreLongPpl.
+constexpr size_t kDocumentBatch = 8;
 
 absl::StatusOr<std::vector<int32_t>> Truncated(const data::Corpus& docs,
                                                int64_t index,
@@ -112,6 +114,20 @@ absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
                                            const KeyTokens& keys) {
   LongPplResult r;
   double sum = 0;
+  // Documents are scored kDocumentBatch per forward pass.
+  std::vector<const DocumentKeyTokens*> pending;
+  std::vector<std::vector<int32_t>> batch;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    const std::vector<std::vector<float>> nll = model.ScoreBatch(batch);
+    for (size_t b = 0; b < batch.size(); ++b) {
+      for (int64_t p : pending[b]->positions) {
+        sum += nll[b][static_cast<size_t>(p - 1)];
+      }
+    }
+    pending.clear();
+    batch.clear();
+  };
   for (const DocumentKeyTokens& doc : keys.documents) {
     if (static_cast<int64_t>(doc.positions.size()) <
         keys.config.min_key_tokens) {
@@ -127,11 +143,17 @@ absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
           " tokens but its key tokens were selected on ", doc.length,
           ": the dataset changed; select the key tokens again"));
     }
-    const std::vector<float> nll = model.Score(tokens);
-    for (int64_t p : doc.positions) sum += nll[static_cast<size_t>(p - 1)];
+    if (doc.positions.empty()) {  // min_key_tokens 0: nothing to score
+      ++r.documents;
+      continue;
+    }
+    pending.push_back(&doc);
+    batch.push_back(std::move(tokens));
+    if (batch.size() >= kDocumentBatch) flush();
     r.key_tokens += static_cast<int64_t>(doc.positions.size());
     ++r.documents;
   }
+  flush();
   if (r.documents == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no document has at least ", keys.config.min_key_tokens,
