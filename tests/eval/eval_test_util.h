@@ -1,5 +1,12 @@
 // Helpers for the evaluator's tests: tiny checkpoints written directly, or
 // trained with the real trainer; JSON-lines record parsing; shared data.
+//
+// Thread-safety: call from the test's thread (LibTorch's global seed).
+//
+//   WriteTinyCheckpoint(dir + "/m.ckpt", TinyConfig("swa-16"));
+//   std::string newest = Train(task);  // a trained reference
+//   auto records = ParseRecords(stdout_text);
+//   nlohmann::json r = FindRecord(records, "result", "val_loss");
 #ifndef HLAB_TESTS_EVAL_EVAL_TEST_UTIL_H_
 #define HLAB_TESTS_EVAL_EVAL_TEST_UTIL_H_
 
