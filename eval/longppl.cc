@@ -13,6 +13,11 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Short-context chunks scored per forward pass during key-token selection.
+constexpr size_t kChunkBatch = 16;
+// Documents scored per forward pass by ScoreLongPpl.
+constexpr size_t kDocumentBatch = 8;
+
 absl::StatusOr<std::vector<int32_t>> Truncated(const data::Corpus& docs,
                                                int64_t index,
                                                int64_t max_tokens) {
@@ -65,16 +70,30 @@ absl::StatusOr<KeyTokens> SelectKeyTokens(TokenScorer& reference,
     DocumentKeyTokens out;
     out.document = d;
     out.length = n;
-    for (int64_t start = 0; start < n - k; start += w) {
-      const int64_t end = std::min(n, start + k + w);
-      const std::vector<int32_t> chunk(tokens.begin() + start,
-                                       tokens.begin() + end);
-      const std::vector<float> short_nll = reference.Score(chunk);
-      for (int64_t p = start + k; p < end; ++p) {
-        const double loss_short = short_nll[static_cast<size_t>(p - start - 1)];
-        const double loss_full = full[static_cast<size_t>(p - 1)];
-        if (loss_short - loss_full > config.alpha && -loss_full > config.beta) {
-          out.positions.push_back(p);
+    // The chunks [start, start + K + W), scored kChunkBatch per forward
+    // pass (all but the last have the same length).
+    std::vector<int64_t> starts;
+    for (int64_t start = 0; start < n - k; start += w) starts.push_back(start);
+    for (size_t first = 0; first < starts.size(); first += kChunkBatch) {
+      const size_t last = std::min(starts.size(), first + kChunkBatch);
+      std::vector<std::vector<int32_t>> chunks;
+      for (size_t c = first; c < last; ++c) {
+        const int64_t end = std::min(n, starts[c] + k + w);
+        chunks.emplace_back(tokens.begin() + starts[c], tokens.begin() + end);
+      }
+      const std::vector<std::vector<float>> short_nll =
+          reference.ScoreBatch(chunks);
+      for (size_t c = first; c < last; ++c) {
+        const int64_t start = starts[c];
+        const int64_t end = std::min(n, start + k + w);
+        const std::vector<float>& nll = short_nll[c - first];
+        for (int64_t p = start + k; p < end; ++p) {
+          const double loss_short = nll[static_cast<size_t>(p - start - 1)];
+          const double loss_full = full[static_cast<size_t>(p - 1)];
+          if (loss_short - loss_full > config.alpha &&
+              -loss_full > config.beta) {
+            out.positions.push_back(p);
+          }
         }
       }
     }
@@ -95,6 +114,20 @@ absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
                                            const KeyTokens& keys) {
   LongPplResult r;
   double sum = 0;
+  // Documents are scored kDocumentBatch per forward pass.
+  std::vector<const DocumentKeyTokens*> pending;
+  std::vector<std::vector<int32_t>> batch;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    const std::vector<std::vector<float>> nll = model.ScoreBatch(batch);
+    for (size_t b = 0; b < batch.size(); ++b) {
+      for (int64_t p : pending[b]->positions) {
+        sum += nll[b][static_cast<size_t>(p - 1)];
+      }
+    }
+    pending.clear();
+    batch.clear();
+  };
   for (const DocumentKeyTokens& doc : keys.documents) {
     if (static_cast<int64_t>(doc.positions.size()) <
         keys.config.min_key_tokens) {
@@ -110,17 +143,29 @@ absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
           " tokens but its key tokens were selected on ", doc.length,
           ": the dataset changed; select the key tokens again"));
     }
-    const std::vector<float> nll = model.Score(tokens);
-    for (int64_t p : doc.positions) sum += nll[static_cast<size_t>(p - 1)];
+    if (doc.positions.empty()) {  // min_key_tokens 0: nothing to score
+      ++r.documents;
+      continue;
+    }
+    pending.push_back(&doc);
+    batch.push_back(std::move(tokens));
+    if (batch.size() >= kDocumentBatch) flush();
     r.key_tokens += static_cast<int64_t>(doc.positions.size());
     ++r.documents;
   }
+  flush();
   if (r.documents == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no document has at least ", keys.config.min_key_tokens,
         " key tokens (", r.documents_skipped,
         " skipped): use more or longer documents, or a reference model "
         "trained on longer context"));
+  }
+  if (r.key_tokens == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the reference selected no key tokens in the ", r.documents,
+        " documents (min_key_tokens is 0): use longer documents, or a "
+        "reference trained longer"));
   }
   r.log_longppl = sum / static_cast<double>(r.key_tokens);
   return r;

@@ -88,7 +88,8 @@ struct LongPplResult {
 };
 
 // Scores `model` on the key tokens of `keys` (same documents, same
-// truncation). FailedPrecondition when no document has enough key tokens.
+// truncation). FailedPrecondition when no document has enough key tokens,
+// or no key token was selected at all.
 absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
                                            const data::Corpus& docs,
                                            const KeyTokens& keys);

@@ -72,6 +72,7 @@ absl::StatusOr<CheckpointMeta> ParseMeta(const std::string& text,
     m.branch_budget_tokens = j.value("branch_budget_tokens", int64_t{0});
     m.model_config = j.at("model_config").get<std::string>();
     m.fingerprint = j.at("fingerprint").get<std::string>();
+    m.tokenizer = j.value("tokenizer", std::string());
     m.payload_sha256 = j.at("payload_sha256").get<std::string>();
   } catch (const Json::exception& e) {
     return absl::DataLossError(absl::StrCat(
@@ -147,6 +148,7 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& path,
             {"branch_budget_tokens", meta.branch_budget_tokens},
             {"model_config", meta.model_config},
             {"fingerprint", meta.fingerprint},
+            {"tokenizer", meta.tokenizer},
             {"payload_sha256", meta.payload_sha256}};
   const std::string meta_text = j.dump();
   std::string head(kMagic, kMagicSize);

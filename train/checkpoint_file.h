@@ -42,6 +42,9 @@ struct CheckpointMeta {
   // data, batch, optimizer, warmup, seeds): a checkpoint resumes only a task
   // with the same fingerprint.
   std::string fingerprint;
+  // The training data's tokenizer identity (data::Vocabulary::tokenizer);
+  // empty in checkpoints written before it was recorded.
+  std::string tokenizer = "";
   std::string payload_sha256;  // filled in by WriteCheckpoint
 };
 

@@ -182,6 +182,7 @@ absl::Status Trainer::State::SaveCheckpoint(int64_t step,
   meta.branch_budget_tokens = branch_budget;
   meta.model_config = model_json;
   meta.fingerprint = fingerprint;
+  meta.tokenizer = data->vocabulary().tokenizer;
   const std::string payload = SaveTrainingState(*model, *optimizer);
   const std::string path =
       (std::filesystem::path(task.checkpoint.dir) /

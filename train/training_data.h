@@ -35,6 +35,11 @@ class TrainingData {
   const data::SequenceMixture& train() const { return *train_; }
   const data::SequenceMixture& validation() const { return *validation_; }
   const data::Vocabulary& vocabulary() const { return train_->vocabulary(); }
+  // The held-out corpora behind validation() (null when the task's
+  // long_fraction leaves one kind out of a prepared dataset). The
+  // evaluator reads long held-out documents for LongPPL.
+  const data::Corpus* long_held_out() const { return long_held_.get(); }
+  const data::Corpus* short_held_out() const { return short_held_.get(); }
 
  private:
   TrainingData() = default;

@@ -1,0 +1,213 @@
+// hlab-bench-eval: evaluation throughput per architecture (tokens/s of
+// batched inference scoring), and the cost of LongPPL's key-token
+// selection pass relative to one scoring pass over the same documents.
+//
+//   build/bin/hlab-bench-eval                    # default grid
+//   build/bin/hlab-bench-eval --seq-len 512 --d-model 128 --repeats 3
+//
+// Every architecture gets the same seeded width and depth and the same
+// synthetic held-out long documents (cut to seq_len). The architectures are
+// measured round-robin, `repeats` times after one untimed round, and the
+// median is reported. Times are this process's CPU time (with --threads 1,
+// the compute itself), so a machine shared with other jobs does not skew
+// them; --wall reports wall-clock time instead.
+// Selection: K = seq_len / 4, W = seq_len / 16 (the evaluator's defaults).
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/strings/numbers.h"
+#include "data/synthetic_corpus.h"
+#include "eval/longppl.h"
+#include "eval/token_scorer.h"
+#include "model/config/model_config.h"
+#include "model/hybrid_lm.h"
+#include "train/openmp_env.h"
+
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int64_t seq_len = 512, d_model = 128, layers = 4, documents = 8;
+  int64_t batch = 8, repeats = 3, threads = 0;
+  std::vector<std::string> archs = {"full", "swa-64", "lightning", "mamba2",
+                                    "gdn"};
+  bool json = false;
+};
+
+bool g_wall = false;
+
+// Now, in seconds: process CPU time, or wall-clock time with --wall.
+double Now() {
+  if (g_wall) {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch())
+        .count();
+  }
+  timespec t;
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+hlab::model::ModelConfig ConfigFor(const Options& o, const std::string& arch) {
+  auto config = hlab::model::ModelConfigFromJson(Json{
+      {"arch", arch},
+      {"d_model", o.d_model},
+      {"n_layers", o.layers},
+      {"n_heads", o.d_model / 32},
+      {"n_kv_heads", std::max<int64_t>(1, o.d_model / 64)},
+      {"vocab_size", 258}}.dump());
+  if (!config.ok()) {
+    std::cerr << "hlab-bench-eval: " << arch << ": " << config.status() << "\n";
+    std::exit(2);
+  }
+  return *config;
+}
+
+struct Figures {
+  std::vector<double> score_tps, select_s, score_s;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hlab::train::EnsurePassiveOpenMpWait(argv);
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto number = [&](int64_t* out) {
+      if (i + 1 >= argc || !absl::SimpleAtoi(argv[++i], out) || *out < 1) {
+        std::cerr << "hlab-bench-eval: " << arg
+                  << " needs a positive integer\n";
+        std::exit(2);
+      }
+    };
+    if (arg == "--seq-len") {
+      number(&o.seq_len);
+    } else if (arg == "--d-model") {
+      number(&o.d_model);
+    } else if (arg == "--layers") {
+      number(&o.layers);
+    } else if (arg == "--documents") {
+      number(&o.documents);
+    } else if (arg == "--batch") {
+      number(&o.batch);
+    } else if (arg == "--repeats") {
+      number(&o.repeats);
+    } else if (arg == "--threads") {
+      number(&o.threads);
+    } else if (arg == "--arch") {
+      if (i + 1 >= argc) return 2;
+      o.archs = {argv[++i]};
+    } else if (arg == "--wall") {
+      g_wall = true;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else {
+      std::cerr << "usage: hlab-bench-eval [--seq-len N] [--d-model N] "
+                   "[--layers N] [--documents N] [--batch N] [--repeats N] "
+                   "[--threads N] [--arch A] [--wall] [--json]\n";
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  at::set_num_threads(static_cast<int>(
+      o.threads > 0 ? o.threads
+                    : std::max(1u, std::thread::hardware_concurrency())));
+  hlab::data::SyntheticCorpus docs({.seed = 1,
+                                    .split = hlab::data::Split::kHeldOut,
+                                    .min_length = o.seq_len + 1,
+                                    .max_length = 2 * o.seq_len});
+  std::vector<std::vector<int32_t>> batch;
+  for (int64_t d = 0; d < o.batch; ++d) {
+    auto doc = *docs.GetDocument(d);
+    doc.tokens.resize(static_cast<size_t>(o.seq_len + 1));
+    batch.push_back(doc.tokens);
+  }
+  const hlab::eval::KeyTokenConfig config = {
+      .short_context = o.seq_len / 4,
+      .window = std::max<int64_t>(1, o.seq_len / 16),
+      .max_tokens = o.seq_len,
+      .min_key_tokens = 0};
+
+  std::map<std::string, std::unique_ptr<hlab::eval::ModelScorer>> scorers;
+  for (const std::string& arch : o.archs) {
+    torch::manual_seed(0);
+    scorers[arch] = std::make_unique<hlab::eval::ModelScorer>(
+        hlab::model::HybridLM(ConfigFor(o, arch)));
+  }
+  std::map<std::string, Figures> figures;
+  for (int64_t rep = 0; rep <= o.repeats; ++rep) {  // round 0: warm-up
+    for (const std::string& arch : o.archs) {
+      auto& scorer = *scorers[arch];
+      Figures& f = figures[arch];
+      double start = Now();
+      scorer.ScoreBatch(batch);
+      f.score_tps.push_back(static_cast<double>(o.batch * o.seq_len) /
+                            (Now() - start));
+      // One scoring pass over the documents (what ScoreLongPpl costs).
+      start = Now();
+      for (int64_t d = 0; d < o.documents; ++d) {
+        auto doc = *docs.GetDocument(d);
+        doc.tokens.resize(static_cast<size_t>(o.seq_len));
+        scorer.Score(doc.tokens);
+      }
+      f.score_s.push_back(Now() - start);
+      start = Now();
+      auto keys =
+          hlab::eval::SelectKeyTokens(scorer, docs, config, o.documents);
+      f.select_s.push_back(Now() - start);
+      if (rep == 0) f = Figures();
+      if (!keys.ok()) {
+        std::cerr << "hlab-bench-eval: " << keys.status() << "\n";
+        return 1;
+      }
+    }
+  }
+  Json out = Json::array();
+  if (!o.json) {
+    std::printf(
+        "seq_len %lld, d_model %lld, %lld layers, batch %lld, %d threads; "
+        "selection K=%lld W=%lld over %lld documents; median of %lld; %s "
+        "time\n",
+        static_cast<long long>(o.seq_len), static_cast<long long>(o.d_model),
+        static_cast<long long>(o.layers), static_cast<long long>(o.batch),
+        at::get_num_threads(), static_cast<long long>(config.short_context),
+        static_cast<long long>(config.window),
+        static_cast<long long>(o.documents), static_cast<long long>(o.repeats),
+        g_wall ? "wall" : "CPU");
+    std::printf("%-10s %14s %12s %12s %16s\n", "arch", "score tok/s", "score s",
+                "select s", "select / score");
+  }
+  for (const std::string& arch : o.archs) {
+    const Figures& f = figures[arch];
+    const double tps = Median(f.score_tps), score = Median(f.score_s),
+                 select = Median(f.select_s);
+    out.push_back({{"arch", arch},
+                   {"score_tokens_per_s", tps},
+                   {"score_pass_s", score},
+                   {"select_pass_s", select},
+                   {"select_over_score", select / score}});
+    if (!o.json) {
+      std::printf("%-10s %14.0f %12.3f %12.3f %16.2f\n", arch.c_str(), tps,
+                  score, select, select / score);
+    }
+  }
+  if (o.json) std::cout << out.dump(2) << "\n";
+  return 0;
+}

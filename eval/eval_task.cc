@@ -1,0 +1,544 @@
+// Checking and running EVAL tasks (eval/eval_task.h); parsing is in
+// eval_task_parse.cc.
+#include "eval/eval_task.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "data/shard_format.h"
+#include "data/synthetic_corpus.h"
+#include "eval/checkpoint_model.h"
+#include "eval/eval_data.h"
+#include "eval/key_token_cache.h"
+#include "eval/longppl.h"
+#include "eval/token_scorer.h"
+#include "eval/validation_loss.h"
+#include "model/config/param_count.h"
+#include "train/training_data.h"
+
+namespace hlab::eval {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+absl::Status Prefixed(const std::string& prefix, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(prefix, ": ", status.message()));
+}
+
+// A checkpoint's header, with errors that name `field` and say what to do.
+absl::StatusOr<train::CheckpointMeta> ReadHeader(const std::string& path,
+                                                 const std::string& field) {
+  auto meta = train::ReadCheckpointMeta(path);
+  if (meta.ok()) return meta;
+  const bool missing = meta.status().code() == absl::StatusCode::kNotFound;
+  return absl::Status(
+      meta.status().code(),
+      absl::StrCat(field, ": ", meta.status().message(),
+                   missing ? ": check the path, or re-run the training task "
+                             "that writes it"
+                           : ": the file is corrupt; re-run the training task "
+                             "or choose another checkpoint"));
+}
+
+// FailedPrecondition when `length` tokens exceed the run's trained seq_len
+// and the model cannot extrapolate (full attention with RoPE).
+absl::Status CheckContext(const std::string& field, int64_t length,
+                          const EvalTask& task,
+                          const model::ModelConfig& config) {
+  if (length <= task.run.seq_len || task.allow_extrapolation ||
+      CanExtrapolate(config)) {
+    return absl::OkStatus();
+  }
+  size_t layer = 0;
+  while (layer < config.layers.size() &&
+         !(model::IsFullAttention(config.layers[layer].kind) &&
+           !config.layers[layer].nope)) {
+    ++layer;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      field, ": ", length, " tokens exceed the model's trained seq_len (",
+      task.run.seq_len, ") and layer ", layer,
+      " has full attention with RoPE, which does not extrapolate beyond its "
+      "trained length: use at most ",
+      task.run.seq_len,
+      ", or set allow_extrapolation: true to measure it anyway"));
+}
+
+// The reference must tokenize like the evaluated model: key tokens are
+// positions in one tokenization.
+absl::Status CheckReference(const model::ModelConfig& model,
+                            const std::string& model_tokenizer,
+                            const model::ModelConfig& reference,
+                            const std::string& reference_tokenizer,
+                            std::vector<std::string>* warnings) {
+  const std::string field = "evals.longppl.reference.checkpoint";
+  if (reference.vocab_size != model.vocab_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": vocab/tokenizer differ: the reference has a vocabulary of ",
+        reference.vocab_size, " tokens, the evaluated model ", model.vocab_size,
+        ": key tokens are positions in one tokenization; use a reference "
+        "trained with the evaluated model's tokenizer"));
+  }
+  if (!model_tokenizer.empty() && !reference_tokenizer.empty() &&
+      model_tokenizer != reference_tokenizer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field,
+        ": vocab/tokenizer differ: the reference was trained with "
+        "tokenizer '",
+        reference_tokenizer, "', the evaluated model with '", model_tokenizer,
+        "': use a reference trained with the evaluated model's tokenizer"));
+  }
+  if (reference_tokenizer.empty()) {
+    warnings->push_back(
+        absl::StrCat(field,
+                     ": the reference checkpoint records no tokenizer (written "
+                     "before checkpoints did); only the vocabulary sizes were "
+                     "compared"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DataDescription(const EvalDataSpec& d, const EvalTask& task,
+                            bool long_docs) {
+  if (!d.jsonl.empty()) return absl::StrCat("jsonl:", d.jsonl);
+  if (!d.prepared.empty()) {
+    return absl::StrCat("prepared:", d.prepared, " (", d.split, ")");
+  }
+  const std::string what =
+      long_docs ? "long held-out documents" : "held-out sequences";
+  if (task.run.data.source == "synthetic") {
+    return absl::StrCat("synthetic ", what, " (data seed ", task.run.data.seed,
+                        ")");
+  }
+  return absl::StrCat(
+      "prepared ", what, " of ",
+      long_docs ? task.run.data.long_dir
+                : task.run.data.long_dir + " / " + task.run.data.short_dir);
+}
+
+// ValidateKeyTokenConfig naming the task's fields.
+absl::Status ValidateLongPplConfig(const KeyTokenConfig& config) {
+  const absl::Status valid = ValidateKeyTokenConfig(config);
+  if (valid.ok()) return valid;
+  std::string message(valid.message());
+  for (const auto& [ours, theirs] :
+       {std::pair<const char*, const char*>{"short_context", "trunc_len"},
+        {"window", "sliding_window"},
+        {"max_tokens", "context_len"}}) {
+    if (absl::StartsWith(message, ours)) {
+      message = absl::StrCat(theirs, message.substr(std::strlen(ours)));
+      break;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("evals.longppl.", message));
+}
+
+KeyTokenConfig KeyConfig(const LongPplSpec& spec, const LongPplPlan& plan) {
+  return {.short_context = plan.trunc_len,
+          .window = plan.sliding_window,
+          .alpha = spec.alpha,
+          .beta = spec.beta,
+          .max_tokens = plan.context_len,
+          .min_key_tokens = spec.min_key_tokens};
+}
+
+// The one place NIAH is wired: eval/niah.h's EvaluateNiah is not part of
+// this build yet. When it is, convert `spec` to a NiahConfig, call
+// EvaluateNiah(scorer, config), and emit "niah_acc" (details:
+// NiahResultToJson) and one "niah_acc/<kind>" per kind.
+absl::Status RunNiah(const NiahSpec& spec, TokenScorer& scorer,
+                     const std::function<void(const std::string&, double,
+                                              const Json&)>& emit_result) {
+  (void)spec;
+  (void)scorer;
+  (void)emit_result;
+  return absl::UnimplementedError(
+      "evals.niah: needle-in-a-haystack evaluation is not available in this "
+      "build of hlab-eval: remove \"niah\" from the task's evals (or disable "
+      "evaluation.niah in the sweep)");
+}
+
+class EvalRun {
+ public:
+  EvalRun(const EvalTask& task, const RecordSink& emit)
+      : task_(task), emit_(emit) {}
+
+  absl::Status Run() {
+    const auto start = Clock::now();
+    at::set_num_threads(static_cast<int>(
+        task_.threads > 0 ? task_.threads
+                          : std::max(1u, std::thread::hardware_concurrency())));
+    HLAB_ASSIGN_OR_RETURN(model_,
+                          LoadCheckpointModel(task_.checkpoint, "checkpoint"));
+    step_ = task_.step >= 0 ? task_.step : model_.meta.step;
+    emit_({{"type", "start"},
+           {"task_id", task_.task_id},
+           {"run_id", task_.run_id},
+           {"step", step_},
+           {"checkpoint_step", model_.meta.step},
+           {"arch", model_.config.arch},
+           {"threads", at::get_num_threads()},
+           {"evals", task_.EvalNames()}});
+    if (task_.step >= 0 && task_.step != model_.meta.step) {
+      Warn(absl::StrCat("step: the task says ", task_.step,
+                        " but the checkpoint is at step ", model_.meta.step,
+                        "; results are recorded at ", task_.step));
+    }
+    tokenizer_ = model_.meta.tokenizer;
+    if (tokenizer_.empty()) {
+      HLAB_RETURN_IF_ERROR(OpenRunData());
+      tokenizer_ = run_data_->vocabulary().tokenizer;
+    }
+    scorer_ = std::make_unique<ModelScorer>(model_.model);
+    if (task_.val_loss) HLAB_RETURN_IF_ERROR(RunValLoss(*task_.val_loss));
+    if (task_.longppl) HLAB_RETURN_IF_ERROR(RunLongPpl(*task_.longppl));
+    if (task_.niah) {
+      for (size_t i = 0; i < task_.niah->context_lengths.size(); ++i) {
+        HLAB_RETURN_IF_ERROR(
+            CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
+                         task_.niah->context_lengths[i], task_, model_.config));
+      }
+      HLAB_RETURN_IF_ERROR(
+          RunNiah(*task_.niah, *scorer_,
+                  [this](const std::string& metric, double value,
+                         const Json& d) { Result(metric, value, d); }));
+    }
+    emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
+    return absl::OkStatus();
+  }
+
+ private:
+  void Warn(const std::string& message) {
+    emit_({{"type", "warning"}, {"message", message}});
+  }
+
+  void Result(const std::string& metric, double value, const Json& details) {
+    emit_({{"type", "result"},
+           {"run_id", task_.run_id},
+           {"step", step_},
+           {"metric", metric},
+           {"value", value},
+           {"details", details}});
+  }
+
+  void Progress(const std::string& eval, int64_t done, int64_t total,
+                const std::string& phase) {
+    emit_({{"type", "progress"},
+           {"eval", eval},
+           {"done", done},
+           {"total", total},
+           {"phase", phase}});
+  }
+
+  absl::Status OpenRunData() {
+    if (run_data_) return absl::OkStatus();
+    train::TrainTask run = task_.run;
+    run.model = model_.config;
+    auto data = train::TrainingData::Create(run);
+    if (!data.ok()) return Prefixed("config.data", data.status());
+    run_data_ = *std::move(data);
+    return absl::OkStatus();
+  }
+
+  // The tokenizer spec (and its base directory) for importing JSONL.
+  absl::Status TokenizerSpec(const EvalDataSpec& d, const std::string& field,
+                             std::string* spec, std::string* dir) {
+    if (!d.tokenizer.empty()) {
+      *spec = d.tokenizer;
+      return absl::OkStatus();
+    }
+    if (tokenizer_ == "byte") {
+      *spec = "byte";
+      return absl::OkStatus();
+    }
+    if (task_.run.data.source == "prepared") {
+      const std::string run_dir = task_.run.data.long_fraction > 0
+                                      ? task_.run.data.long_dir
+                                      : task_.run.data.short_dir;
+      auto manifest = data::ReadManifest(run_dir);
+      if (manifest.ok()) {
+        *spec = manifest->tokenizer_spec;
+        *dir = run_dir;
+        return absl::OkStatus();
+      }
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ".tokenizer: give the spec of the model's tokenizer ('",
+        tokenizer_, "'), e.g. \"gpt2:DIR\" (data/tokenizer.h)"));
+  }
+
+  // The documents of `d` (the run's long held-out documents when empty).
+  absl::StatusOr<std::unique_ptr<EvalData>> OpenData(const EvalDataSpec& d,
+                                                     const std::string& field) {
+    std::unique_ptr<EvalData> docs;
+    if (!d.jsonl.empty()) {
+      std::string spec, dir;
+      HLAB_RETURN_IF_ERROR(TokenizerSpec(d, field, &spec, &dir));
+      HLAB_ASSIGN_OR_RETURN(
+          docs, EvalData::OpenJsonl(d.jsonl, d.text_field, spec, dir,
+                                    task_.cache_dir, field + ".jsonl"));
+    } else if (!d.prepared.empty()) {
+      HLAB_ASSIGN_OR_RETURN(docs, EvalData::OpenPrepared(d.prepared, d.split,
+                                                         field + ".prepared"));
+    } else {
+      HLAB_RETURN_IF_ERROR(OpenRunData());
+      if (run_data_->long_held_out() == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(field,
+                         ": the run's data has no long documents "
+                         "(long_fraction 0): give long documents in ",
+                         field));
+      }
+      docs = EvalData::Borrow(run_data_->long_held_out(),
+                              DataDescription(d, task_, true));
+    }
+    const std::string& theirs = docs->corpus().vocabulary().tokenizer;
+    if (theirs != tokenizer_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ": the data is tokenized with '", theirs,
+                       "' but the model was trained with '", tokenizer_,
+                       "': prepare it with the model's tokenizer"));
+    }
+    return docs;
+  }
+
+  absl::Status RunValLoss(const ValLossSpec& spec) {
+    const auto start = Clock::now();
+    const ValidationLossOptions options = {
+        .tokens = spec.tokens > 0 ? spec.tokens : kDefaultValLossTokens,
+        .batch_sequences = spec.batch_sequences};
+    ValidationLossResult r;
+    std::string source;
+    if (spec.data.empty()) {
+      HLAB_RETURN_IF_ERROR(OpenRunData());
+      source = DataDescription(spec.data, task_, false);
+      auto result =
+          MixtureValidationLoss(*scorer_, run_data_->validation(), options);
+      if (!result.ok()) return Prefixed("evals.val_loss", result.status());
+      r = *result;
+    } else {
+      HLAB_ASSIGN_OR_RETURN(auto docs,
+                            OpenData(spec.data, "evals.val_loss.data"));
+      source = docs->source();
+      auto result = CorpusValidationLoss(*scorer_, docs->corpus(),
+                                         task_.run.seq_len, options);
+      if (!result.ok()) return Prefixed("evals.val_loss", result.status());
+      r = *result;
+    }
+    Result("val_loss", r.loss,
+           {{"tokens", r.tokens},
+            {"documents", r.documents},
+            {"sequences", r.sequences},
+            {"seq_len", task_.run.seq_len},
+            {"source", source},
+            {"seconds", SecondsSince(start)}});
+    return absl::OkStatus();
+  }
+
+  absl::Status RunLongPpl(const LongPplSpec& spec) {
+    const auto start = Clock::now();
+    const LongPplPlan plan = PlanLongPpl(spec, task_.run.seq_len);
+    const KeyTokenConfig config = KeyConfig(spec, plan);
+    HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(config));
+    HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
+                                      plan.context_len, task_, model_.config));
+    HLAB_ASSIGN_OR_RETURN(
+        CheckpointModel reference,
+        LoadCheckpointModel(spec.reference_checkpoint,
+                            "evals.longppl.reference.checkpoint"));
+    std::vector<std::string> warnings;
+    HLAB_RETURN_IF_ERROR(CheckReference(model_.config, tokenizer_,
+                                        reference.config,
+                                        reference.meta.tokenizer, &warnings));
+    HLAB_ASSIGN_OR_RETURN(auto docs, OpenData(spec.data, "evals.longppl.data"));
+    const data::Corpus& corpus = docs->corpus();
+    const int64_t n =
+        std::min(spec.documents > 0 ? spec.documents : kDefaultLongPplDocuments,
+                 corpus.num_documents());
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      longest = std::max(longest, corpus.DocumentLength(i));
+    }
+    if (std::min(longest, plan.context_len) <= plan.trunc_len + 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "evals.longppl: no document is long enough: the longest of the ", n,
+          " documents of ", docs->source(), " has ", longest,
+          " tokens (cut to context_len ", plan.context_len,
+          "), and key-token selection needs more than trunc_len + 1 = ",
+          plan.trunc_len + 1,
+          ": use longer documents (evals.longppl.data) or a smaller "
+          "trunc_len"));
+    }
+    HLAB_ASSIGN_OR_RETURN(const std::string identity,
+                          DocumentsIdentity(corpus, n, plan.context_len));
+    KeyTokenCache cache(task_.cache_dir);
+    const KeyTokenCacheKey key = {
+        .reference_sha256 = reference.meta.payload_sha256,
+        .dataset = identity,
+        .documents = n,
+        .config = config};
+    CacheOutcome outcome = CacheOutcome::kDisabled;
+    Progress("longppl", 0, 2, "selecting key tokens with the reference");
+    auto keys = cache.GetOrCompute(
+        key,
+        [&]() -> absl::StatusOr<KeyTokens> {
+          ModelScorer reference_scorer(reference.model);
+          return SelectKeyTokens(reference_scorer, corpus, config, n);
+        },
+        &warnings, &outcome);
+    for (const std::string& w : warnings) Warn(w);
+    if (!keys.ok()) return Prefixed("evals.longppl", keys.status());
+    Progress("longppl", 1, 2, "scoring key tokens");
+    auto result = ScoreLongPpl(*scorer_, corpus, *keys);
+    if (!result.ok()) return Prefixed("evals.longppl", result.status());
+    Progress("longppl", 2, 2, "done");
+    int64_t selected = 0;
+    for (const auto& d : keys->documents) {
+      selected += static_cast<int64_t>(d.positions.size());
+    }
+    Json details = {{"documents", result->documents},
+                    {"documents_skipped", result->documents_skipped},
+                    {"key_tokens", result->key_tokens},
+                    {"key_tokens_selected", selected},
+                    {"candidate_tokens", keys->candidate_tokens},
+                    {"reference",
+                     {{"checkpoint", spec.reference_checkpoint},
+                      {"run_id", spec.reference_run_id},
+                      {"step", reference.meta.step},
+                      {"payload_sha256", reference.meta.payload_sha256}}},
+                    {"source", docs->source()},
+                    {"trunc_len", plan.trunc_len},
+                    {"sliding_window", plan.sliding_window},
+                    {"context_len", plan.context_len},
+                    {"cache", CacheOutcomeName(outcome)},
+                    {"seconds", SecondsSince(start)}};
+    if (dynamic_cast<const data::SyntheticCorpus*>(&corpus) != nullptr) {
+      auto accuracy = CompareWithRecallPositions(corpus, *keys);
+      if (!accuracy.ok()) return Prefixed("evals.longppl", accuracy.status());
+      details["key_token_precision"] = accuracy->precision;
+      details["key_token_recall"] = accuracy->recall;
+      details["key_token_chance"] = accuracy->chance;
+      details["true_recall_positions"] = accuracy->true_positions;
+    }
+    Result("log_longppl", result->log_longppl, details);
+    return absl::OkStatus();
+  }
+
+  const EvalTask& task_;
+  const RecordSink& emit_;
+  CheckpointModel model_;
+  int64_t step_ = 0;
+  std::string tokenizer_;
+  std::unique_ptr<train::TrainingData> run_data_;
+  std::unique_ptr<ModelScorer> scorer_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
+  auto meta = ReadHeader(task.checkpoint, "checkpoint");
+  if (!meta.ok()) return meta.status();
+  auto config = model::ModelConfigFromJson(meta->model_config);
+  if (!config.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint: '", task.checkpoint,
+        "' holds an invalid model config: ", config.status().message()));
+  }
+  const auto count = model::CountParameters(*config);
+  Json plan = {{"run_id", task.run_id},
+               {"step", task.step >= 0 ? task.step : meta->step},
+               {"checkpoint", task.checkpoint},
+               {"checkpoint_step", meta->step},
+               {"arch", config->arch},
+               {"non_embedding_params", count.non_embedding},
+               {"seq_len", task.run.seq_len},
+               {"tokenizer", meta->tokenizer},
+               {"cache_dir", task.cache_dir},
+               {"threads", task.threads},
+               {"evals", Json::object()}};
+  if (task.val_loss) {
+    plan["evals"]["val_loss"] = {
+        {"tokens", task.val_loss->tokens > 0 ? task.val_loss->tokens
+                                             : kDefaultValLossTokens},
+        {"batch_sequences", task.val_loss->batch_sequences},
+        {"source", DataDescription(task.val_loss->data, task, false)}};
+  }
+  if (task.longppl) {
+    const LongPplSpec& l = *task.longppl;
+    const LongPplPlan p = PlanLongPpl(l, task.run.seq_len);
+    HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(KeyConfig(l, p)));
+    HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
+                                      p.context_len, task, *config));
+    auto ref = ReadHeader(l.reference_checkpoint,
+                          "evals.longppl.reference.checkpoint");
+    if (!ref.ok()) return ref.status();
+    auto ref_config = model::ModelConfigFromJson(ref->model_config);
+    if (!ref_config.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "evals.longppl.reference.checkpoint: '", l.reference_checkpoint,
+          "' holds an invalid model config: ", ref_config.status().message()));
+    }
+    std::vector<std::string> warnings;
+    HLAB_RETURN_IF_ERROR(CheckReference(*config, meta->tokenizer, *ref_config,
+                                        ref->tokenizer, &warnings));
+    plan["evals"]["longppl"] = {
+        {"trunc_len", p.trunc_len},
+        {"sliding_window", p.sliding_window},
+        {"context_len", p.context_len},
+        {"documents", l.documents > 0 ? l.documents : kDefaultLongPplDocuments},
+        {"reference", l.reference_checkpoint},
+        {"reference_step", ref->step},
+        {"source", DataDescription(l.data, task, true)},
+        {"warnings", warnings}};
+  }
+  if (task.niah) {
+    for (size_t i = 0; i < task.niah->context_lengths.size(); ++i) {
+      HLAB_RETURN_IF_ERROR(
+          CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
+                       task.niah->context_lengths[i], task, *config));
+    }
+    plan["evals"]["niah"] = {{"kinds", task.niah->kinds},
+                             {"context_lengths", task.niah->context_lengths},
+                             {"depths", task.niah->depths},
+                             {"samples", task.niah->samples}};
+  }
+  return plan.dump();
+}
+
+absl::Status RunEvalTask(const EvalTask& task, const RecordSink& emit) {
+  try {
+    return EvalRun(task, emit).Run();
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (absl::StrContains(what, "out of memory") ||
+        absl::StrContains(what, "DefaultCPUAllocator")) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory: ", what));
+    }
+    return absl::InternalError(absl::StrCat("LibTorch error: ", what));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of memory: lower evals.val_loss.batch_sequences or context_len, "
+        "or retry on a machine with more memory");
+  }
+}
+
+}  // namespace hlab::eval

@@ -1,0 +1,359 @@
+// EVAL tasks: parsing (every field named in its error), and running on tiny
+// checkpoints written by the test: results, the key-token cache across
+// runs, and each bad input the contract makes a permanent failure.
+#include "eval/eval_task.h"
+
+#include <fstream>
+
+#include "eval_test_util.h"
+#include "gtest/gtest.h"
+#include "train/trainer.h"
+#include "train/training_data.h"
+
+namespace hlab::eval {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using testing::FindRecord;
+using testing::TinyConfig;
+using testing::WriteTinyCheckpoint;
+
+// A task as the coordinator writes it (canonical run config).
+Json ContractTask() {
+  return Json::parse(R"({
+    "kind": "eval", "task_id": "t-1", "run_id": "r-1", "step": 10,
+    "checkpoint": "/nonexistent/step-0000000010.ckpt",
+    "config": {"format": "hlab.run.v1",
+               "model": {"arch": "swa-16", "d_model": 32, "n_layers": 2,
+                         "n_heads": 2, "n_kv_heads": 1, "vocab_size": 258},
+               "seq_len": 64, "batch_tokens": 256, "tokens": 2560,
+               "steps": 10, "seed": 0,
+               "data": {"source": "synthetic", "seed": 0,
+                        "long_fraction": 0.5},
+               "schedule": {"kind": "wsd", "peak_lr": 0.003}},
+    "evals": {
+      "val_loss": {"tokens": 0},
+      "longppl": {"trunc_len": 0, "sliding_window": 0, "context_len": 0,
+                  "reference": {"run_id": "r-ref", "checkpoint_path": "",
+                                "checkpoint": "/nonexistent/ref.ckpt"}},
+      "niah": {"context_lengths": [64], "depths": [0.5], "samples": 20}
+    },
+    "cache_dir": "", "threads": 0, "allow_extrapolation": false
+  })");
+}
+
+absl::StatusOr<EvalTask> Parse(const Json& j) {
+  return EvalTaskFromJson(j.dump());
+}
+
+TEST(EvalTaskParseTest, ReadsTheContractsTaskFile) {
+  auto task = Parse(ContractTask());
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->task_id, "t-1");
+  EXPECT_EQ(task->run_id, "r-1");
+  EXPECT_EQ(task->step, 10);
+  EXPECT_EQ(task->run.seq_len, 64);
+  EXPECT_EQ(task->run.data.source, "synthetic");
+  EXPECT_EQ(task->EvalNames(),
+            (std::vector<std::string>{"val_loss", "longppl", "niah"}));
+  EXPECT_EQ(task->longppl->reference_checkpoint, "/nonexistent/ref.ckpt");
+  EXPECT_EQ(task->longppl->reference_run_id, "r-ref");
+  const LongPplPlan plan = PlanLongPpl(*task->longppl, 64);
+  EXPECT_EQ(plan.trunc_len, 16);      // seq_len / 4
+  EXPECT_EQ(plan.sliding_window, 4);  // seq_len / 16
+  EXPECT_EQ(plan.context_len, 64);
+  EXPECT_EQ(task->niah->context_lengths, std::vector<int64_t>{64});
+}
+
+TEST(EvalTaskParseTest, AcceptsAnHlabTrainTaskAsTheConfig) {
+  Json j = ContractTask();
+  j["config"] = Json::parse(train::ExampleTaskJson());
+  auto task = Parse(j);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->run.seq_len, 128);
+}
+
+TEST(EvalTaskParseTest, TheTemplateParses) {
+  auto task = EvalTaskFromJson(ExampleEvalTaskJson());
+  ASSERT_TRUE(task.ok()) << task.status();
+}
+
+TEST(EvalTaskParseTest, UnknownFieldsAndWrongTypesNameTheField) {
+  struct Case {
+    std::string field;
+    std::function<void(Json&)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"learning_rate", [](Json& j) { j["learning_rate"] = 1; }},
+      {"evals.perplexity", [](Json& j) { j["evals"]["perplexity"] = {}; }},
+      {"evals.val_loss.tokens",
+       [](Json& j) { j["evals"]["val_loss"]["tokens"] = "many"; }},
+      {"evals.val_loss.tokens",
+       [](Json& j) { j["evals"]["val_loss"]["tokens"] = -5; }},
+      {"evals.longppl.trunc_len",
+       [](Json& j) { j["evals"]["longppl"]["trunc_len"] = 1.5; }},
+      {"evals.longppl.reference.path",
+       [](Json& j) { j["evals"]["longppl"]["reference"]["path"] = "x"; }},
+      {"evals.longppl.data.jsonl",
+       [](Json& j) {
+         j["evals"]["longppl"]["data"] = {{"jsonl", 3}};
+       }},
+      {"evals.longppl.data.prepared",
+       [](Json& j) {
+         j["evals"]["longppl"]["data"] = {{"jsonl", "a"}, {"prepared", "b"}};
+       }},
+      {"evals.niah.depths[0]",
+       [](Json& j) { j["evals"]["niah"]["depths"] = {1.5}; }},
+      {"evals.niah.kinds[1]",
+       [](Json& j) {
+         j["evals"]["niah"]["kinds"] = {"single", "haystack"};
+       }},
+      {"allow_extrapolation",
+       [](Json& j) { j["allow_extrapolation"] = "yes"; }},
+      {"threads", [](Json& j) { j["threads"] = -1; }},
+      {"checkpoint", [](Json& j) { j.erase("checkpoint"); }},
+      {"config", [](Json& j) { j.erase("config"); }},
+      {"config.seq_len", [](Json& j) { j["config"]["seq_len"] = "64"; }},
+      {"config.data.source",
+       [](Json& j) { j["config"]["data"]["source"] = "web"; }},
+      {"config.optimizer", [](Json& j) { j["config"]["optimizer"] = {}; }},
+      {"config.format", [](Json& j) { j["config"]["format"] = "v0"; }},
+      {"kind", [](Json& j) { j["kind"] = "train"; }},
+      {"evals", [](Json& j) { j["evals"] = Json::object(); }},
+  };
+  for (const Case& c : cases) {
+    Json j = ContractTask();
+    c.edit(j);
+    auto task = Parse(j);
+    ASSERT_FALSE(task.ok()) << c.field;
+    EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(std::string(task.status().message()).rfind(c.field + ":", 0), 0u)
+        << "want '" << c.field
+        << ":' at the start of: " << task.status().message();
+  }
+}
+
+TEST(EvalTaskParseTest, AnUnresolvedReferenceRunSaysItMustHaveSucceeded) {
+  Json j = ContractTask();
+  j["evals"]["longppl"]["reference"] = {{"run_id", "r-ref"}};
+  auto task = Parse(j);
+  ASSERT_FALSE(task.ok());
+  EXPECT_NE(std::string(task.status().message()).find("SUCCEEDED"),
+            std::string::npos);
+}
+
+// Runs tasks against checkpoints written into a temporary directory.
+class EvalTaskRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TestDir();
+    model_ = (dir_ / "model" / "step-0000000010.ckpt").string();
+    reference_ = (dir_ / "reference" / "step-0000000020.ckpt").string();
+    WriteTinyCheckpoint(model_, TinyConfig("swa-16"), "byte", 1, 10);
+    reference_sha_ =
+        WriteTinyCheckpoint(reference_, TinyConfig("full"), "byte", 2, 20);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Json Task() {
+    Json j = ContractTask();
+    j["checkpoint"] = model_;
+    j["evals"].erase("niah");
+    j["evals"]["val_loss"]["tokens"] = 1000;
+    j["evals"]["longppl"]["documents"] = 4;
+    j["evals"]["longppl"]["reference"]["checkpoint"] = reference_;
+    j["cache_dir"] = (dir_ / "cache").string();
+    j["threads"] = 1;
+    return j;
+  }
+
+  // Runs `j`; the records go to records_.
+  absl::Status Run(const Json& j) {
+    records_.clear();
+    auto task = Parse(j);
+    if (!task.ok()) return task.status();
+    return RunEvalTask(*task, [&](const Json& r) { records_.push_back(r); });
+  }
+
+  fs::path dir_;
+  std::string model_, reference_, reference_sha_;
+  std::vector<Json> records_;
+};
+
+TEST_F(EvalTaskRunTest, EmitsStartResultsAndDoneAndReusesCachedKeyTokens) {
+  Json v = Task();
+  v["evals"].erase("longppl");
+  ASSERT_TRUE(Run(v).ok());
+  ASSERT_EQ(records_.size(), 3u);
+  EXPECT_EQ(records_.front()["type"], "start");
+  EXPECT_EQ(records_.front()["evals"], Json({"val_loss"}));
+  EXPECT_EQ(records_.back()["type"], "done");
+  const Json val = FindRecord(records_, "result", "val_loss");
+  ASSERT_FALSE(val.is_null());
+  EXPECT_EQ(val["run_id"], "r-1");
+  EXPECT_EQ(val["step"], 10);
+  EXPECT_EQ(val["details"]["tokens"], 16 * 64);  // ceil(1000 / 64) sequences
+  EXPECT_GT(val["details"]["documents"].get<int64_t>(), 16);
+  // An untrained model is near uniform over 258 tokens.
+  EXPECT_NEAR(val["value"].get<double>(), std::log(258.0), 0.3);
+
+  // An untrained reference selects few key tokens; make every candidate
+  // key. Documents (65..128 tokens) are cut to 128 rather than seq_len, so
+  // they hold recalls (the evaluated model is allowed to extrapolate).
+  Json j = Task();
+  j["evals"]["longppl"]["min_key_tokens"] = 0;
+  j["evals"]["longppl"]["alpha"] = -100.0;
+  j["evals"]["longppl"]["beta"] = -100.0;
+  j["evals"]["longppl"]["context_len"] = 128;
+  j["allow_extrapolation"] = true;
+  ASSERT_TRUE(Run(j).ok());
+  EXPECT_EQ(records_.front()["evals"], Json({"val_loss", "longppl"}));
+  const Json first = FindRecord(records_, "result", "log_longppl");
+  ASSERT_FALSE(first.is_null());
+  const Json& d = first["details"];
+  EXPECT_EQ(d["cache"], "miss");
+  EXPECT_EQ(d["documents"], 4);
+  EXPECT_EQ(d["documents_skipped"], 0);
+  EXPECT_EQ(d["trunc_len"], 16);
+  EXPECT_EQ(d["sliding_window"], 4);
+  EXPECT_EQ(d["context_len"], 128);
+  // Every position >= K of the 4 held-out documents is key.
+  auto task = Parse(j);
+  ASSERT_TRUE(task.ok());
+  task->run.model = TinyConfig("swa-16");
+  auto data = train::TrainingData::Create(task->run);
+  ASSERT_TRUE(data.ok()) << data.status();
+  int64_t candidates = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    candidates +=
+        std::min<int64_t>(128, (*data)->long_held_out()->DocumentLength(i)) -
+        16;
+  }
+  EXPECT_EQ(d["key_tokens"], candidates);
+  EXPECT_EQ(d["candidate_tokens"], candidates);
+  EXPECT_EQ(d["reference"]["payload_sha256"], reference_sha_);
+  // Synthetic data: every true recall position >= K was selected.
+  EXPECT_GT(d["true_recall_positions"].get<int64_t>(), 0);
+  EXPECT_EQ(d["key_token_recall"], 1.0);
+  EXPECT_NEAR(d["key_token_precision"].get<double>(),
+              d["key_token_chance"].get<double>(), 1e-9);
+
+  ASSERT_TRUE(Run(j).ok());
+  const Json second = FindRecord(records_, "result", "log_longppl");
+  EXPECT_EQ(second["details"]["cache"], "hit");
+  EXPECT_EQ(second["value"], first["value"]);
+}
+
+TEST_F(EvalTaskRunTest, AMissingOrCorruptCheckpointIsPermanent) {
+  Json j = Task();
+  j["checkpoint"] = (dir_ / "nope.ckpt").string();
+  absl::Status s = Run(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(train::ExitCodeFor(s), 2);
+  EXPECT_EQ(std::string(s.message()).rfind("checkpoint:", 0), 0u) << s;
+
+  // Flip a byte of the payload.
+  {
+    std::fstream f(model_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-10, std::ios::end);
+    f.put('\x5a');
+  }
+  s = Run(Task());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_EQ(train::ExitCodeFor(s), 2);
+  EXPECT_NE(std::string(s.message()).find("corrupt"), std::string::npos) << s;
+}
+
+TEST_F(EvalTaskRunTest, AReferenceWithAnotherTokenizerIsRefused) {
+  const std::string other = (dir_ / "other" / "big-vocab.ckpt").string();
+  WriteTinyCheckpoint(other, TinyConfig("full", 512), "byte");
+  Json j = Task();
+  j["evals"].erase("val_loss");
+  j["evals"]["longppl"]["reference"]["checkpoint"] = other;
+  absl::Status s = Run(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(std::string(s.message()).find("vocab/tokenizer differ"),
+            std::string::npos);
+
+  // Same vocabulary size, another tokenizer.
+  WriteTinyCheckpoint(other, TinyConfig("full"), "sentencepiece:0123abcd");
+  s = Run(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(std::string(s.message()).find("sentencepiece:0123abcd"),
+            std::string::npos);
+  EXPECT_EQ(train::ExitCodeFor(s), 2);
+  // --check finds it from the headers alone.
+  auto task = Parse(j);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(CheckEvalTask(*task).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(EvalTaskRunTest, NoDocumentLongEnoughGivesTheLongestAndK) {
+  const fs::path jsonl = dir_ / "short.jsonl";
+  std::ofstream(jsonl) << "{\"text\": \"tiny doc\"}\n"
+                       << "{\"text\": \"a short document\"}\n";
+  Json j = Task();
+  j["evals"].erase("val_loss");
+  j["evals"]["longppl"]["data"] = {{"jsonl", jsonl.string()}};
+  absl::Status s = Run(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(train::ExitCodeFor(s), 2);
+  const std::string m(s.message());
+  EXPECT_NE(m.find("has 16 tokens"), std::string::npos) << m;
+  EXPECT_NE(m.find("trunc_len + 1 = 17"), std::string::npos) << m;
+}
+
+TEST_F(EvalTaskRunTest, AContextAboveTheTrainedLengthNeedsAllowExtrapolation) {
+  // The evaluated model has full RoPE attention.
+  WriteTinyCheckpoint(model_, TinyConfig("full"), "byte", 1, 10);
+  Json j = Task();
+  j["evals"].erase("val_loss");
+  j["evals"]["longppl"]["context_len"] = 128;  // seq_len is 64
+  absl::Status s = Run(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(std::string(s.message()).find("RoPE"), std::string::npos);
+  EXPECT_EQ(std::string(s.message()).rfind("evals.longppl.context_len:", 0),
+            0u);
+  auto task = Parse(j);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(CheckEvalTask(*task).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  j["allow_extrapolation"] = true;
+  j["evals"]["longppl"]["min_key_tokens"] = 0;
+  task = Parse(j);
+  ASSERT_TRUE(task.ok());
+  EXPECT_TRUE(CheckEvalTask(*task).ok());
+  // A hybrid whose full layers use no RoPE extrapolates without being asked.
+  WriteTinyCheckpoint(model_, TinyConfig("swa-16-nope"), "byte", 1, 10);
+  j["allow_extrapolation"] = false;
+  task = Parse(j);
+  ASSERT_TRUE(task.ok());
+  EXPECT_TRUE(CheckEvalTask(*task).ok()) << CheckEvalTask(*task).status();
+}
+
+TEST_F(EvalTaskRunTest, NiahIsAClearPermanentErrorInThisBuild) {
+  Json j = Task();
+  j["evals"] = {{"niah", {{"context_lengths", {64}}}}};
+  absl::Status s = Run(j);
+  EXPECT_EQ(train::ExitCodeFor(s), 2) << s;
+  EXPECT_NE(std::string(s.message()).find("not available in this build"),
+            std::string::npos);
+}
+
+TEST_F(EvalTaskRunTest, CheckPrintsTheResolvedPlan) {
+  auto task = Parse(Task());
+  ASSERT_TRUE(task.ok());
+  auto plan = CheckEvalTask(*task);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Json p = Json::parse(*plan);
+  EXPECT_EQ(p["checkpoint_step"], 10);
+  EXPECT_EQ(p["evals"]["val_loss"]["tokens"], 1000);
+  EXPECT_EQ(p["evals"]["longppl"]["trunc_len"], 16);
+  EXPECT_EQ(p["evals"]["longppl"]["reference_step"], 20);
+}
+
+}  // namespace
+}  // namespace hlab::eval
