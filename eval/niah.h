@@ -26,11 +26,13 @@
 // true answer's tokens equal `length` (the sequence the model scores, as
 // RULER's max_seq_length counts the answer). Prompt and candidate are
 // encoded separately and concatenated. The haystack has H = length - (fixed
-// parts) tokens, cut from the noise token stream; the queried needle (for
-// multivalue, the first needle placed; for multikey, the asked key's) is
+// parts) tokens. The queried needle (multikey: the asked key's; multivalue:
+// one of the four, whose value is the one of its rank in the text) is
 // inserted after round(depth * H) haystack tokens, the other needles at
-// uniform positions. Sample i is a pure function of (seed, kind, length,
-// depth, i, candidates, haystack).
+// uniform positions. Each haystack segment between needles is the tail of
+// whole sentences, tokenized one by one, so every needle and the question
+// follow a full stop, as in the training corpus. Sample i is a pure function
+// of (seed, kind, length, depth, i, candidates, haystack).
 //
 // Scoring: each sample has `candidates` answers (the true one and distinct
 // distractors, at a uniformly drawn index); the scorer scores prompt +
@@ -43,7 +45,8 @@
 // calling thread only.
 //
 //   auto tok = data::MakeByteTokenizer();
-//   NiahConfig config{.context_lengths = {256, 512}};
+//   NiahConfig config;
+//   config.context_lengths = {256, 512};
 //   HLAB_RETURN_IF_ERROR(ValidateNiahConfig(config));
 //   HLAB_ASSIGN_OR_RETURN(NiahResult r, EvaluateNiah(scorer, *tok, config));
 //   std::cout << NiahResultToJson(r);

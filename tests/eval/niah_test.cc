@@ -172,6 +172,17 @@ TEST(NiahGeneratorTest, AnswersAreInTheirNeedlesAndNeverInTheHaystack) {
         const std::string answer =
             s.candidates[static_cast<size_t>(s.answer_index)];
         const std::vector<std::string> needles = NeedleTexts(*tok, s);
+        // Needles and the question follow a full stop (after a one-token
+        // segment, the tail of ". " is " ").
+        std::vector<int64_t> starts = s.needle_positions;
+        starts.push_back(static_cast<int64_t>(s.prompt.size()) -
+                         QuestionTokens(*tok, s));
+        for (int64_t at : starts) {
+          if (at < 3) continue;
+          const std::string before = Text(*tok, s.prompt, at - 3, at);
+          EXPECT_TRUE(before.substr(1) == ". " || before == ".  ")
+              << kind << " " << at << " '" << before << "'";
+        }
         if (kind == "multivalue") {
           // The answer lists the needles' values in text order.
           std::string expected;
