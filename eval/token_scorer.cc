@@ -1,18 +1,31 @@
 #include "eval/token_scorer.h"
 
 #include <algorithm>
+#include <map>
 
 #include <torch/torch.h>
 
 namespace hlab::eval {
+namespace {
 
-std::vector<std::vector<float>> TokenScorer::ScoreBatch(
-    const std::vector<std::vector<int32_t>>& sequences) {
-  std::vector<std::vector<float>> out;
-  out.reserve(sequences.size());
-  for (const auto& s : sequences) out.push_back(Score(s));
-  return out;
+// Tokens per batched forward in ScoreBatch: bounds the (B, T, V) logits.
+constexpr int64_t kBatchTokens = 65536;
+
+torch::Device ModelDevice(const model::HybridLM& model) {
+  for (const torch::Tensor& p : model->parameters()) return p.device();
+  return torch::kCPU;
 }
+
+// nll: (B, n - 1) of rows of `ids` (B, n) on the model's device.
+torch::Tensor RowNll(model::HybridLM& model, const torch::Tensor& ids) {
+  const int64_t n = ids.size(1);
+  torch::Tensor logits = model->forward(ids.narrow(1, 0, n - 1));  // (B,n-1,V)
+  return -torch::log_softmax(logits.to(torch::kFloat32), -1)
+              .gather(-1, ids.narrow(1, 1, n - 1).unsqueeze(-1))
+              .squeeze(-1);  // (B, n-1)
+}
+
+}  // namespace
 
 std::vector<float> ModelScorer::Score(const std::vector<int32_t>& tokens) {
   return ScoreBatch({tokens}).front();
@@ -21,39 +34,57 @@ std::vector<float> ModelScorer::Score(const std::vector<int32_t>& tokens) {
 std::vector<std::vector<float>> ModelScorer::ScoreBatch(
     const std::vector<std::vector<int32_t>>& sequences) {
   std::vector<std::vector<float>> out(sequences.size());
-  int64_t longest = 0;
-  for (const auto& s : sequences) {
-    longest = std::max(longest, static_cast<int64_t>(s.size()));
-  }
-  if (longest < 2) return out;
-  // ids: (B, longest), right-padded with token 0 (never seen by the real
-  // positions of a causal model; their outputs are dropped).
-  const int64_t batch = static_cast<int64_t>(sequences.size());
-  std::vector<int64_t> flat(static_cast<size_t>(batch * longest), 0);
-  for (int64_t b = 0; b < batch; ++b) {
-    const auto& s = sequences[static_cast<size_t>(b)];
-    std::copy(s.begin(), s.end(), flat.begin() + b * longest);
+  // Sequences of equal length share a forward pass.
+  std::map<size_t, std::vector<size_t>> by_length;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    if (sequences[i].size() >= 2) by_length[sequences[i].size()].push_back(i);
   }
   torch::InferenceMode inference;
   model_->eval();
-  torch::Tensor ids = torch::from_blob(flat.data(), {batch, longest},
-                                       torch::kInt64);  // (B, T+1)
-  torch::Tensor logits =
-      model_->forward(ids.narrow(1, 0, longest - 1));  // (B, T, V)
-  torch::Tensor nll =
-      -torch::log_softmax(logits.to(torch::kFloat32), -1)
-           .gather(-1, ids.narrow(1, 1, longest - 1).unsqueeze(-1))
-           .squeeze(-1)
-           .contiguous();  // (B, T)
-  const float* data = nll.data_ptr<float>();
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t n =
-        static_cast<int64_t>(sequences[static_cast<size_t>(b)].size());
-    if (n < 2) continue;
-    const float* row = data + b * (longest - 1);
-    out[static_cast<size_t>(b)].assign(row, row + n - 1);
+  const torch::Device device = ModelDevice(model_);
+  for (const auto& [length, rows] : by_length) {
+    const int64_t n = static_cast<int64_t>(length);
+    const size_t per_batch =
+        static_cast<size_t>(std::max<int64_t>(1, kBatchTokens / n));
+    for (size_t begin = 0; begin < rows.size(); begin += per_batch) {
+      const size_t end = std::min(rows.size(), begin + per_batch);
+      std::vector<int32_t> flat;
+      flat.reserve((end - begin) * length);
+      for (size_t r = begin; r < end; ++r) {
+        const std::vector<int32_t>& s = sequences[rows[r]];
+        flat.insert(flat.end(), s.begin(), s.end());
+      }
+      torch::Tensor ids = torch::tensor(flat, torch::kInt64)
+                              .view({static_cast<int64_t>(end - begin), n})
+                              .to(device);  // (B, n)
+      torch::Tensor nll =
+          RowNll(model_, ids).to(torch::kCPU).contiguous();  // (B, n-1)
+      const float* data = nll.data_ptr<float>();
+      for (size_t r = begin; r < end; ++r) {
+        const float* row = data + (r - begin) * static_cast<size_t>(n - 1);
+        out[rows[r]].assign(row, row + n - 1);
+      }
+    }
   }
   return out;
+}
+
+absl::StatusOr<int32_t> ModelScorer::NextToken(
+    const std::vector<int32_t>& prefix) {
+  if (prefix.empty()) {
+    return absl::InvalidArgumentError("NextToken: the prefix is empty");
+  }
+  torch::InferenceMode inference;
+  model_->eval();
+  torch::Tensor ids = torch::tensor(prefix, torch::kInt64)
+                          .unsqueeze(0)
+                          .to(ModelDevice(model_));  // (1, n)
+  torch::Tensor logits = model_->forward(ids);       // (1, n, V)
+  // argmax returns the first maximum: the lowest id on ties.
+  return static_cast<int32_t>(logits.select(1, logits.size(1) - 1)
+                                  .to(torch::kFloat32)
+                                  .argmax(-1)
+                                  .item<int64_t>());
 }
 
 }  // namespace hlab::eval
