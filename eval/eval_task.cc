@@ -18,10 +18,12 @@
 #include "common/status_macros.h"
 #include "data/shard_format.h"
 #include "data/synthetic_corpus.h"
+#include "data/tokenizer.h"
 #include "eval/checkpoint_model.h"
 #include "eval/eval_data.h"
 #include "eval/key_token_cache.h"
 #include "eval/longppl.h"
+#include "eval/niah.h"
 #include "eval/token_scorer.h"
 #include "eval/validation_loss.h"
 #include "model/config/param_count.h"
@@ -160,22 +162,6 @@ KeyTokenConfig KeyConfig(const LongPplSpec& spec, const LongPplPlan& plan) {
           .min_key_tokens = spec.min_key_tokens};
 }
 
-// The one place NIAH is wired: eval/niah.h's EvaluateNiah is not part of
-// this build yet. When it is, convert `spec` to a NiahConfig, call
-// EvaluateNiah(scorer, config), and emit "niah_acc" (details:
-// NiahResultToJson) and one "niah_acc/<kind>" per kind.
-absl::Status RunNiah(const NiahSpec& spec, TokenScorer& scorer,
-                     const std::function<void(const std::string&, double,
-                                              const Json&)>& emit_result) {
-  (void)spec;
-  (void)scorer;
-  (void)emit_result;
-  return absl::UnimplementedError(
-      "evals.niah: needle-in-a-haystack evaluation is not available in this "
-      "build of hlab-eval: remove \"niah\" from the task's evals (or disable "
-      "evaluation.niah in the sweep)");
-}
-
 class EvalRun {
  public:
   EvalRun(const EvalTask& task, const RecordSink& emit)
@@ -216,10 +202,7 @@ class EvalRun {
             CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
                          task_.niah->context_lengths[i], task_, model_.config));
       }
-      HLAB_RETURN_IF_ERROR(
-          RunNiah(*task_.niah, *scorer_,
-                  [this](const std::string& metric, double value,
-                         const Json& d) { Result(metric, value, d); }));
+      HLAB_RETURN_IF_ERROR(RunNiah(*task_.niah));
     }
     emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
     return absl::OkStatus();
@@ -255,6 +238,52 @@ class EvalRun {
     auto data = train::TrainingData::Create(run);
     if (!data.ok()) return Prefixed("config.data", data.status());
     run_data_ = *std::move(data);
+    return absl::OkStatus();
+  }
+
+  // Needle in a haystack (eval/niah.h): "niah_acc" over all cells (details:
+  // the per kind/length/depth table) and "niah_acc/<kind>" per kind.
+  absl::Status RunNiah(const NiahSpec& spec) {
+    EvalDataSpec tokenizer_only;
+    tokenizer_only.tokenizer = spec.tokenizer;
+    std::string tokenizer_spec, tokenizer_dir;
+    HLAB_RETURN_IF_ERROR(TokenizerSpec(tokenizer_only, "evals.niah",
+                                       &tokenizer_spec, &tokenizer_dir));
+    absl::StatusOr<std::unique_ptr<data::Tokenizer>> tokenizer =
+        data::MakeTokenizer(tokenizer_spec, tokenizer_dir);
+    if (!tokenizer.ok()) {
+      return Prefixed("evals.niah.tokenizer", tokenizer.status());
+    }
+    NiahConfig config;
+    if (!spec.kinds.empty()) config.kinds = spec.kinds;
+    config.context_lengths = spec.context_lengths;
+    if (config.context_lengths.empty()) {
+      config.context_lengths = {task_.run.seq_len};
+    }
+    if (!spec.depths.empty()) config.depths = spec.depths;
+    config.samples = spec.samples;
+    config.candidates = static_cast<int>(spec.candidates);
+    config.seed = spec.seed;
+    config.greedy = spec.greedy;
+    config.haystack.source = spec.haystack;
+    config.haystack.corpus_seed = task_.run.data.seed;
+    HLAB_RETURN_IF_ERROR(ValidateNiahConfig(config));
+    HLAB_ASSIGN_OR_RETURN(NiahResult result,
+                          EvaluateNiah(*scorer_, **tokenizer, config,
+                                       [this](int64_t done, int64_t total) {
+                                         Progress("niah", done, total,
+                                                  "scoring");
+                                       }));
+    Json details = Json::parse(NiahResultToJson(result));
+    Result("niah_acc", result.accuracy, details);
+    for (const auto& [kind, accuracy] : result.accuracy_by_kind) {
+      Json cells = Json::array();
+      for (const Json& cell : details.value("cells", Json::array())) {
+        if (cell.value("kind", "") == kind) cells.push_back(cell);
+      }
+      Result("niah_acc/" + kind, accuracy,
+             {{"candidates", result.candidates}, {"cells", cells}});
+    }
     return absl::OkStatus();
   }
 

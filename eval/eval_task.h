@@ -73,7 +73,7 @@ struct LongPplSpec {
   EvalDataSpec data;
 };
 
-// Mirrors eval/niah.h's NiahConfig (written separately).
+// The task's evals.niah; converted to eval/niah.h's NiahConfig.
 struct NiahSpec {
   std::vector<std::string> kinds;  // single, multikey, multivalue, passkey
   std::vector<int64_t> context_lengths;
@@ -82,6 +82,9 @@ struct NiahSpec {
   int64_t candidates = 8;
   uint64_t seed = 0;
   bool greedy = false;
+  std::string haystack = "noise";  // "noise" | "synthetic" (eval/niah.h)
+  std::string tokenizer;  // spec; empty: the model's (byte, or the prepared
+                          // data's manifest)
 };
 
 inline constexpr int64_t kDefaultValLossTokens = int64_t{1} << 16;

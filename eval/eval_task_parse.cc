@@ -192,7 +192,7 @@ absl::Status ParseLongPpl(const ObjectReader& r, LongPplSpec* l) {
 absl::Status ParseNiah(const ObjectReader& r, NiahSpec* n) {
   HLAB_RETURN_IF_ERROR(
       r.CheckKeys({"kinds", "context_lengths", "depths", "samples",
-                   "candidates", "seed", "greedy"}));
+                   "candidates", "seed", "greedy", "haystack", "tokenizer"}));
   HLAB_RETURN_IF_ERROR(r.GetList("kinds", &n->kinds));
   HLAB_RETURN_IF_ERROR(r.GetList("context_lengths", &n->context_lengths));
   HLAB_RETURN_IF_ERROR(r.GetList("depths", &n->depths));
@@ -200,6 +200,13 @@ absl::Status ParseNiah(const ObjectReader& r, NiahSpec* n) {
   HLAB_RETURN_IF_ERROR(r.Get("candidates", &n->candidates));
   HLAB_RETURN_IF_ERROR(r.Get("seed", &n->seed));
   HLAB_RETURN_IF_ERROR(r.Get("greedy", &n->greedy));
+  HLAB_RETURN_IF_ERROR(r.Get("haystack", &n->haystack));
+  HLAB_RETURN_IF_ERROR(r.Get("tokenizer", &n->tokenizer));
+  if (n->haystack != "noise" && n->haystack != "synthetic") {
+    return FieldError(
+        r.Path("haystack"),
+        absl::StrCat("must be noise or synthetic, got '", n->haystack, "'"));
+  }
   const std::set<std::string> kinds = {"single", "multikey", "multivalue",
                                        "passkey"};
   for (size_t i = 0; i < n->kinds.size(); ++i) {
@@ -466,8 +473,12 @@ const char kEvalTaskFieldsHelp[] =
                        held-out documents)
     niah               {"kinds": [...], "context_lengths": [...],
                         "depths": [...], "samples": 20, "candidates": 8,
-                        "seed": 0, "greedy": false}: parsed and checked,
-                       but not evaluated in this build (exit 2)
+                        "seed": 0, "greedy": false, "haystack": "noise"
+                        | "synthetic", "tokenizer": "" (= the model's)}:
+                       needle-in-a-haystack accuracy by candidate
+                       likelihood (greedy exact match too when greedy) per
+                       kind, length and depth; context_lengths default
+                       [seq_len], kinds all four, depths [0.1, 0.5, 0.9]
   DATA                 {"jsonl": FILE, "text_field": "text",
                         "tokenizer": "" (= the model's)} or
                        {"prepared": DIR, "split": "heldout"}; absent: the

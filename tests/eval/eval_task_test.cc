@@ -334,13 +334,44 @@ TEST_F(EvalTaskRunTest, AContextAboveTheTrainedLengthNeedsAllowExtrapolation) {
   EXPECT_TRUE(CheckEvalTask(*task).ok()) << CheckEvalTask(*task).status();
 }
 
-TEST_F(EvalTaskRunTest, NiahIsAClearPermanentErrorInThisBuild) {
+TEST_F(EvalTaskRunTest, NiahReportsAccuracyOverallAndPerKindWithCells) {
   Json j = Task();
-  j["evals"] = {{"niah", {{"context_lengths", {64}}}}};
+  j["evals"] = {{"niah",
+                 {{"kinds", {"single", "passkey"}},
+                  {"context_lengths", {48, 64}},
+                  {"depths", {0.5}},
+                  {"samples", 3}}}};
+  ASSERT_TRUE(Run(j).ok());
+  EXPECT_EQ(records_.front()["evals"], Json({"niah"}));
+  const Json all = FindRecord(records_, "result", "niah_acc");
+  ASSERT_FALSE(all.is_null());
+  const double accuracy = all["value"].get<double>();
+  EXPECT_GE(accuracy, 0.0);
+  EXPECT_LE(accuracy, 1.0);
+  // 2 kinds x 2 lengths x 1 depth, 3 samples each.
+  ASSERT_EQ(all["details"]["cells"].size(), 4u) << all.dump();
+  int64_t samples = 0, correct = 0;
+  for (const Json& cell : all["details"]["cells"]) {
+    samples += cell["samples"].get<int64_t>();
+    correct += cell["correct"].get<int64_t>();
+  }
+  EXPECT_EQ(samples, 12);
+  EXPECT_DOUBLE_EQ(accuracy, static_cast<double>(correct) / 12.0);
+  for (const std::string kind : {"single", "passkey"}) {
+    const Json k = FindRecord(records_, "result", "niah_acc/" + kind);
+    ASSERT_FALSE(k.is_null()) << kind;
+    EXPECT_EQ(k["details"]["cells"].size(), 2u) << k.dump();
+    for (const Json& cell : k["details"]["cells"])
+      EXPECT_EQ(cell["kind"], kind);
+  }
+
+  // A haystack that is neither noise nor synthetic names the field.
+  j["evals"]["niah"]["haystack"] = "lorem";
   absl::Status s = Run(j);
   EXPECT_EQ(train::ExitCodeFor(s), 2) << s;
-  EXPECT_NE(std::string(s.message()).find("not available in this build"),
-            std::string::npos);
+  EXPECT_NE(std::string(s.message()).find("evals.niah.haystack"),
+            std::string::npos)
+      << s;
 }
 
 TEST_F(EvalTaskRunTest, CheckPrintsTheResolvedPlan) {
