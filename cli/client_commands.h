@@ -1,5 +1,6 @@
 // The commands of `hlab` that talk to a coordinator (status, watch, runs,
-// query, resume, cancel, workers) and `hlab fit`. Each is one file,
+// query, resume, cancel, workers), `hlab fit` and `hlab backup` (on a
+// database file). Each is one file,
 // cli/<name>_command.cc; RegisterBuiltinCommands (commands.cc) lists them.
 // Every client command takes the connection flags of cli/client.h, prints
 // its result to `out`, and a failure as one line on `err` (exit code 1).
@@ -31,6 +32,7 @@ Command CancelCommand();
 Command WorkersCommand();
 Command FitCommand();
 Command UpCommand();
+Command BackupCommand();
 
 // How `hlab watch` draws and reconnects; the command fills it from the
 // process (is stdout a terminal, SIGINT), tests set it directly.

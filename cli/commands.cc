@@ -28,6 +28,7 @@ void RegisterBuiltinCommands(CommandRegistry* registry) {
   registry->Register(CancelCommand());
   registry->Register(WorkersCommand());
   registry->Register(FitCommand());
+  registry->Register(BackupCommand());
   registry->Register(
       Planned("report", "write a sweep's report", "usage: hlab report SWEEP"));
 }

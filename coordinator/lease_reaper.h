@@ -4,7 +4,8 @@
 //   - marks workers silent for a lease time as LOST,
 //   - completes leasable EVAL tasks itself (builtin_eval.h), when on,
 //   - checkpoints the WAL (PASSIVE each tick, TRUNCATE every 60th),
-//   - refreshes the gauges (runs/tasks per state, workers, active runs).
+//   - refreshes the gauges (runs/tasks per state, workers, active runs,
+//     unfinished sweeps).
 // Time comes from ServiceContext::clock, so tests inject it and call Tick()
 // themselves (with the thread not started).
 //
@@ -43,6 +44,9 @@ class LeaseReaper {
   absl::Status Tick();
 
  private:
+  // hlab_sweep_* gauges from one read-only query.
+  absl::Status RefreshSweepGauges();
+
   ServiceContext* const context_;
   const absl::Duration interval_;
   std::thread thread_;

@@ -14,7 +14,8 @@ absl::Status FromGrpc(const grpc::Status& status) {
 
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const std::string& tls_root_certs) {
   grpc::ChannelArguments args;
   // Keepalive as orchestration.md suggests; reconnect quickly after a
   // coordinator restart (gRPC's default backoff grows to 120 s).
@@ -24,18 +25,26 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (!tls_root_certs.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls_root_certs;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 }  // namespace
 
 CoordinatorClient::CoordinatorClient(const std::string& address,
                                      std::string token,
-                                     absl::Duration rpc_timeout)
+                                     absl::Duration rpc_timeout,
+                                     const std::string& tls_root_certs)
     : token_(std::move(token)),
       rpc_timeout_(rpc_timeout),
-      stub_(hlab::v1::WorkerService::NewStub(MakeChannel(address))) {}
+      stub_(hlab::v1::WorkerService::NewStub(
+          MakeChannel(address, tls_root_certs))) {}
 
 void CoordinatorClient::Prepare(grpc::ClientContext* context,
                                 absl::Duration timeout) const {

@@ -34,10 +34,12 @@ absl::Status FromGrpc(const grpc::Status& status);
 
 class CoordinatorClient {
  public:
-  // Plaintext channel to `address` ("host:port"). An empty token sends no
-  // authorization header.
+  // Channel to `address` ("host:port"): TLS when `tls_root_certs` (PEM CA
+  // certificates that sign the coordinator's certificate) is given, else
+  // plaintext. An empty token sends no authorization header.
   CoordinatorClient(const std::string& address, std::string token,
-                    absl::Duration rpc_timeout = absl::Seconds(10));
+                    absl::Duration rpc_timeout = absl::Seconds(10),
+                    const std::string& tls_root_certs = "");
 
   absl::Status Register(const hlab::v1::RegisterRequest& request,
                         hlab::v1::RegisterResponse* response);

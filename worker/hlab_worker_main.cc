@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/filesystem.h"
 #include "common/log.h"
 #include "worker/coordinator_client.h"
 #include "worker/daemon.h"
@@ -38,6 +39,8 @@ Runs hlab-train tasks leased from an hlab coordinator (docs/worker.md).
   --coordinator ADDR   coordinator gRPC address (default 127.0.0.1:50151)
   --token TOKEN        bearer token with the "worker" role (or env HLAB_TOKEN)
   --token-file FILE    read the token from FILE
+  --tls-ca PEM         connect with TLS, trusting the CA certificate(s) in PEM
+                       (the coordinator runs with --tls-cert/--tls-key)
   --data-dir DIR       task directories, checkpoints and trainer logs
                        (default $HOME/.hlab/worker)
   --capacity N         tasks at once (default: one per GPU, else 1)
@@ -46,6 +49,8 @@ Runs hlab-train tasks leased from an hlab coordinator (docs/worker.md).
                        127.0.0.1:9152; "none" disables it)
   --name NAME          worker id (default: the hostname)
   --kill-grace SECS    SIGTERM to SIGKILL for a stopped trainer (default 30)
+  --allow-network-fs   accept a --data-dir on NFS, SMB, FUSE... (refused by
+                       default: trainer pid files and checkpoints are per host)
   --help               this text
 
 SIGTERM or SIGINT: trainers get SIGTERM (they checkpoint and exit 75), their
@@ -79,6 +84,19 @@ std::string ReadToken(const std::string& path) {
   return token;
 }
 
+std::string ReadCaFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Die(absl::StrCat("cannot read --tls-ca ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    Die(absl::StrCat(
+        "--tls-ca ", path,
+        " holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+  }
+  return ss.str();
+}
+
 void CheckDataDir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "tasks", ec);
@@ -109,11 +127,13 @@ int main(int argc, char** argv) {
   std::string token;
   std::string token_file;
   std::string data_dir;
+  std::string tls_ca;
   std::string trainer;
   std::string metrics_listen = "127.0.0.1:9152";
   std::string name;
   int capacity = 0;
   int kill_grace_s = 30;
+  bool allow_network_fs = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -138,6 +158,8 @@ int main(int argc, char** argv) {
       token = value();
     } else if (arg == "--token-file") {
       token_file = value();
+    } else if (arg == "--tls-ca") {
+      tls_ca = value();
     } else if (arg == "--data-dir") {
       data_dir = value();
     } else if (arg == "--capacity") {
@@ -150,6 +172,8 @@ int main(int argc, char** argv) {
       name = value();
     } else if (arg == "--kill-grace") {
       kill_grace_s = number(0);
+    } else if (arg == "--allow-network-fs") {
+      allow_network_fs = true;
     } else {
       Die(absl::StrCat("unknown flag '", arg, "' (see --help)"));
     }
@@ -158,6 +182,8 @@ int main(int argc, char** argv) {
     Die("give --token or --token-file, not both");
   }
   if (!token_file.empty()) token = ReadToken(token_file);
+  std::string tls_roots;
+  if (!tls_ca.empty()) tls_roots = ReadCaFile(tls_ca);
   if (token.empty()) {
     const char* env = std::getenv("HLAB_TOKEN");
     if (env != nullptr) token = env;
@@ -166,6 +192,10 @@ int main(int argc, char** argv) {
     const char* home = std::getenv("HOME");
     if (home == nullptr) Die("--data-dir is required (no $HOME)");
     data_dir = (fs::path(home) / ".hlab" / "worker").string();
+  }
+  if (!allow_network_fs) {
+    absl::Status local = hlab::CheckLocalFilesystem(data_dir, "--data-dir");
+    if (!local.ok()) Die(std::string(local.message()));
   }
   CheckDataDir(data_dir);
   if (trainer.empty()) trainer = (fs::path(SelfDir()) / "hlab-train").string();
@@ -183,7 +213,8 @@ int main(int argc, char** argv) {
       metrics_listen == "none" ? "" : metrics_listen);
   if (!metrics.ok()) Die(std::string(metrics.status().message()));
 
-  hlab::worker::CoordinatorClient client(coordinator, token);
+  hlab::worker::CoordinatorClient client(coordinator, token, absl::Seconds(10),
+                                         tls_roots);
   hlab::worker::DaemonOptions options;
   options.worker_id = name;
   options.hostname = Hostname();
