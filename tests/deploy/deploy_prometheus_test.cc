@@ -1,5 +1,5 @@
 // deploy/prometheus/ against the real thing: `promtool check config|rules`
-// on the shipped files, `promtool check metrics` on live /metrics of a
+// and `promtool test rules` (hlab-alerts.test.yml) on the shipped files, `promtool check metrics` on live /metrics of a
 // coordinator and a worker, and a real Prometheus server (Debian's
 // package) on loopback, scraping them every second with the shipped
 // prometheus.yml (only its targets and intervals rewritten) while they run a
@@ -150,6 +150,12 @@ TEST_F(PrometheusTest, ShippedConfigAndRulesPassPromtool) {
   EXPECT_EQ(rules.exit_code, 0) << rules.output;
   EXPECT_NE(rules.output.find("SUCCESS: 9 rules found"), std::string::npos)
       << rules.output;
+  // The alerts' own unit tests: each fires when and only when it should.
+  const Finished unit =
+      RunToEnd({kPromtool, "test", "rules",
+                (kSource / "deploy/prometheus/hlab-alerts.test.yml").string()});
+  EXPECT_EQ(unit.exit_code, 0) << unit.output;
+  EXPECT_NE(unit.output.find("SUCCESS"), std::string::npos) << unit.output;
 }
 
 TEST_F(PrometheusTest, ScrapesASweepAndSeesItsSeriesMove) {
@@ -164,7 +170,19 @@ TEST_F(PrometheusTest, ScrapesASweepAndSeesItsSeriesMove) {
        (dir_ / "worker").string(), "--capacity", "1", "--metrics-listen",
        absl::StrCat("127.0.0.1:", worker_metrics), "--name", "w1"},
       (dir_ / "worker.log").string());
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // It serves /metrics once hlab-train --probe-devices has answered
+  // (loading LibTorch takes seconds), then fails to register.
+  const auto failing_by =
+      std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < failing_by) {
+    absl::StatusOr<std::string> page =
+        HttpGet("127.0.0.1", worker_metrics, "/metrics");
+    if (page.ok() &&
+        page->find("hlab_worker_report_errors_total{") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   coordinator_ = Daemon::Start(
       {kBin + "/hlab-coordinator", "--db", (dir_ / "hlab.db").string(),
        "--listen", absl::StrCat("127.0.0.1:", grpc_port), "--metrics-listen",
@@ -281,8 +299,9 @@ TEST_F(PrometheusTest, ScrapesASweepAndSeesItsSeriesMove) {
   absl::StatusOr<std::string> names_body =
       HttpGet("127.0.0.1", prometheus_port_, "/api/v1/label/__name__/values");
   ASSERT_TRUE(names_body.ok()) << names_body.status();
+  const Json names = Json::parse(*names_body);
   std::set<std::string> scraped;
-  for (const Json& n : Json::parse(*names_body)["data"]) scraped.insert(n);
+  for (const Json& n : names.at("data")) scraped.insert(n.get<std::string>());
   std::set<std::string> used =
       DashboardMetricNames(kSource / "deploy/grafana/dashboards/hlab.json");
   for (const std::string& n :
@@ -302,8 +321,9 @@ TEST_F(PrometheusTest, ScrapesASweepAndSeesItsSeriesMove) {
   absl::StatusOr<std::string> rules_body =
       HttpGet("127.0.0.1", prometheus_port_, "/api/v1/rules");
   ASSERT_TRUE(rules_body.ok()) << rules_body.status();
+  const Json loaded = Json::parse(*rules_body);
   int rules = 0;
-  for (const Json& group : Json::parse(*rules_body)["data"]["groups"]) {
+  for (const Json& group : loaded.at("data").at("groups")) {
     for (const Json& rule : group["rules"]) {
       ++rules;
       EXPECT_NE(rule.value("health", ""), "err")
