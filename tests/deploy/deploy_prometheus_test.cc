@@ -1,11 +1,12 @@
 // deploy/prometheus/ against the real thing: `promtool check config|rules`
-// and `promtool test rules` (hlab-alerts.test.yml) on the shipped files, `promtool check metrics` on live /metrics of a
-// coordinator and a worker, and a real Prometheus server (Debian's
-// package) on loopback, scraping them every second with the shipped
-// prometheus.yml (only its targets and intervals rewritten) while they run a
-// small sweep. Its HTTP API must show the hlab_* series and their movement
-// (tokens trained rise, runs succeed), the rules loaded and healthy, and
-// every metric that the Grafana dashboard and the alerting rules use.
+// and `promtool test rules` (hlab-alerts.test.yml) on the shipped files,
+// `promtool check metrics` on live /metrics of a coordinator and a worker, and
+// a real Prometheus server (Debian's package) on loopback, scraping them every
+// second with the shipped prometheus.yml (only its targets and intervals
+// rewritten) while they run a small sweep. Its HTTP API must show the hlab_*
+// series and their movement (tokens trained rise, runs succeed), the rules
+// loaded and healthy, and every metric that the Grafana dashboard and the
+// alerting rules use.
 #include <signal.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>

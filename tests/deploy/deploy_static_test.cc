@@ -438,7 +438,8 @@ TEST(SystemdTest, UnitsRestartKeepSecretsAndUseTheirDataDirectory) {
     EXPECT_NE(exec.find("/" + std::string(name) + " "), std::string::npos);
     const std::string state = value("StateDirectory");
     ASSERT_FALSE(state.empty());
-    EXPECT_TRUE(std::regex_search(exec, std::regex("/var/lib/" + state + "[/ ]")))
+    EXPECT_TRUE(
+        std::regex_search(exec, std::regex("/var/lib/" + state + "[/ ]")))
         << exec;
     EXPECT_NE(exec.find("${CREDENTIALS_DIRECTORY}/"), std::string::npos)
         << "token files come through LoadCredential";
