@@ -54,7 +54,9 @@ absl::Status CheckLocalFilesystem(const std::string& path,
       std::filesystem::absolute(path.empty() ? "." : path);
   struct statfs info {};
   while (statfs(probe.c_str(), &info) != 0) {
-    if (errno != ENOENT || !probe.has_relative_path()) {
+    // A missing path (or one under a file, which the caller's own checks
+    // report better) is judged by its nearest existing parent.
+    if ((errno != ENOENT && errno != ENOTDIR) || !probe.has_relative_path()) {
       return absl::UnavailableError(absl::StrCat(
           flag, ": cannot examine ", probe.string(), ": ", strerror(errno)));
     }

@@ -29,7 +29,8 @@ namespace hlab {
 std::optional<std::string> NetworkFilesystemName(int64_t f_type);
 
 // statfs(2) of `path`, or of its nearest existing parent when it does not
-// exist yet (a directory about to be created lands there). FailedPrecondition
+// exist yet (a directory about to be created lands there) or lies under a
+// file. FailedPrecondition
 // naming `flag`, the path and the filesystem if it is a network filesystem;
 // Unavailable if no parent can be examined.
 absl::Status CheckLocalFilesystem(const std::string& path,
