@@ -196,18 +196,20 @@ TEST_F(PrometheusTest, ScrapesASweepAndSeesItsSeriesMove) {
       PortOf(coordinator_.WaitForLine("metrics on "));
   ASSERT_GT(coordinator_metrics, 0);
 
-  // promtool's lint on what each endpoint serves.
-  for (const auto& [name, port] : std::vector<std::pair<std::string, int>>{
-           {"coordinator", coordinator_metrics}, {"worker", worker_metrics}}) {
+  // promtool's lint on what each endpoint serves (again below, with the
+  // series of a running sweep).
+  auto lint = [&](const std::string& name, int port) {
     absl::StatusOr<std::string> page = HttpGet("127.0.0.1", port, "/metrics");
     ASSERT_TRUE(page.ok()) << name << ": " << page.status();
     const fs::path file = dir_ / (name + ".metrics");
     std::ofstream(file) << *page;
-    const Finished lint =
+    const Finished result =
         RunToEnd({"/bin/sh", "-c",
                   absl::StrCat(kPromtool, " check metrics < ", file.string())});
-    EXPECT_EQ(lint.exit_code, 0) << name << ":\n" << lint.output;
-  }
+    EXPECT_EQ(result.exit_code, 0) << name << ":\n" << result.output;
+  };
+  lint("coordinator", coordinator_metrics);
+  lint("worker", worker_metrics);
 
   prometheus_port_ = FreePort();
   prometheus_ = Daemon::Start(
@@ -270,6 +272,8 @@ TEST_F(PrometheusTest, ScrapesASweepAndSeesItsSeriesMove) {
       "tokens trained to rise",
       [&] { return Value("hlab_tokens_trained_total") > first; }, 120));
   EXPECT_GT(Value(R"(hlab_sweep_tokens_budget{sweep="deploy"})"), 0);
+  lint("coordinator-during-sweep", coordinator_metrics);
+  lint("worker-during-sweep", worker_metrics);
 
   const Finished watched =
       RunToEnd({kBin + "/hlab", "watch", "deploy", "--address", address},
