@@ -1,5 +1,6 @@
 #include "coordinator/metrics.h"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -90,12 +91,17 @@ CoordinatorMetrics::CoordinatorMetrics()
 }
 
 void CoordinatorMetrics::ObserveTaskTokens(const std::string& task_id,
-                                           int64_t tokens) {
+                                           int64_t low, int64_t high) {
+  if (low <= 0 || high < low) return;
   absl::MutexLock lock(&mu_);
-  int64_t& seen = task_tokens_[task_id];
-  if (tokens > seen) {
-    tokens_trained_->Increment(static_cast<double>(tokens - seen));
-    seen = tokens;
+  auto [it, is_new] = task_tokens_.emplace(task_id, std::make_pair(low, high));
+  auto& [seen_low, seen_high] = it->second;
+  const int64_t before = is_new ? 0 : seen_high - seen_low;
+  seen_low = std::min(seen_low, low);
+  seen_high = std::max(seen_high, high);
+  const int64_t after = seen_high - seen_low;
+  if (after > before) {
+    tokens_trained_->Increment(static_cast<double>(after - before));
   }
 }
 

@@ -12,7 +12,7 @@
 //   hlab_run_loss{run}                    gauge, active runs only
 //   hlab_run_progress_ratio{run}          gauge, tokens done / budget
 //   hlab_tokens_trained_total             counter, training progress in
-//                                         tokens (each task's position once)
+//                                         tokens (each task's span once)
 //   hlab_sweep_runs{sweep_id,sweep,state} gauge, runs of unfinished sweeps
 //   hlab_sweep_tokens_trained{sweep_id,sweep}  gauge, tokens trained so far
 //   hlab_sweep_tokens_budget{sweep_id,sweep}   gauge, tokens planned
@@ -35,6 +35,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -72,11 +73,14 @@ class CoordinatorMetrics {
   prometheus::Counter& metric_points() { return *metric_points_; }
   void ObserveCommit(double seconds) { commit_latency_->Observe(seconds); }
 
-  // Training progress of a task: `tokens` is its position (tokens trained
-  // by it so far, resumes included); hlab_tokens_trained_total grows by the
-  // part beyond the largest position seen before for that task, so a retry
-  // that goes over the same tokens again is not counted twice.
-  void ObserveTaskTokens(const std::string& task_id, int64_t tokens);
+  // Training progress of a task: it was seen at token positions `low` to
+  // `high` (a heartbeat: one position; a metric report: its first and last
+  // point). hlab_tokens_trained_total counts the span of positions seen
+  // per task, so it grows as the task trains, a retry that goes over the
+  // same tokens again adds nothing, and a DECAY task that starts at its
+  // branch point (0.9 D) adds only what it trains itself. A task's first
+  // step before its first report is not counted.
+  void ObserveTaskTokens(const std::string& task_id, int64_t low, int64_t high);
   double tokens_trained() const { return tokens_trained_->Value(); }
 
   // One finished RPC (the gRPC interceptor of grpc_metrics.h calls it).
@@ -131,7 +135,9 @@ class CoordinatorMetrics {
   std::unique_ptr<prometheus::Exposer> exposer_;
 
   absl::Mutex mu_;
-  std::map<std::string, int64_t> task_tokens_ ABSL_GUARDED_BY(mu_);
+  // Lowest and highest token position seen per task.
+  std::map<std::string, std::pair<int64_t, int64_t>> task_tokens_
+      ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> rpcs_
       ABSL_GUARDED_BY(mu_);
   // Per-sweep series by their labels (sweep_id, sweep[, state]).

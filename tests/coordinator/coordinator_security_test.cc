@@ -195,18 +195,25 @@ TEST_F(SecureCoordinatorTest, MetricsCountCallsSweepsAndTokens) {
     EXPECT_NE(body.find(line), std::string::npos) << line << "\n" << body;
   }
 
-  // Tokens trained: each task's position once, however often it is
-  // reported, and never backwards (a retry going over the same tokens).
+  // Tokens trained: the span of positions each task was seen at, however
+  // often it is reported; a retry going over the same tokens adds nothing.
   CoordinatorMetrics* metrics = coordinator_->metrics();
-  metrics->ObserveTaskTokens("t1", 100);
-  metrics->ObserveTaskTokens("t1", 100);
-  metrics->ObserveTaskTokens("t1", 60);
-  EXPECT_EQ(metrics->tokens_trained(), 100);
-  metrics->ObserveTaskTokens("t1", 150);
-  metrics->ObserveTaskTokens("t2", 10);
-  EXPECT_EQ(metrics->tokens_trained(), 160);
+  metrics->ObserveTaskTokens("t1", 10, 100);  // a metric report
+  EXPECT_EQ(metrics->tokens_trained(), 90);
+  metrics->ObserveTaskTokens("t1", 100, 100);  // a heartbeat
+  metrics->ObserveTaskTokens("t1", 60, 60);    // resumed from a checkpoint
+  EXPECT_EQ(metrics->tokens_trained(), 90);
+  metrics->ObserveTaskTokens("t1", 150, 150);
+  EXPECT_EQ(metrics->tokens_trained(), 140);
+  // A task that starts at its branch point: only what it trains counts.
+  metrics->ObserveTaskTokens("decay", 9000, 9000);
+  EXPECT_EQ(metrics->tokens_trained(), 140);
+  metrics->ObserveTaskTokens("decay", 8990, 9020);
+  EXPECT_EQ(metrics->tokens_trained(), 170);
+  metrics->ObserveTaskTokens("empty", 0, 0);  // points without tokens
+  EXPECT_EQ(metrics->tokens_trained(), 170);
   EXPECT_NE(HttpGet(coordinator_->metrics_port(), "/metrics")
-                .find("hlab_tokens_trained_total 160"),
+                .find("hlab_tokens_trained_total 170"),
             std::string::npos);
 
   // A sweep with no pending or running run left loses its series.
