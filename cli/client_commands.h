@@ -1,8 +1,8 @@
 // The commands of `hlab` that talk to a coordinator (status, watch, runs,
-// query, resume, cancel, workers, eval) and `hlab fit` and `hlab report`.
-// Each is one file, cli/<name>_command.cc; RegisterBuiltinCommands
-// (commands.cc) lists them. Every client command takes the connection flags
-// of cli/client.h, prints
+// query, resume, cancel, workers, eval), `hlab fit`, `hlab report` and
+// `hlab backup` (on a database file). Each is one file,
+// cli/<name>_command.cc; RegisterBuiltinCommands (commands.cc) lists them.
+// Every client command takes the connection flags of cli/client.h, prints
 // its result to `out`, and a failure as one line on `err` (exit code 1).
 //
 // Thread-safe (no shared state), except that `hlab watch` installs a SIGINT
@@ -34,6 +34,7 @@ Command FitCommand();
 Command ReportCommand();
 Command EvalCommand();
 Command UpCommand();
+Command BackupCommand();
 
 // How `hlab watch` draws and reconnects; the command fills it from the
 // process (is stdout a terminal, SIGINT), tests set it directly.

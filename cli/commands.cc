@@ -17,6 +17,7 @@ void RegisterBuiltinCommands(CommandRegistry* registry) {
   registry->Register(EvalCommand());
   registry->Register(FitCommand());
   registry->Register(ReportCommand());
+  registry->Register(BackupCommand());
 }
 
 }  // namespace hlab::cli

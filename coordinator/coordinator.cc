@@ -5,9 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -15,8 +17,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/filesystem.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "coordinator/grpc_metrics.h"
 
 namespace hlab::coordinator {
 namespace {
@@ -30,6 +34,24 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// Reads a PEM file and checks that it holds a `kind` block ("CERTIFICATE",
+// "PRIVATE KEY"), so a wrong or empty file is named at start-up instead of
+// failing inside gRPC as an unbindable address.
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag,
+                                    const char* kind) {
+  HLAB_ASSIGN_OR_RETURN(std::string text, ReadFile(path, flag));
+  const size_t begin = text.find("-----BEGIN ");
+  const size_t end = text.find("-----END ");
+  const size_t label = text.find(kind);
+  if (begin == std::string::npos || end == std::string::npos ||
+      label == std::string::npos || label < begin) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": not a PEM file with a ", kind,
+                     " block (-----BEGIN ... ", kind, "-----)"));
+  }
+  return text;
 }
 
 // "host" of "host:port" / "[v6]:port".
@@ -107,6 +129,18 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
     HLAB_RETURN_IF_ERROR(
         CheckCanListen(options.metrics_listen, "--metrics-listen"));
   }
+  if (!options.allow_network_fs) {
+    const std::string dir =
+        std::filesystem::absolute(options.db_path).parent_path().string();
+    HLAB_RETURN_IF_ERROR(CheckLocalFilesystem(dir, "--db"));
+  }
+  std::string tls_cert, tls_key;
+  if (!options.tls_cert.empty()) {
+    HLAB_ASSIGN_OR_RETURN(
+        tls_cert, ReadPem(options.tls_cert, "--tls-cert", "CERTIFICATE"));
+    HLAB_ASSIGN_OR_RETURN(tls_key,
+                          ReadPem(options.tls_key, "--tls-key", "PRIVATE KEY"));
+  }
   std::unique_ptr<Coordinator> c(new Coordinator());
   c->options_ = options;
   Authorizer auth = Authorizer::Disabled();
@@ -162,12 +196,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   std::shared_ptr<grpc::ServerCredentials> creds =
       grpc::InsecureServerCredentials();
   if (!options.tls_cert.empty()) {
-    HLAB_ASSIGN_OR_RETURN(std::string cert,
-                          ReadFile(options.tls_cert, "--tls-cert"));
-    HLAB_ASSIGN_OR_RETURN(std::string key,
-                          ReadFile(options.tls_key, "--tls-key"));
     grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({key, cert});
+    ssl.pem_key_cert_pairs.push_back({tls_key, tls_cert});
     creds = grpc::SslServerCredentials(ssl);
   }
   c->client_service_ = std::make_unique<ClientServiceImpl>(&c->context_);
@@ -178,6 +208,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   builder.AddListeningPort(options.listen, creds, &c->port_);
   builder.RegisterService(c->client_service_.get());
   builder.RegisterService(c->worker_service_.get());
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(HandledCallsCounter(c->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // Workers ping every 20-30 s; allow that without GOAWAY.
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);

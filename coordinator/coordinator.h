@@ -51,6 +51,8 @@ struct CoordinatorOptions {
   std::string metrics_listen = "127.0.0.1:9151";  // "none": no exposer
   std::string tokens_file;        // empty: no auth, loopback only
   std::string tls_cert, tls_key;  // PEM files; both or neither
+  // Accept a --db directory on a network filesystem (common/filesystem.h).
+  bool allow_network_fs = false;
   absl::Duration lease = absl::Seconds(30);
   absl::Duration reaper_interval = absl::Seconds(1);
   bool start_reaper = true;  // tests drive LeaseReaper::Tick themselves
@@ -73,8 +75,10 @@ class Coordinator {
  public:
   // Opens the store and starts serving. InvalidArgument for bad options
   // (non-loopback listen without tokens, one of tls_cert/tls_key, a bad
-  // lease); Unavailable if an address cannot be bound (in use); store
-  // errors as Store::Open returns them.
+  // lease, a tokens file or PEM file that is missing or malformed);
+  // Unavailable if an address cannot be bound (in use); FailedPrecondition
+  // for a --db directory on a network filesystem; store errors as
+  // Store::Open returns them.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(
       CoordinatorOptions options);
   ~Coordinator();

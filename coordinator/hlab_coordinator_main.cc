@@ -25,6 +25,7 @@ constexpr char kUsage[] =
     "       [--metrics-listen HOST:PORT|none] [--tokens-file FILE]\n"
     "       [--tls-cert PEM --tls-key PEM] [--lease-seconds N]\n"
     "       [--auto-fit on|off] [--fit-bootstrap K] [--fit-threads T]\n"
+    "       [--allow-network-fs]\n"
     "\n"
     "  --db PATH              SQLite database, created if missing (hlab.db)\n"
     "  --listen HOST:PORT     gRPC address (127.0.0.1:50151); port 0 picks\n"
@@ -38,7 +39,10 @@ constexpr char kUsage[] =
     "  --auto-fit on|off      fit power laws when a sweep finishes (on)\n"
     "  --fit-bootstrap K      bootstrap resamples of those fits (200; at\n"
     "                         most the spec's fit.bootstrap; 0 = no CIs)\n"
-    "  --fit-threads T        threads for those fits (1; 0 = all cores)\n";
+    "  --fit-threads T        threads for those fits (1; 0 = all cores)\n"
+    "  --allow-network-fs     accept a --db directory on NFS, SMB, FUSE...\n"
+    "                         (refused by default: SQLite WAL needs a local\n"
+    "                         disk)\n";
 
 int Usage(const std::string& error) {
   std::cerr << "hlab-coordinator: " << error << "\n" << kUsage;
@@ -58,6 +62,10 @@ int main(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       return 0;
+    }
+    if (flag == "--allow-network-fs") {
+      options.allow_network_fs = true;
+      continue;
     }
     if (i + 1 >= argc) return Usage(absl::StrCat(flag, ": missing value"));
     const std::string value = argv[++i];

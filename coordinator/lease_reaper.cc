@@ -2,6 +2,7 @@
 
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -113,8 +114,55 @@ absl::Status LeaseReaper::Tick() {
       }
       context_->metrics->RetainRuns(active);
     }
+    if (context_->query != nullptr) note(RefreshSweepGauges());
   }
   return first;
+}
+
+// Runs per state, tokens trained (each run's newest train_loss point) and
+// tokens planned, per sweep that still has a pending or running run.
+constexpr char kSweepProgressSql[] = R"sql(
+SELECT s.id, s.name, r.state, count(*),
+  sum(coalesce((SELECT m.tokens FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1), 0)),
+  sum(r.budget_tokens)
+FROM sweeps s JOIN sweep_runs sr ON sr.sweep_id = s.id
+  JOIN runs r ON r.id = sr.run_id
+WHERE s.id IN (SELECT sr2.sweep_id FROM sweep_runs sr2
+  JOIN runs r2 ON r2.id = sr2.run_id
+  WHERE r2.state IN ('PENDING', 'RUNNING'))
+GROUP BY s.id, r.state ORDER BY s.id
+)sql";
+
+absl::Status LeaseReaper::RefreshSweepGauges() {
+  store::QueryOptions options;
+  options.time_limit = absl::Seconds(2);
+  options.max_rows = 100000;
+  absl::StatusOr<store::QueryResult> result =
+      context_->query->Run(kSweepProgressSql, options);
+  if (!result.ok()) return result.status();
+  auto integer = [](const store::Value& v) -> int64_t {
+    if (const int64_t* i = std::get_if<int64_t>(&v)) return *i;
+    if (const double* d = std::get_if<double>(&v)) {
+      return static_cast<int64_t>(*d);
+    }
+    return 0;
+  };
+  std::vector<CoordinatorMetrics::SweepProgress> sweeps;
+  for (const std::vector<store::Value>& row : result->rows) {
+    const int64_t id = integer(row[0]);
+    if (sweeps.empty() || sweeps.back().sweep_id != id) {
+      sweeps.emplace_back();
+      sweeps.back().sweep_id = id;
+      sweeps.back().name = store::ValueToString(row[1]);
+    }
+    CoordinatorMetrics::SweepProgress& sweep = sweeps.back();
+    sweep.runs_by_state[store::ValueToString(row[2])] = integer(row[3]);
+    sweep.tokens_trained += integer(row[4]);
+    sweep.tokens_budget += integer(row[5]);
+  }
+  context_->metrics->SetSweepProgress(sweeps);
+  return absl::OkStatus();
 }
 
 }  // namespace hlab::coordinator

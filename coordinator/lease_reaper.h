@@ -3,7 +3,8 @@
 //     is bumped at the next lease, the old holder is fenced off),
 //   - marks workers silent for a lease time as LOST,
 //   - checkpoints the WAL (PASSIVE each tick, TRUNCATE every 60th),
-//   - refreshes the gauges (runs/tasks per state, workers, active runs).
+//   - refreshes the gauges (runs/tasks per state, workers, active runs,
+//     unfinished sweeps).
 // Time comes from ServiceContext::clock, so tests inject it and call Tick()
 // themselves (with the thread not started).
 //
@@ -42,6 +43,9 @@ class LeaseReaper {
   absl::Status Tick();
 
  private:
+  // hlab_sweep_* gauges from one read-only query.
+  absl::Status RefreshSweepGauges();
+
   ServiceContext* const context_;
   const absl::Duration interval_;
   std::thread thread_;

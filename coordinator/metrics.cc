@@ -1,6 +1,8 @@
 #include "coordinator/metrics.h"
 
+#include <algorithm>
 #include <exception>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +62,119 @@ CoordinatorMetrics::CoordinatorMetrics()
                               .Name("hlab_run_progress_ratio")
                               .Help("Tokens trained / budget of an active run")
                               .Register(*registry_);
+  tokens_trained_ =
+      &BuildCounter()
+           .Name("hlab_tokens_trained_total")
+           .Help(
+               "Training progress in tokens, each task's position counted "
+               "once")
+           .Register(*registry_)
+           .Add({});
+  rpcs_family_ = &BuildCounter()
+                      .Name("hlab_grpc_server_handled_total")
+                      .Help("gRPC calls finished, by method and status code")
+                      .Register(*registry_);
+  sweep_runs_family_ = &BuildGauge()
+                            .Name("hlab_sweep_runs")
+                            .Help("Runs per state of an unfinished sweep")
+                            .Register(*registry_);
+  sweep_tokens_family_ =
+      &BuildGauge()
+           .Name("hlab_sweep_tokens_trained")
+           .Help("Tokens trained so far by the runs of an unfinished sweep")
+           .Register(*registry_);
+  sweep_budget_family_ =
+      &BuildGauge()
+           .Name("hlab_sweep_tokens_budget")
+           .Help("Tokens planned for the runs of an unfinished sweep")
+           .Register(*registry_);
+}
+
+void CoordinatorMetrics::ObserveTaskTokens(const std::string& task_id,
+                                           int64_t low, int64_t high) {
+  if (low <= 0 || high < low) return;
+  absl::MutexLock lock(&mu_);
+  auto [it, is_new] = task_tokens_.emplace(task_id, std::make_pair(low, high));
+  auto& [seen_low, seen_high] = it->second;
+  const int64_t before = is_new ? 0 : seen_high - seen_low;
+  seen_low = std::min(seen_low, low);
+  seen_high = std::max(seen_high, high);
+  const int64_t after = seen_high - seen_low;
+  if (after > before) {
+    tokens_trained_->Increment(static_cast<double>(after - before));
+  }
+}
+
+void CoordinatorMetrics::RpcHandled(const std::string& method,
+                                    const std::string& code) {
+  absl::MutexLock lock(&mu_);
+  auto key = std::make_pair(method, code);
+  auto it = rpcs_.find(key);
+  if (it == rpcs_.end()) {
+    it = rpcs_
+             .emplace(key,
+                      &rpcs_family_->Add({{"method", method}, {"code", code}}))
+             .first;
+  }
+  it->second->Increment();
+}
+
+namespace {
+
+// Sets the series of `labels` in `family` (adding it if new) and marks it
+// kept; series of `series` not kept are removed by DropUnkept.
+void SetSeries(prometheus::Family<prometheus::Gauge>* family,
+               std::map<prometheus::Labels, prometheus::Gauge*>* series,
+               std::set<prometheus::Labels>* kept,
+               const prometheus::Labels& labels, double value) {
+  auto it = series->find(labels);
+  if (it == series->end()) {
+    it = series->emplace(labels, &family->Add(labels)).first;
+  }
+  it->second->Set(value);
+  kept->insert(labels);
+}
+
+void DropUnkept(prometheus::Family<prometheus::Gauge>* family,
+                std::map<prometheus::Labels, prometheus::Gauge*>* series,
+                const std::set<prometheus::Labels>& kept) {
+  for (auto it = series->begin(); it != series->end();) {
+    if (kept.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    family->Remove(it->second);
+    it = series->erase(it);
+  }
+}
+
+}  // namespace
+
+void CoordinatorMetrics::SetSweepProgress(
+    const std::vector<SweepProgress>& sweeps) {
+  absl::MutexLock lock(&mu_);
+  std::set<prometheus::Labels> kept;
+  for (const SweepProgress& sweep : sweeps) {
+    const prometheus::Labels labels{{"sweep_id", absl::StrCat(sweep.sweep_id)},
+                                    {"sweep", sweep.name}};
+    for (const char* state :
+         {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}) {
+      prometheus::Labels with_state = labels;
+      with_state["state"] = state;
+      auto found = sweep.runs_by_state.find(state);
+      SetSeries(sweep_runs_family_, &sweep_runs_, &kept, with_state,
+                found == sweep.runs_by_state.end()
+                    ? 0.0
+                    : static_cast<double>(found->second));
+    }
+    SetSeries(sweep_tokens_family_, &sweep_tokens_, &kept, labels,
+              static_cast<double>(sweep.tokens_trained));
+    SetSeries(sweep_budget_family_, &sweep_budget_, &kept, labels,
+              static_cast<double>(sweep.tokens_budget));
+  }
+  DropUnkept(sweep_runs_family_, &sweep_runs_, kept);
+  DropUnkept(sweep_tokens_family_, &sweep_tokens_, kept);
+  DropUnkept(sweep_budget_family_, &sweep_budget_, kept);
 }
 
 CoordinatorMetrics::~CoordinatorMetrics() { exposer_.reset(); }

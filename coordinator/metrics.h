@@ -11,7 +11,14 @@
 //   hlab_run_tokens_per_second{run}       gauge, active runs only
 //   hlab_run_loss{run}                    gauge, active runs only
 //   hlab_run_progress_ratio{run}          gauge, tokens done / budget
-// Per-run series are removed when the run stops being active.
+//   hlab_tokens_trained_total             counter, training progress in
+//                                         tokens (each task's span once)
+//   hlab_sweep_runs{sweep_id,sweep,state} gauge, runs of unfinished sweeps
+//   hlab_sweep_tokens_trained{sweep_id,sweep}  gauge, tokens trained so far
+//   hlab_sweep_tokens_budget{sweep_id,sweep}   gauge, tokens planned
+//   hlab_grpc_server_handled_total{method,code} counter, finished RPCs
+// Per-run series are removed when the run stops being active, per-sweep
+// series when the sweep has no pending or running run left.
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are atomic; the per-run
 // series map is under a mutex).
@@ -23,10 +30,13 @@
 #ifndef HLAB_COORDINATOR_METRICS_H_
 #define HLAB_COORDINATOR_METRICS_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
@@ -63,6 +73,31 @@ class CoordinatorMetrics {
   prometheus::Counter& metric_points() { return *metric_points_; }
   void ObserveCommit(double seconds) { commit_latency_->Observe(seconds); }
 
+  // Training progress of a task: it was seen at token positions `low` to
+  // `high` (a heartbeat: one position; a metric report: its first and last
+  // point). hlab_tokens_trained_total counts the span of positions seen
+  // per task, so it grows as the task trains, a retry that goes over the
+  // same tokens again adds nothing, and a DECAY task that starts at its
+  // branch point (0.9 D) adds only what it trains itself. A task's first
+  // step before its first report is not counted.
+  void ObserveTaskTokens(const std::string& task_id, int64_t low, int64_t high);
+  double tokens_trained() const { return tokens_trained_->Value(); }
+
+  // One finished RPC (the gRPC interceptor of grpc_metrics.h calls it).
+  // `method` is the full name ("/hlab.v1.WorkerService/Heartbeat"), `code`
+  // the status code's name ("OK", "UNAVAILABLE").
+  void RpcHandled(const std::string& method, const std::string& code);
+
+  struct SweepProgress {
+    int64_t sweep_id = 0;
+    std::string name;
+    std::map<std::string, int64_t> runs_by_state;
+    int64_t tokens_trained = 0;
+    int64_t tokens_budget = 0;
+  };
+  // Replaces the per-sweep series with `sweeps` (the unfinished sweeps).
+  void SetSweepProgress(const std::vector<SweepProgress>& sweeps);
+
   // Progress of an active run; a value < 0 leaves that series unchanged.
   void SetRunProgress(const std::string& run_id, double tokens_per_second,
                       double loss, double progress_ratio);
@@ -92,9 +127,26 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>* run_tps_family_;
   prometheus::Family<prometheus::Gauge>* run_loss_family_;
   prometheus::Family<prometheus::Gauge>* run_progress_family_;
+  prometheus::Counter* tokens_trained_;
+  prometheus::Family<prometheus::Counter>* rpcs_family_;
+  prometheus::Family<prometheus::Gauge>* sweep_runs_family_;
+  prometheus::Family<prometheus::Gauge>* sweep_tokens_family_;
+  prometheus::Family<prometheus::Gauge>* sweep_budget_family_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 
   absl::Mutex mu_;
+  // Lowest and highest token position seen per task.
+  std::map<std::string, std::pair<int64_t, int64_t>> task_tokens_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, prometheus::Counter*> rpcs_
+      ABSL_GUARDED_BY(mu_);
+  // Per-sweep series by their labels (sweep_id, sweep[, state]).
+  std::map<prometheus::Labels, prometheus::Gauge*> sweep_runs_
+      ABSL_GUARDED_BY(mu_);
+  std::map<prometheus::Labels, prometheus::Gauge*> sweep_tokens_
+      ABSL_GUARDED_BY(mu_);
+  std::map<prometheus::Labels, prometheus::Gauge*> sweep_budget_
+      ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> state_gauges_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, RunSeries> runs_ ABSL_GUARDED_BY(mu_);
 };

@@ -243,6 +243,7 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
       continue;
     }
     if (context_->metrics == nullptr) continue;
+    context_->metrics->ObserveTaskTokens(p.task_id(), p.tokens(), p.tokens());
     // Its runs never change: from the cache, not a read per heartbeat.
     absl::StatusOr<std::shared_ptr<const store::Task>> task =
         task_specs_.Get(p.task_id());
@@ -407,6 +408,13 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
   response->set_accepted(static_cast<int32_t>(accepted));
   if (context_->metrics != nullptr) {
     context_->metrics->metric_points().Increment(static_cast<double>(accepted));
+    int64_t low = 0, high = 0;
+    for (const auto& p : request.points()) {
+      if (p.tokens() <= 0) continue;
+      low = low == 0 ? p.tokens() : std::min(low, p.tokens());
+      high = std::max(high, p.tokens());
+    }
+    context_->metrics->ObserveTaskTokens(request.task_id(), low, high);
     for (const store::MetricPoint& p : points) {
       if (p.name == "train_loss") {
         context_->metrics->SetRunProgress(p.run_id, -1, p.value, -1);

@@ -5,6 +5,11 @@
 #
 #   scripts/setup.sh            # deps + build
 #   HLAB_WERROR=OFF scripts/setup.sh  # let warnings through (other compilers)
+#   scripts/setup.sh --print-packages  # the Debian packages, one a line
+#   scripts/setup.sh --deps-only       # install them, do not build
+#
+# The Dockerfiles in deploy/docker/ run this script, so the image installs
+# exactly these packages (deploy_static_test checks it).
 #
 # Environment:
 #   HLAB_BUILD_DIR   build directory (default: build)
@@ -13,6 +18,8 @@
 #                    commands share one configuration, so neither rebuilds
 #                    the other's build)
 #   HLAB_JOBS        parallel compile jobs (default: nproc)
+#   HLAB_CMAKE_ARGS  extra arguments for the first configure, e.g.
+#                    "-DCMAKE_PREFIX_PATH=/opt/libtorch" (a CUDA LibTorch)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,9 +32,14 @@ packages=(
   libabsl-dev prometheus-cpp-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev nlohmann-json3-dev libceres-dev libeigen3-dev
   libyaml-cpp-dev libsentencepiece-dev zlib1g-dev libssl-dev gnuplot-nox
-  libgloo-dev openssl
+  libgloo-dev openssl prometheus
   python3 python3-torch python3-scipy
 )
+
+if [[ "${1:-}" == "--print-packages" ]]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -44,6 +56,10 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ "${1:-}" == "--deps-only" ]]; then
+  exit 0
 fi
 
 # LibTorch uses whatever libblas.so.3 alternative is selected; OpenBLAS
@@ -69,10 +85,11 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 
+read -r -a extra_cmake_args <<<"${HLAB_CMAKE_ARGS:-}"
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   cmake -S . -B "$build_dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release \
-    -DHLAB_WERROR="${HLAB_WERROR:-ON}" >/dev/null
+    -DHLAB_WERROR="${HLAB_WERROR:-ON}" "${extra_cmake_args[@]}" >/dev/null
 else
   cmake "$build_dir" -DHLAB_WERROR="${HLAB_WERROR:-ON}" >/dev/null
 fi

@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/filesystem.h"
 #include "common/log.h"
 #include "worker/coordinator_client.h"
 #include "worker/daemon.h"
@@ -57,6 +58,8 @@ hlab coordinator (docs/worker.md).
                        127.0.0.1:9152; "none" disables it)
   --name NAME          worker id (default: the hostname)
   --kill-grace SECS    SIGTERM to SIGKILL for a stopped trainer (default 30)
+  --allow-network-fs   accept a --data-dir on NFS, SMB, FUSE... (refused by
+                       default: trainer pid files and checkpoints are per host)
   --help               this text
 
 SIGTERM or SIGINT: trainers get SIGTERM (they checkpoint and exit 75), their
@@ -146,6 +149,7 @@ int main(int argc, char** argv) {
   int kill_grace_s = 30;
   std::string tls_ca, tls_cert, tls_key;
   hlab::worker::CoordinatorTls tls;
+  bool allow_network_fs = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -192,6 +196,8 @@ int main(int argc, char** argv) {
       name = value();
     } else if (arg == "--kill-grace") {
       kill_grace_s = number(0);
+    } else if (arg == "--allow-network-fs") {
+      allow_network_fs = true;
     } else {
       Die(absl::StrCat("unknown flag '", arg, "' (see --help)"));
     }
@@ -229,6 +235,10 @@ int main(int argc, char** argv) {
   // Absolute, so the paths in task files and checkpoint reports (what
   // hlab-eval later reads) do not depend on a process's working directory.
   data_dir = fs::absolute(data_dir).lexically_normal().string();
+  if (!allow_network_fs) {
+    absl::Status local = hlab::CheckLocalFilesystem(data_dir, "--data-dir");
+    if (!local.ok()) Die(std::string(local.message()));
+  }
   CheckDataDir(data_dir);
   if (trainer.empty()) trainer = (fs::path(SelfDir()) / "hlab-train").string();
   if (::access(trainer.c_str(), X_OK) != 0) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/store/backup.h"
 #include "coordinator/store/internal/rows.h"
 #include "coordinator/store/internal/transitions.h"
 #include "coordinator/store/schema.h"
@@ -195,34 +196,7 @@ absl::StatusOr<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
 // ------------------------------------------------------------ maintenance
 
 absl::Status Store::Backup(const std::string& dest_path) {
-  if (std::filesystem::exists(dest_path)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("backup target ", dest_path, " exists"));
-  }
-  HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> source,
-                        Database::Open(path_, Database::Mode::kReadOnly));
-  sqlite3* dest = nullptr;
-  int rc = sqlite3_open_v2(dest_path.c_str(), &dest,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  if (rc == SQLITE_OK) {
-    sqlite3_backup* backup =
-        sqlite3_backup_init(dest, "main", source->raw(), "main");
-    if (backup == nullptr) {
-      rc = sqlite3_errcode(dest);
-    } else {
-      int step = sqlite3_backup_step(backup, -1);  // all pages, one snapshot
-      int finish = sqlite3_backup_finish(backup);
-      rc = step == SQLITE_DONE ? finish : step;
-    }
-  }
-  std::string message = dest ? sqlite3_errmsg(dest) : sqlite3_errstr(rc);
-  sqlite3_close_v2(dest);
-  if (rc != SQLITE_OK) {
-    std::error_code ignored;
-    std::filesystem::remove(dest_path, ignored);
-    return SqliteStatus(rc, message, absl::StrCat("backup to ", dest_path));
-  }
-  return absl::OkStatus();
+  return BackupDatabase(path_, dest_path).status();
 }
 
 absl::StatusOr<Store::WalCheckpoint> Store::CheckpointWal(bool truncate) {

@@ -264,9 +264,10 @@ class Store {
   // ---- Maintenance (store.cc)
 
   // Copies a consistent snapshot of the database to `dest_path` with
-  // SQLite's online backup API, while writes go on (`hlab backup`).
-  // AlreadyExists if dest_path exists (never overwritten); Unavailable
-  // naming dest_path if it cannot be written.
+  // SQLite's online backup API, while writes go on (BackupDatabase in
+  // backup.h, which `hlab backup` calls on the file). AlreadyExists if
+  // dest_path exists (never overwritten); Unavailable naming dest_path if it
+  // cannot be written; DataLoss if the copy fails its integrity check.
   absl::Status Backup(const std::string& dest_path);
 
   struct WalCheckpoint {

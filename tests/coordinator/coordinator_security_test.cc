@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <string>
@@ -176,6 +177,52 @@ TEST_F(SecureCoordinatorTest, MetricsEndpointServesHlabNames) {
       std::string::npos);
 }
 
+TEST_F(SecureCoordinatorTest, MetricsCountCallsSweepsAndTokens) {
+  EXPECT_EQ(Submit(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Submit("s-token"), grpc::StatusCode::OK);
+  ASSERT_TRUE(coordinator_->reaper()->Tick().ok());
+  const std::string body = HttpGet(coordinator_->metrics_port(), "/metrics");
+  // Labels come sorted by name.
+  for (const char* line :
+       {"hlab_grpc_server_handled_total{code=\"OK\",method=\"/"
+        "hlab.v1.ClientService/SubmitSweep\"} 1",
+        "hlab_grpc_server_handled_total{code=\"UNAUTHENTICATED\",method=\"/"
+        "hlab.v1.ClientService/SubmitSweep\"} 1",
+        "hlab_sweep_runs{state=\"PENDING\",sweep=\"sec\",sweep_id=\"1\"} 1",
+        "hlab_sweep_runs{state=\"SUCCEEDED\",sweep=\"sec\",sweep_id=\"1\"} 0",
+        "hlab_sweep_tokens_trained{sweep=\"sec\",sweep_id=\"1\"} 0",
+        "hlab_sweep_tokens_budget{sweep=\"sec\",sweep_id=\"1\"} "}) {
+    EXPECT_NE(body.find(line), std::string::npos) << line << "\n" << body;
+  }
+
+  // Tokens trained: the span of positions each task was seen at, however
+  // often it is reported; a retry going over the same tokens adds nothing.
+  CoordinatorMetrics* metrics = coordinator_->metrics();
+  metrics->ObserveTaskTokens("t1", 10, 100);  // a metric report
+  EXPECT_EQ(metrics->tokens_trained(), 90);
+  metrics->ObserveTaskTokens("t1", 100, 100);  // a heartbeat
+  metrics->ObserveTaskTokens("t1", 60, 60);    // resumed from a checkpoint
+  EXPECT_EQ(metrics->tokens_trained(), 90);
+  metrics->ObserveTaskTokens("t1", 150, 150);
+  EXPECT_EQ(metrics->tokens_trained(), 140);
+  // A task that starts at its branch point: only what it trains counts.
+  metrics->ObserveTaskTokens("decay", 9000, 9000);
+  EXPECT_EQ(metrics->tokens_trained(), 140);
+  metrics->ObserveTaskTokens("decay", 8990, 9020);
+  EXPECT_EQ(metrics->tokens_trained(), 170);
+  metrics->ObserveTaskTokens("empty", 0, 0);  // points without tokens
+  EXPECT_EQ(metrics->tokens_trained(), 170);
+  EXPECT_NE(HttpGet(coordinator_->metrics_port(), "/metrics")
+                .find("hlab_tokens_trained_total 170"),
+            std::string::npos);
+
+  // A sweep with no pending or running run left loses its series.
+  metrics->SetSweepProgress({});
+  EXPECT_EQ(HttpGet(coordinator_->metrics_port(), "/metrics")
+                .find("hlab_sweep_runs{"),
+            std::string::npos);
+}
+
 TEST(CoordinatorStartTest, RefusesNonLoopbackWithoutTokens) {
   TempDir dir;
   FakeClock clock;
@@ -190,6 +237,47 @@ TEST(CoordinatorStartTest, RefusesNonLoopbackWithoutTokens) {
   EXPECT_TRUE(IsLoopbackAddress("[::1]:1"));
   EXPECT_TRUE(IsLoopbackAddress("localhost:1"));
   EXPECT_FALSE(IsLoopbackAddress("10.0.0.1:1"));
+}
+
+TEST(CoordinatorStartTest, BadTokensAndPemFilesAreNamedAtStartUp) {
+  TempDir dir;
+  FakeClock clock;
+  CoordinatorOptions options =
+      testing::TestOptions(dir.File("hlab.db"), &clock);
+  options.tokens_file = dir.File("missing-tokens");
+  auto missing = Coordinator::Start(options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing-tokens"),
+            std::string::npos)
+      << missing.status();
+  std::ofstream(dir.File("empty-tokens")) << "# nothing yet\n";
+  options.tokens_file = dir.File("empty-tokens");
+  auto empty = Coordinator::Start(options);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+
+  std::ofstream(dir.File("tokens")) << "admin t0ken\n";
+  options.tokens_file = dir.File("tokens");
+  std::ofstream(dir.File("cert.pem")) << "not a certificate\n";
+  std::ofstream(dir.File("key.pem")) << "-----BEGIN PRIVATE KEY-----\nx\n"
+                                        "-----END PRIVATE KEY-----\n";
+  options.tls_cert = dir.File("cert.pem");
+  options.tls_key = dir.File("key.pem");
+  auto bad_cert = Coordinator::Start(options);
+  ASSERT_FALSE(bad_cert.ok());
+  EXPECT_EQ(bad_cert.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_cert.status().message().find("--tls-cert"), std::string::npos)
+      << bad_cert.status();
+  // The key file holds a certificate instead of a key.
+  std::ofstream(dir.File("cert.pem")) << "-----BEGIN CERTIFICATE-----\nx\n"
+                                         "-----END CERTIFICATE-----\n";
+  options.tls_key = dir.File("cert.pem");
+  auto bad_key = Coordinator::Start(options);
+  ASSERT_FALSE(bad_key.ok());
+  EXPECT_NE(bad_key.status().message().find("--tls-key"), std::string::npos)
+      << bad_key.status();
+  EXPECT_FALSE(std::filesystem::exists(dir.File("hlab.db")))
+      << "a failed start must not create the database";
 }
 
 TEST(CoordinatorStartTest, PortInUseIsAClearError) {

@@ -1,0 +1,41 @@
+// Start-up checks on directories: is a path on a network filesystem?
+//
+// SQLite's WAL needs shared memory and POSIX locks that work on one host
+// only ("WAL does not work over a network filesystem", sqlite.org/wal.html),
+// so the coordinator refuses a --db directory on NFS, SMB/CIFS, a FUSE
+// mount (sshfs, s3fs, ...), Ceph, Lustre, GPFS, AFS or 9p, and the worker
+// refuses such a --data-dir (docs/operations.md says why), unless told
+// --allow-network-fs. Detection reads statfs(2)'s f_type; a filesystem
+// unknown to the table is taken as local.
+//
+// Thread-safe (no state).
+//
+//   absl::Status s = CheckLocalFilesystem("/data/hlab", "--db");
+//   if (!s.ok()) return s;  // FailedPrecondition naming the flag and type
+//   std::optional<std::string> nfs = NetworkFilesystemName(0x6969);  // "NFS"
+#ifndef HLAB_COMMON_FILESYSTEM_H_
+#define HLAB_COMMON_FILESYSTEM_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace hlab {
+
+// The name of a network (or FUSE) filesystem for a statfs f_type, or
+// nullopt for a local or unknown one.
+std::optional<std::string> NetworkFilesystemName(int64_t f_type);
+
+// statfs(2) of `path`, or of its nearest existing parent when it does not
+// exist yet (a directory about to be created lands there) or lies under a
+// file. FailedPrecondition
+// naming `flag`, the path and the filesystem if it is a network filesystem;
+// Unavailable if no parent can be examined.
+absl::Status CheckLocalFilesystem(const std::string& path,
+                                  const std::string& flag);
+
+}  // namespace hlab
+
+#endif  // HLAB_COMMON_FILESYSTEM_H_
