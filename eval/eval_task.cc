@@ -213,7 +213,8 @@ class EvalRun {
     emit_({{"type", "warning"}, {"message", message}});
   }
 
-  void Result(const std::string& metric, double value, const Json& details) {
+  void Result(const std::string& metric, const Json& value,
+              const Json& details) {
     emit_({{"type", "result"},
            {"run_id", task_.run_id},
            {"step", step_},
@@ -267,13 +268,47 @@ class EvalRun {
     config.greedy = spec.greedy;
     config.haystack.source = spec.haystack;
     config.haystack.corpus_seed = task_.run.data.seed;
-    HLAB_RETURN_IF_ERROR(ValidateNiahConfig(config));
-    HLAB_ASSIGN_OR_RETURN(NiahResult result,
-                          EvaluateNiah(*scorer_, **tokenizer, config,
-                                       [this](int64_t done, int64_t total) {
-                                         Progress("niah", done, total,
-                                                  "scoring");
-                                       }));
+    HLAB_RETURN_IF_ERROR(Prefixed("evals.niah", ValidateNiahConfig(config)));
+    if (spec.kinds.empty()) {
+      // Default kinds: those whose needles, question and answer fit the
+      // shortest length (small models train on short sequences, and a
+      // passkey prompt alone takes ~250 byte tokens); the others are skipped
+      // with a warning. Kinds given explicitly must fit.
+      const int64_t shortest = *std::min_element(config.context_lengths.begin(),
+                                                 config.context_lengths.end());
+      std::vector<std::string> fitting;
+      for (const std::string& kind : config.kinds) {
+        absl::Status fits = absl::OkStatus();
+        for (int64_t i = 0; i < config.samples && fits.ok(); ++i) {
+          fits = GenerateNiahSample(**tokenizer, kind, shortest,
+                                    config.depths.front(), config.seed, i,
+                                    config.candidates, config.haystack)
+                     .status();
+        }
+        if (fits.ok()) {
+          fitting.push_back(kind);
+        } else {
+          Warn(absl::StrCat("evals.niah: kind '", kind,
+                            "' skipped: ", fits.message(),
+                            "; list evals.niah.kinds, or give longer "
+                            "context_lengths"));
+        }
+      }
+      if (fitting.empty()) {
+        Result("niah_acc", Json(nullptr),
+               {{"not_measured",
+                 absl::StrCat("no NIAH kind fits a context length of ",
+                              shortest, " tokens")}});
+        return absl::OkStatus();
+      }
+      config.kinds = fitting;
+    }
+    absl::StatusOr<NiahResult> evaluated = EvaluateNiah(
+        *scorer_, **tokenizer, config, [this](int64_t done, int64_t total) {
+          Progress("niah", done, total, "scoring");
+        });
+    if (!evaluated.ok()) return Prefixed("evals.niah", evaluated.status());
+    const NiahResult& result = *evaluated;
     Json details = Json::parse(NiahResultToJson(result));
     Result("niah_acc", result.accuracy, details);
     for (const auto& [kind, accuracy] : result.accuracy_by_kind) {
@@ -436,8 +471,24 @@ class EvalRun {
     for (const std::string& w : warnings) Warn(w);
     if (!keys.ok()) return Prefixed("evals.longppl", keys.status());
     Progress("longppl", 1, 2, "scoring key tokens");
-    auto result = ScoreLongPpl(*scorer_, corpus, *keys);
-    if (!result.ok()) return Prefixed("evals.longppl", result.status());
+    auto scored = ScoreLongPpl(*scorer_, corpus, *keys);
+    // No document with min_key_tokens key tokens (a reference that uses no
+    // long context selects almost none): log(LongPPL) is undefined. The run
+    // is not at fault, so the result is recorded as null with the reason,
+    // and the other evaluations go on.
+    std::string not_measured;
+    LongPplResult result_value;
+    if (scored.ok()) {
+      result_value = *scored;
+    } else if (scored.status().code() ==
+               absl::StatusCode::kFailedPrecondition) {
+      not_measured = std::string(scored.status().message());
+      result_value.documents_skipped =
+          static_cast<int64_t>(keys->documents.size());
+    } else {
+      return Prefixed("evals.longppl", scored.status());
+    }
+    const LongPplResult* result = &result_value;
     Progress("longppl", 2, 2, "done");
     int64_t selected = 0;
     for (const auto& d : keys->documents) {
@@ -466,6 +517,15 @@ class EvalRun {
       details["key_token_recall"] = accuracy->recall;
       details["key_token_chance"] = accuracy->chance;
       details["true_recall_positions"] = accuracy->true_positions;
+    }
+    if (!not_measured.empty()) {
+      details["not_measured"] = not_measured;
+      Warn(
+          absl::StrCat("evals.longppl: log(LongPPL) not measured, recorded "
+                       "as null: ",
+                       not_measured));
+      Result("log_longppl", Json(nullptr), details);
+      return absl::OkStatus();
     }
     Result("log_longppl", result->log_longppl, details);
     return absl::OkStatus();

@@ -334,21 +334,42 @@ TEST_F(EvalTaskRunTest, AContextAboveTheTrainedLengthNeedsAllowExtrapolation) {
   EXPECT_TRUE(CheckEvalTask(*task).ok()) << CheckEvalTask(*task).status();
 }
 
+TEST_F(EvalTaskRunTest, LongPplWithoutEnoughKeyTokensIsRecordedAsNull) {
+  // The paper's thresholds on an untrained reference: no document keeps 10
+  // key tokens, so log(LongPPL) is undefined; the task still succeeds, with
+  // a null result that says why, and the validation loss is measured.
+  Json j = Task();
+  j["evals"]["longppl"]["min_key_tokens"] = 1000000;
+  const absl::Status run = Run(j);
+  ASSERT_TRUE(run.ok()) << run;
+  const Json longppl = FindRecord(records_, "result", "log_longppl");
+  ASSERT_FALSE(longppl.is_null());
+  EXPECT_TRUE(longppl["value"].is_null()) << longppl.dump();
+  EXPECT_EQ(longppl["details"]["documents"], 0);
+  EXPECT_NE(
+      longppl["details"]["not_measured"].get<std::string>().find("key tokens"),
+      std::string::npos)
+      << longppl.dump();
+  EXPECT_FALSE(FindRecord(records_, "warning").is_null());
+  EXPECT_FALSE(FindRecord(records_, "result", "val_loss").is_null());
+}
+
 TEST_F(EvalTaskRunTest, NiahReportsAccuracyOverallAndPerKindWithCells) {
   Json j = Task();
   j["evals"] = {{"niah",
-                 {{"kinds", {"single", "passkey"}},
+                 {{"kinds", {"single"}},
                   {"context_lengths", {48, 64}},
-                  {"depths", {0.5}},
+                  {"depths", {0.25, 0.75}},
                   {"samples", 3}}}};
-  ASSERT_TRUE(Run(j).ok());
+  const absl::Status run = Run(j);
+  ASSERT_TRUE(run.ok()) << run;
   EXPECT_EQ(records_.front()["evals"], Json({"niah"}));
   const Json all = FindRecord(records_, "result", "niah_acc");
   ASSERT_FALSE(all.is_null());
   const double accuracy = all["value"].get<double>();
   EXPECT_GE(accuracy, 0.0);
   EXPECT_LE(accuracy, 1.0);
-  // 2 kinds x 2 lengths x 1 depth, 3 samples each.
+  // 1 kind x 2 lengths x 2 depths, 3 samples each.
   ASSERT_EQ(all["details"]["cells"].size(), 4u) << all.dump();
   int64_t samples = 0, correct = 0;
   for (const Json& cell : all["details"]["cells"]) {
@@ -357,13 +378,20 @@ TEST_F(EvalTaskRunTest, NiahReportsAccuracyOverallAndPerKindWithCells) {
   }
   EXPECT_EQ(samples, 12);
   EXPECT_DOUBLE_EQ(accuracy, static_cast<double>(correct) / 12.0);
-  for (const std::string kind : {"single", "passkey"}) {
-    const Json k = FindRecord(records_, "result", "niah_acc/" + kind);
-    ASSERT_FALSE(k.is_null()) << kind;
-    EXPECT_EQ(k["details"]["cells"].size(), 2u) << k.dump();
-    for (const Json& cell : k["details"]["cells"])
-      EXPECT_EQ(cell["kind"], kind);
-  }
+  const Json single = FindRecord(records_, "result", "niah_acc/single");
+  ASSERT_FALSE(single.is_null());
+  EXPECT_DOUBLE_EQ(single["value"].get<double>(), accuracy);
+  EXPECT_EQ(single["details"]["cells"].size(), 4u) << single.dump();
+
+  // A length too short for the kind names the field and the minimum.
+  j["evals"]["niah"]["kinds"] = {"passkey"};
+  absl::Status short_length = Run(j);
+  EXPECT_EQ(train::ExitCodeFor(short_length), 2) << short_length;
+  EXPECT_NE(std::string(short_length.message())
+                .find("evals.niah: context_lengths: 48 tokens cannot hold"),
+            std::string::npos)
+      << short_length;
+  j["evals"]["niah"]["kinds"] = {"single"};
 
   // A haystack that is neither noise nor synthetic names the field.
   j["evals"]["niah"]["haystack"] = "lorem";
@@ -372,6 +400,32 @@ TEST_F(EvalTaskRunTest, NiahReportsAccuracyOverallAndPerKindWithCells) {
   EXPECT_NE(std::string(s.message()).find("evals.niah.haystack"),
             std::string::npos)
       << s;
+}
+
+TEST_F(EvalTaskRunTest, DefaultNiahKindsThatDoNotFitAreSkippedWithAWarning) {
+  // 48 tokens hold a single needle (37) but not a passkey prompt (248).
+  Json j = Task();
+  j["evals"] = {{"niah", {{"context_lengths", {48}}, {"samples", 2}}}};
+  const absl::Status run = Run(j);
+  ASSERT_TRUE(run.ok()) << run;
+  EXPECT_FALSE(FindRecord(records_, "result", "niah_acc/single").is_null());
+  EXPECT_TRUE(FindRecord(records_, "result", "niah_acc/passkey").is_null());
+  bool warned = false;
+  for (const Json& r : records_) {
+    if (r["type"] == "warning" &&
+        r["message"].get<std::string>().find("kind 'passkey' skipped") !=
+            std::string::npos) {
+      warned = true;
+    }
+  }
+  EXPECT_TRUE(warned);
+
+  // Too short for every kind: recorded as null with the reason.
+  j["evals"]["niah"]["context_lengths"] = {8};
+  ASSERT_TRUE(Run(j).ok());
+  const Json none = FindRecord(records_, "result", "niah_acc");
+  ASSERT_FALSE(none.is_null());
+  EXPECT_TRUE(none["value"].is_null()) << none.dump();
 }
 
 TEST_F(EvalTaskRunTest, CheckPrintsTheResolvedPlan) {
