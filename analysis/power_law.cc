@@ -17,8 +17,20 @@
 
 namespace hlab::analysis {
 
+namespace {
+
+// c / x^p; from ln c when c overflowed (inf) and ln c is known.
+double Term(double c, double log_c, double x, double p) {
+  if (!std::isfinite(c) && std::isfinite(log_c)) {
+    return std::exp(log_c - p * std::log(x));
+  }
+  return c * std::pow(x, -p);
+}
+
+}  // namespace
+
 double PowerLaw::Predict(double n, double d) const {
-  return E + A * std::pow(n, -alpha) + B * std::pow(d, -beta);
+  return E + Term(A, log_A, n, alpha) + Term(B, log_B, d, beta);
 }
 
 PowerLaw ToPowerLaw(const LogPowerLaw& law) {
@@ -28,6 +40,8 @@ PowerLaw ToPowerLaw(const LogPowerLaw& law) {
   out.alpha = law.alpha;
   out.B = std::exp(law.b);
   out.beta = law.beta;
+  out.log_A = law.a;
+  out.log_B = law.b;
   return out;
 }
 

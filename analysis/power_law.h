@@ -25,6 +25,7 @@
 #define HLAB_ANALYSIS_POWER_LAW_H_
 
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,12 @@ struct PowerLaw {
   double alpha = 0;
   double B = 0;
   double beta = 0;
+  // ln A and ln B when known (ToPowerLaw sets them). A fit whose N or D term
+  // vanishes (alpha or beta run off) can have A or B beyond a double's range
+  // (inf) while ln A is finite; Predict then computes that term as
+  // exp(ln A - alpha ln n) instead of inf * 0. Used only when A (B) is inf.
+  double log_A = std::numeric_limits<double>::quiet_NaN();
+  double log_B = std::numeric_limits<double>::quiet_NaN();
 
   // The predicted loss at (n, d); n, d > 0.
   double Predict(double n, double d) const;

@@ -134,11 +134,23 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
     if (!fitted) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   if (fitted) {
+    // The fitter's summary as plain lines (it spans several).
+    std::ostringstream message;
     RunCli({"query",
             "SELECT message FROM events WHERE kind = 'fits' AND sweep_id = " +
                 sweep_id,
-            "--format", "csv", "--address", address},
-           out, err);
+            "--format", "json", "--address", address},
+           message, err);
+    const nlohmann::json rows =
+        nlohmann::json::parse(message.str(), nullptr, false);
+    if (rows.is_array()) {
+      for (const nlohmann::json& row : rows) {
+        if (row.is_object() && row.contains("message") &&
+            row["message"].is_string()) {
+          out << row["message"].get<std::string>() << "\n";
+        }
+      }
+    }
     RunCli({"query",
             "SELECT arch, target, round(e, 4) AS E, round(a, 2) AS A, "
             "round(alpha, 4) AS alpha, round(b, 2) AS B, round(beta, 4) AS "
