@@ -3,6 +3,7 @@
 // Query RPC (the connection flags). Both go through report::RowSource, so
 // the report is the same.
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -110,6 +111,14 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     if (name == "seed") study_options.seed = static_cast<uint64_t>(*n);
   }
   // Before reading and maybe fitting (minutes), so a bad --out fails fast.
+  // A directory made here is removed again (when still empty) if the report
+  // fails before writing into it, e.g. for an unknown sweep.
+  std::error_code exists_error;
+  const bool out_existed = std::filesystem::exists(out_dir, exists_error);
+  auto forget_out_dir = [&] {
+    std::error_code ec;
+    if (!out_existed) std::filesystem::remove(out_dir, ec);  // only if empty
+  };
   if (absl::Status ready = report::PrepareReportDirectory(out_dir);
       !ready.ok()) {
     return Failure(err, kName, ready.message());
@@ -117,21 +126,31 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
   std::unique_ptr<report::RowSource> source;
   if (args->Has("db")) {
     auto db = report::DatabaseRowSource::Open(args->Get("db"));
-    if (!db.ok()) return Failure(err, kName, db.status().message());
+    if (!db.ok()) {
+      forget_out_dir();
+      return Failure(err, kName, db.status().message());
+    }
     source = *std::move(db);
   } else {
     if (!args->Has("sweep")) {
+      forget_out_dir();
       return UsageError(err, kName,
                         "name the sweep with --sweep ID (or read a database "
                         "file with --db FILE)");
     }
     absl::StatusOr<std::unique_ptr<Client>> client = ClientFromArgs(*args);
-    if (!client.ok()) return ConnectionFailure(err, kName, client.status());
+    if (!client.ok()) {
+      forget_out_dir();
+      return ConnectionFailure(err, kName, client.status());
+    }
     source = std::make_unique<CoordinatorRowSource>(*std::move(client));
   }
   absl::StatusOr<report::StudyData> study =
       report::ReadStudyData(*source, args->Get("sweep"), study_options);
-  if (!study.ok()) return Failure(err, kName, study.status().message());
+  if (!study.ok()) {
+    forget_out_dir();
+    return Failure(err, kName, study.status().message());
+  }
   report::StudyReportOptions options;
   options.plot.gnuplot = args->Get("gnuplot", "gnuplot");
   absl::StatusOr<report::StudyReport> written =

@@ -291,6 +291,8 @@ TEST_F(ReportTest, UnknownSweepAndUnwritableOutputAreOneLineErrors) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no sweep 'nope' in database " + db_), std::string::npos)
       << r.err;
+  // The --out directory it made is not left behind.
+  EXPECT_FALSE(std::filesystem::exists(Out())) << Out();
 
   std::ofstream(dir_ / "a-file") << "x";
   r = Hlab({"report", "--db", db_, "--out", (dir_ / "a-file" / "r").string()});
