@@ -2,11 +2,13 @@
 #include <ceres/first_order_function.h>
 #include <ceres/gradient_problem.h>
 #include <ceres/gradient_problem_solver.h>
+#include <glog/logging.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -80,6 +82,19 @@ ceres::GradientProblemSolver::Options SolverOptions(const FitOptions& o,
   options.line_search_interpolation_type = ceres::BISECTION;
   options.logging_type = ceres::SILENT;
   return options;
+}
+
+// Ceres reports recoverable numerical events of its L-BFGS update as glog
+// warnings on stderr ("Numerical failure in L-BFGS update ..."), preceded by
+// glog's "Logging before InitGoogleLogging()" notice. A fit handles them (a
+// run keeps its best point), so the process shows glog errors only.
+void QuietCeresWarnings() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (FLAGS_minloglevel < google::GLOG_ERROR) {
+      FLAGS_minloglevel = google::GLOG_ERROR;
+    }
+  });
 }
 
 // One L-BFGS run from `start`; the outcome is the best point evaluated.
@@ -287,6 +302,7 @@ absl::StatusOr<FitResult> FitPowerLaw(absl::Span<const ScalingPoint> points,
   if (auto s = ValidatePoints(points); !s.ok()) return s;
   if (auto s = CheckOptions(options); !s.ok()) return s;
   if (auto s = options.grid.Validate(); !s.ok()) return s;
+  QuietCeresWarnings();
 
   const HuberLogObjective objective(points, options.huber_delta);
   const ceres::GradientProblemSolver::Options solver =
