@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "eval/eval_task.h"
 #include "model/config/model_config.h"
@@ -20,76 +21,11 @@ absl::Status FieldError(absl::string_view field, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
 }
 
-// Reads the fields of one JSON object, naming them by their path (as
-// train/task.cc does for training tasks).
-class ObjectReader {
+// Task-file fields, named by their path (common/json_reader.h).
+class ObjectReader : public JsonObjectReader {
  public:
   ObjectReader(const Json& object, std::string where)
-      : object_(object), where_(std::move(where)) {}
-
-  std::string Path(absl::string_view key) const {
-    return where_.empty() ? std::string(key) : absl::StrCat(where_, ".", key);
-  }
-
-  absl::Status CheckKeys(const std::set<std::string>& known) const {
-    if (!object_.is_object()) {
-      return FieldError(where_.empty() ? "task" : where_, "must be an object");
-    }
-    for (const auto& item : object_.items()) {
-      if (known.count(item.key()) == 0) {
-        return FieldError(Path(item.key()),
-                          "unknown field (see hlab-eval --help)");
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  bool Has(const std::string& key) const { return object_.contains(key); }
-  const Json& At(const std::string& key) const { return object_.at(key); }
-
-  template <typename T>
-  absl::Status Get(const std::string& key, T* out) const {
-    auto it = object_.find(key);
-    if (it == object_.end()) return absl::OkStatus();
-    HLAB_RETURN_IF_ERROR(Check<T>(*it, Path(key)));
-    *out = it->get<T>();
-    return absl::OkStatus();
-  }
-
-  template <typename T>
-  absl::Status GetList(const std::string& key, std::vector<T>* out) const {
-    auto it = object_.find(key);
-    if (it == object_.end()) return absl::OkStatus();
-    if (!it->is_array()) return FieldError(Path(key), "must be a list");
-    out->clear();
-    for (size_t i = 0; i < it->size(); ++i) {
-      HLAB_RETURN_IF_ERROR(
-          Check<T>((*it)[i], absl::StrCat(Path(key), "[", i, "]")));
-      out->push_back((*it)[i].get<T>());
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  template <typename T>
-  static absl::Status Check(const Json& v, const std::string& path) {
-    if constexpr (std::is_same_v<T, bool>) {
-      if (!v.is_boolean()) return FieldError(path, "must be true or false");
-    } else if constexpr (std::is_integral_v<T>) {
-      if (!v.is_number_integer()) return FieldError(path, "must be an integer");
-      if (std::is_unsigned_v<T> && v.get<int64_t>() < 0) {
-        return FieldError(path, "must be >= 0");
-      }
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (!v.is_number()) return FieldError(path, "must be a number");
-    } else {
-      if (!v.is_string()) return FieldError(path, "must be a string");
-    }
-    return absl::OkStatus();
-  }
-
-  const Json& object_;
-  std::string where_;
+      : JsonObjectReader(object, std::move(where), "hlab-eval --help") {}
 };
 
 absl::Status ParseData(const ObjectReader& r, EvalDataSpec* d) {

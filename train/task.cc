@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "model/config/param_count.h"
 
@@ -22,58 +23,11 @@ absl::Status FieldError(absl::string_view field, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
 }
 
-// Reads the fields of one JSON object, naming them by their path.
-class ObjectReader {
+// Task-file fields, named by their path (common/json_reader.h).
+class ObjectReader : public JsonObjectReader {
  public:
   ObjectReader(const Json& object, std::string where)
-      : object_(object), where_(std::move(where)) {}
-
-  std::string Path(absl::string_view key) const {
-    return where_.empty() ? std::string(key) : absl::StrCat(where_, ".", key);
-  }
-
-  absl::Status CheckKeys(const std::set<std::string>& known) const {
-    if (!object_.is_object()) {
-      return FieldError(where_.empty() ? "task" : where_, "must be an object");
-    }
-    for (const auto& item : object_.items()) {
-      if (known.count(item.key()) == 0) {
-        return FieldError(Path(item.key()),
-                          "unknown field (see hlab-train --help)");
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  bool Has(const std::string& key) const { return object_.contains(key); }
-  const Json& At(const std::string& key) const { return object_.at(key); }
-
-  template <typename T>
-  absl::Status Get(const std::string& key, T* out) const {
-    auto it = object_.find(key);
-    if (it == object_.end()) return absl::OkStatus();
-    if constexpr (std::is_same_v<T, bool>) {
-      if (!it->is_boolean())
-        return FieldError(Path(key), "must be true or false");
-    } else if constexpr (std::is_integral_v<T>) {
-      if (!it->is_number_integer()) {
-        return FieldError(Path(key), "must be an integer");
-      }
-      if (std::is_unsigned_v<T> && it->get<int64_t>() < 0) {
-        return FieldError(Path(key), "must be >= 0");
-      }
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (!it->is_number()) return FieldError(Path(key), "must be a number");
-    } else {
-      if (!it->is_string()) return FieldError(Path(key), "must be a string");
-    }
-    *out = it->get<T>();
-    return absl::OkStatus();
-  }
-
- private:
-  const Json& object_;
-  std::string where_;
+      : JsonObjectReader(object, std::move(where), "hlab-train --help") {}
 };
 
 absl::StatusOr<DecayShape> ParseDecayShape(const std::string& name) {
