@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -122,6 +124,19 @@ std::optional<double> Finite(double v) {
   return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
 }
 
+// A stored A (or B) and its log (details "a" / "b"): (A, ln A). A NULL A
+// with a finite ln A overflowed: (+inf, ln A). Unknown parts are NaN.
+std::pair<double, double> ScaleCoefficient(std::optional<double> value,
+                                           std::optional<double> log_value) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  if (value) {
+    return {*value,
+            log_value ? *log_value : (*value > 0 ? std::log(*value) : kNaN)};
+  }
+  if (log_value) return {std::numeric_limits<double>::infinity(), *log_value};
+  return {kNaN, kNaN};
+}
+
 // The stored fits of the sweep; CIs, objective and warnings from the JSON
 // columns when they hold them.
 absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
@@ -139,11 +154,14 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
     FitRow f;
     f.arch = TextValue(row[0]);
     f.target = TextValue(row[1]);
+    const Json details = Json::parse(TextValue(row[11]), nullptr, false);
     f.E = RealValue(row[2]).value_or(0);
-    f.A = RealValue(row[3]).value_or(0);
     f.alpha = RealValue(row[4]).value_or(0);
-    f.B = RealValue(row[5]).value_or(0);
     f.beta = RealValue(row[6]).value_or(0);
+    std::tie(f.A, f.log_A) =
+        ScaleCoefficient(RealValue(row[3]), JsonReal(details, "a"));
+    std::tie(f.B, f.log_B) =
+        ScaleCoefficient(RealValue(row[5]), JsonReal(details, "b"));
     f.r2_fit = RealValue(row[8]);
     f.n_points = static_cast<int>(RealValue(row[10]).value_or(0));
     const Json ci = Json::parse(TextValue(row[7]), nullptr, false);
@@ -155,7 +173,6 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
     }
     f.confidence = JsonReal(ci, "confidence").value_or(0);
     f.resamples = static_cast<int>(JsonReal(ci, "resamples").value_or(0));
-    const Json details = Json::parse(TextValue(row[11]), nullptr, false);
     f.objective = JsonReal(details, "objective");
     // The fitter's details say whether there were held-out points; the
     // r2_verify column holds 0 without them.
@@ -189,6 +206,8 @@ FitRow FromSweepFit(const coordinator::SweepFit& s) {
   f.alpha = r.alpha;
   f.B = r.B;
   f.beta = r.beta;
+  f.log_A = r.a;
+  f.log_B = r.b;
   f.objective = r.objective;
   f.r2_fit = r.r2_fit;
   f.r2_verify = r.r2_verify;

@@ -10,7 +10,8 @@
 // as the coordinator's fits take them (coordinator/sweep_fits.h).
 //
 // Fits: the rows of the `fits` table for the sweep (coefficients, CIs from
-// its `ci` JSON, objective and warnings from `details`). When none is
+// its `ci` JSON, objective, warnings and ln A, ln B from `details`; an A or
+// B that overflowed is stored NULL and read as +inf with its log). When none is
 // stored and the source is a database file, they are computed with
 // coordinator::FitSweepRuns as `hlab fit --db` does, and `fits_origin` says
 // so; over the Query RPC they cannot be, and `notes` says what to run.
@@ -25,6 +26,7 @@
 #define HLAB_REPORT_STUDY_DATA_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -74,6 +76,12 @@ struct FitRow {
   bool fitted = true;
   std::string reason;  // when not fitted: why
   double E = 0, A = 0, alpha = 0, B = 0, beta = 0;
+  // ln A and ln B (a stored fit's details "a", "b"; else ln of A, B). When
+  // a term vanishes (alpha or beta ran off), A or B can exceed a double:
+  // the fits table holds NULL, and here A (B) is +inf while log_A (log_B)
+  // holds the fitted value, as in analysis::PowerLaw. NaN when unknown.
+  double log_A = std::numeric_limits<double>::quiet_NaN();
+  double log_B = std::numeric_limits<double>::quiet_NaN();
   // Bootstrap CIs by coefficient name ("E", "A", "alpha", "B", "beta").
   std::map<std::string, Interval> ci;
   double confidence = 0;  // e.g. 0.95; 0 without CIs
@@ -84,7 +92,12 @@ struct FitRow {
   int n_points = 0;
   std::vector<std::string> warnings;
 
-  analysis::PowerLaw Law() const { return {E, A, alpha, B, beta}; }
+  analysis::PowerLaw Law() const {
+    analysis::PowerLaw law{E, A, alpha, B, beta};
+    law.log_A = log_A;
+    law.log_B = log_B;
+    return law;
+  }
 };
 
 struct StudyData {
