@@ -71,38 +71,15 @@ bool Contains(const std::vector<std::string>& list, const std::string& s) {
 
 absl::StatusOr<std::vector<RunRow>> ReadRuns(RowSource& source,
                                              int64_t sweep_id) {
-  const std::string sql = absl::StrCat(
-      "SELECT rs.run_id, rs.arch, rs.scale, rs.state, rs.n_params,"
-      " rs.budget_tokens, rs.final_train_loss, rs.final_val_loss,"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'log_longppl' ORDER BY e.step DESC LIMIT 1),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'longppl' AND e.value > 0"
-      "    ORDER BY e.step DESC LIMIT 1),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'niah_acc'"
-      "    ORDER BY e.step DESC LIMIT 1)"
-      " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
-      " WHERE sr.sweep_id = ",
-      sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
-  HLAB_ASSIGN_OR_RETURN(store::QueryResult result, source.Query(sql));
+  HLAB_ASSIGN_OR_RETURN(
+      std::vector<coordinator::RunFigures> figures,
+      coordinator::ReadRunFigures(
+          [&](const std::string& sql) { return source.Query(sql); }, sweep_id));
   std::vector<RunRow> runs;
-  for (const auto& row : result.rows) {
+  runs.reserve(figures.size());
+  for (coordinator::RunFigures& f : figures) {
     RunRow r;
-    r.run_id = TextValue(row[0]);
-    r.arch = TextValue(row[1]);
-    r.scale = TextValue(row[2]);
-    r.state = TextValue(row[3]);
-    r.n = RealValue(row[4]).value_or(0);
-    r.d = RealValue(row[5]).value_or(0);
-    r.train_loss = RealValue(row[6]);
-    r.val_loss = RealValue(row[7]);
-    r.log_longppl = RealValue(row[8]);
-    if (!r.log_longppl) {
-      const std::optional<double> ppl = RealValue(row[9]);
-      if (ppl && *ppl > 0) r.log_longppl = std::log(*ppl);
-    }
-    r.niah_accuracy = RealValue(row[10]);
+    static_cast<coordinator::RunFigures&>(r) = std::move(f);
     runs.push_back(std::move(r));
   }
   return runs;
@@ -232,12 +209,6 @@ std::string TargetLabel(const std::string& target) {
   if (target == "loss") return "loss";
   if (target == "longppl") return "log(LongPPL)";
   return target;
-}
-
-std::optional<double> RunRow::Target(const std::string& target) const {
-  if (target == "loss") return val_loss ? val_loss : train_loss;
-  if (target == "longppl") return log_longppl;
-  return std::nullopt;
 }
 
 std::vector<std::string> StudyData::Architectures() const {

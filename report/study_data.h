@@ -2,12 +2,13 @@
 // RowSource: every run (one row each, whatever its state) with its final
 // figures, and the power-law fits per architecture and target.
 //
-// Runs: N = non-embedding parameters, D = planned tokens; the final
-// training loss, the final validation loss (run_summary), the newest
+// Runs: read with coordinator::ReadRunFigures, the reader of the
+// coordinator's fits: N = non-embedding parameters, D = planned tokens; the
+// final training loss, the final validation loss (run_summary), the newest
 // "log_longppl" eval (else the log of a "longppl" eval) and the newest
 // "niah_acc" eval (hlab-eval's accuracy over all cells). The fitted "loss" is
-// the validation loss, else the training loss, and "longppl" the log LongPPL,
-// as the coordinator's fits take them (coordinator/sweep_fits.h).
+// the validation loss, else the training loss, and "longppl" the log LongPPL
+// (RunFigures::Target), as the coordinator's fits take them.
 //
 // Fits: the rows of the `fits` table for the sweep (coefficients, CIs from
 // its `ci` JSON, objective, warnings and ln A, ln B from `details`; an A or
@@ -36,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "analysis/fit.h"
 #include "analysis/power_law.h"
+#include "coordinator/run_figures.h"
 #include "report/row_source.h"
 
 namespace hlab::report {
@@ -44,23 +46,10 @@ namespace hlab::report {
 inline constexpr const char* kTargets[] = {"loss", "longppl"};
 std::string TargetLabel(const std::string& target);  // "loss", "log(LongPPL)"
 
-struct RunRow {
-  std::string run_id;
-  std::string arch;
-  std::string scale;
-  std::string state;  // PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED
-  double n = 0;       // non-embedding parameters
-  double d = 0;       // planned tokens
-  std::optional<double> train_loss;
-  std::optional<double> val_loss;
-  std::optional<double> log_longppl;
-  std::optional<double> niah_accuracy;
+// A run with its final figures (coordinator/run_figures.h: the reader the
+// coordinator's fits use too).
+struct RunRow : coordinator::RunFigures {
   bool verify = false;  // its scale is one of the spec's verify_scales
-
-  bool succeeded() const { return state == "SUCCEEDED"; }
-  // The value fitted for `target` ("loss": validation, else training loss;
-  // "longppl": log LongPPL), if known.
-  std::optional<double> Target(const std::string& target) const;
 };
 
 // A confidence interval [lower, upper]; a bound is nullopt when it is not
