@@ -218,8 +218,9 @@ absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
     st.Bind(4, row.id).Bind(5, row.attempt);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
-  // An on-demand task has only its own max_attempts (types.h).
-  int64_t sweep_retries = 0, sweep_max_retries = row.on_demand ? 1 : 0;
+  // The sweep's retry budget; an on-demand task has only its own
+  // max_attempts (types.h).
+  int64_t sweep_retries = 0, sweep_max_retries = 0;
   if (!row.on_demand) {
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
@@ -238,7 +239,7 @@ absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
   } else if (failures >= row.max_attempts) {
     reason = absl::StrCat("task ", row.id, " failed ", failures, " of ",
                           row.max_attempts, " attempts; last error: ", error);
-  } else if (sweep_retries >= sweep_max_retries) {
+  } else if (!row.on_demand && sweep_retries >= sweep_max_retries) {
     reason = absl::StrCat("sweep ", row.sweep_id, " retry limit (",
                           sweep_max_retries, ") exhausted; task ", row.id,
                           " last error: ", error);
