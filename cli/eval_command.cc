@@ -121,8 +121,11 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
   const Client& c = **client;
 
   v1::EvaluateRunResponse response;
+  // Asking again retries an on-demand evaluation that failed; polling not.
+  request.set_retry_failed(true);
   grpc::Status s =
       c.Call(&v1::ClientService::Stub::EvaluateRun, request, &response);
+  request.set_retry_failed(false);
   if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "evaluate runs"));
   const std::string evals = absl::StrJoin(response.task().evals(), ",");
   err << "hlab eval: " << (response.created() ? "new evaluation" : "evaluation")
@@ -139,11 +142,18 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
         task.state() == v1::TASK_STATE_CANCELLED) {
       return Failure(
           err, kName,
-          absl::StrCat("evaluation ", task.task_id(), " ",
-                       StateName(task.state()), ": ",
-                       task.error().empty() ? "no reason given" : task.error(),
-                       "; fix the cause, then `hlab resume --run ", run_id,
-                       "` retries it"));
+          absl::StrCat(
+              "evaluation ", task.task_id(), " of run ", run_id, " ",
+              StateName(task.state()), ": ",
+              task.error().empty() ? "no reason given" : task.error(),
+              response.on_demand()
+                  ? absl::StrCat("; the run itself is unchanged. Fix the "
+                                 "cause, then run the same `hlab eval` "
+                                 "again to retry it")
+                  : absl::StrCat("; it is an evaluation of the run's sweep, "
+                                 "so the run failed with it. Fix the cause, "
+                                 "then `hlab resume --run ",
+                                 run_id, "` retries it")));
     }
     if (args->Has("no-wait")) {
       out << "task " << task.task_id() << " is " << StateName(task.state())
@@ -210,7 +220,10 @@ Command EvalCommand() {
       "task (its state changes on stderr; every --poll seconds, default 2)\n"
       "and prints metric, step, value, details; --no-wait returns at once.\n"
       "Needs a token with the submit role. Exit 1 when the run is unknown,\n"
-      "not finished, has no checkpoint at --step, or the evaluation failed.";
+      "not finished, has no checkpoint at --step, or the evaluation failed.\n"
+      "A failed evaluation leaves the run's state and results as they were\n"
+      "(the task's state and a task_failed event record it); running the\n"
+      "same `hlab eval` again retries it.";
   c.run = Run;
   return c;
 }

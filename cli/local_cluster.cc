@@ -2,7 +2,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-
-extern char** environ;
+#include "common/spawn.h"
 
 namespace hlab::cli {
 namespace {
@@ -26,26 +24,12 @@ namespace fs = std::filesystem;
 // log file. Returns the pid or -1.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
             int stdout_fd) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (stdout_fd >= 0) {
-    posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
-  } else {
-    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  }
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  std::vector<char*> argv;
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc =
-      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
+  SpawnOptions options;
+  options.Open(STDERR_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  options.Dup2(stdout_fd >= 0 ? stdout_fd : STDERR_FILENO, STDOUT_FILENO);
+  options.Open(STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  const absl::StatusOr<pid_t> pid = SpawnProcess(args, options);
+  return pid.ok() ? *pid : -1;
 }
 
 // Children to signal when hlab is terminated (read by the signal handler).

@@ -1,6 +1,7 @@
 // JsonObjectReader: reads the fields of one JSON object of a task file,
 // naming every field by its path ("evals.longppl.alpha") in its errors. The
-// one reader of hlab-train's and hlab-eval's task files.
+// one reader of hlab-train's and hlab-eval's task files and of model
+// configs (model/config/model_config.cc).
 //
 // Get/GetList leave `out` unchanged when the key is absent (the default
 // stays) and return InvalidArgument "PATH: must be an integer" (a number, a

@@ -154,9 +154,22 @@ absl::Status EvaluateRun(ServiceContext& context,
   response->set_checkpoint_path(checkpoint.path);
 
   absl::StatusOr<store::Task> existing = store.GetTask(task_id);
+  if (existing.ok() && request.retry_failed() && existing->spec.on_demand &&
+      (existing->state == store::TaskState::kFailed ||
+       existing->state == store::TaskState::kCancelled)) {
+    HLAB_ASSIGN_OR_RETURN(bool reopened,
+                          store.ReopenOnDemandTask(task_id, context.clock()));
+    if (reopened) {
+      HLAB_LOG(INFO) << "evaluation " << task_id << " of run " << run_id
+                     << " reopened (was " << store::ToString(existing->state)
+                     << ")";
+    }
+    existing = store.GetTask(task_id);
+  }
   if (existing.ok()) {
     *response->mutable_task() = ToProtoTask(*existing);
     response->set_created(false);
+    response->set_on_demand(existing->spec.on_demand);
     return absl::OkStatus();
   }
   if (existing.status().code() != absl::StatusCode::kNotFound) {
@@ -197,11 +210,13 @@ absl::Status EvaluateRun(ServiceContext& context,
   }
   task.set_task_json(j.dump());
   const absl::Time now = context.clock();
-  HLAB_RETURN_IF_ERROR(
-      store.AddTasks({ToTaskSpec(task, sweep_id, "")}, now).status());
+  store::TaskSpec spec = ToTaskSpec(task, sweep_id, "");
+  spec.on_demand = true;  // its failure is not the run's
+  HLAB_RETURN_IF_ERROR(store.AddTasks({spec}, now).status());
   HLAB_ASSIGN_OR_RETURN(store::Task stored, store.GetTask(task_id));
   *response->mutable_task() = ToProtoTask(stored);
   response->set_created(true);
+  response->set_on_demand(true);
   HLAB_LOG(INFO) << "evaluation " << task_id << " of run " << run_id
                  << " at step " << checkpoint.step << " added";
   return absl::OkStatus();

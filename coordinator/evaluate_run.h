@@ -10,7 +10,13 @@
 // name, or reference.run_id / checkpoint_path); its training must have
 // finished. The task id is EvalTaskId(run, step, settings) (expand.h), so
 // asking again, or asking for what the sweep already evaluated, returns the
-// existing task (created = false) whatever its state.
+// existing task (created = false) whatever its state; with retry_failed, an
+// on-demand task that FAILED or was CANCELLED is reopened first.
+//
+// The task it adds is on-demand (store::TaskSpec::on_demand): when it fails,
+// the task says so (its state, failure_reason, a "task_failed" event), and
+// the run keeps its state and results; its retries are its own
+// (max_attempts), not the sweep's.
 //
 // Errors (each one line saying what to do): InvalidArgument for an empty
 // run id, a negative step or an unknown eval name, or LongPPL without a

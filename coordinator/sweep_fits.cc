@@ -11,68 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "coordinator/run_figures.h"
 
 namespace hlab::coordinator {
 namespace {
-
-struct RunPoint {
-  std::string arch;
-  std::string scale;
-  double n = 0;
-  double d = 0;
-  std::optional<double> loss;     // validation, else training
-  std::optional<double> longppl;  // log LongPPL
-};
-
-std::optional<double> Real(const store::Value& v) {
-  if (const auto* d = std::get_if<double>(&v)) {
-    if (std::isfinite(*d)) return *d;
-  }
-  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  return std::nullopt;
-}
-
-std::string Text(const store::Value& v) {
-  const auto* s = std::get_if<std::string>(&v);
-  return s != nullptr ? *s : std::string();
-}
-
-absl::StatusOr<std::vector<RunPoint>> ReadRunPoints(store::QueryEngine& query,
-                                                    int64_t sweep_id) {
-  const std::string sql = absl::StrCat(
-      "SELECT rs.arch, rs.scale, rs.n_params, rs.budget_tokens,"
-      " coalesce(rs.final_val_loss, rs.final_train_loss),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'log_longppl' ORDER BY e.step DESC LIMIT 1),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'longppl' AND e.value > 0"
-      "    ORDER BY e.step DESC LIMIT 1)"
-      " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
-      " WHERE sr.sweep_id = ",
-      sweep_id,
-      " AND rs.state = 'SUCCEEDED'"
-      " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
-  store::QueryOptions options;
-  options.max_rows = 1000000;
-  options.time_limit = absl::Minutes(5);
-  HLAB_ASSIGN_OR_RETURN(store::QueryResult result, query.Run(sql, options));
-  std::vector<RunPoint> points;
-  for (const auto& row : result.rows) {
-    RunPoint p;
-    p.arch = Text(row[0]);
-    p.scale = Text(row[1]);
-    p.n = Real(row[2]).value_or(0);
-    p.d = Real(row[3]).value_or(0);
-    p.loss = Real(row[4]);
-    p.longppl = Real(row[5]);
-    if (!p.longppl) {
-      const std::optional<double> ppl = Real(row[6]);
-      if (ppl && *ppl > 0) p.longppl = std::log(*ppl);
-    }
-    points.push_back(std::move(p));
-  }
-  return points;
-}
 
 bool Contains(const google::protobuf::RepeatedPtrField<std::string>& list,
               const std::string& s) {
@@ -109,10 +51,20 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
           "unknown fit target '", t, "' (expected loss or longppl)"));
     }
   }
-  HLAB_ASSIGN_OR_RETURN(std::vector<RunPoint> runs,
-                        ReadRunPoints(query, sweep_id));
+  store::QueryOptions query_options;
+  query_options.max_rows = 1000000;
+  query_options.time_limit = absl::Minutes(5);
+  HLAB_ASSIGN_OR_RETURN(
+      std::vector<RunFigures> runs,
+      ReadRunFigures(
+          [&](const std::string& sql) { return query.Run(sql, query_options); },
+          sweep_id));
+  // Failed and cancelled runs are left out.
+  runs.erase(std::remove_if(runs.begin(), runs.end(),
+                            [](const RunFigures& r) { return !r.succeeded(); }),
+             runs.end());
   std::vector<std::string> archs;
-  for (const RunPoint& r : runs) {
+  for (const RunFigures& r : runs) {
     if (!options.arch.empty() && r.arch != options.arch) continue;
     if (archs.empty() || archs.back() != r.arch) archs.push_back(r.arch);
   }
@@ -133,9 +85,9 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
       f.arch = arch;
       f.target = target;
       std::vector<analysis::ScalingPoint> fit_points, verify_points;
-      for (const RunPoint& r : runs) {
+      for (const RunFigures& r : runs) {
         if (r.arch != arch) continue;
-        const std::optional<double>& v = target == "loss" ? r.loss : r.longppl;
+        const std::optional<double> v = r.Target(target);
         if (!v) continue;
         analysis::ScalingPoint p;
         p.n = r.n;

@@ -1,6 +1,7 @@
 // Sweep fits: the power laws L(N, D) = E + A/N^alpha + B/D^beta of a sweep's
 // succeeded runs, one per architecture and target of the spec's `fit`
-// section, read straight from the store's database with SQL.
+// section, read straight from the store's database with SQL (the runs with
+// ReadRunFigures, run_figures.h, as `hlab report` reads them).
 //
 // Points: N = the run's non-embedding parameters, D = its planned tokens,
 // and the target's final value: "loss" is the final validation loss (the

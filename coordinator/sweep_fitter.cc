@@ -1,11 +1,9 @@
 #include "coordinator/sweep_fitter.h"
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -19,10 +17,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "common/status_macros.h"
 #include "coordinator/sweep_catalog.h"
-
-extern char** environ;
 
 namespace hlab::coordinator {
 
@@ -100,32 +97,18 @@ absl::StatusOr<std::string> RunChild(
     const std::function<void(pid_t)>& on_start) {
   int fds[2];
   if (pipe(fds) != 0) return absl::InternalError("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> argv;
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc =
-      posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  SpawnOptions options;
+  options.Dup2(fds[1], STDOUT_FILENO);
+  options.Close(fds[0]);
+  options.reset_signal_mask = true;
+  const absl::StatusOr<pid_t> spawned = SpawnProcess(args, options);
   close(fds[1]);
-  if (rc == 0) on_start(pid);
-  if (rc != 0) {
+  if (!spawned.ok()) {
     close(fds[0]);
-    return absl::InternalError(
-        absl::StrCat("cannot run ", args[0], ": ", std::strerror(rc)));
+    return absl::InternalError(spawned.status().message());
   }
+  const pid_t pid = *spawned;
+  on_start(pid);
   std::string output;
   char buffer[65536];
   while (true) {

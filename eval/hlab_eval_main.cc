@@ -14,8 +14,8 @@
 #include <iostream>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/task_flags.h"
 #include "eval/eval_task.h"
 #include "train/exit_codes.h"
 #include "train/openmp_env.h"
@@ -98,43 +98,21 @@ class Records final {
 
 int main(int argc, char** argv) {
   hlab::train::EnsurePassiveOpenMpWait(argv);
-  std::string task_path;
-  int record_fd = -1;
-  int64_t threads = -1;
-  bool progress_lines = ::isatty(STDERR_FILENO) != 0;
-  bool check_only = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Fail(arg + " needs a value (see --help)");
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage << hlab::eval::kEvalTaskFieldsHelp;
-      return 0;
-    } else if (arg == "--example-task") {
-      std::cout << hlab::eval::ExampleEvalTaskJson();
-      return 0;
-    } else if (arg == "--check") {
-      check_only = true;
-    } else if (arg == "--progress") {
-      progress_lines = true;
-    } else if (arg == "--task") {
-      task_path = value();
-    } else if (arg == "--record-fd") {
-      const std::string v = value();
-      if (!absl::SimpleAtoi(v, &record_fd) || record_fd < 0) {
-        Fail("--record-fd must be a file descriptor number, got '" + v + "'");
-      }
-    } else if (arg == "--threads") {
-      const std::string v = value();
-      if (!absl::SimpleAtoi(v, &threads) || threads < 1) {
-        Fail("--threads must be a positive integer, got '" + v + "'");
-      }
-    } else {
-      Fail("unknown option '" + arg + "' (see --help)");
-    }
+  absl::StatusOr<hlab::TaskFlags> flags = hlab::ParseTaskFlags(
+      argc, argv, {{"--example-task", hlab::TaskFlag::kAction}});
+  if (!flags.ok()) Fail(std::string(flags.status().message()));
+  if (flags->action == "--help") {
+    std::cout << kUsage << hlab::eval::kEvalTaskFieldsHelp;
+    return 0;
+  } else if (flags->action == "--example-task") {
+    std::cout << hlab::eval::ExampleEvalTaskJson();
+    return 0;
   }
+  const std::string& task_path = flags->task_path;
+  const int record_fd = flags->record_fd;
+  const int64_t threads = flags->threads;
+  const bool progress_lines = flags->progress || ::isatty(STDERR_FILENO) != 0;
+  const bool check_only = flags->check;
   if (task_path.empty()) {
     Fail("no task: give --task FILE (try --example-task for a template)");
   }

@@ -34,6 +34,12 @@ std::string G(double v) {
   return absl::StrFormat("%.17g", v);
 }
 
+// A fit's A or B, by its log when it overflowed a double ("exp(812.3)").
+std::string Coefficient(double value, double log_value) {
+  if (std::isfinite(value) || !std::isfinite(log_value)) return G(value);
+  return absl::StrCat("exp(", G(log_value), ")");
+}
+
 // A gnuplot string literal (double quotes; enhanced-text specials escaped
 // so names like "swa_32" print as written).
 std::string Quote(const std::string& s) {
@@ -121,8 +127,9 @@ std::string DataFile(const ArchSeries& s, const std::string& target) {
       "'s succeeded runs, one block per scale (gnuplot: index i)\n");
   if (s.fit != nullptr) {
     absl::StrAppend(&out, "# fitted L(N, D) = ", G(s.fit->E), " + ",
-                    G(s.fit->A), "/N^", G(s.fit->alpha), " + ", G(s.fit->B),
-                    "/D^", G(s.fit->beta), "\n");
+                    Coefficient(s.fit->A, s.fit->log_A), "/N^", G(s.fit->alpha),
+                    " + ", Coefficient(s.fit->B, s.fit->log_B), "/D^",
+                    G(s.fit->beta), "\n");
   } else {
     out += "# no fit: predicted and rel_residual are NaN\n";
   }
@@ -156,13 +163,32 @@ std::string Header(const Plot& plot, int width, int height) {
       "set datafile missing \"NaN\"\n");
 }
 
+// One term of the law in gnuplot: "A0 / N**alpha0" with A0 defined, or,
+// when A overflowed a double, "exp(log_A0 - alpha0 * log(N))".
+std::string LawTerm(const char* coefficient, double value, double log_value,
+                    const char* exponent, const char* variable, size_t i,
+                    std::string* definitions) {
+  if (std::isfinite(value)) {
+    absl::StrAppendFormat(definitions, "%s%d = %s; ", coefficient, i, G(value));
+    return absl::StrFormat("%s%d / %s**%s%d", coefficient, i, variable,
+                           exponent, i);
+  }
+  absl::StrAppendFormat(definitions, "log_%s%d = %s; ", coefficient, i,
+                        G(log_value));
+  return absl::StrFormat("exp(log_%s%d - %s%d * log(%s))", coefficient, i,
+                         exponent, i, variable);
+}
+
 // The coefficients of one fit as script variables with suffix i.
 std::string LawVariables(const FitRow& f, size_t i) {
+  std::string definitions = absl::StrFormat("E%d = %s; ", i, G(f.E));
+  const std::string a_term =
+      LawTerm("A", f.A, f.log_A, "alpha", "N", i, &definitions);
+  const std::string b_term =
+      LawTerm("B", f.B, f.log_B, "beta", "D", i, &definitions);
   return absl::StrFormat(
-      "E%d = %s; A%d = %s; alpha%d = %s; B%d = %s; beta%d = %s\n"
-      "L%d(N, D) = E%d + A%d / N**alpha%d + B%d / D**beta%d\n",
-      i, G(f.E), i, G(f.A), i, G(f.alpha), i, G(f.B), i, G(f.beta), i, i, i, i,
-      i, i);
+      "%salpha%d = %s; beta%d = %s\nL%d(N, D) = E%d + %s + %s\n", definitions,
+      i, G(f.alpha), i, G(f.beta), i, i, a_term, b_term);
 }
 
 // The token axes reach this factor past the smallest and largest D.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -69,38 +71,15 @@ bool Contains(const std::vector<std::string>& list, const std::string& s) {
 
 absl::StatusOr<std::vector<RunRow>> ReadRuns(RowSource& source,
                                              int64_t sweep_id) {
-  const std::string sql = absl::StrCat(
-      "SELECT rs.run_id, rs.arch, rs.scale, rs.state, rs.n_params,"
-      " rs.budget_tokens, rs.final_train_loss, rs.final_val_loss,"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'log_longppl' ORDER BY e.step DESC LIMIT 1),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'longppl' AND e.value > 0"
-      "    ORDER BY e.step DESC LIMIT 1),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'niah_acc'"
-      "    ORDER BY e.step DESC LIMIT 1)"
-      " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
-      " WHERE sr.sweep_id = ",
-      sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
-  HLAB_ASSIGN_OR_RETURN(store::QueryResult result, source.Query(sql));
+  HLAB_ASSIGN_OR_RETURN(
+      std::vector<coordinator::RunFigures> figures,
+      coordinator::ReadRunFigures(
+          [&](const std::string& sql) { return source.Query(sql); }, sweep_id));
   std::vector<RunRow> runs;
-  for (const auto& row : result.rows) {
+  runs.reserve(figures.size());
+  for (coordinator::RunFigures& f : figures) {
     RunRow r;
-    r.run_id = TextValue(row[0]);
-    r.arch = TextValue(row[1]);
-    r.scale = TextValue(row[2]);
-    r.state = TextValue(row[3]);
-    r.n = RealValue(row[4]).value_or(0);
-    r.d = RealValue(row[5]).value_or(0);
-    r.train_loss = RealValue(row[6]);
-    r.val_loss = RealValue(row[7]);
-    r.log_longppl = RealValue(row[8]);
-    if (!r.log_longppl) {
-      const std::optional<double> ppl = RealValue(row[9]);
-      if (ppl && *ppl > 0) r.log_longppl = std::log(*ppl);
-    }
-    r.niah_accuracy = RealValue(row[10]);
+    static_cast<coordinator::RunFigures&>(r) = std::move(f);
     runs.push_back(std::move(r));
   }
   return runs;
@@ -122,6 +101,19 @@ std::optional<double> Finite(double v) {
   return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
 }
 
+// A stored A (or B) and its log (details "a" / "b"): (A, ln A). A NULL A
+// with a finite ln A overflowed: (+inf, ln A). Unknown parts are NaN.
+std::pair<double, double> ScaleCoefficient(std::optional<double> value,
+                                           std::optional<double> log_value) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  if (value) {
+    return {*value,
+            log_value ? *log_value : (*value > 0 ? std::log(*value) : kNaN)};
+  }
+  if (log_value) return {std::numeric_limits<double>::infinity(), *log_value};
+  return {kNaN, kNaN};
+}
+
 // The stored fits of the sweep; CIs, objective and warnings from the JSON
 // columns when they hold them.
 absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
@@ -139,11 +131,14 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
     FitRow f;
     f.arch = TextValue(row[0]);
     f.target = TextValue(row[1]);
+    const Json details = Json::parse(TextValue(row[11]), nullptr, false);
     f.E = RealValue(row[2]).value_or(0);
-    f.A = RealValue(row[3]).value_or(0);
     f.alpha = RealValue(row[4]).value_or(0);
-    f.B = RealValue(row[5]).value_or(0);
     f.beta = RealValue(row[6]).value_or(0);
+    std::tie(f.A, f.log_A) =
+        ScaleCoefficient(RealValue(row[3]), JsonReal(details, "a"));
+    std::tie(f.B, f.log_B) =
+        ScaleCoefficient(RealValue(row[5]), JsonReal(details, "b"));
     f.r2_fit = RealValue(row[8]);
     f.n_points = static_cast<int>(RealValue(row[10]).value_or(0));
     const Json ci = Json::parse(TextValue(row[7]), nullptr, false);
@@ -155,7 +150,6 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
     }
     f.confidence = JsonReal(ci, "confidence").value_or(0);
     f.resamples = static_cast<int>(JsonReal(ci, "resamples").value_or(0));
-    const Json details = Json::parse(TextValue(row[11]), nullptr, false);
     f.objective = JsonReal(details, "objective");
     // The fitter's details say whether there were held-out points; the
     // r2_verify column holds 0 without them.
@@ -189,6 +183,8 @@ FitRow FromSweepFit(const coordinator::SweepFit& s) {
   f.alpha = r.alpha;
   f.B = r.B;
   f.beta = r.beta;
+  f.log_A = r.a;
+  f.log_B = r.b;
   f.objective = r.objective;
   f.r2_fit = r.r2_fit;
   f.r2_verify = r.r2_verify;
@@ -213,12 +209,6 @@ std::string TargetLabel(const std::string& target) {
   if (target == "loss") return "loss";
   if (target == "longppl") return "log(LongPPL)";
   return target;
-}
-
-std::optional<double> RunRow::Target(const std::string& target) const {
-  if (target == "loss") return val_loss ? val_loss : train_loss;
-  if (target == "longppl") return log_longppl;
-  return std::nullopt;
 }
 
 std::vector<std::string> StudyData::Architectures() const {

@@ -2,15 +2,17 @@
 // RowSource: every run (one row each, whatever its state) with its final
 // figures, and the power-law fits per architecture and target.
 //
-// Runs: N = non-embedding parameters, D = planned tokens; the final
-// training loss, the final validation loss (run_summary), the newest
+// Runs: read with coordinator::ReadRunFigures, the reader of the
+// coordinator's fits: N = non-embedding parameters, D = planned tokens; the
+// final training loss, the final validation loss (run_summary), the newest
 // "log_longppl" eval (else the log of a "longppl" eval) and the newest
 // "niah_acc" eval (hlab-eval's accuracy over all cells). The fitted "loss" is
-// the validation loss, else the training loss, and "longppl" the log LongPPL,
-// as the coordinator's fits take them (coordinator/sweep_fits.h).
+// the validation loss, else the training loss, and "longppl" the log LongPPL
+// (RunFigures::Target), as the coordinator's fits take them.
 //
 // Fits: the rows of the `fits` table for the sweep (coefficients, CIs from
-// its `ci` JSON, objective and warnings from `details`). When none is
+// its `ci` JSON, objective, warnings and ln A, ln B from `details`; an A or
+// B that overflowed is stored NULL and read as +inf with its log). When none is
 // stored and the source is a database file, they are computed with
 // coordinator::FitSweepRuns as `hlab fit --db` does, and `fits_origin` says
 // so; over the Query RPC they cannot be, and `notes` says what to run.
@@ -25,6 +27,7 @@
 #define HLAB_REPORT_STUDY_DATA_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "analysis/fit.h"
 #include "analysis/power_law.h"
+#include "coordinator/run_figures.h"
 #include "report/row_source.h"
 
 namespace hlab::report {
@@ -42,23 +46,10 @@ namespace hlab::report {
 inline constexpr const char* kTargets[] = {"loss", "longppl"};
 std::string TargetLabel(const std::string& target);  // "loss", "log(LongPPL)"
 
-struct RunRow {
-  std::string run_id;
-  std::string arch;
-  std::string scale;
-  std::string state;  // PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED
-  double n = 0;       // non-embedding parameters
-  double d = 0;       // planned tokens
-  std::optional<double> train_loss;
-  std::optional<double> val_loss;
-  std::optional<double> log_longppl;
-  std::optional<double> niah_accuracy;
+// A run with its final figures (coordinator/run_figures.h: the reader the
+// coordinator's fits use too).
+struct RunRow : coordinator::RunFigures {
   bool verify = false;  // its scale is one of the spec's verify_scales
-
-  bool succeeded() const { return state == "SUCCEEDED"; }
-  // The value fitted for `target` ("loss": validation, else training loss;
-  // "longppl": log LongPPL), if known.
-  std::optional<double> Target(const std::string& target) const;
 };
 
 // A confidence interval [lower, upper]; a bound is nullopt when it is not
@@ -74,6 +65,12 @@ struct FitRow {
   bool fitted = true;
   std::string reason;  // when not fitted: why
   double E = 0, A = 0, alpha = 0, B = 0, beta = 0;
+  // ln A and ln B (a stored fit's details "a", "b"; else ln of A, B). When
+  // a term vanishes (alpha or beta ran off), A or B can exceed a double:
+  // the fits table holds NULL, and here A (B) is +inf while log_A (log_B)
+  // holds the fitted value, as in analysis::PowerLaw. NaN when unknown.
+  double log_A = std::numeric_limits<double>::quiet_NaN();
+  double log_B = std::numeric_limits<double>::quiet_NaN();
   // Bootstrap CIs by coefficient name ("E", "A", "alpha", "B", "beta").
   std::map<std::string, Interval> ci;
   double confidence = 0;  // e.g. 0.95; 0 without CIs
@@ -84,7 +81,12 @@ struct FitRow {
   int n_points = 0;
   std::vector<std::string> warnings;
 
-  analysis::PowerLaw Law() const { return {E, A, alpha, B, beta}; }
+  analysis::PowerLaw Law() const {
+    analysis::PowerLaw law{E, A, alpha, B, beta};
+    law.log_A = log_A;
+    law.log_B = log_B;
+    return law;
+  }
 };
 
 struct StudyData {

@@ -32,8 +32,9 @@ std::vector<std::string> LawLines(const StudyData& study) {
       continue;
     }
     std::string line =
-        absl::StrFormat("%s / %s: L(N, D) = %.4g + %.4g/N^%.4g + %.4g/D^%.4g",
-                        f.arch, f.target, f.E, f.A, f.alpha, f.B, f.beta);
+        absl::StrFormat("%s / %s: L(N, D) = %.4g + %s/N^%.4g + %s/D^%.4g",
+                        f.arch, f.target, f.E, RoundedCoefficient(f.A, f.log_A),
+                        f.alpha, RoundedCoefficient(f.B, f.log_B), f.beta);
     if (f.r2_fit) absl::StrAppendFormat(&line, " (R^2 fit %.4f", *f.r2_fit);
     if (f.r2_fit && f.r2_verify) {
       absl::StrAppendFormat(&line, ", verify %.4f", *f.r2_verify);

@@ -1,5 +1,8 @@
 #include "report/tables.h"
 
+#include <cmath>
+#include <limits>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +17,10 @@ TableCell Text(const std::string& s) { return {s, s}; }
 
 TableCell Number(std::optional<double> v) {
   return {ExactNumber(v), RoundedNumber(v)};
+}
+
+std::optional<double> Finite(double v) {
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
 }
 
 // An integer count such as N or D: printed whole in both forms.
@@ -48,6 +55,12 @@ std::string RoundedNumber(std::optional<double> value) {
   return value ? absl::StrFormat("%.4g", *value) : std::string();
 }
 
+std::string RoundedCoefficient(double value, double log_value) {
+  if (std::isfinite(value)) return RoundedNumber(value);
+  if (std::isfinite(log_value)) return absl::StrFormat("exp(%.4g)", log_value);
+  return "?";
+}
+
 std::string HtmlEscape(const std::string& text) {
   return absl::StrReplaceAll(
       text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
@@ -77,8 +90,8 @@ Table FitsTable(const StudyData& study) {
     t.columns.push_back(absl::StrCat(name, "_lo"));
     t.columns.push_back(absl::StrCat(name, "_hi"));
   }
-  for (const char* name :
-       {"objective", "r2_fit", "r2_verify", "n_points", "warnings"}) {
+  for (const char* name : {"log_A", "log_B", "objective", "r2_fit", "r2_verify",
+                           "n_points", "warnings"}) {
     t.columns.push_back(name);
   }
   for (const FitRow& f : study.fits) {
@@ -91,10 +104,13 @@ Table FitsTable(const StudyData& study) {
     for (const auto& [name, value] : coefficients) {
       auto ci = f.ci.find(name);
       const bool has_ci = f.fitted && ci != f.ci.end();
-      row.push_back(f.fitted ? Number(value) : Text(""));
+      // An A or B that overflowed is empty; log_A / log_B hold it.
+      row.push_back(f.fitted ? Number(Finite(value)) : Text(""));
       row.push_back(has_ci ? Number(ci->second.lower) : Text(""));
       row.push_back(has_ci ? Number(ci->second.upper) : Text(""));
     }
+    row.push_back(f.fitted ? Number(Finite(f.log_A)) : Text(""));
+    row.push_back(f.fitted ? Number(Finite(f.log_B)) : Text(""));
     row.push_back(Number(f.objective));
     row.push_back(Number(f.r2_fit));
     row.push_back(Number(f.r2_verify));
@@ -113,17 +129,21 @@ Table FitsDisplayTable(const StudyData& study) {
                "R^2 fit",      "R^2 verify", "points", "warnings"};
   for (const FitRow& f : study.fits) {
     std::vector<TableCell> row = {Text(f.arch), Text(f.target)};
-    const std::pair<const char*, double> coefficients[] = {{"E", f.E},
-                                                           {"A", f.A},
-                                                           {"alpha", f.alpha},
-                                                           {"B", f.B},
-                                                           {"beta", f.beta}};
-    for (const auto& [name, value] : coefficients) {
+    constexpr double kNoLog = std::numeric_limits<double>::quiet_NaN();
+    const std::tuple<const char*, double, double> coefficients[] = {
+        {"E", f.E, kNoLog},
+        {"A", f.A, f.log_A},
+        {"alpha", f.alpha, kNoLog},
+        {"B", f.B, f.log_B},
+        {"beta", f.beta, kNoLog}};
+    for (const auto& [name, value, log_value] : coefficients) {
       if (!f.fitted) {
         row.push_back(Text(""));
         continue;
       }
-      TableCell cell = Number(value);
+      // An A or B beyond a double's range shows by its log: "exp(812.3)".
+      TableCell cell = Number(Finite(value));
+      cell.rounded = RoundedCoefficient(value, log_value);
       auto ci = f.ci.find(name);
       if (ci != f.ci.end()) {
         // "?": a bound that is not finite.

@@ -7,8 +7,10 @@
 // final training loss), val_loss, log_longppl, niah_accuracy (empty when
 // not measured). Fits: architecture, target, E, A, alpha, B, beta, each
 // with its bootstrap CI bounds (<name>_lo, <name>_hi; empty when none is
-// stored or the bound is not finite), objective, r2_fit, r2_verify, n_points,
-// warnings ("; "-joined; the reason when not fitted).
+// stored or the bound is not finite), log_A, log_B (ln A, ln B; A or B is
+// empty when it overflowed a double, and the display table shows it as
+// "exp(ln A)"), objective, r2_fit, r2_verify, n_points, warnings
+// ("; "-joined; the reason when not fitted).
 //
 // Thread-safety: pure functions.
 //
@@ -54,6 +56,9 @@ std::string TableToHtml(const Table& table);
 // or to 4 significant digits; "" for nullopt.
 std::string ExactNumber(std::optional<double> value);
 std::string RoundedNumber(std::optional<double> value);
+// A fit's A or B to 4 significant digits, or, when it overflowed a double,
+// by its log: "exp(812.3)"; "?" when neither is known.
+std::string RoundedCoefficient(double value, double log_value);
 std::string HtmlEscape(const std::string& text);
 
 }  // namespace hlab::report

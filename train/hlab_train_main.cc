@@ -16,11 +16,12 @@
 #include <iostream>
 #include <set>
 #include <string>
+#include <utility>
 
 #include <torch/torch.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/task_flags.h"
 #include "train/devices.h"
 #include "train/exit_codes.h"
 #include "train/openmp_env.h"
@@ -97,61 +98,47 @@ void PrintBuildInfo() {
 
 int main(int argc, char** argv) {
   hlab::train::EnsurePassiveOpenMpWait(argv);
-  std::string task_path;
-  int record_fd = -1;
-  int64_t threads = -1;
-  bool progress_lines = false;
-  bool check_only = false;
+  absl::StatusOr<hlab::TaskFlags> flags =
+      hlab::ParseTaskFlags(argc, argv,
+                           {{"--example-task", hlab::TaskFlag::kAction},
+                            {"--probe-devices", hlab::TaskFlag::kAction},
+                            {"--build-info", hlab::TaskFlag::kAction},
+                            {"--rank", hlab::TaskFlag::kInt},
+                            {"--world-size", hlab::TaskFlag::kInt},
+                            {"--master-port", hlab::TaskFlag::kInt},
+                            {"--master-addr", hlab::TaskFlag::kValue}});
+  if (!flags.ok()) Fail(std::string(flags.status().message()));
+  if (flags->action == "--help") {
+    std::cout << kUsage << hlab::train::kTaskFieldsHelp;
+    return 0;
+  } else if (flags->action == "--example-task") {
+    std::cout << hlab::train::ExampleTaskJson();
+    return 0;
+  } else if (flags->action == "--probe-devices") {
+    std::cout << hlab::train::ProbeDevicesJson() << "\n";
+    return 0;
+  } else if (flags->action == "--build-info") {
+    PrintBuildInfo();
+    return 0;
+  }
   hlab::train::DistributedConfig distributed;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Fail(arg + " needs a value (see --help)");
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage << hlab::train::kTaskFieldsHelp;
-      return 0;
-    } else if (arg == "--example-task") {
-      std::cout << hlab::train::ExampleTaskJson();
-      return 0;
-    } else if (arg == "--probe-devices") {
-      std::cout << hlab::train::ProbeDevicesJson() << "\n";
-      return 0;
-    } else if (arg == "--build-info") {
-      PrintBuildInfo();
-      return 0;
-    } else if (arg == "--rank" || arg == "--world-size" ||
-               arg == "--master-port") {
-      const std::string v = value();
-      int* target = arg == "--rank"         ? &distributed.rank
-                    : arg == "--world-size" ? &distributed.world_size
-                                            : &distributed.master_port;
-      if (!absl::SimpleAtoi(v, target)) {
-        Fail(arg + " must be an integer, got '" + v + "'");
-      }
-    } else if (arg == "--master-addr") {
-      distributed.master_addr = value();
-    } else if (arg == "--check") {
-      check_only = true;
-    } else if (arg == "--progress") {
-      progress_lines = true;
-    } else if (arg == "--task") {
-      task_path = value();
-    } else if (arg == "--record-fd") {
-      const std::string v = value();
-      if (!absl::SimpleAtoi(v, &record_fd) || record_fd < 0) {
-        Fail("--record-fd must be a file descriptor number, got '" + v + "'");
-      }
-    } else if (arg == "--threads") {
-      const std::string v = value();
-      if (!absl::SimpleAtoi(v, &threads) || threads < 1) {
-        Fail("--threads must be a positive integer, got '" + v + "'");
-      }
-    } else {
-      Fail("unknown option '" + arg + "' (see --help)");
+  for (const auto& [name, target] :
+       {std::pair<const char*, int*>{"--rank", &distributed.rank},
+        {"--world-size", &distributed.world_size},
+        {"--master-port", &distributed.master_port}}) {
+    if (auto it = flags->ints.find(name); it != flags->ints.end()) {
+      *target = it->second;
     }
   }
+  if (auto it = flags->values.find("--master-addr");
+      it != flags->values.end()) {
+    distributed.master_addr = it->second;
+  }
+  const std::string& task_path = flags->task_path;
+  const int record_fd = flags->record_fd;
+  const int64_t threads = flags->threads;
+  const bool progress_lines = flags->progress;
+  const bool check_only = flags->check;
   if (task_path.empty()) {
     Fail("no task: give --task FILE (try --example-task for one)");
   }

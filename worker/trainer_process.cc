@@ -2,7 +2,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/spawn.h"
+#include "common/status_macros.h"
 
 extern char** environ;
 
@@ -45,13 +46,6 @@ std::vector<std::string> MergedEnvironment(
   return out;
 }
 
-std::vector<char*> CStrings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 // Owns a file descriptor for the duration of Start().
 struct Fd {
   int fd = -1;
@@ -78,18 +72,14 @@ ExitStatus FromWaitStatus(int status) {
 
 // Default signal handling, an empty signal mask and a process group of its
 // own for the child, whatever the daemon blocks (it blocks SIGTERM/SIGINT to
-// sigwait for them).
-void InitSpawnAttributes(posix_spawnattr_t* attr) {
-  posix_spawnattr_init(attr);
-  sigset_t empty, all;
-  sigemptyset(&empty);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(attr, &empty);
-  posix_spawnattr_setsigdefault(attr, &all);
-  posix_spawnattr_setpgroup(attr, 0);
-  posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK |
-                                     POSIX_SPAWN_SETSIGDEF |
-                                     POSIX_SPAWN_SETPGROUP);
+// sigwait for them); stdin from /dev/null.
+SpawnOptions ChildOptions() {
+  SpawnOptions options;
+  options.reset_signal_mask = true;
+  options.default_signal_handlers = true;
+  options.new_process_group = true;
+  options.Open(STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  return options;
 }
 
 }  // namespace
@@ -129,31 +119,12 @@ absl::StatusOr<std::unique_ptr<TrainerProcess>> TrainerProcess::Start(
       ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log.fd < 0) return Errno(absl::StrCat("open ", log_path));
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, log.fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, log.fd, STDERR_FILENO);
-  if (launch.record_pipe) {
-    posix_spawn_file_actions_adddup2(&actions, write_end.fd, kRecordFd);
-  }
-  posix_spawnattr_t attr;
-  InitSpawnAttributes(&attr);
-
-  std::vector<std::string> args = launch.argv;
-  std::vector<std::string> env = MergedEnvironment(launch.env);
-  std::vector<char*> c_args = CStrings(args);
-  std::vector<char*> c_env = CStrings(env);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, program.c_str(), &actions, &attr,
-                               c_args.data(), c_env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return absl::InternalError(
-        absl::StrCat("spawn ", program, ": ", std::strerror(rc)));
-  }
+  SpawnOptions options = ChildOptions();
+  options.Dup2(log.fd, STDOUT_FILENO);
+  options.Dup2(log.fd, STDERR_FILENO);
+  if (launch.record_pipe) options.Dup2(write_end.fd, kRecordFd);
+  options.environment = MergedEnvironment(launch.env);
+  HLAB_ASSIGN_OR_RETURN(const pid_t pid, SpawnProcess(launch.argv, options));
   if (launch.record_pipe) {
     ::fcntl(read_end.fd, F_SETFL, ::fcntl(read_end.fd, F_GETFL) | O_NONBLOCK);
   }
@@ -267,25 +238,10 @@ absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& argv,
   err.fd = ::open(log_path.empty() ? "/dev/null" : log_path.c_str(),
                   O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (err.fd < 0) return Errno("open log");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, write_end.fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err.fd, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  InitSpawnAttributes(&attr);
-  std::vector<std::string> args = argv;
-  std::vector<char*> c_args = CStrings(args);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, program.c_str(), &actions, &attr,
-                               c_args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return absl::InternalError(
-        absl::StrCat("spawn ", program, ": ", std::strerror(rc)));
-  }
+  SpawnOptions options = ChildOptions();
+  options.Dup2(write_end.fd, STDOUT_FILENO);
+  options.Dup2(err.fd, STDERR_FILENO);
+  HLAB_ASSIGN_OR_RETURN(const pid_t pid, SpawnProcess(argv, options));
   ::close(write_end.release());
   std::string out;
   const absl::Time deadline = absl::Now() + timeout;

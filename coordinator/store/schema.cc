@@ -205,12 +205,30 @@ SELECT
 FROM fits f LEFT JOIN sweeps s ON s.id = f.sweep_id;
 )sql";
 
+// v3: on-demand tasks (`hlab eval`, EvaluateRun) are marked, so that their
+// failure is theirs and not their run's (docs/store.md). Before v3 the only
+// EVAL tasks without a dependency were on-demand ones (a sweep's EVAL task
+// waits for its run's training), so those are marked; a run FAILED only
+// because of one becomes SUCCEEDED again when all its other tasks succeeded.
+constexpr char kV3OnDemandTasks[] = R"sql(
+ALTER TABLE tasks ADD COLUMN on_demand INTEGER NOT NULL DEFAULT 0;
+UPDATE tasks SET on_demand = 1 WHERE kind = 'EVAL'
+  AND NOT EXISTS (SELECT 1 FROM task_deps d WHERE d.task_id = tasks.id);
+UPDATE runs SET state = 'SUCCEEDED', failure_reason = NULL
+  WHERE state = 'FAILED'
+  AND EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+                AND t.on_demand = 0)
+  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+                    AND t.on_demand = 0 AND t.state <> 'SUCCEEDED');
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
       {1, kV1Tables},
       {2, kV2Views},
+      {3, kV3OnDemandTasks},
   };
   return kMigrations;
 }

@@ -15,8 +15,10 @@
 // RecordEval) carry it; unless the task is LEASED with that very attempt they
 // return FailedPrecondition and change nothing.
 //
-// Run state follows its tasks (tasks with that run_id; a shared TRUNK task
-// belongs to no run): FAILED when one of its tasks failed for good, SUCCEEDED
+// Run state follows its tasks (tasks with that run_id, except on-demand ones
+// such as `hlab eval`'s: their failure is theirs, not the run's; a shared
+// TRUNK task belongs to no run): FAILED when one of its tasks failed for
+// good, SUCCEEDED
 // when all of its tasks succeeded, RUNNING once one is leased or succeeded,
 // PENDING otherwise; CANCELLED only by CancelRun/CancelSweep and left only by
 // ResumeRuns/ResumeSweep. Every run state change appends a "run_state" event
@@ -194,6 +196,13 @@ class Store {
   absl::StatusOr<int> ResumeSweep(int64_t sweep_id, absl::Time now);
   absl::StatusOr<int> ResumeRuns(const std::vector<std::string>& run_ids,
                                  absl::Time now);
+  // Reopens a FAILED or CANCELLED on-demand task (TaskSpec::on_demand): ->
+  // PENDING with failures reset, a "task_reopened" event; its run is left
+  // as it is. Returns whether it was reopened (false for a task in another
+  // state). NotFound for an unknown task; FailedPrecondition for a task that
+  // is not on-demand (ResumeRuns reopens those, with their run).
+  absl::StatusOr<bool> ReopenOnDemandTask(const std::string& task_id,
+                                          absl::Time now);
 
   // ---- Results (store_results.cc)
 

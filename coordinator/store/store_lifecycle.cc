@@ -282,4 +282,35 @@ absl::StatusOr<int> Store::ResumeRuns(const std::vector<std::string>& run_ids,
   return resumed;
 }
 
+absl::StatusOr<bool> Store::ReopenOnDemandTask(const std::string& task_id,
+                                               absl::Time now) {
+  bool reopened = false;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    reopened = false;
+    HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));
+    if (!row.on_demand) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", task_id, " is part of run ", row.run_id,
+                       "'s plan, not on-demand; `hlab resume --run ",
+                       row.run_id, "` reopens it"));
+    }
+    if (row.state != TaskState::kFailed && row.state != TaskState::kCancelled) {
+      return absl::OkStatus();
+    }
+    HLAB_ASSIGN_OR_RETURN(Statement st,
+                          db.Prepare(absl::StrCat(kReopenTask, "id = ?2")));
+    st.Bind(1, ToMillis(now)).Bind(2, task_id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+    reopened = true;
+    return InsertEvent(db, row.sweep_id, row.run_id, "task_reopened",
+                       absl::StrCat("task ", task_id, " reopened (was ",
+                                    ToString(row.state), ")"),
+                       now)
+        .status();
+  });
+  if (!status.ok()) return status;
+  if (reopened) BumpLeasableGeneration();
+  return reopened;
+}
+
 }  // namespace hlab::store

@@ -102,14 +102,16 @@ absl::StatusOr<int> Store::AddTasks(const std::vector<TaskSpec>& tasks,
           Statement insert,
           db.Prepare("INSERT OR IGNORE INTO tasks (id, sweep_id, run_id,"
                      " trunk_group, kind, priority, cost_flops, resources,"
-                     " payload, max_attempts, created_at, updated_at)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                     " payload, max_attempts, created_at, updated_at,"
+                     " on_demand)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
       insert.Bind(1, task.id).Bind(2, task.sweep_id);
       insert.BindTextOrNull(3, task.run_id).BindTextOrNull(4, task.trunk_group);
       insert.Bind(5, ToString(task.kind)).Bind(6, task.priority);
       insert.Bind(7, task.cost_flops).Bind(8, task.resources);
       insert.Bind(9, task.payload).Bind(10, max_attempts);
       insert.Bind(11, now_ms).Bind(12, now_ms);
+      insert.Bind(13, int64_t{task.on_demand ? 1 : 0});
       HLAB_RETURN_IF_ERROR(insert.Run());
       if (insert.changes() == 0) continue;  // already stored
       ++added;

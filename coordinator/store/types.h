@@ -108,6 +108,10 @@ struct TaskSpec {
   std::string resources = "{}";  // JSON, e.g. {"gpus": 1}
   std::string payload = "{}";    // JSON task description for the worker
   int max_attempts = 0;          // 0: the run's max_attempts (3 for trunks)
+  // Asked for on its own (`hlab eval`), not part of the run's plan: its
+  // state never changes its run's state, and it is limited by its own
+  // max_attempts only, not by the sweep's retry budget (store.h).
+  bool on_demand = false;
 };
 
 struct Task {

@@ -1,12 +1,12 @@
 #include "model/config/model_config.h"
 
 #include <cmath>
-#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "model/config/architectures.h"
 
@@ -250,38 +250,8 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
 
 namespace {
 
-template <typename T>
-absl::Status ReadField(const Json& object, absl::string_view key,
-                       absl::string_view where, T* out) {
-  auto it = object.find(std::string(key));
-  if (it == object.end()) return absl::OkStatus();
-  const std::string field =
-      where.empty() ? std::string(key) : absl::StrCat(where, ".", key);
-  if constexpr (std::is_same_v<T, bool>) {
-    if (!it->is_boolean()) return FieldError(field, "must be true or false");
-  } else if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer())
-      return FieldError(field, "must be an integer");
-  } else if constexpr (std::is_floating_point_v<T>) {
-    if (!it->is_number()) return FieldError(field, "must be a number");
-  } else {
-    if (!it->is_string()) return FieldError(field, "must be a string");
-  }
-  *out = it->get<T>();
-  return absl::OkStatus();
-}
-
-absl::Status CheckKeys(const Json& object, const std::set<std::string>& known,
-                       absl::string_view where) {
-  for (const auto& item : object.items()) {
-    if (known.count(item.key()) == 0) {
-      const std::string field =
-          where.empty() ? item.key() : absl::StrCat(where, ".", item.key());
-      return FieldError(field, "unknown field");
-    }
-  }
-  return absl::OkStatus();
-}
+// Where an unknown field's error points.
+constexpr char kFieldsHelp[] = "docs/models.md";
 
 absl::StatusOr<MixerSpec> LayerFromJson(const Json& j,
                                         const std::string& where) {
@@ -293,32 +263,30 @@ absl::StatusOr<MixerSpec> LayerFromJson(const Json& j,
   if (!j.is_object()) {
     return FieldError(where, "must be an object or a layer spec string");
   }
+  const JsonObjectReader r(j, where, kFieldsHelp);
   HLAB_RETURN_IF_ERROR(
-      CheckKeys(j,
-                {"mixer", "window", "windowed_heads", "nope", "short_conv",
-                 "conv_size", "ssm_state", "ssm_head_dim", "ssm_expand",
-                 "gdn_head_dim", "gdn_heads", "chunk", "ffn_hidden"},
-                where));
+      r.CheckKeys({"mixer", "window", "windowed_heads", "nope", "short_conv",
+                   "conv_size", "ssm_state", "ssm_head_dim", "ssm_expand",
+                   "gdn_head_dim", "gdn_heads", "chunk", "ffn_hidden"}));
   MixerSpec spec;
   std::string mixer;
-  HLAB_RETURN_IF_ERROR(ReadField(j, "mixer", where, &mixer));
+  HLAB_RETURN_IF_ERROR(r.Get("mixer", &mixer));
   if (mixer.empty()) return FieldError(where + ".mixer", "is required");
   auto kind = ParseMixerKind(mixer);
   if (!kind.ok()) return FieldError(where + ".mixer", kind.status().message());
   spec.kind = *kind;
-  HLAB_RETURN_IF_ERROR(ReadField(j, "window", where, &spec.window));
-  HLAB_RETURN_IF_ERROR(
-      ReadField(j, "windowed_heads", where, &spec.windowed_heads));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "nope", where, &spec.nope));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "short_conv", where, &spec.short_conv));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "conv_size", where, &spec.conv_size));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "ssm_state", where, &spec.ssm_state));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "ssm_head_dim", where, &spec.ssm_head_dim));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "ssm_expand", where, &spec.ssm_expand));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "gdn_head_dim", where, &spec.gdn_head_dim));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "gdn_heads", where, &spec.gdn_heads));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "chunk", where, &spec.chunk));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "ffn_hidden", where, &spec.ffn_hidden));
+  HLAB_RETURN_IF_ERROR(r.Get("window", &spec.window));
+  HLAB_RETURN_IF_ERROR(r.Get("windowed_heads", &spec.windowed_heads));
+  HLAB_RETURN_IF_ERROR(r.Get("nope", &spec.nope));
+  HLAB_RETURN_IF_ERROR(r.Get("short_conv", &spec.short_conv));
+  HLAB_RETURN_IF_ERROR(r.Get("conv_size", &spec.conv_size));
+  HLAB_RETURN_IF_ERROR(r.Get("ssm_state", &spec.ssm_state));
+  HLAB_RETURN_IF_ERROR(r.Get("ssm_head_dim", &spec.ssm_head_dim));
+  HLAB_RETURN_IF_ERROR(r.Get("ssm_expand", &spec.ssm_expand));
+  HLAB_RETURN_IF_ERROR(r.Get("gdn_head_dim", &spec.gdn_head_dim));
+  HLAB_RETURN_IF_ERROR(r.Get("gdn_heads", &spec.gdn_heads));
+  HLAB_RETURN_IF_ERROR(r.Get("chunk", &spec.chunk));
+  HLAB_RETURN_IF_ERROR(r.Get("ffn_hidden", &spec.ffn_hidden));
   return spec;
 }
 
@@ -355,33 +323,32 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(absl::string_view text) {
   if (!j.is_object()) {
     return absl::InvalidArgumentError("model config: must be a JSON object");
   }
-  HLAB_RETURN_IF_ERROR(
-      CheckKeys(j,
-                {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
-                 "head_dim", "ffn_hidden", "norm_eps", "init_std", "rope_theta",
-                 "tie_embeddings", "arch", "pattern", "layers"},
-                ""));
+  const JsonObjectReader r(j, "", kFieldsHelp);
+  HLAB_RETURN_IF_ERROR(r.CheckKeys(
+      {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+       "ffn_hidden", "norm_eps", "init_std", "rope_theta", "tie_embeddings",
+       "arch", "pattern", "layers"}));
   ModelConfig c;
   c.ffn_hidden = 0;
-  HLAB_RETURN_IF_ERROR(ReadField(j, "vocab_size", "", &c.vocab_size));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "d_model", "", &c.d_model));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "n_layers", "", &c.n_layers));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "n_heads", "", &c.n_heads));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "n_kv_heads", "", &c.n_kv_heads));
+  HLAB_RETURN_IF_ERROR(r.Get("vocab_size", &c.vocab_size));
+  HLAB_RETURN_IF_ERROR(r.Get("d_model", &c.d_model));
+  HLAB_RETURN_IF_ERROR(r.Get("n_layers", &c.n_layers));
+  HLAB_RETURN_IF_ERROR(r.Get("n_heads", &c.n_heads));
+  HLAB_RETURN_IF_ERROR(r.Get("n_kv_heads", &c.n_kv_heads));
   c.head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-  HLAB_RETURN_IF_ERROR(ReadField(j, "head_dim", "", &c.head_dim));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "ffn_hidden", "", &c.ffn_hidden));
-  if (c.ffn_hidden == 0 && j.find("ffn_hidden") == j.end()) {
+  HLAB_RETURN_IF_ERROR(r.Get("head_dim", &c.head_dim));
+  HLAB_RETURN_IF_ERROR(r.Get("ffn_hidden", &c.ffn_hidden));
+  if (c.ffn_hidden == 0 && !r.Has("ffn_hidden")) {
     c.ffn_hidden = DefaultFfnHidden(c.d_model);
   }
-  HLAB_RETURN_IF_ERROR(ReadField(j, "norm_eps", "", &c.norm_eps));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "init_std", "", &c.init_std));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "rope_theta", "", &c.rope_theta));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "tie_embeddings", "", &c.tie_embeddings));
-  HLAB_RETURN_IF_ERROR(ReadField(j, "arch", "", &c.arch));
+  HLAB_RETURN_IF_ERROR(r.Get("norm_eps", &c.norm_eps));
+  HLAB_RETURN_IF_ERROR(r.Get("init_std", &c.init_std));
+  HLAB_RETURN_IF_ERROR(r.Get("rope_theta", &c.rope_theta));
+  HLAB_RETURN_IF_ERROR(r.Get("tie_embeddings", &c.tie_embeddings));
+  HLAB_RETURN_IF_ERROR(r.Get("arch", &c.arch));
   std::string pattern;
-  HLAB_RETURN_IF_ERROR(ReadField(j, "pattern", "", &pattern));
-  const bool has_layers = j.contains("layers");
+  HLAB_RETURN_IF_ERROR(r.Get("pattern", &pattern));
+  const bool has_layers = r.Has("layers");
   const int sources = (!c.arch.empty()) + (!pattern.empty()) + has_layers;
   if (sources > 1) {
     return FieldError("layers",

@@ -463,6 +463,10 @@ TEST_F(CliClientTest, EvalWaitsForTheTaskThenPrintsItsResults) {
     EXPECT_EQ(e.evals(1), "val_loss");
     EXPECT_EQ(e.step(), 40);
   }
+  // Only the first call asks to retry a failed on-demand evaluation.
+  EXPECT_TRUE(recorded.evaluates[0].retry_failed());
+  EXPECT_FALSE(recorded.evaluates[1].retry_failed());
+  EXPECT_FALSE(recorded.evaluates[2].retry_failed());
   ASSERT_EQ(recorded.queries.size(), 1u);
   EXPECT_NE(recorded.queries[0].sql().find(
                 "run_id = '0123456789abcdef' AND step = 40"),
@@ -484,17 +488,30 @@ TEST_F(CliClientTest, EvalNoWaitReturnsAtOnce) {
 TEST_F(CliClientTest, EvalErrorsAreOneLineSayingWhatToDo) {
   v1::EvaluateRunResponse failed = EvalAnswer(v1::TASK_STATE_FAILED, false);
   failed.mutable_task()->set_error("exit code 2: checkpoint missing");
+  failed.set_on_demand(true);
   fake_.evaluate_run = {failed};
   Result r = Hlab({"eval", "0123456789abcdef"});
   EXPECT_EQ(r.code, kExitFailed);
-  // The line saying what is evaluated, then the error as the last line.
+  // The line saying what is evaluated, then the error as the last line: an
+  // on-demand evaluation's failure is not the run's, and asking again
+  // retries it.
   const std::string failure =
-      "hlab eval: error: evaluation eval-abc FAILED: exit code 2: checkpoint "
-      "missing; fix the cause, then `hlab resume --run 0123456789abcdef` "
-      "retries it\n";
+      "hlab eval: error: evaluation eval-abc of run 0123456789abcdef FAILED: "
+      "exit code 2: checkpoint missing; the run itself is unchanged. Fix the "
+      "cause, then run the same `hlab eval` again to retry it\n";
   ASSERT_GE(r.err.size(), failure.size()) << r.err;
   EXPECT_EQ(r.err.substr(r.err.size() - failure.size()), failure) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  // A failed EVAL task of the sweep's plan failed the run: resume it.
+  failed.set_on_demand(false);
+  fake_.evaluate_run = {failed};
+  r = Hlab({"eval", "0123456789abcdef"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_NE(r.err.find("evaluation of the run's sweep, so the run failed "
+                       "with it. Fix the cause, then `hlab resume --run "
+                       "0123456789abcdef` retries it\n"),
+            std::string::npos)
+      << r.err;
 
   fake_.evaluate_status =
       grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,

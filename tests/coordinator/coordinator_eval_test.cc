@@ -108,13 +108,28 @@ class EvalTest : public ::testing::Test {
 
   grpc::Status Evaluate(const std::string& run_id,
                         const std::vector<std::string>& evals, int64_t step,
-                        hlab::v1::EvaluateRunResponse* response) {
+                        hlab::v1::EvaluateRunResponse* response,
+                        bool retry_failed = false) {
     grpc::ClientContext ctx;
     hlab::v1::EvaluateRunRequest request;
     request.set_run_id(run_id);
     for (const auto& e : evals) request.add_evals(e);
     request.set_step(step);
+    request.set_retry_failed(retry_failed);
     return client_->EvaluateRun(&ctx, request, response);
+  }
+
+  grpc::Status Fail(const hlab::v1::Task& task, const std::string& error,
+                    bool retryable) {
+    grpc::ClientContext ctx;
+    hlab::v1::FailRequest request;
+    request.set_task_id(task.task_id());
+    request.set_attempt(task.attempt());
+    request.set_worker_id("w1");
+    request.set_error(error);
+    request.set_retryable(retryable);
+    hlab::v1::FailResponse response;
+    return worker_->Fail(&ctx, request, &response);
   }
 
   hlab::v1::QueryResponse Query(const std::string& sql) {
@@ -389,6 +404,81 @@ TEST_F(EvalTest, EvaluateRunAddsOneTaskPerRunStepAndEvals) {
   hlab::v1::EvaluateRunResponse done;
   ASSERT_TRUE(Evaluate(run_id, {"val_loss", "niah"}, 0, &done).ok());
   EXPECT_EQ(done.task().state(), hlab::v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(Count("evals"), 1);
+}
+
+TEST_F(EvalTest, AFailedOnDemandEvaluationLeavesTheRunAsItWas) {
+  hlab::v1::SubmitSweepResponse sweep;
+  ASSERT_TRUE(Submit(testing::TinySpecYaml("fails", "[5]"), &sweep).ok());
+  const hlab::v1::LeaseResponse train = Lease();
+  ASSERT_TRUE(train.has_task());
+  const std::string run_id = train.task().run_ids(0);
+  Train(train.task());
+  ASSERT_EQ(Run(run_id).state, store::RunState::kSucceeded);
+  const int64_t events_before = Count("events");
+
+  hlab::v1::EvaluateRunResponse asked;
+  ASSERT_TRUE(Evaluate(run_id, {"val_loss"}, 0, &asked, true).ok());
+  EXPECT_TRUE(asked.created());
+  EXPECT_TRUE(asked.on_demand());
+  // Waiting for a worker does not make the finished run RUNNING again.
+  EXPECT_EQ(Run(run_id).state, store::RunState::kSucceeded);
+
+  // Every attempt fails: a retryable error until max_attempts, then for
+  // good; the sweep's retry budget is not spent on it.
+  const int max_attempts = Run(run_id).spec.max_attempts;
+  ASSERT_GE(max_attempts, 2);
+  for (int attempt = 1; attempt <= max_attempts; ++attempt) {
+    clock_.Advance(absl::Hours(1));  // past any backoff
+    const hlab::v1::LeaseResponse lease = Lease();
+    ASSERT_TRUE(lease.has_task()) << "attempt " << attempt;
+    ASSERT_EQ(lease.task().task_id(), asked.task().task_id());
+    ASSERT_TRUE(Fail(lease.task(), "exit code 1: out of memory", true).ok());
+    EXPECT_EQ(Run(run_id).state, store::RunState::kSucceeded);
+  }
+  const store::Run run = Run(run_id);
+  EXPECT_EQ(run.state, store::RunState::kSucceeded);
+  EXPECT_EQ(run.failure_reason, "");
+  EXPECT_EQ(run.retries, 0);
+  EXPECT_EQ(Count("evals"), 0);
+  EXPECT_EQ(Query("SELECT retries FROM sweeps").rows(0).values(0).int_value(),
+            0);
+  // The failure is the task's, in its state and an event naming it.
+  auto task = coordinator_->store()->GetTask(asked.task().task_id());
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, store::TaskState::kFailed);
+  EXPECT_NE(task->failure_reason.find("out of memory"), std::string::npos);
+  const hlab::v1::QueryResponse failed_events = Query(
+      "SELECT message FROM events WHERE kind = 'task_failed' AND run_id = '" +
+      run_id + "'");
+  ASSERT_EQ(failed_events.rows_size(), 1);
+  EXPECT_NE(
+      failed_events.rows(0).values(0).text_value().find(asked.task().task_id()),
+      std::string::npos);
+  // ... and never as the run's.
+  const hlab::v1::QueryResponse run_events =
+      Query("SELECT count(*) FROM events WHERE kind = 'run_state' AND seq > " +
+            std::to_string(events_before));
+  EXPECT_EQ(run_events.rows(0).values(0).int_value(), 0);
+
+  // Polling sees the failure; asking again (retry_failed) reopens it.
+  hlab::v1::EvaluateRunResponse polled;
+  ASSERT_TRUE(Evaluate(run_id, {"val_loss"}, 0, &polled).ok());
+  EXPECT_EQ(polled.task().state(), hlab::v1::TASK_STATE_FAILED);
+  EXPECT_TRUE(polled.on_demand());
+  hlab::v1::EvaluateRunResponse retried;
+  ASSERT_TRUE(Evaluate(run_id, {"val_loss"}, 0, &retried, true).ok());
+  EXPECT_FALSE(retried.created());
+  EXPECT_EQ(retried.task().state(), hlab::v1::TASK_STATE_PENDING);
+  const hlab::v1::LeaseResponse again = Lease();
+  ASSERT_TRUE(again.has_task());
+  EXPECT_EQ(again.task().task_id(), asked.task().task_id());
+  hlab::v1::MetricPoint result;
+  result.set_run_id(run_id);
+  result.set_name("val_loss");
+  result.set_value(3.25);
+  ASSERT_TRUE(Complete(again.task(), {result}).ok());
+  EXPECT_EQ(Run(run_id).state, store::RunState::kSucceeded);
   EXPECT_EQ(Count("evals"), 1);
 }
 

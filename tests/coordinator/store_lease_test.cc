@@ -327,6 +327,48 @@ TEST(StoreRetryTest, SweepRetryLimitIsShared) {
   EXPECT_EQ(f.store->GetSweep(f.sweep_id)->retries, 1);
 }
 
+// An on-demand task (`hlab eval`) of a finished run: its failure is its
+// own. The run stays SUCCEEDED throughout, its and the sweep's retry counts
+// stay 0 (the sweep's one retry would otherwise fail it at once), and
+// ReopenOnDemandTask runs it again; a planned task is not reopened by it.
+TEST(StoreRetryTest, OnDemandTaskFailsWithoutItsRun) {
+  Fixture f(/*max_attempts=*/2, /*sweep_retries=*/0);
+  ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
+  ASSERT_TRUE(f.store->CompleteTask("r1.train", 1, T(1)).ok());
+  ASSERT_EQ(f.store->GetRun("r1")->state, RunState::kSucceeded);
+  TaskSpec eval =
+      MakeTask("r1.eval", f.sweep_id, "r1", {}, 0, 0, TaskKind::kEval);
+  eval.on_demand = true;
+  ASSERT_TRUE(f.store->AddTasks({eval}, T(2)).ok());
+  EXPECT_TRUE(f.store->GetTask("r1.eval")->spec.on_demand);
+  EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kSucceeded);
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    ASSERT_EQ(*f.store->LeaseTask("r1.eval", "w1", T(3), kLease), attempt);
+    EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kSucceeded);
+    EXPECT_EQ(*f.store->FailTask("r1.eval", attempt, "oom", true, T(3),
+                                 absl::ZeroDuration()),
+              attempt == 1 ? TaskState::kPending : TaskState::kFailed);
+  }
+  EXPECT_TRUE(absl::StrContains(f.store->GetTask("r1.eval")->failure_reason,
+                                "failed 2 of 2 attempts"));
+  const store::Run run = *f.store->GetRun("r1");
+  EXPECT_EQ(run.state, RunState::kSucceeded);
+  EXPECT_EQ(run.failure_reason, "");
+  EXPECT_EQ(run.retries, 0);
+  EXPECT_EQ(f.store->GetSweep(f.sweep_id)->retries, 0);
+
+  EXPECT_EQ(f.store->ReopenOnDemandTask("r1.train", T(4)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.store->ReopenOnDemandTask("nope", T(4)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(*f.store->ReopenOnDemandTask("r1.eval", T(4)), true);
+  EXPECT_EQ(f.store->GetTask("r1.eval")->state, TaskState::kPending);
+  EXPECT_EQ(*f.store->ReopenOnDemandTask("r1.eval", T(4)), false);
+  ASSERT_EQ(*f.store->LeaseTask("r1.eval", "w1", T(5), kLease), 3);
+  ASSERT_TRUE(f.store->CompleteTask("r1.eval", 3, T(6)).ok());
+  EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kSucceeded);
+}
+
 TEST(StoreResumeTest, ResumeMakesFailedRunPendingAndKeepsFencing) {
   Fixture f(/*max_attempts=*/1);
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());

@@ -99,6 +99,53 @@ TEST(StoreSchemaTest, RefusesNewerSchema) {
   EXPECT_EQ(RawInt(path, "PRAGMA user_version"), newer);  // left alone
 }
 
+// A v2 database (before on-demand tasks were marked) with a finished run
+// whose on-demand EVAL (no dependency) failed and failed the run, and a
+// run whose planned EVAL (after its training) failed: opening it migrates,
+// marks the on-demand task, and gives the first run back its SUCCEEDED.
+TEST(StoreSchemaTest, V3MarksOldOnDemandEvalsAndRepairsTheirRuns) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 2; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 2").ok());
+    const absl::Status rows = (*db)->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, failure_reason, max_attempts, created_at, updated_at)
+  VALUES ('aa', 'full', 'xs', 1, 1, 0, '{}', 'FAILED', 'eval failed', 2, 0, 0),
+         ('bb', 'full', 'xs', 1, 1, 0, '{}', 'FAILED', 'eval failed', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, state, max_attempts,
+                   created_at, updated_at)
+  VALUES ('train-aa', 1, 'aa', 'TRAIN', 'SUCCEEDED', 2, 0, 0),
+         ('ondemand-aa', 1, 'aa', 'EVAL', 'FAILED', 2, 0, 0),
+         ('train-bb', 1, 'bb', 'TRAIN', 'SUCCEEDED', 2, 0, 0),
+         ('planned-bb', 1, 'bb', 'EVAL', 'FAILED', 2, 0, 0);
+INSERT INTO task_deps (task_id, depends_on) VALUES ('planned-bb', 'train-bb');
+)sql");
+    ASSERT_TRUE(rows.ok()) << rows;
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  auto on_demand = (*store)->GetTask("ondemand-aa");
+  ASSERT_TRUE(on_demand.ok());
+  EXPECT_TRUE(on_demand->spec.on_demand);
+  EXPECT_EQ(on_demand->state, TaskState::kFailed);  // still says it failed
+  EXPECT_FALSE((*store)->GetTask("planned-bb")->spec.on_demand);
+  EXPECT_FALSE((*store)->GetTask("train-aa")->spec.on_demand);
+  auto repaired = (*store)->GetRun("aa");
+  ASSERT_TRUE(repaired.ok());
+  EXPECT_EQ(repaired->state, RunState::kSucceeded);
+  EXPECT_EQ(repaired->failure_reason, "");
+  EXPECT_EQ((*store)->GetRun("bb")->state, RunState::kFailed);
+}
+
 TEST(StoreSchemaTest, WalAndPragmasAreOn) {
   TempDir dir;
   const std::string path = dir.File("hlab.db");

@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,35 +15,24 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-
-extern char** environ;
+#include "common/spawn.h"
 
 namespace hlab::deploy_testing {
 namespace {
 
 pid_t Spawn(const std::vector<std::string>& args, int stdout_fd,
             const std::string& stderr_path, bool stderr_to_stdout) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
+  SpawnOptions options;
+  options.Open(STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  options.Dup2(stdout_fd, STDOUT_FILENO);
   if (stderr_to_stdout) {
-    posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDERR_FILENO);
+    options.Dup2(stdout_fd, STDERR_FILENO);
   } else {
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
-                                     stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    options.Open(STDERR_FILENO, stderr_path, O_WRONLY | O_CREAT | O_APPEND,
+                 0644);
   }
-  std::vector<char*> argv;
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc =
-      posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
+  const absl::StatusOr<pid_t> pid = SpawnProcess(args, options);
+  return pid.ok() ? *pid : -1;
 }
 
 // waitpid with a deadline; the status, or -1 (still running).

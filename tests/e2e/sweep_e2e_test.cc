@@ -135,6 +135,39 @@ TEST_F(SweepEndToEndTest,
   const Json printed = Json::parse(on_demand.out);
   ASSERT_GE(printed.size(), 3u) << on_demand.out;
 
+  // An on-demand evaluation that fails (its checkpoint file is gone:
+  // hlab-eval exits 2, a permanent failure) is reported, and recorded on
+  // its task, but the run keeps its SUCCEEDED state.
+  const Output newest =
+      Hlab({"query",
+            "SELECT path FROM checkpoints WHERE run_id = '" + run_id +
+                "' ORDER BY step DESC, id DESC LIMIT 1",
+            "--format", "json", "--address", address});
+  ASSERT_EQ(newest.code, kExitOk) << newest.err;
+  const std::string checkpoint = Json::parse(newest.out).at(0).at("path");
+  ASSERT_TRUE(std::filesystem::remove(checkpoint)) << checkpoint;
+  const Output failed = Hlab({"eval", run_id, "--evals", "val_loss", "--poll",
+                              "0.2", "--address", address});
+  EXPECT_EQ(failed.code, kExitFailed) << failed.err;
+  EXPECT_NE(failed.err.find("of run " + run_id + " FAILED: "),
+            std::string::npos)
+      << failed.err;
+  EXPECT_NE(failed.err.find("the run itself is unchanged. Fix the cause, then "
+                            "run the same `hlab eval` again to retry it"),
+            std::string::npos)
+      << failed.err;
+  const Output after = Hlab(
+      {"query",
+       "SELECT state, failure_reason, (SELECT count(*) FROM events WHERE "
+       "kind = 'task_failed' AND run_id = '" +
+           run_id + "') AS failed_events FROM runs WHERE id = '" + run_id + "'",
+       "--format", "json", "--address", address});
+  ASSERT_EQ(after.code, kExitOk) << after.err;
+  const Json run_after = Json::parse(after.out).at(0);
+  EXPECT_EQ(run_after["state"], "SUCCEEDED") << after.out;
+  EXPECT_TRUE(run_after["failure_reason"].is_null()) << after.out;
+  EXPECT_EQ(run_after["failed_events"], 1) << after.out;
+
   // The same spec again: the existing sweep, no new runs or metric rows.
   const Output counts_before =
       Hlab({"query",

@@ -171,7 +171,7 @@ TEST(ModelConfigTest, JsonErrorsNameTheField) {
        "layers[0].mixer"},
       {R"({"d_model": 64, "n_layers": 2, "n_heads": 4,
            "layers": [{"mixer": "gdn", "windw": 3}, "full"]})",
-       "layers[0].windw: unknown field"},
+       "layers[0].windw: unknown field (see docs/models.md)"},
       {R"({"d_model": 64, "n_layers": 2, "n_heads": 4, "arch": "swa-x"})",
        "arch:"},
       {R"({"d_model": 64, "n_layers": 2, "n_heads": 5, "arch": "full"})",

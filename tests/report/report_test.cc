@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -264,6 +266,91 @@ TEST_F(ReportTest, ComputesFitsWhenNoneIsStoredAndSaysLongPplIsMissing) {
   EXPECT_NE(index.find("these were computed by hlab report"),
             std::string::npos);
   EXPECT_NE(md.find("full / longppl: not fitted"), std::string::npos) << md;
+}
+
+// A fit whose N term vanished (alpha ran off) has an A beyond a double's
+// range: the coordinator stores it NULL (or inf) with ln A in the details.
+// Every place that prints the law shows exp(ln A), never 0 or inf.
+TEST_F(ReportTest, AFitWhoseAOverflowedIsShownByItsLog) {
+  const int64_t sweep_id = StoreDemoSweep({});
+  StoreTrueFits(sweep_id, "loss");
+  const std::pair<std::string, double> overflowed[] = {
+      {"gdn", std::numeric_limits<double>::quiet_NaN()},  // stored NULL
+      {"lightning", std::numeric_limits<double>::infinity()}};
+  for (const auto& [arch, a] : overflowed) {
+    store::FitRecord fit;
+    fit.sweep_id = sweep_id;
+    fit.arch = arch;
+    fit.target = "loss";
+    fit.e = LossLaw(arch).E;
+    fit.a = a;
+    fit.alpha = 100;
+    fit.b = 410;
+    fit.beta = 0.28;
+    fit.r2_fit = 0.99;
+    fit.n_points = 9;
+    fit.details = R"({"A": null, "a": 812.25, "b": 6.0161, "n_points": 9})";
+    ASSERT_TRUE(store_->RecordFit(fit, testing::Now()).ok());
+  }
+  store_.reset();
+
+  const Result r = Hlab({"report", "--db", db_, "--out", Out().string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("gdn / loss: L(N, D) = 1.9 + exp(812.2)/N^100 + "
+                       "410/D^0.28"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("lightning / loss: L(N, D) = 1.8 + exp(812.2)/N^100"),
+            std::string::npos)
+      << r.out;
+  const std::string md = ReadFile(Out() / "report.md");
+  const std::string index = ReadFile(Out() / "index.html");
+  EXPECT_NE(md.find("| gdn | loss | 1.9 | exp(812.2) | 100 | 410 | 0.28 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- gdn / loss: L(N, D) = 1.9 + exp(812.2)/N^100"),
+            std::string::npos);
+  EXPECT_NE(index.find("gdn / loss: L(N, D) = 1.9 + exp(812.2)/N^100"),
+            std::string::npos);
+  EXPECT_NE(index.find(">exp(812.2)<"), std::string::npos);
+  for (const std::string* text : {&r.out, &md, &index}) {
+    EXPECT_EQ(text->find(" 0/N^"), std::string::npos);
+    EXPECT_EQ(text->find("inf/N^"), std::string::npos);
+  }
+  // fits.csv: A empty (not a number), log_A exact.
+  const Csv fits = ReadCsv(Out() / "fits.csv");
+  int seen = 0;
+  for (const auto& row : fits.rows) {
+    const std::string arch = row[fits.Column("architecture")];
+    if (arch != "gdn" && arch != "lightning") {
+      EXPECT_NEAR(Number(row[fits.Column("log_A")]), std::log(400), 1e-9);
+      continue;
+    }
+    ++seen;
+    EXPECT_EQ(row[fits.Column("A")], "");
+    EXPECT_DOUBLE_EQ(Number(row[fits.Column("log_A")]), 812.25);
+    EXPECT_DOUBLE_EQ(Number(row[fits.Column("log_B")]), 6.0161);
+  }
+  EXPECT_EQ(seen, 2);
+  // The figures compute the vanished term from ln A: finite predictions
+  // (about E + B/D^beta), and the script has the term in log form.
+  std::ifstream data(Out() / "data" / "loss_gdn.dat");
+  std::string line;
+  int points = 0;
+  while (std::getline(data, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    ASSERT_EQ(f.size(), 8u) << line;
+    const double predicted = Number(f[3]);
+    EXPECT_NEAR(predicted, 1.9 + 410 / std::pow(Number(f[1]), 0.28), 1e-3)
+        << line;
+    ++points;
+  }
+  EXPECT_GT(points, 0);
+  const std::string script = ReadFile(Out() / "loss_vs_tokens.gp");
+  EXPECT_NE(script.find("L1(N, D) = E1 + exp(log_A1 - alpha1 * log(N))"),
+            std::string::npos);
+  EXPECT_NE(script.find("log_A1 = 812.25"), std::string::npos) << script;
 }
 
 TEST_F(ReportTest, SweepWithoutRunsSaysSo) {

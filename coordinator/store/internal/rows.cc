@@ -17,7 +17,7 @@ const char kTaskColumns[] =
     "id, sweep_id, run_id, trunk_group, kind, priority, cost_flops, "
     "resources, payload, max_attempts, state, attempt, failures, "
     "lease_worker, lease_expiry, not_before, failure_reason, created_at, "
-    "updated_at";
+    "updated_at, on_demand";
 const char kWorkerColumns[] =
     "id, address, devices, capacity, registered_at, last_heartbeat, state";
 const char kCheckpointColumns[] =
@@ -82,6 +82,7 @@ absl::StatusOr<Task> ReadTask(const Statement& st) {
   task.failure_reason = st.ColumnText(16);
   task.created_at = TimeColumn(st, 17);
   task.updated_at = TimeColumn(st, 18);
+  task.spec.on_demand = st.ColumnInt(19) != 0;
   return task;
 }
 

@@ -59,7 +59,7 @@ absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db,
       Statement st,
       db.Prepare("SELECT sweep_id, coalesce(run_id, ''), state, attempt,"
                  " failures, max_attempts, coalesce(lease_worker, ''),"
-                 " lease_expiry FROM tasks WHERE id = ?"));
+                 " lease_expiry, on_demand FROM tasks WHERE id = ?"));
   st.Bind(1, task_id);
   HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
   if (!has_row) {
@@ -75,6 +75,7 @@ absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db,
   row.max_attempts = static_cast<int>(st.ColumnInt(5));
   row.lease_worker = st.ColumnText(6);
   row.lease_expiry = TimeColumn(st, 7);
+  row.on_demand = st.ColumnInt(8) != 0;
   return row;
 }
 
@@ -160,8 +161,9 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
                    " total(state = 'FAILED'),"
                    " total(state IN ('LEASED', 'SUCCEEDED')),"
                    " (SELECT failure_reason FROM tasks WHERE run_id = ?1"
-                   "    AND state = 'FAILED' ORDER BY updated_at, id LIMIT 1)"
-                   " FROM tasks WHERE run_id = ?1"));
+                   "    AND on_demand = 0 AND state = 'FAILED'"
+                   "    ORDER BY updated_at, id LIMIT 1)"
+                   " FROM tasks WHERE run_id = ?1 AND on_demand = 0"));
     st.Bind(1, run_id);
     HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
     if (has_row) {
@@ -216,8 +218,10 @@ absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
     st.Bind(4, row.id).Bind(5, row.attempt);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
+  // The sweep's retry budget; an on-demand task has only its own
+  // max_attempts (types.h).
   int64_t sweep_retries = 0, sweep_max_retries = 0;
-  {
+  if (!row.on_demand) {
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
         db.Prepare("SELECT retries, max_retries FROM sweeps WHERE id = ?"));
@@ -235,7 +239,7 @@ absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
   } else if (failures >= row.max_attempts) {
     reason = absl::StrCat("task ", row.id, " failed ", failures, " of ",
                           row.max_attempts, " attempts; last error: ", error);
-  } else if (sweep_retries >= sweep_max_retries) {
+  } else if (!row.on_demand && sweep_retries >= sweep_max_retries) {
     reason = absl::StrCat("sweep ", row.sweep_id, " retry limit (",
                           sweep_max_retries, ") exhausted; task ", row.id,
                           " last error: ", error);
@@ -257,12 +261,15 @@ absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
     HLAB_RETURN_IF_ERROR(st.Run());
   }
   if (next == TaskState::kPending) {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement sweep,
-        db.Prepare("UPDATE sweeps SET retries = retries + 1 WHERE id = ?"));
-    sweep.Bind(1, row.sweep_id);
-    HLAB_RETURN_IF_ERROR(sweep.Run());
-    if (!row.run_id.empty()) {
+    // An on-demand task's retries are its own, not its sweep's or run's.
+    if (!row.on_demand) {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement sweep,
+          db.Prepare("UPDATE sweeps SET retries = retries + 1 WHERE id = ?"));
+      sweep.Bind(1, row.sweep_id);
+      HLAB_RETURN_IF_ERROR(sweep.Run());
+    }
+    if (!row.run_id.empty() && !row.on_demand) {
       HLAB_ASSIGN_OR_RETURN(
           Statement run,
           db.Prepare("UPDATE runs SET retries = retries + 1 WHERE id = ?"));

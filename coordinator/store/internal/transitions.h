@@ -33,6 +33,7 @@ struct LeaseRow {
   int max_attempts = 0;
   std::string lease_worker;
   absl::Time lease_expiry = absl::InfinitePast();
+  bool on_demand = false;  // TaskSpec::on_demand
 };
 
 // NotFound for an unknown task.
@@ -58,7 +59,8 @@ absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
                                     absl::string_view kind,
                                     absl::string_view message, absl::Time now);
 
-// Derives the run's state from its tasks (rule in store.h) and stores it if
+// Derives the run's state from its tasks, on-demand ones left out (rule in
+// store.h), and stores it if
 // it changed, with a "run_state" event per sweep of the run. No-op for an
 // empty run id.
 absl::Status RefreshRunState(Database& db, const std::string& run_id,

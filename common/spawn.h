@@ -1,0 +1,70 @@
+// SpawnProcess: starts a program with posix_spawn (fork + exec without
+// running any code of ours in the child, so it is safe from a threaded
+// process), with the child's file descriptors and signal state set up by a
+// list of actions. The one way hlab starts child processes: the worker's
+// trainers, the coordinator's sweep fitter, `hlab up`'s daemons.
+//
+// The caller owns the child: it waits for it (waitpid) and signals it.
+//
+// Thread-safety: SpawnProcess is thread-safe; a SpawnOptions is a plain
+// value (build it on one thread).
+//
+//   SpawnOptions options;
+//   options.Open(STDIN_FILENO, "/dev/null", O_RDONLY);
+//   options.Dup2(pipe_write_fd, STDOUT_FILENO);
+//   options.reset_signal_mask = true;
+//   HLAB_ASSIGN_OR_RETURN(pid_t pid, SpawnProcess({"/bin/ls", "-l"}, options));
+#ifndef HLAB_COMMON_SPAWN_H_
+#define HLAB_COMMON_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace hlab {
+
+struct SpawnOptions {
+  // File actions, applied in the child in the order they were added.
+  // Opens `path` with `flags` (and `mode` when created) onto `fd`.
+  void Open(int fd, std::string path, int flags, int mode = 0644);
+  // Duplicates the parent's `from` onto `to` (clearing close-on-exec).
+  void Dup2(int from, int to);
+  // Closes `fd`.
+  void Close(int fd);
+
+  // An empty signal mask in the child (else it inherits the caller's, e.g.
+  // a daemon that blocks SIGTERM to sigwait for it).
+  bool reset_signal_mask = false;
+  // Default handling of every signal (else ignored signals stay ignored).
+  bool default_signal_handlers = false;
+  // A process group of its own (pgid = its pid), so a signal to -pid
+  // reaches the child and its own children.
+  bool new_process_group = false;
+  // The child's environment ("KEY=VALUE"); nullopt: the caller's.
+  std::optional<std::vector<std::string>> environment;
+
+  struct Action {
+    enum Kind { kOpen, kDup2, kClose } kind;
+    int fd;  // the child's descriptor (kDup2: the target)
+    int from = -1;
+    std::string path;
+    int flags = 0;
+    int mode = 0;
+  };
+  std::vector<Action> actions;
+};
+
+// Starts argv[0] (a path; not searched in PATH) with `argv`; returns the
+// child's pid. InvalidArgument for an empty argv; NotFound when the program
+// does not exist, PermissionDenied when it cannot be executed, Internal for
+// other failures, each naming the program ("cannot run PATH: REASON").
+absl::StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv,
+                                   const SpawnOptions& options);
+
+}  // namespace hlab
+
+#endif  // HLAB_COMMON_SPAWN_H_

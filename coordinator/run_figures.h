@@ -1,0 +1,63 @@
+// RunFigures: a sweep's runs with the final figures its power-law fits take
+// (and `hlab report` tabulates), read with one SQL query over the store's
+// run_summary view and evals table. The one reader of these rows, for the
+// coordinator's fits (sweep_fits.h) and the report (report/study_data.h).
+//
+// Figures: N = non-embedding parameters, D = planned tokens; the final
+// training loss and final validation loss (run_summary: the newest
+// "val_loss" eval, else metric); the newest "log_longppl" eval, else the log
+// of the newest positive "longppl" eval; the newest "niah_acc" eval.
+//
+// Thread-safety: ReadRunFigures is reentrant (as thread-safe as `query`).
+//
+//   HLAB_ASSIGN_OR_RETURN(
+//       std::vector<RunFigures> runs,
+//       ReadRunFigures([&](const std::string& sql) {
+//         return engine.Run(sql, {});
+//       }, sweep_id));
+//   for (const RunFigures& r : runs) std::optional<double> loss =
+//       r.Target("loss");
+#ifndef HLAB_COORDINATOR_RUN_FIGURES_H_
+#define HLAB_COORDINATOR_RUN_FIGURES_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/store/query.h"
+
+namespace hlab::coordinator {
+
+struct RunFigures {
+  std::string run_id;
+  std::string arch;
+  std::string scale;
+  std::string state;  // PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED
+  double n = 0;       // non-embedding parameters
+  double d = 0;       // planned tokens
+  std::optional<double> train_loss;
+  std::optional<double> val_loss;
+  std::optional<double> log_longppl;
+  std::optional<double> niah_accuracy;
+
+  bool succeeded() const { return state == "SUCCEEDED"; }
+  // The value fitted for `target` ("loss": validation, else training loss;
+  // "longppl": log LongPPL), if known; nullopt for another target.
+  std::optional<double> Target(const std::string& target) const;
+};
+
+// Runs one read-only SQL query: QueryEngine::Run, or a report's RowSource.
+using RunQuery =
+    std::function<absl::StatusOr<store::QueryResult>(const std::string& sql)>;
+
+// Every run of sweep `sweep_id`, whatever its state, by architecture, N, D,
+// then run id. Errors are the query's.
+absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
+                                                       int64_t sweep_id);
+
+}  // namespace hlab::coordinator
+
+#endif  // HLAB_COORDINATOR_RUN_FIGURES_H_

@@ -1,0 +1,89 @@
+// ReadRunFigures (coordinator/run_figures.h), the one reader of a sweep's
+// runs with their final figures for the fits and the report: the query it
+// runs and how it reads each column, against canned rows.
+#include "coordinator/run_figures.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace hlab::coordinator {
+namespace {
+
+using store::Value;
+
+std::vector<Value> Row(const std::string& id, const std::string& state,
+                       Value train, Value val, Value log_longppl, Value longppl,
+                       Value niah) {
+  return {id,
+          "full",
+          "S1",
+          state,
+          int64_t{1000000},
+          int64_t{2000000},
+          train,
+          val,
+          log_longppl,
+          longppl,
+          niah};
+}
+
+TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
+  std::string asked;
+  const RunQuery query = [&](const std::string& sql) {
+    asked = sql;
+    store::QueryResult result;
+    const Value null;
+    result.rows.push_back(Row("a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75));
+    // No log_longppl: the log of longppl; no validation loss.
+    result.rows.push_back(Row("b", "FAILED", 4.0, null, null, 2.0, null));
+    // Not finite, or a longppl that has no log: unknown.
+    result.rows.push_back(Row("c", "PENDING", null,
+                              std::numeric_limits<double>::infinity(), null,
+                              0.0, null));
+    return result;
+  };
+  absl::StatusOr<std::vector<RunFigures>> runs = ReadRunFigures(query, 7);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  EXPECT_NE(asked.find("WHERE sr.sweep_id = 7 ORDER BY rs.arch, rs.n_params"),
+            std::string::npos)
+      << asked;
+  EXPECT_EQ(asked.find("SUCCEEDED"), std::string::npos);  // every state
+  ASSERT_EQ(runs->size(), 3u);
+  const RunFigures& a = (*runs)[0];
+  EXPECT_EQ(a.run_id, "a");
+  EXPECT_EQ(a.arch, "full");
+  EXPECT_EQ(a.scale, "S1");
+  EXPECT_TRUE(a.succeeded());
+  EXPECT_EQ(a.n, 1e6);
+  EXPECT_EQ(a.d, 2e6);
+  EXPECT_EQ(a.Target("loss"), 3.25);  // validation first
+  EXPECT_EQ(a.Target("longppl"), 1.5);
+  EXPECT_EQ(a.niah_accuracy, 0.75);
+  EXPECT_EQ(a.Target("perplexity"), std::nullopt);
+  const RunFigures& b = (*runs)[1];
+  EXPECT_FALSE(b.succeeded());
+  EXPECT_EQ(b.Target("loss"), 4.0);  // training loss without validation
+  ASSERT_TRUE(b.log_longppl.has_value());
+  EXPECT_DOUBLE_EQ(*b.log_longppl, std::log(2.0));
+  EXPECT_EQ(b.niah_accuracy, std::nullopt);
+  const RunFigures& c = (*runs)[2];
+  EXPECT_EQ(c.val_loss, std::nullopt);
+  EXPECT_EQ(c.Target("loss"), std::nullopt);
+  EXPECT_EQ(c.log_longppl, std::nullopt);
+}
+
+TEST(RunFiguresTest, QueryErrorsComeBackAsTheyAre) {
+  const RunQuery failing = [](const std::string&) {
+    return absl::StatusOr<store::QueryResult>(
+        absl::DeadlineExceededError("query took too long"));
+  };
+  absl::StatusOr<std::vector<RunFigures>> runs = ReadRunFigures(failing, 1);
+  EXPECT_EQ(runs.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace hlab::coordinator
