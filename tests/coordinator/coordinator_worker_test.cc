@@ -289,6 +289,20 @@ TEST_F(WorkerServiceTest, ConcurrentReportMetricsAreDurableWhenAnswered) {
   EXPECT_EQ(Query("SELECT count(*) FROM metrics").rows(0).values(0).int_value(),
             unique);
 
+  // Names are stored as the trainer's records call them: '/' becomes '_'.
+  hlab::v1::ReportMetricsRequest named = batch(1'000'000);
+  named.mutable_points()->DeleteSubrange(1, kBatch - 1);
+  named.mutable_points(0)->set_name("niah_acc/single");
+  grpc::ClientContext named_ctx;
+  hlab::v1::ReportMetricsResponse named_response;
+  ASSERT_TRUE(worker_->ReportMetrics(&named_ctx, named, &named_response).ok());
+  EXPECT_EQ(named_response.accepted(), 1);
+  EXPECT_EQ(Query("SELECT name FROM metrics WHERE step = 1000000")
+                .rows(0)
+                .values(0)
+                .text_value(),
+            "niah_acc_single");
+
   // Refused before the store: too many points, an unknown task.
   hlab::v1::ReportMetricsRequest big = batch(0);
   for (int i = 0; i < 1000; ++i) *big.add_points() = big.points(0);
