@@ -8,9 +8,11 @@
 //  2. Metric points ingested per second end to end (ReportMetrics over gRPC
 //     into SQLite, batches of --batch points) against the tasks the workers
 //     hold, as a ratio to a raw SQLite insert loop (one prepared statement,
-//     one transaction, the same rows) measured in the same run; by wall
-//     clock and by CPU time (the process during the flood against the
-//     loop's thread), which a shared machine's load moves much less.
+//     one transaction, the same rows, a connection with the store writer's
+//     pragmas) measured in the same run; by wall clock and by CPU time (the
+//     process during the flood against the loop's thread), which a shared
+//     machine's load moves much less. Also the store writes per commit
+//     during the flood (how much group commit coalesced).
 //  3. Expanding and scheduling the paper's grid (examples/sweeps/paper.yaml):
 //     parse + validate + PlanSweep, and SubmitSweep into a fresh coordinator.
 //  4. The FLOPs WSD trunk sharing saves on that grid, from the plan.
