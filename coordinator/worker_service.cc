@@ -153,9 +153,9 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportMetrics(
     const hlab::v1::ReportMetricsRequest* request,
     hlab::v1::ReportMetricsResponse* response) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  // Answered from the store's writer thread once the batch is committed:
-  // no gRPC thread waits for the commit, so every call in flight can join
-  // the same group commit.
+  // Answered from the store writer's completer thread once the batch is
+  // committed: no gRPC thread waits for the commit, so every call in flight
+  // can join the same group commit.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   StartReportMetrics(*request, response, [reactor](const absl::Status& s) {
     reactor->Finish(ToGrpcStatus(s));
@@ -415,7 +415,8 @@ namespace {
 
 // What a stored batch tells the Prometheus exposer: the token range seen
 // and the newest loss and tokens/s of each run. Gathered before the write
-// so that the writer thread's completion only applies it.
+// so that the completion (on the store writer's completer thread) only
+// applies it.
 struct MetricsProgress {
   struct RunProgress {
     std::string run_id;
@@ -474,7 +475,8 @@ void WorkerServiceImpl::StartReportMetrics(
     progress = std::make_shared<MetricsProgress>(
         ProgressOf(request, *points, task_run));
   }
-  // Runs on the writer thread after the commit: the points are durable.
+  // Runs on the store writer's completer thread after the commit: the
+  // points are durable.
   auto done = [response, metrics, progress, finish = std::move(finish)](
                   absl::Status status, int64_t accepted) {
     if (status.ok()) {

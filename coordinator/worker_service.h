@@ -114,7 +114,8 @@ class WorkerServiceImpl final
       const hlab::v1::ReportMetricsRequest& request, std::string* run_id);
   // Maps the request, queues its points on the store's writer and returns;
   // `finish` runs with the call's status once they are committed (on the
-  // writer thread), or at once if the request is refused before that.
+  // writer's completer thread), or at once if the request is refused
+  // before that.
   void StartReportMetrics(const hlab::v1::ReportMetricsRequest& request,
                           hlab::v1::ReportMetricsResponse* response,
                           std::function<void(const absl::Status&)> finish);
