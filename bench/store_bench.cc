@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "coordinator/store/database.h"
 #include "coordinator/store/store.h"
 
 namespace hlab::store {
@@ -116,14 +117,11 @@ MetricPoint Point(int t, int64_t step) {
 double RawInsertRate(const std::string& path, const Options& o) {
   std::vector<int> attempts;
   Prepare(path, o.threads, StoreOptions(), &attempts).reset();  // schema, runs
-  sqlite3* db = nullptr;
-  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
-    Die("raw open", absl::UnavailableError(sqlite3_errmsg(db)));
-  }
-  sqlite3_exec(db,
-               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-               " PRAGMA foreign_keys=ON;",
-               nullptr, nullptr, nullptr);
+  // Opened as the store opens its writer's connection: the same pragmas
+  // (WAL, synchronous=NORMAL, foreign keys, page cache), no mutex.
+  auto connection = Database::Open(path, Database::Mode::kReadWrite);
+  if (!connection.ok()) Die("raw open", connection.status());
+  sqlite3* db = (*connection)->raw();
   sqlite3_stmt* stmt = nullptr;
   sqlite3_prepare_v2(db,
                      "INSERT OR IGNORE INTO metrics (run_id, name, step, value,"
@@ -152,7 +150,7 @@ double RawInsertRate(const std::string& path, const Options& o) {
   sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
   double seconds = Seconds(start);
   sqlite3_finalize(stmt);
-  sqlite3_close(db);
+  connection->reset();
   return static_cast<double>(per_thread * o.threads) / seconds;
 }
 

@@ -153,7 +153,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportMetrics(
     const hlab::v1::ReportMetricsRequest* request,
     hlab::v1::ReportMetricsResponse* response) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return Finish(ctx, DoReportMetrics(*request, response));
+  // Answered from the store writer's completer thread once the batch is
+  // committed: no gRPC thread waits for the commit, so every call in flight
+  // can join the same group commit.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  StartReportMetrics(*request, response, [reactor](const absl::Status& s) {
+    reactor->Finish(ToGrpcStatus(s));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCheckpoint(
@@ -367,9 +374,9 @@ void WorkerServiceImpl::ForgetFinishedRuns(const store::Task& task) {
   }
 }
 
-absl::Status WorkerServiceImpl::DoReportMetrics(
-    const hlab::v1::ReportMetricsRequest& request,
-    hlab::v1::ReportMetricsResponse* response) {
+absl::StatusOr<std::vector<store::MetricPoint>>
+WorkerServiceImpl::PointsToStore(const hlab::v1::ReportMetricsRequest& request,
+                                 std::string* run_id) {
   if (request.points_size() > 1000) {
     return absl::InvalidArgumentError("points: at most 1000 per batch");
   }
@@ -396,34 +403,98 @@ absl::Status WorkerServiceImpl::DoReportMetrics(
       }
     }
   } else {
-    for (const auto& p : request.points()) {
-      points.push_back(FromProto(p));
-      if (points.back().run_id.empty()) points.back().run_id = task.spec.run_id;
+    // A point without a run stays without one: the store writes it to the
+    // task's run (no copy of the run id per point).
+    for (const auto& p : request.points()) points.push_back(FromProto(p));
+  }
+  if (run_id != nullptr) *run_id = task.spec.run_id;
+  return points;
+}
+
+namespace {
+
+// What a stored batch tells the Prometheus exposer: the token range seen
+// and the newest loss and tokens/s of each run. Gathered before the write
+// so that the completion (on the store writer's completer thread) only
+// applies it.
+struct MetricsProgress {
+  struct RunProgress {
+    std::string run_id;
+    double tokens_per_s = -1;
+    double loss = -1;
+  };
+  std::string task_id;
+  int64_t low_tokens = 0, high_tokens = 0;
+  std::vector<RunProgress> runs;
+
+  RunProgress& Of(const std::string& run_id) {
+    for (RunProgress& r : runs) {
+      if (r.run_id == run_id) return r;
+    }
+    return runs.emplace_back(RunProgress{run_id});
+  }
+};
+
+// `task_run` is the run of points that name none.
+MetricsProgress ProgressOf(const hlab::v1::ReportMetricsRequest& request,
+                           const std::vector<store::MetricPoint>& points,
+                           const std::string& task_run) {
+  MetricsProgress progress;
+  progress.task_id = request.task_id();
+  for (const auto& p : request.points()) {
+    if (p.tokens() <= 0) continue;
+    progress.low_tokens = progress.low_tokens == 0
+                              ? p.tokens()
+                              : std::min(progress.low_tokens, p.tokens());
+    progress.high_tokens = std::max(progress.high_tokens, p.tokens());
+  }
+  for (const store::MetricPoint& p : points) {
+    const std::string& run = p.run_id.empty() ? task_run : p.run_id;
+    if (p.name == "train_loss") {
+      progress.Of(run).loss = p.value;
+    } else if (p.name == "tokens_per_s") {
+      progress.Of(run).tokens_per_s = p.value;
     }
   }
-  int64_t accepted = 0;
-  HLAB_RETURN_IF_ERROR(context_->store->RecordMetrics(
-      request.task_id(), static_cast<int>(request.attempt()), points, &accepted,
-      request.worker_id()));
-  response->set_accepted(static_cast<int32_t>(accepted));
-  if (context_->metrics != nullptr) {
-    context_->metrics->metric_points().Increment(static_cast<double>(accepted));
-    int64_t low = 0, high = 0;
-    for (const auto& p : request.points()) {
-      if (p.tokens() <= 0) continue;
-      low = low == 0 ? p.tokens() : std::min(low, p.tokens());
-      high = std::max(high, p.tokens());
-    }
-    context_->metrics->ObserveTaskTokens(request.task_id(), low, high);
-    for (const store::MetricPoint& p : points) {
-      if (p.name == "train_loss") {
-        context_->metrics->SetRunProgress(p.run_id, -1, p.value, -1);
-      } else if (p.name == "tokens_per_s") {
-        context_->metrics->SetRunProgress(p.run_id, p.value, -1, -1);
+  return progress;
+}
+
+}  // namespace
+
+void WorkerServiceImpl::StartReportMetrics(
+    const hlab::v1::ReportMetricsRequest& request,
+    hlab::v1::ReportMetricsResponse* response,
+    std::function<void(const absl::Status&)> finish) {
+  std::string task_run;
+  absl::StatusOr<std::vector<store::MetricPoint>> points =
+      PointsToStore(request, &task_run);
+  if (!points.ok()) return finish(points.status());
+  std::shared_ptr<MetricsProgress> progress;
+  CoordinatorMetrics* metrics = context_->metrics;
+  if (metrics != nullptr) {
+    progress = std::make_shared<MetricsProgress>(
+        ProgressOf(request, *points, task_run));
+  }
+  // Runs on the store writer's completer thread after the commit: the
+  // points are durable.
+  auto done = [response, metrics, progress, finish = std::move(finish)](
+                  absl::Status status, int64_t accepted) {
+    if (status.ok()) {
+      response->set_accepted(static_cast<int32_t>(accepted));
+      if (metrics != nullptr) {
+        metrics->metric_points().Increment(static_cast<double>(accepted));
+        metrics->ObserveTaskTokens(progress->task_id, progress->low_tokens,
+                                   progress->high_tokens);
+        for (const MetricsProgress::RunProgress& r : progress->runs) {
+          metrics->SetRunProgress(r.run_id, r.tokens_per_s, r.loss, -1);
+        }
       }
     }
-  }
-  return absl::OkStatus();
+    finish(status);
+  };
+  context_->store->RecordMetricsAsync(
+      request.task_id(), static_cast<int>(request.attempt()),
+      *std::move(points), request.worker_id(), std::move(done));
 }
 
 absl::Status WorkerServiceImpl::DoReportCheckpoint(

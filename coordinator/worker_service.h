@@ -26,8 +26,9 @@
 // A stale attempt is FAILED_PRECONDITION and changes nothing; an unknown
 // worker is NOT_FOUND (it registers again). Every RPC needs the worker role.
 //
-// Thread-safety: thread-safe; the Lease long poll waits on a grpc::Alarm,
-// never blocking a gRPC thread.
+// Thread-safety: thread-safe; the Lease long poll waits on a grpc::Alarm
+// and ReportMetrics on the store's writer (answered from its commit), so
+// neither blocks a gRPC thread.
 //
 //   WorkerServiceImpl service(&context);
 //   builder.RegisterService(&service);
@@ -35,6 +36,8 @@
 #define HLAB_COORDINATOR_WORKER_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -102,8 +105,20 @@ class WorkerServiceImpl final
                           hlab::v1::RegisterResponse* response);
   absl::Status DoHeartbeat(const hlab::v1::HeartbeatRequest& request,
                            hlab::v1::HeartbeatResponse* response);
-  absl::Status DoReportMetrics(const hlab::v1::ReportMetricsRequest& request,
-                               hlab::v1::ReportMetricsResponse* response);
+  // The points of a ReportMetrics request as the store takes them (a
+  // trunk's points go to each run they belong to; a point of another task
+  // that names no run is the task's run, set in `run_id` if given).
+  // InvalidArgument for a batch of more than 1000 points, NotFound for an
+  // unknown task.
+  absl::StatusOr<std::vector<store::MetricPoint>> PointsToStore(
+      const hlab::v1::ReportMetricsRequest& request, std::string* run_id);
+  // Maps the request, queues its points on the store's writer and returns;
+  // `finish` runs with the call's status once they are committed (on the
+  // writer's completer thread), or at once if the request is refused
+  // before that.
+  void StartReportMetrics(const hlab::v1::ReportMetricsRequest& request,
+                          hlab::v1::ReportMetricsResponse* response,
+                          std::function<void(const absl::Status&)> finish);
   absl::Status DoReportCheckpoint(
       const hlab::v1::ReportCheckpointRequest& request);
   absl::Status DoComplete(const hlab::v1::CompleteRequest& request);

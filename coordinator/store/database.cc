@@ -198,7 +198,20 @@ absl::Status Database::ApplyPragmas(Mode mode) {
         absl::StrCat("cannot enable WAL mode (journal_mode is '", journal,
                      "'); the store needs a local file system"));
   }
-  return Exec("PRAGMA synchronous = NORMAL");
+  HLAB_RETURN_IF_ERROR(Exec("PRAGMA synchronous = NORMAL"));
+  // The writer's working set under metric ingest is the newest leaf page of
+  // every active run's series plus the interior pages above them; with the
+  // default 2 MiB cache a few hundred runs evict each other and every
+  // commit re-reads pages from the WAL. Memory, not durability.
+  HLAB_RETURN_IF_ERROR(
+      Exec(absl::StrCat("PRAGMA cache_size = -", kWriterCacheKiB)));
+  // Group commit writes the hot pages (a run's newest leaf, the interior
+  // pages) to the WAL again in every commit that touches them; a checkpoint
+  // copies each page once, however often the WAL holds it, so checkpointing
+  // less often copies (and fsyncs) less. When the checkpoint happens, not
+  // whether a commit is durable.
+  return Exec(
+      absl::StrCat("PRAGMA wal_autocheckpoint = ", kWalAutocheckpointPages));
 }
 
 absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {

@@ -106,9 +106,16 @@ class Statement {
 class Database {
  public:
   enum class Mode {
-    kReadWrite,  // create if missing; WAL, synchronous=NORMAL, foreign keys
+    kReadWrite,  // create if missing; WAL, synchronous=NORMAL, foreign keys,
+                 // a page cache of kWriterCacheKiB, WAL auto-checkpoint
+                 // every kWalAutocheckpointPages
     kReadOnly,   // SQLITE_OPEN_READONLY plus PRAGMA query_only=1
   };
+  // Page cache of a read-write connection (PRAGMA cache_size), in KiB.
+  static constexpr int kWriterCacheKiB = 64 * 1024;
+  // WAL pages after which a commit checkpoints (PRAGMA wal_autocheckpoint;
+  // SQLite's default is 1000).
+  static constexpr int kWalAutocheckpointPages = 8000;
 
   // Opens `path`. Returns Unavailable naming the path if it cannot be opened
   // (missing directory, permissions), InvalidArgument if WAL mode cannot be

@@ -25,8 +25,8 @@
 // per sweep the run belongs to.
 //
 // Thread-safety: thread-safe; call from any thread, but not from a
-// RecordMetricsAsync completion (it runs on the writer thread, and a write
-// from there would wait for itself).
+// RecordMetricsAsync completion (it runs on the writer's completer thread,
+// and a write from there would hold up every completion after it).
 //
 //   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(path));
 //   HLAB_ASSIGN_OR_RETURN(CreateSweepResult sweep,
@@ -217,9 +217,16 @@ class Store {
                              const std::vector<MetricPoint>& points,
                              int64_t* inserted = nullptr,
                              const std::string& worker_id = "");
-  // The same without waiting: `done` runs on the writer thread after commit.
-  void RecordMetricsAsync(const std::string& task_id, int attempt,
-                          std::vector<MetricPoint> points, WriteDone done);
+  // Called once a RecordMetricsAsync batch is committed (or failed): its
+  // status and, when OK, the number of points that were new.
+  using MetricsDone = std::function<void(absl::Status, int64_t inserted)>;
+  // RecordMetrics without waiting, so a server does not hold a thread per
+  // pending write: the batch joins the writer's queue and `done` runs on the
+  // writer's completer thread after the commit (durable then), with what
+  // RecordMetrics would return. Never write to the store from `done`.
+  void RecordMetricsAsync(std::string task_id, int attempt,
+                          std::vector<MetricPoint> points,
+                          std::string worker_id, MetricsDone done);
   // All points of one metric of a run, by step.
   absl::StatusOr<std::vector<MetricPoint>> ReadMetrics(
       const std::string& run_id, const std::string& name);

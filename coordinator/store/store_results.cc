@@ -15,9 +15,10 @@ using internal::LeaseRow;
 
 namespace {
 
-// The run a point or record written by `row`'s task belongs to.
-absl::StatusOr<std::string> RunFor(const LeaseRow& row,
-                                   const std::string& named) {
+// The run a point or record written by `row`'s task belongs to (a view of
+// `row` or `named`: no copy per point).
+absl::StatusOr<absl::string_view> RunFor(const LeaseRow& row,
+                                         const std::string& named) {
   if (named.empty()) {
     if (row.run_id.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -56,7 +57,7 @@ absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
       db.Prepare("INSERT OR IGNORE INTO metrics (run_id, name, step, value,"
                  " tokens, wall_time) VALUES (?, ?, ?, ?, ?, ?)"));
   for (const MetricPoint& point : points) {
-    HLAB_ASSIGN_OR_RETURN(std::string run, RunFor(row, point.run_id));
+    HLAB_ASSIGN_OR_RETURN(absl::string_view run, RunFor(row, point.run_id));
     insert.Bind(1, run).Bind(2, point.name).Bind(3, point.step);
     insert.Bind(4, point.value).Bind(5, point.tokens).Bind(6, point.wall_time);
     HLAB_RETURN_IF_ERROR(UnknownRunIsInvalid(insert.Run()));
@@ -84,15 +85,31 @@ absl::Status Store::RecordMetrics(const std::string& task_id, int attempt,
   return status;
 }
 
-void Store::RecordMetricsAsync(const std::string& task_id, int attempt,
+void Store::RecordMetricsAsync(std::string task_id, int attempt,
                                std::vector<MetricPoint> points,
-                               WriteDone done) {
-  auto batch = std::make_shared<std::vector<MetricPoint>>(std::move(points));
-  writer_->Submit(
-      [task_id, attempt, batch](Database& db) {
-        return WriteMetrics(db, task_id, attempt, "", *batch, nullptr);
+                               std::string worker_id, MetricsDone done) {
+  // WriteOp and WriteDone are std::function (copyable): share the batch.
+  struct Batch {
+    std::string task_id, worker_id;
+    int attempt = 0;
+    std::vector<MetricPoint> points;
+    int64_t added = 0;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->task_id = std::move(task_id);
+  batch->worker_id = std::move(worker_id);
+  batch->attempt = attempt;
+  batch->points = std::move(points);
+  writer_->SubmitAsync(
+      [batch](Database& db) {
+        return WriteMetrics(db, batch->task_id, batch->attempt,
+                            batch->worker_id, batch->points, &batch->added);
       },
-      std::move(done));
+      [batch, done = std::move(done)](absl::Status status) {
+        // A failed operation was rolled back to its savepoint: nothing new.
+        const int64_t added = status.ok() ? batch->added : 0;
+        done(std::move(status), added);
+      });
 }
 
 absl::StatusOr<std::vector<MetricPoint>> Store::ReadMetrics(
@@ -185,7 +202,7 @@ absl::Status Store::RecordEval(const std::string& task_id, int attempt,
                                const EvalResult& eval) {
   return writer_->Run([&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
-    HLAB_ASSIGN_OR_RETURN(std::string run, RunFor(row, eval.run_id));
+    HLAB_ASSIGN_OR_RETURN(absl::string_view run, RunFor(row, eval.run_id));
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
         db.Prepare("INSERT INTO evals (run_id, step, metric, value, details)"

@@ -36,6 +36,7 @@ absl::Status RunOp(const WriteOp& op, Database& db) {
 Writer::Writer(std::unique_ptr<Database> db, WriterOptions options)
     : db_(std::move(db)), options_(std::move(options)) {
   thread_ = std::thread([this] { Loop(); });
+  completer_ = std::thread([this] { CompleterLoop(); });
 }
 
 Writer::~Writer() { Shutdown(); }
@@ -45,6 +46,19 @@ void Writer::Submit(WriteOp op, WriteDone done) {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
       queue_.push_back(Pending{std::move(op), std::move(done)});
+      return;
+    }
+  }
+  done(absl::CancelledError("store writer is shut down"));
+}
+
+void Writer::SubmitAsync(WriteOp op, WriteDone done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      Pending pending{std::move(op), std::move(done)};
+      pending.done_on_completer = true;
+      queue_.push_back(std::move(pending));
       return;
     }
   }
@@ -85,6 +99,12 @@ void Writer::Shutdown() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  // The writer thread has handed over its last completions.
+  {
+    absl::MutexLock lock(&completer_mu_);
+    completer_stopping_ = true;
+  }
+  if (completer_.joinable()) completer_.join();
 }
 
 WriterStats Writer::stats() const {
@@ -95,6 +115,25 @@ WriterStats Writer::stats() const {
 }
 
 bool Writer::ReadyOrStopping() const { return stopping_ || !queue_.empty(); }
+
+bool Writer::CompletionsOrStopping() const {
+  return completer_stopping_ || !completions_.empty();
+}
+
+void Writer::CompleterLoop() {
+  std::vector<Completion> batch;
+  while (true) {
+    {
+      absl::MutexLock lock(&completer_mu_);
+      completer_mu_.Await(
+          absl::Condition(this, &Writer::CompletionsOrStopping));
+      if (completions_.empty()) return;  // stopping, and drained
+      batch.swap(completions_);
+    }
+    for (Completion& c : batch) c.done(std::move(c.status));
+    batch.clear();
+  }
+}
 
 void Writer::Loop() {
   while (true) {
@@ -137,8 +176,26 @@ void Writer::Loop() {
     if (options_.on_commit) {
       options_.on_commit(seconds, static_cast<int>(batch.size()));
     }
+    // Completions for the completer first, in one hand-over, so it works
+    // while this thread runs its own and starts the next commit.
+    std::vector<Completion> handed;
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].done) batch[i].done(std::move(statuses[i]));
+      if (batch[i].done_on_completer && batch[i].done) {
+        handed.push_back({std::move(batch[i].done), std::move(statuses[i])});
+      }
+    }
+    if (!handed.empty()) {
+      absl::MutexLock lock(&completer_mu_);
+      if (completions_.empty()) {
+        completions_.swap(handed);
+      } else {
+        for (Completion& c : handed) completions_.push_back(std::move(c));
+      }
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i].done_on_completer && batch[i].done) {
+        batch[i].done(std::move(statuses[i]));
+      }
     }
   }
 }

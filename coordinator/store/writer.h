@@ -10,10 +10,12 @@
 //
 // Thread-safety: Submit() and Run() are safe from any thread except the
 // writer thread itself (an operation or completion that calls Run() would wait
-// for itself). Completions run on the writer thread after the commit: keep
-// them short. Destruction (or Shutdown()) drains the queue: everything
-// submitted before is executed and committed, later submissions fail with
-// Cancelled.
+// for itself). Submit's completions run on the writer thread after the
+// commit: keep them short. SubmitAsync's run on a second thread, the
+// completer, in commit order, so that completions doing real work (answering
+// an RPC) do not hold up the next commit. Destruction (or Shutdown()) drains
+// the queue: everything submitted before is executed and committed and its
+// completion run, later submissions fail with Cancelled.
 //
 //   Writer writer(std::move(db), WriterOptions{});
 //   absl::Status s = writer.Run([&](Database& db) {
@@ -73,6 +75,10 @@ class Writer {
   // commit. After Shutdown(), `done` runs at once with Cancelled.
   void Submit(WriteOp op, WriteDone done);
 
+  // As Submit, but `done` runs on the completer thread (after the commit, in
+  // commit order), not on the writer thread.
+  void SubmitAsync(WriteOp op, WriteDone done);
+
   // Queues `op`; the future holds its status once committed.
   std::future<absl::Status> Submit(WriteOp op);
 
@@ -94,10 +100,18 @@ class Writer {
     WriteOp op;
     WriteDone done;
     bool outside_transaction = false;
+    bool done_on_completer = false;
+  };
+  struct Completion {
+    WriteDone done;
+    absl::Status status;
   };
 
   void Loop();
+  void CompleterLoop();
   bool ReadyOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CompletionsOrStopping() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(completer_mu_);
   // Runs one batch in one transaction; returns each op's status.
   std::vector<absl::Status> Execute(std::deque<Pending>& batch);
 
@@ -109,7 +123,12 @@ class Writer {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   WriterStats stats_ ABSL_GUARDED_BY(mu_);
 
+  absl::Mutex completer_mu_;
+  std::vector<Completion> completions_ ABSL_GUARDED_BY(completer_mu_);
+  bool completer_stopping_ ABSL_GUARDED_BY(completer_mu_) = false;
+
   std::thread thread_;
+  std::thread completer_;
 };
 
 }  // namespace hlab::store

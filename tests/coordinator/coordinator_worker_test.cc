@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/coordinator.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 #include "hlab/v1/worker_service.grpc.pb.h"
@@ -225,6 +226,96 @@ TEST_F(WorkerServiceTest, TrainsARunFromLeaseToCompletion) {
   ASSERT_TRUE(client_->ListRuns(&runs_ctx, runs_request, &runs).ok());
   ASSERT_EQ(runs.runs_size(), 1);
   EXPECT_DOUBLE_EQ(runs.runs(0).final_loss(), 3.0);
+}
+
+// ReportMetrics is answered from the store's commit (no gRPC thread waits):
+// concurrent calls share group commits, yet each OK is durable when it
+// arrives, accepted counts only new points, and points without a run go to
+// the task's run.
+TEST_F(WorkerServiceTest, ConcurrentReportMetricsAreDurableWhenAnswered) {
+  Submit(testing::TinySpecYaml("many"));
+  Register("w1");
+  hlab::v1::LeaseResponse lease = Lease("w1");
+  ASSERT_TRUE(lease.has_task());
+  const hlab::v1::Task& task = lease.task();
+  constexpr int kThreads = 8, kCalls = 10, kBatch = 50;
+  auto batch = [&](int64_t first_step) {
+    hlab::v1::ReportMetricsRequest request;
+    request.set_task_id(task.task_id());
+    request.set_attempt(1);
+    request.set_worker_id("w1");
+    for (int i = 0; i < kBatch; ++i) {
+      hlab::v1::MetricPoint* p = request.add_points();
+      p->set_name("train_loss");  // no run_id: the task's run
+      p->set_step(first_step + i);
+      p->set_value(1.0);
+    }
+    return request;
+  };
+  std::vector<int64_t> accepted(kThreads, 0);
+  std::vector<int> not_durable(kThreads, 0), failed(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int c = 0; c < kCalls; ++c) {
+        // Threads t and t ^ 1 send the same steps: one of each pair is a
+        // replay, in whichever order the writer takes them.
+        const int64_t first = ((t / 2) * kCalls + c) * kBatch;
+        grpc::ClientContext ctx;
+        hlab::v1::ReportMetricsResponse response;
+        if (!worker_->ReportMetrics(&ctx, batch(first), &response).ok()) {
+          ++failed[t];
+          continue;
+        }
+        accepted[t] += response.accepted();
+        const std::string count_sql = absl::StrCat(
+            "SELECT count(*) FROM metrics WHERE run_id = '", task.run_ids(0),
+            "' AND step BETWEEN ", first, " AND ", first + kBatch - 1);
+        if (Query(count_sql).rows(0).values(0).int_value() != kBatch) {
+          ++not_durable[t];
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int64_t total = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(failed[t], 0) << "thread " << t;
+    EXPECT_EQ(not_durable[t], 0) << "thread " << t;
+    total += accepted[t];
+  }
+  const int64_t unique = int64_t{kThreads / 2} * kCalls * kBatch;
+  EXPECT_EQ(total, unique);
+  EXPECT_EQ(Query("SELECT count(*) FROM metrics").rows(0).values(0).int_value(),
+            unique);
+
+  // Names are stored as the trainer's records call them: '/' becomes '_'.
+  hlab::v1::ReportMetricsRequest named = batch(1'000'000);
+  named.mutable_points()->DeleteSubrange(1, kBatch - 1);
+  named.mutable_points(0)->set_name("niah_acc/single");
+  grpc::ClientContext named_ctx;
+  hlab::v1::ReportMetricsResponse named_response;
+  ASSERT_TRUE(worker_->ReportMetrics(&named_ctx, named, &named_response).ok());
+  EXPECT_EQ(named_response.accepted(), 1);
+  EXPECT_EQ(Query("SELECT name FROM metrics WHERE step = 1000000")
+                .rows(0)
+                .values(0)
+                .text_value(),
+            "niah_acc_single");
+
+  // Refused before the store: too many points, an unknown task.
+  hlab::v1::ReportMetricsRequest big = batch(0);
+  for (int i = 0; i < 1000; ++i) *big.add_points() = big.points(0);
+  grpc::ClientContext big_ctx;
+  hlab::v1::ReportMetricsResponse response;
+  EXPECT_EQ(worker_->ReportMetrics(&big_ctx, big, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  hlab::v1::ReportMetricsRequest unknown = batch(0);
+  unknown.set_task_id("no-such-task");
+  grpc::ClientContext unknown_ctx;
+  EXPECT_EQ(
+      worker_->ReportMetrics(&unknown_ctx, unknown, &response).error_code(),
+      grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(WorkerServiceTest, UnregisteredWorkerIsNotFound) {

@@ -1,5 +1,6 @@
 // Metrics, checkpoints, evals, fits, events and workers.
 #include <future>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -80,11 +81,42 @@ TEST(StoreMetricsTest, TrunkPointsNameTheirRun) {
 TEST(StoreMetricsTest, AsyncRecordCompletesAfterCommit) {
   Fixture f;
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
-  std::promise<absl::Status> done;
-  f.store->RecordMetricsAsync("r1.train", 1, Points(0, 5),
-                              [&](absl::Status s) { done.set_value(s); });
-  EXPECT_TRUE(done.get_future().get().ok());
+  std::promise<std::pair<absl::Status, int64_t>> done;
+  f.store->RecordMetricsAsync("r1.train", 1, Points(0, 5), "w1",
+                              [&](absl::Status s, int64_t added) {
+                                done.set_value({s, added});
+                              });
+  auto [status, added] = done.get_future().get();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(added, 5);
+  // Durable when `done` runs: a read sees every point.
   EXPECT_EQ(f.store->ReadMetrics("r1", "train_loss")->size(), 5u);
+}
+
+TEST(StoreMetricsTest, AsyncRecordIsFencedAndCountsOnlyNewPoints) {
+  Fixture f;
+  ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
+  auto record = [&](int attempt, const std::string& worker, int first, int n) {
+    std::promise<std::pair<absl::Status, int64_t>> done;
+    f.store->RecordMetricsAsync("r1.train", attempt, Points(first, n), worker,
+                                [&](absl::Status s, int64_t added) {
+                                  done.set_value({s, added});
+                                });
+    return done.get_future().get();
+  };
+  EXPECT_EQ(record(1, "w1", 0, 10).second, 10);
+  // A replay overlapping by half: only the new half counts.
+  auto [replay_status, replay_added] = record(1, "w1", 5, 10);
+  EXPECT_TRUE(replay_status.ok()) << replay_status;
+  EXPECT_EQ(replay_added, 5);
+  // Another worker, or a stale attempt: refused, nothing stored or counted.
+  auto [other_status, other_added] = record(1, "w2", 100, 3);
+  EXPECT_EQ(other_status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other_added, 0);
+  auto [stale_status, stale_added] = record(0, "w1", 200, 3);
+  EXPECT_EQ(stale_status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stale_added, 0);
+  EXPECT_EQ(f.store->ReadMetrics("r1", "train_loss")->size(), 15u);
 }
 
 TEST(StoreCheckpointTest, NewestCheckpointIsFenced) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "coordinator/store/database.h"
@@ -156,6 +157,78 @@ TEST(StoreWriterTest, ShutdownDrainsTheQueueAndRefusesLaterWrites) {
   }
   for (auto& f : pending) EXPECT_TRUE(f.get().ok());
   EXPECT_EQ(CountRows(path), 50);
+}
+
+// SubmitAsync: completions run on the completer thread, not the writer's,
+// after the commit (the row is readable from another connection), in commit
+// order; a slow completion does not hold up the next commit; Shutdown runs
+// every completion still pending.
+TEST(StoreWriterTest, AsyncCompletionsRunOffTheWriterThreadInOrder) {
+  TempDir dir;
+  const std::string path = dir.File("w.db");
+  absl::Mutex mu;
+  std::vector<int> order;                           // GUARDED_BY(mu)
+  std::vector<std::thread::id> completion_threads;  // GUARDED_BY(mu)
+  int visible = 0;  // GUARDED_BY(mu): completions whose row was readable
+  std::thread::id writer_thread;
+  absl::Notification slow_entered, slow_release;
+  constexpr int kOps = 20;
+  {
+    Writer writer(OpenWithTable(path), WriterOptions());
+    ASSERT_TRUE(writer
+                    .Run([&](Database&) {
+                      writer_thread = std::this_thread::get_id();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    // The first completion blocks until the writer has committed an op
+    // submitted after it: the writer does not wait for its completions.
+    writer.SubmitAsync(Insert("k0", 0), [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      slow_entered.Notify();
+      slow_release.WaitForNotification();
+      absl::MutexLock lock(&mu);
+      order.push_back(0);
+      completion_threads.push_back(std::this_thread::get_id());
+    });
+    slow_entered.WaitForNotification();
+    EXPECT_TRUE(writer.Run(Insert("sync", -1)).ok());
+    for (int i = 1; i < kOps; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      writer.SubmitAsync(Insert(key, i), [&, i, key](absl::Status s) {
+        EXPECT_TRUE(s.ok()) << s;
+        auto reader = Database::Open(path, Database::Mode::kReadOnly);
+        ASSERT_TRUE(reader.ok());
+        auto st = (*reader)->Prepare("SELECT count(*) FROM kv WHERE k = ?");
+        ASSERT_TRUE(st.ok());
+        st->Bind(1, key);
+        ASSERT_TRUE(*st->Step());
+        absl::MutexLock lock(&mu);
+        visible += static_cast<int>(st->ColumnInt(0));
+        order.push_back(i);
+        completion_threads.push_back(std::this_thread::get_id());
+      });
+    }
+    slow_release.Notify();
+    // The destructor's Shutdown drains the writer and then the completer.
+  }
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(order.size(), static_cast<size_t>(kOps));
+  for (int i = 0; i < kOps; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(visible, kOps - 1);
+  for (const std::thread::id& id : completion_threads) {
+    EXPECT_NE(id, writer_thread);
+  }
+  EXPECT_EQ(CountRows(path), kOps + 1);
+}
+
+TEST(StoreWriterTest, AsyncSubmitAfterShutdownIsCancelledAtOnce) {
+  TempDir dir;
+  Writer writer(OpenWithTable(dir.File("w.db")), WriterOptions());
+  writer.Shutdown();
+  absl::Status status;
+  writer.SubmitAsync(Insert("late", 0), [&](absl::Status s) { status = s; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
 }
 
 }  // namespace
