@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/autocast.h"
+#include "model/internal/fused_attention.h"
 
 namespace hlab::model {
 namespace {
@@ -463,24 +465,160 @@ void BackwardItem(const WorkItem& item, const Tensor& qf, const Tensor& kf,
   }
 }
 
+// ---------------------------------------------------------------------------
+// The fused block loops (model/internal/fused_attention.h): raw GEMM calls
+// and row loops instead of ATen ops per block.
+
+// The fused loops' element type for a dtype.
+template <typename Fn>
+bool DispatchFused(torch::ScalarType dtype, const Fn& fn) {
+  switch (dtype) {
+    case torch::kFloat32:
+      return fn(float{});
+    case torch::kFloat64:
+      return fn(double{});
+    case torch::kBFloat16:
+      return fn(internal::Bf16{});
+    default:
+      return false;
+  }
+}
+
+// Whether the fused loops run for these inputs: asked for, CPU tensors, and
+// the GEMM entry points present in this process.
+bool UseFusedLoops(const Tensor& q, bool requested) {
+  if (!requested || !q.device().is_cpu()) return false;
+  return DispatchFused(q.scalar_type(), [](auto tag) {
+    return internal::FusedAttentionAvailable<decltype(tag)>();
+  });
+}
+
+// x: (N, R, C) with unit column stride, as a Matrices view. T is float,
+// double or internal::Bf16 (stored as at::BFloat16).
+template <typename T>
+internal::Matrices<T> AsMatrices(const Tensor& x) {
+  TORCH_CHECK(x.dim() == 3 && x.stride(2) == 1,
+              "attention: internal layout error");
+  using Storage =
+      std::conditional_t<std::is_same_v<std::remove_const_t<T>, internal::Bf16>,
+                         at::BFloat16, std::remove_const_t<T>>;
+  return {reinterpret_cast<T*>(x.data_ptr<Storage>()), x.stride(0),
+          x.stride(1)};
+}
+
+// (N, R) with unit row stride as (N, 1, R) matrices.
+template <typename T>
+internal::Matrices<T> RowsAsMatrices(const Tensor& x) {
+  return AsMatrices<T>(x.unsqueeze(1));
+}
+
+// (N, T, D) with unit column stride, copying only when needed.
+Tensor WithUnitColumnStride(const Tensor& x) {
+  return x.stride(2) == 1 ? x : x.contiguous();
+}
+
+// The plan as the fused loops take it, index for index.
+std::vector<internal::AttentionBlockPlan> FusedPlan(
+    const std::vector<QueryBlock>& plan) {
+  std::vector<internal::AttentionBlockPlan> out;
+  out.reserve(plan.size());
+  for (const QueryBlock& query : plan) {
+    internal::AttentionBlockPlan block;
+    block.query_start = query.start;
+    block.query_size = query.size;
+    for (const KeyBlock& key : query.keys) {
+      block.keys.emplace_back(key.start, key.size);
+    }
+    out.push_back(std::move(block));
+  }
+  return out;
+}
+
+// Forward pass of every item through the fused loops (element type T).
+template <typename T>
+void FusedForward(const std::vector<QueryBlock>& plan,
+                  const std::vector<WorkItem>& items, int64_t threads,
+                  const Dims& dims, int64_t window,
+                  const AttentionBlocks& blocks, const Tensor& qf,
+                  const Tensor& kf, const Tensor& vf, const Tensor& sink_rows,
+                  Tensor& out_f, Tensor& lse) {
+  using A = internal::AccumOf<T>;
+  const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
+  const internal::AttentionLoopShape shape{dims.g, dims.d, window};
+  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
+  const int64_t keys = std::min(blocks.key, dims.t);
+  std::vector<internal::AttentionScratch<T>> scratch;
+  for (int64_t i = 0; i < threads; ++i) scratch.emplace_back(rows, keys, false);
+  const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
+             v = AsMatrices<const T>(vf);
+  const internal::Matrices<const A> sink =
+      sink_rows.defined() ? RowsAsMatrices<const A>(sink_rows)
+                          : internal::Matrices<const A>{};
+  const auto out = AsMatrices<A>(out_f);
+  const auto lse_m = RowsAsMatrices<A>(lse);
+  ForEachItemInParallel(items, threads, [&](const WorkItem& item, int64_t w) {
+    internal::AttentionForwardBlock<T>(shape, fused[item.query - plan.data()],
+                                       item.n0, item.n, q, k, v, sink, out,
+                                       lse_m, scratch[w]);
+  });
+}
+
+// Backward pass of every item through the fused loops: dk, dv (threads, N,
+// T, D), one accumulator per worker.
+template <typename T>
+void FusedBackward(const std::vector<QueryBlock>& plan,
+                   const std::vector<WorkItem>& items, int64_t threads,
+                   const Dims& dims, int64_t window,
+                   const AttentionBlocks& blocks, const Tensor& qf,
+                   const Tensor& kf, const Tensor& vf, const Tensor& dof,
+                   const Tensor& lse, const Tensor& drow, Tensor& dqf,
+                   Tensor& dkf, Tensor& dvf) {
+  using A = internal::AccumOf<T>;
+  const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
+  const internal::AttentionLoopShape shape{dims.g, dims.d, window};
+  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
+  const int64_t keys = std::min(blocks.key, dims.t);
+  std::vector<internal::AttentionScratch<T>> scratch;
+  for (int64_t i = 0; i < threads; ++i) scratch.emplace_back(rows, keys, true);
+  const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
+             v = AsMatrices<const T>(vf), dout = AsMatrices<const T>(dof);
+  const auto lse_m = RowsAsMatrices<const A>(lse);
+  const auto drow_m = RowsAsMatrices<const A>(drow);
+  const auto dq = AsMatrices<A>(dqf);
+  std::vector<internal::Matrices<A>> dk, dv;
+  for (int64_t i = 0; i < threads; ++i) {
+    dk.push_back(AsMatrices<A>(dkf.select(0, i)));
+    dv.push_back(AsMatrices<A>(dvf.select(0, i)));
+  }
+  ForEachItemInParallel(items, threads, [&](const WorkItem& item, int64_t w) {
+    internal::AttentionBackwardBlock<T>(shape, fused[item.query - plan.data()],
+                                        item.n0, item.n, q, k, v, dout, lse_m,
+                                        drow_m, dq, dk[w], dv[w], scratch[w]);
+  });
+}
+
 class BlockwiseAttentionFunction
     : public torch::autograd::Function<BlockwiseAttentionFunction> {
  public:
   // sink: (H), or empty for no sink.
   static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& sink_arg, int64_t window,
-                        int64_t query_block, int64_t key_block) {
+                        int64_t query_block, int64_t key_block,
+                        bool fused_loops) {
     ScopedCpuAutocastOff autocast_off;
     const Tensor sink = sink_arg.numel() > 0 ? sink_arg : Tensor();
     const Dims dims = CheckArgs(q, k, v, sink, window);
-    const AttentionBlocks blocks{query_block, key_block};
+    const AttentionBlocks blocks{query_block, key_block, fused_loops};
+    const bool fused = UseFusedLoops(q, fused_loops);
     const torch::ScalarType dtype = q.scalar_type();
     const torch::ScalarType stat = StatType(dtype);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
     const Tensor qf = FoldHeads(q, dims, scale, dtype);
-    const Tensor kf = k.detach().reshape({dims.n(), dims.t, dims.d});
-    const Tensor vf = v.detach().reshape({dims.n(), dims.t, dims.d});
+    const Tensor kf =
+        WithUnitColumnStride(k.detach().reshape({dims.n(), dims.t, dims.d}));
+    const Tensor vf =
+        WithUnitColumnStride(v.detach().reshape({dims.n(), dims.t, dims.d}));
     const Tensor sink_rows =
         sink.defined()
             ? SinkRows(sink, dims, std::min(blocks.query, dims.t), stat)
@@ -493,22 +631,31 @@ class BlockwiseAttentionFunction
     const auto stat_options = q.options().dtype(stat);
     Tensor out_f = at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options);
     Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
-    std::vector<Scratch> scratch;
-    for (int64_t i = 0; i < threads; ++i) {
-      scratch.push_back(
-          MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device()));
+    if (fused) {
+      DispatchFused(dtype, [&](auto tag) {
+        FusedForward<decltype(tag)>(plan, items, threads, dims, window, blocks,
+                                    qf, kf, vf, sink_rows, out_f, lse);
+        return true;
+      });
+    } else {
+      std::vector<Scratch> scratch;
+      for (int64_t i = 0; i < threads; ++i) {
+        scratch.push_back(
+            MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device()));
+      }
+      ForEachItemInParallel(items, threads,
+                            [&](const WorkItem& item, int64_t worker) {
+                              ForwardItem(item, qf, kf, vf, sink_rows,
+                                          scratch[worker], dims.g, out_f, lse);
+                            });
     }
-    ForEachItemInParallel(items, threads,
-                          [&](const WorkItem& item, int64_t worker) {
-                            ForwardItem(item, qf, kf, vf, sink_rows,
-                                        scratch[worker], dims.g, out_f, lse);
-                          });
     Tensor out = UnfoldHeads(out_f, dims, dtype);
 
     ctx->save_for_backward({q, k, v, sink_arg, out, lse});
     ctx->saved_data["window"] = window;
     ctx->saved_data["query_block"] = query_block;
     ctx->saved_data["key_block"] = key_block;
+    ctx->saved_data["fused_loops"] = fused_loops;
     return out;
   }
 
@@ -524,15 +671,19 @@ class BlockwiseAttentionFunction
     const Tensor& lse = saved[5];
     const int64_t window = ctx->saved_data["window"].toInt();
     const AttentionBlocks blocks{ctx->saved_data["query_block"].toInt(),
-                                 ctx->saved_data["key_block"].toInt()};
+                                 ctx->saved_data["key_block"].toInt(),
+                                 ctx->saved_data["fused_loops"].toBool()};
+    const bool fused = UseFusedLoops(q, blocks.fused_loops);
     const Dims dims = CheckArgs(q, k, v, sink, window);
     const torch::ScalarType dtype = q.scalar_type();
     const torch::ScalarType stat = StatType(dtype);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
     const Tensor qf = FoldHeads(q, dims, scale, dtype);
-    const Tensor kf = k.detach().reshape({dims.n(), dims.t, dims.d});
-    const Tensor vf = v.detach().reshape({dims.n(), dims.t, dims.d});
+    const Tensor kf =
+        WithUnitColumnStride(k.detach().reshape({dims.n(), dims.t, dims.d}));
+    const Tensor vf =
+        WithUnitColumnStride(v.detach().reshape({dims.n(), dims.t, dims.d}));
     const Tensor dof = FoldHeads(grad_outputs[0], dims, 1.0, dtype);
     // D = rowsum(dO * O), in the stat dtype: (N, T*G).
     const Tensor drow = (FoldHeads(grad_outputs[0], dims, 1.0, stat) *
@@ -550,18 +701,26 @@ class BlockwiseAttentionFunction
     Tensor dqf = at::zeros({dims.n(), dims.t * dims.g, dims.d}, stat_options);
     Tensor dkf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
     Tensor dvf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
-    std::vector<Scratch> scratch;
-    for (int64_t i = 0; i < threads; ++i) {
-      scratch.push_back(
-          MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device()));
+    if (fused) {
+      DispatchFused(dtype, [&](auto tag) {
+        FusedBackward<decltype(tag)>(plan, items, threads, dims, window, blocks,
+                                     qf, kf, vf, dof, lse, drow, dqf, dkf, dvf);
+        return true;
+      });
+    } else {
+      std::vector<Scratch> scratch;
+      for (int64_t i = 0; i < threads; ++i) {
+        scratch.push_back(
+            MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device()));
+      }
+      ForEachItemInParallel(
+          items, threads, [&](const WorkItem& item, int64_t worker) {
+            Tensor dk_worker = dkf.select(0, worker),
+                   dv_worker = dvf.select(0, worker);
+            BackwardItem(item, qf, kf, vf, dof, lse, drow, scratch[worker],
+                         dims.g, dqf, dk_worker, dv_worker);
+          });
     }
-    ForEachItemInParallel(
-        items, threads, [&](const WorkItem& item, int64_t worker) {
-          Tensor dk_worker = dkf.select(0, worker),
-                 dv_worker = dvf.select(0, worker);
-          BackwardItem(item, qf, kf, vf, dof, lse, drow, scratch[worker],
-                       dims.g, dqf, dk_worker, dv_worker);
-        });
     dkf = threads == 1 ? dkf.select(0, 0) : dkf.sum(0);
     dvf = threads == 1 ? dvf.select(0, 0) : dvf.sum(0);
 
@@ -580,6 +739,7 @@ class BlockwiseAttentionFunction
             dkf.view({dims.b, dims.hkv, dims.t, dims.d}).to(dtype),
             dvf.view({dims.b, dims.hkv, dims.t, dims.d}).to(dtype),
             dsink,
+            Tensor(),
             Tensor(),
             Tensor(),
             Tensor()};
@@ -626,8 +786,8 @@ torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
   // Custom functions take defined tensors only: "no sink" travels as an empty
   // tensor and is turned back into an undefined one inside.
   const Tensor sink_arg = sink.defined() ? sink : at::empty({0}, q.options());
-  return BlockwiseAttentionFunction::apply(q, k, v, sink_arg, window,
-                                           blocks.query, blocks.key);
+  return BlockwiseAttentionFunction::apply(
+      q, k, v, sink_arg, window, blocks.query, blocks.key, blocks.fused_loops);
 }
 
 torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
