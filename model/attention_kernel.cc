@@ -786,8 +786,11 @@ torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
   // Custom functions take defined tensors only: "no sink" travels as an empty
   // tensor and is turned back into an undefined one inside.
   const Tensor sink_arg = sink.defined() ? sink : at::empty({0}, q.options());
+  const int64_t query_block = blocks.query != 0
+                                  ? blocks.query
+                                  : (window > 0 && window <= 256 ? 32 : 64);
   return BlockwiseAttentionFunction::apply(
-      q, k, v, sink_arg, window, blocks.query, blocks.key, blocks.fused_loops);
+      q, k, v, sink_arg, window, query_block, blocks.key, blocks.fused_loops);
 }
 
 torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
