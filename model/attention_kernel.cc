@@ -18,6 +18,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "model/internal/attention_args.h"
 #include "model/internal/autocast.h"
 #include "model/internal/fused_attention.h"
 
@@ -33,46 +34,10 @@ using torch::autograd::variable_list;
 // masked (-inf).
 constexpr double kNoScoreYet = -1e30;
 
+using internal::CheckArgs;
+using internal::Dims;
 using internal::ScopedCpuAutocastOff;
-
-// Softmax statistics and accumulators: fp64 for fp64 input, else fp32.
-torch::ScalarType StatType(torch::ScalarType dtype) {
-  return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-}
-
-// Sizes of one call. G query heads share a KV head; N = B * Hkv batched
-// matrices, each with T * G query rows (row t * G + g).
-struct Dims {
-  int64_t b = 0, h = 0, hkv = 0, g = 0, t = 0, d = 0;
-  int64_t n() const { return b * hkv; }
-};
-
-Dims CheckArgs(const Tensor& q, const Tensor& k, const Tensor& v,
-               const Tensor& sink, int64_t window) {
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
-              "attention: q, k, v must be (B, H, T, D), got ", q.sizes(), ", ",
-              k.sizes(), ", ", v.sizes());
-  Dims dims;
-  dims.b = q.size(0);
-  dims.h = q.size(1);
-  dims.t = q.size(2);
-  dims.d = q.size(3);
-  dims.hkv = k.size(1);
-  TORCH_CHECK(dims.hkv > 0 && dims.h % dims.hkv == 0,
-              "attention: query heads (", dims.h,
-              ") must be a multiple of KV heads (", dims.hkv, ")");
-  dims.g = dims.h / dims.hkv;
-  TORCH_CHECK(k.sizes() == v.sizes(), "attention: k and v differ in shape");
-  TORCH_CHECK(k.size(0) == dims.b && k.size(2) == dims.t && k.size(3) == dims.d,
-              "attention: k ", k.sizes(), " does not match q ", q.sizes());
-  TORCH_CHECK(
-      q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
-      "attention: q, k, v must share a dtype");
-  TORCH_CHECK(!sink.defined() || (sink.dim() == 1 && sink.size(0) == dims.h),
-              "attention: sink must be (H) = (", dims.h, ")");
-  TORCH_CHECK(window >= 0, "attention: window must be >= 0, got ", window);
-  return dims;
-}
+using internal::StatType;
 
 // x: (B, H, T, D) -> (N, T * G, D), contiguous, times `scale`, in `dtype`.
 Tensor FoldHeads(const Tensor& x, const Dims& dims, double scale,
@@ -746,37 +711,6 @@ class BlockwiseAttentionFunction
   }
 };
 
-// (T, T) bool, true where key j is visible from query i.
-Tensor VisibleMask(int64_t t, int64_t window, const torch::Device& device) {
-  const auto options =
-      torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const Tensor delta = torch::arange(t, options).unsqueeze(0) -
-                       torch::arange(t, options).unsqueeze(1);  // j - i
-  Tensor visible = delta <= 0;
-  if (window > 0) visible.logical_and_(delta > -window);
-  return visible;
-}
-
-// Softmax probabilities with the sink column: (B, H, T, T + 1) or (B, H, T, T)
-// without a sink, in the stat dtype, differentiable.
-Tensor NaiveProbabilities(const Tensor& q, const Tensor& k, const Tensor& sink,
-                          int64_t window, const Dims& dims) {
-  const torch::ScalarType stat = StatType(q.scalar_type());
-  const Tensor k_rep = dims.g > 1 ? k.repeat_interleave(dims.g, 1) : k;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
-  Tensor scores = torch::matmul(q, k_rep.transpose(-2, -1)).to(stat) * scale;
-  scores =
-      scores.masked_fill(VisibleMask(dims.t, window, q.device()).logical_not(),
-                         -std::numeric_limits<double>::infinity());
-  if (sink.defined()) {
-    scores = torch::cat({scores, sink.to(stat)
-                                     .view({1, dims.h, 1, 1})
-                                     .expand({dims.b, dims.h, dims.t, 1})},
-                        -1);
-  }
-  return torch::softmax(scores, -1);
-}
-
 }  // namespace
 
 torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
@@ -791,29 +725,6 @@ torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
                                   : (window > 0 && window <= 256 ? 32 : 64);
   return BlockwiseAttentionFunction::apply(
       q, k, v, sink_arg, window, query_block, blocks.key, blocks.fused_loops);
-}
-
-torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
-                             const torch::Tensor& v, const torch::Tensor& sink,
-                             int64_t window) {
-  ScopedCpuAutocastOff autocast_off;
-  const Dims dims = CheckArgs(q, k, v, sink, window);
-  const Tensor p =
-      NaiveProbabilities(q, k, sink, window, dims).narrow(-1, 0, dims.t);
-  const Tensor v_rep = dims.g > 1 ? v.repeat_interleave(dims.g, 1) : v;
-  return torch::matmul(p.to(q.scalar_type()), v_rep);
-}
-
-torch::Tensor AttentionProbabilities(const torch::Tensor& q,
-                                     const torch::Tensor& k,
-                                     const torch::Tensor& sink,
-                                     int64_t window) {
-  ScopedCpuAutocastOff autocast_off;
-  torch::NoGradGuard no_grad;
-  const Dims dims = CheckArgs(q, k, k, sink, window);
-  return NaiveProbabilities(q, k, sink, window, dims)
-      .narrow(-1, 0, dims.t)
-      .to(torch::kFloat32);
 }
 
 }  // namespace hlab::model
