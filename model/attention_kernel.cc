@@ -516,9 +516,12 @@ void FusedForward(const std::vector<QueryBlock>& plan,
   for (int64_t i = 0; i < threads; ++i) scratch.emplace_back(rows, keys, false);
   const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
              v = AsMatrices<const T>(vf);
+  // sink_rows may be a view with a zero column stride (B = 1, G = 1).
+  const Tensor sink_dense =
+      sink_rows.defined() ? sink_rows.contiguous() : Tensor();
   const internal::Matrices<const A> sink =
-      sink_rows.defined() ? RowsAsMatrices<const A>(sink_rows)
-                          : internal::Matrices<const A>{};
+      sink_dense.defined() ? RowsAsMatrices<const A>(sink_dense)
+                           : internal::Matrices<const A>{};
   const auto out = AsMatrices<A>(out_f);
   const auto lse_m = RowsAsMatrices<A>(lse);
   ForEachItemInParallel(items, threads, [&](const WorkItem& item, int64_t w) {

@@ -209,6 +209,16 @@ TEST(BlockwiseAttentionTest, MatchesNaiveForWindowsAndBlockSizesFp64) {
   }
 }
 
+TEST(BlockwiseAttentionTest, OneQueryHeadPerKvHeadBatchOneFp64) {
+  // G = 1 and B = 1: the per-row sink logits are a view with a zero stride.
+  const Inputs in = MakeInputs(1, 2, 2, 21, 8, /*with_sink=*/true, 14);
+  for (int64_t window : {0, 5}) {
+    ExpectClose(RunWithGrads(Blockwise(window, {8, 8}), in),
+                RunWithGrads(Naive(window), in), kFp64Tol,
+                "G 1, B 1, window " + std::to_string(window));
+  }
+}
+
 TEST(BlockwiseAttentionTest, StridedKeysAndValuesMatchContiguousFp64) {
   // The module passes k and v as transposed views of (B, T, Hkv, D); the
   // fused loops read them through their row strides.
