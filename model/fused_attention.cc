@@ -10,12 +10,16 @@ namespace hlab::model::internal {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Row loops. The float versions are compiled for AVX-512, AVX2 and the
-// baseline (the loader picks one), with OpenMP simd reductions so that the
-// compiler vectorises them without -ffast-math.
+// Row loops. On x86-64 the float versions are compiled for AVX-512, AVX2
+// and the baseline (the loader picks one); elsewhere for the baseline. OpenMP
+// simd reductions let the compiler vectorise them without -ffast-math.
 
+#if defined(__x86_64__) && defined(__GNUC__)
 #define HLAB_ROW_LOOP \
   __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HLAB_ROW_LOOP
+#endif
 
 // exp(x) for x <= 0 in float, to ~2 ulp (Cephes' expf: 2^n e^r with
 // |r| <= ln2 / 2 and a degree-6 polynomial); 0 below -87.
