@@ -1,5 +1,6 @@
 #include "bench/measure.h"
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,14 @@ namespace hlab::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Process CPU time (all threads), in ms.
+double ProcessCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 +
+         static_cast<double>(ts.tv_nsec) / 1e6;
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -57,9 +66,10 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
                      torch::kInt64);
   torch::Tensor inputs = tokens.narrow(1, 0, options.seq_len);
   torch::Tensor targets = tokens.narrow(1, 1, options.seq_len);
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   for (int64_t step = 0; step < options.steps; ++step) {
     const auto start = Clock::now();
+    const double cpu_start = ProcessCpuMs();
     torch::Tensor loss;
     {
       AutocastScope autocast(options.bf16);
@@ -71,10 +81,15 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
     optimizer->step();
     const double ms =
         std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    const double cpu_ms = ProcessCpuMs() - cpu_start;
     if (step == 0) result.first_loss = loss.item<double>();
-    if (step > 0 || options.steps == 1) times.push_back(ms);
+    if (step > 0 || options.steps == 1) {
+      times.push_back(ms);
+      cpu_times.push_back(cpu_ms);
+    }
   }
   result.step_ms = Median(times);
+  result.step_cpu_ms = Median(cpu_times);
   result.tokens_per_s = static_cast<double>(options.batch * options.seq_len) /
                         (result.step_ms / 1000.0);
   result.peak_rss_mb = PeakRssMb();
@@ -91,9 +106,10 @@ StepResult MeasureMixerLayer(const model::ModelConfig& config,
   torch::Tensor x =
       torch::randn({options.batch, options.seq_len, config.d_model})
           .requires_grad_(true);
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   for (int64_t step = 0; step < options.steps; ++step) {
     const auto start = Clock::now();
+    const double cpu_start = ProcessCpuMs();
     torch::Tensor y;
     {
       AutocastScope autocast(options.bf16);
@@ -102,11 +118,16 @@ StepResult MeasureMixerLayer(const model::ModelConfig& config,
     y.to(torch::kFloat32).square().mean().backward();
     const double ms =
         std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    if (step > 0 || options.steps == 1) times.push_back(ms);
+    const double cpu_ms = ProcessCpuMs() - cpu_start;
+    if (step > 0 || options.steps == 1) {
+      times.push_back(ms);
+      cpu_times.push_back(cpu_ms);
+    }
     x.mutable_grad() = torch::Tensor();
     mixer->zero_grad();
   }
   result.step_ms = Median(times);
+  result.step_cpu_ms = Median(cpu_times);
   result.tokens_per_s = static_cast<double>(options.batch * options.seq_len) /
                         (result.step_ms / 1000.0);
   result.peak_rss_mb = PeakRssMb();

@@ -27,6 +27,10 @@ struct StepOptions {
 
 struct StepResult {
   double step_ms = 0;  // median over the timed steps
+  // Median process CPU time (user + system, all threads) of the timed steps:
+  // on a shared machine, steadier than wall time at one thread (at more,
+  // it also counts threads spinning while they wait).
+  double step_cpu_ms = 0;
   double tokens_per_s = 0;
   double peak_rss_mb = 0;
   double baseline_rss_mb = 0;  // peak RSS before the inputs were allocated

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -17,7 +18,9 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "model/internal/attention_args.h"
 #include "model/internal/autocast.h"
+#include "model/internal/fused_attention.h"
 
 namespace hlab::model {
 namespace {
@@ -31,46 +34,10 @@ using torch::autograd::variable_list;
 // masked (-inf).
 constexpr double kNoScoreYet = -1e30;
 
+using internal::CheckArgs;
+using internal::Dims;
 using internal::ScopedCpuAutocastOff;
-
-// Softmax statistics and accumulators: fp64 for fp64 input, else fp32.
-torch::ScalarType StatType(torch::ScalarType dtype) {
-  return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-}
-
-// Sizes of one call. G query heads share a KV head; N = B * Hkv batched
-// matrices, each with T * G query rows (row t * G + g).
-struct Dims {
-  int64_t b = 0, h = 0, hkv = 0, g = 0, t = 0, d = 0;
-  int64_t n() const { return b * hkv; }
-};
-
-Dims CheckArgs(const Tensor& q, const Tensor& k, const Tensor& v,
-               const Tensor& sink, int64_t window) {
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
-              "attention: q, k, v must be (B, H, T, D), got ", q.sizes(), ", ",
-              k.sizes(), ", ", v.sizes());
-  Dims dims;
-  dims.b = q.size(0);
-  dims.h = q.size(1);
-  dims.t = q.size(2);
-  dims.d = q.size(3);
-  dims.hkv = k.size(1);
-  TORCH_CHECK(dims.hkv > 0 && dims.h % dims.hkv == 0,
-              "attention: query heads (", dims.h,
-              ") must be a multiple of KV heads (", dims.hkv, ")");
-  dims.g = dims.h / dims.hkv;
-  TORCH_CHECK(k.sizes() == v.sizes(), "attention: k and v differ in shape");
-  TORCH_CHECK(k.size(0) == dims.b && k.size(2) == dims.t && k.size(3) == dims.d,
-              "attention: k ", k.sizes(), " does not match q ", q.sizes());
-  TORCH_CHECK(
-      q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
-      "attention: q, k, v must share a dtype");
-  TORCH_CHECK(!sink.defined() || (sink.dim() == 1 && sink.size(0) == dims.h),
-              "attention: sink must be (H) = (", dims.h, ")");
-  TORCH_CHECK(window >= 0, "attention: window must be >= 0, got ", window);
-  return dims;
-}
+using internal::StatType;
 
 // x: (B, H, T, D) -> (N, T * G, D), contiguous, times `scale`, in `dtype`.
 Tensor FoldHeads(const Tensor& x, const Dims& dims, double scale,
@@ -463,24 +430,163 @@ void BackwardItem(const WorkItem& item, const Tensor& qf, const Tensor& kf,
   }
 }
 
+// ---------------------------------------------------------------------------
+// The fused block loops (model/internal/fused_attention.h): raw GEMM calls
+// and row loops instead of ATen ops per block.
+
+// The fused loops' element type for a dtype.
+template <typename Fn>
+bool DispatchFused(torch::ScalarType dtype, const Fn& fn) {
+  switch (dtype) {
+    case torch::kFloat32:
+      return fn(float{});
+    case torch::kFloat64:
+      return fn(double{});
+    case torch::kBFloat16:
+      return fn(internal::Bf16{});
+    default:
+      return false;
+  }
+}
+
+// Whether the fused loops run for these inputs: asked for, CPU tensors, and
+// the GEMM entry points present in this process.
+bool UseFusedLoops(const Tensor& q, bool requested) {
+  if (!requested || !q.device().is_cpu()) return false;
+  return DispatchFused(q.scalar_type(), [](auto tag) {
+    return internal::FusedAttentionAvailable<decltype(tag)>();
+  });
+}
+
+// x: (N, R, C) with unit column stride, as a Matrices view. T is float,
+// double or internal::Bf16 (stored as at::BFloat16).
+template <typename T>
+internal::Matrices<T> AsMatrices(const Tensor& x) {
+  TORCH_CHECK(x.dim() == 3 && x.stride(2) == 1,
+              "attention: internal layout error");
+  using Storage =
+      std::conditional_t<std::is_same_v<std::remove_const_t<T>, internal::Bf16>,
+                         at::BFloat16, std::remove_const_t<T>>;
+  return {reinterpret_cast<T*>(x.data_ptr<Storage>()), x.stride(0),
+          x.stride(1)};
+}
+
+// (N, R) with unit row stride as (N, 1, R) matrices.
+template <typename T>
+internal::Matrices<T> RowsAsMatrices(const Tensor& x) {
+  return AsMatrices<T>(x.unsqueeze(1));
+}
+
+// (N, T, D) with unit column stride, copying only when needed.
+Tensor WithUnitColumnStride(const Tensor& x) {
+  return x.stride(2) == 1 ? x : x.contiguous();
+}
+
+// The plan as the fused loops take it, index for index.
+std::vector<internal::AttentionBlockPlan> FusedPlan(
+    const std::vector<QueryBlock>& plan) {
+  std::vector<internal::AttentionBlockPlan> out;
+  out.reserve(plan.size());
+  for (const QueryBlock& query : plan) {
+    internal::AttentionBlockPlan block;
+    block.query_start = query.start;
+    block.query_size = query.size;
+    for (const KeyBlock& key : query.keys) {
+      block.keys.emplace_back(key.start, key.size);
+    }
+    out.push_back(std::move(block));
+  }
+  return out;
+}
+
+// Forward pass of every item through the fused loops (element type T).
+template <typename T>
+void FusedForward(const std::vector<QueryBlock>& plan,
+                  const std::vector<WorkItem>& items, int64_t threads,
+                  const Dims& dims, int64_t window,
+                  const AttentionBlocks& blocks, const Tensor& qf,
+                  const Tensor& kf, const Tensor& vf, const Tensor& sink_rows,
+                  Tensor& out_f, Tensor& lse) {
+  using A = internal::AccumOf<T>;
+  const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
+  const internal::AttentionLoopShape shape{dims.g, dims.d, window};
+  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
+  const int64_t keys = std::min(blocks.key, dims.t);
+  std::vector<internal::AttentionScratch<T>> scratch;
+  for (int64_t i = 0; i < threads; ++i) scratch.emplace_back(rows, keys, false);
+  const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
+             v = AsMatrices<const T>(vf);
+  // sink_rows may be a view with a zero column stride (B = 1, G = 1).
+  const Tensor sink_dense =
+      sink_rows.defined() ? sink_rows.contiguous() : Tensor();
+  const internal::Matrices<const A> sink =
+      sink_dense.defined() ? RowsAsMatrices<const A>(sink_dense)
+                           : internal::Matrices<const A>{};
+  const auto out = AsMatrices<A>(out_f);
+  const auto lse_m = RowsAsMatrices<A>(lse);
+  ForEachItemInParallel(items, threads, [&](const WorkItem& item, int64_t w) {
+    internal::AttentionForwardBlock<T>(shape, fused[item.query - plan.data()],
+                                       item.n0, item.n, q, k, v, sink, out,
+                                       lse_m, scratch[w]);
+  });
+}
+
+// Backward pass of every item through the fused loops: dk, dv (threads, N,
+// T, D), one accumulator per worker.
+template <typename T>
+void FusedBackward(const std::vector<QueryBlock>& plan,
+                   const std::vector<WorkItem>& items, int64_t threads,
+                   const Dims& dims, int64_t window,
+                   const AttentionBlocks& blocks, const Tensor& qf,
+                   const Tensor& kf, const Tensor& vf, const Tensor& dof,
+                   const Tensor& lse, const Tensor& drow, Tensor& dqf,
+                   Tensor& dkf, Tensor& dvf) {
+  using A = internal::AccumOf<T>;
+  const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
+  const internal::AttentionLoopShape shape{dims.g, dims.d, window};
+  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
+  const int64_t keys = std::min(blocks.key, dims.t);
+  std::vector<internal::AttentionScratch<T>> scratch;
+  for (int64_t i = 0; i < threads; ++i) scratch.emplace_back(rows, keys, true);
+  const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
+             v = AsMatrices<const T>(vf), dout = AsMatrices<const T>(dof);
+  const auto lse_m = RowsAsMatrices<const A>(lse);
+  const auto drow_m = RowsAsMatrices<const A>(drow);
+  const auto dq = AsMatrices<A>(dqf);
+  std::vector<internal::Matrices<A>> dk, dv;
+  for (int64_t i = 0; i < threads; ++i) {
+    dk.push_back(AsMatrices<A>(dkf.select(0, i)));
+    dv.push_back(AsMatrices<A>(dvf.select(0, i)));
+  }
+  ForEachItemInParallel(items, threads, [&](const WorkItem& item, int64_t w) {
+    internal::AttentionBackwardBlock<T>(shape, fused[item.query - plan.data()],
+                                        item.n0, item.n, q, k, v, dout, lse_m,
+                                        drow_m, dq, dk[w], dv[w], scratch[w]);
+  });
+}
+
 class BlockwiseAttentionFunction
     : public torch::autograd::Function<BlockwiseAttentionFunction> {
  public:
   // sink: (H), or empty for no sink.
   static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& sink_arg, int64_t window,
-                        int64_t query_block, int64_t key_block) {
+                        int64_t query_block, int64_t key_block,
+                        bool fused_loops) {
     ScopedCpuAutocastOff autocast_off;
     const Tensor sink = sink_arg.numel() > 0 ? sink_arg : Tensor();
     const Dims dims = CheckArgs(q, k, v, sink, window);
-    const AttentionBlocks blocks{query_block, key_block};
+    const AttentionBlocks blocks{query_block, key_block, fused_loops};
+    const bool fused = UseFusedLoops(q, fused_loops);
     const torch::ScalarType dtype = q.scalar_type();
     const torch::ScalarType stat = StatType(dtype);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
     const Tensor qf = FoldHeads(q, dims, scale, dtype);
-    const Tensor kf = k.detach().reshape({dims.n(), dims.t, dims.d});
-    const Tensor vf = v.detach().reshape({dims.n(), dims.t, dims.d});
+    const Tensor kf =
+        WithUnitColumnStride(k.detach().reshape({dims.n(), dims.t, dims.d}));
+    const Tensor vf =
+        WithUnitColumnStride(v.detach().reshape({dims.n(), dims.t, dims.d}));
     const Tensor sink_rows =
         sink.defined()
             ? SinkRows(sink, dims, std::min(blocks.query, dims.t), stat)
@@ -493,22 +599,31 @@ class BlockwiseAttentionFunction
     const auto stat_options = q.options().dtype(stat);
     Tensor out_f = at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options);
     Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
-    std::vector<Scratch> scratch;
-    for (int64_t i = 0; i < threads; ++i) {
-      scratch.push_back(
-          MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device()));
+    if (fused) {
+      DispatchFused(dtype, [&](auto tag) {
+        FusedForward<decltype(tag)>(plan, items, threads, dims, window, blocks,
+                                    qf, kf, vf, sink_rows, out_f, lse);
+        return true;
+      });
+    } else {
+      std::vector<Scratch> scratch;
+      for (int64_t i = 0; i < threads; ++i) {
+        scratch.push_back(
+            MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device()));
+      }
+      ForEachItemInParallel(items, threads,
+                            [&](const WorkItem& item, int64_t worker) {
+                              ForwardItem(item, qf, kf, vf, sink_rows,
+                                          scratch[worker], dims.g, out_f, lse);
+                            });
     }
-    ForEachItemInParallel(items, threads,
-                          [&](const WorkItem& item, int64_t worker) {
-                            ForwardItem(item, qf, kf, vf, sink_rows,
-                                        scratch[worker], dims.g, out_f, lse);
-                          });
     Tensor out = UnfoldHeads(out_f, dims, dtype);
 
     ctx->save_for_backward({q, k, v, sink_arg, out, lse});
     ctx->saved_data["window"] = window;
     ctx->saved_data["query_block"] = query_block;
     ctx->saved_data["key_block"] = key_block;
+    ctx->saved_data["fused_loops"] = fused_loops;
     return out;
   }
 
@@ -524,15 +639,19 @@ class BlockwiseAttentionFunction
     const Tensor& lse = saved[5];
     const int64_t window = ctx->saved_data["window"].toInt();
     const AttentionBlocks blocks{ctx->saved_data["query_block"].toInt(),
-                                 ctx->saved_data["key_block"].toInt()};
+                                 ctx->saved_data["key_block"].toInt(),
+                                 ctx->saved_data["fused_loops"].toBool()};
+    const bool fused = UseFusedLoops(q, blocks.fused_loops);
     const Dims dims = CheckArgs(q, k, v, sink, window);
     const torch::ScalarType dtype = q.scalar_type();
     const torch::ScalarType stat = StatType(dtype);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
     const Tensor qf = FoldHeads(q, dims, scale, dtype);
-    const Tensor kf = k.detach().reshape({dims.n(), dims.t, dims.d});
-    const Tensor vf = v.detach().reshape({dims.n(), dims.t, dims.d});
+    const Tensor kf =
+        WithUnitColumnStride(k.detach().reshape({dims.n(), dims.t, dims.d}));
+    const Tensor vf =
+        WithUnitColumnStride(v.detach().reshape({dims.n(), dims.t, dims.d}));
     const Tensor dof = FoldHeads(grad_outputs[0], dims, 1.0, dtype);
     // D = rowsum(dO * O), in the stat dtype: (N, T*G).
     const Tensor drow = (FoldHeads(grad_outputs[0], dims, 1.0, stat) *
@@ -550,18 +669,26 @@ class BlockwiseAttentionFunction
     Tensor dqf = at::zeros({dims.n(), dims.t * dims.g, dims.d}, stat_options);
     Tensor dkf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
     Tensor dvf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
-    std::vector<Scratch> scratch;
-    for (int64_t i = 0; i < threads; ++i) {
-      scratch.push_back(
-          MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device()));
+    if (fused) {
+      DispatchFused(dtype, [&](auto tag) {
+        FusedBackward<decltype(tag)>(plan, items, threads, dims, window, blocks,
+                                     qf, kf, vf, dof, lse, drow, dqf, dkf, dvf);
+        return true;
+      });
+    } else {
+      std::vector<Scratch> scratch;
+      for (int64_t i = 0; i < threads; ++i) {
+        scratch.push_back(
+            MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device()));
+      }
+      ForEachItemInParallel(
+          items, threads, [&](const WorkItem& item, int64_t worker) {
+            Tensor dk_worker = dkf.select(0, worker),
+                   dv_worker = dvf.select(0, worker);
+            BackwardItem(item, qf, kf, vf, dof, lse, drow, scratch[worker],
+                         dims.g, dqf, dk_worker, dv_worker);
+          });
     }
-    ForEachItemInParallel(
-        items, threads, [&](const WorkItem& item, int64_t worker) {
-          Tensor dk_worker = dkf.select(0, worker),
-                 dv_worker = dvf.select(0, worker);
-          BackwardItem(item, qf, kf, vf, dof, lse, drow, scratch[worker],
-                       dims.g, dqf, dk_worker, dv_worker);
-        });
     dkf = threads == 1 ? dkf.select(0, 0) : dkf.sum(0);
     dvf = threads == 1 ? dvf.select(0, 0) : dvf.sum(0);
 
@@ -582,40 +709,10 @@ class BlockwiseAttentionFunction
             dsink,
             Tensor(),
             Tensor(),
+            Tensor(),
             Tensor()};
   }
 };
-
-// (T, T) bool, true where key j is visible from query i.
-Tensor VisibleMask(int64_t t, int64_t window, const torch::Device& device) {
-  const auto options =
-      torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const Tensor delta = torch::arange(t, options).unsqueeze(0) -
-                       torch::arange(t, options).unsqueeze(1);  // j - i
-  Tensor visible = delta <= 0;
-  if (window > 0) visible.logical_and_(delta > -window);
-  return visible;
-}
-
-// Softmax probabilities with the sink column: (B, H, T, T + 1) or (B, H, T, T)
-// without a sink, in the stat dtype, differentiable.
-Tensor NaiveProbabilities(const Tensor& q, const Tensor& k, const Tensor& sink,
-                          int64_t window, const Dims& dims) {
-  const torch::ScalarType stat = StatType(q.scalar_type());
-  const Tensor k_rep = dims.g > 1 ? k.repeat_interleave(dims.g, 1) : k;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
-  Tensor scores = torch::matmul(q, k_rep.transpose(-2, -1)).to(stat) * scale;
-  scores =
-      scores.masked_fill(VisibleMask(dims.t, window, q.device()).logical_not(),
-                         -std::numeric_limits<double>::infinity());
-  if (sink.defined()) {
-    scores = torch::cat({scores, sink.to(stat)
-                                     .view({1, dims.h, 1, 1})
-                                     .expand({dims.b, dims.h, dims.t, 1})},
-                        -1);
-  }
-  return torch::softmax(scores, -1);
-}
 
 }  // namespace
 
@@ -626,31 +723,11 @@ torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
   // Custom functions take defined tensors only: "no sink" travels as an empty
   // tensor and is turned back into an undefined one inside.
   const Tensor sink_arg = sink.defined() ? sink : at::empty({0}, q.options());
-  return BlockwiseAttentionFunction::apply(q, k, v, sink_arg, window,
-                                           blocks.query, blocks.key);
-}
-
-torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
-                             const torch::Tensor& v, const torch::Tensor& sink,
-                             int64_t window) {
-  ScopedCpuAutocastOff autocast_off;
-  const Dims dims = CheckArgs(q, k, v, sink, window);
-  const Tensor p =
-      NaiveProbabilities(q, k, sink, window, dims).narrow(-1, 0, dims.t);
-  const Tensor v_rep = dims.g > 1 ? v.repeat_interleave(dims.g, 1) : v;
-  return torch::matmul(p.to(q.scalar_type()), v_rep);
-}
-
-torch::Tensor AttentionProbabilities(const torch::Tensor& q,
-                                     const torch::Tensor& k,
-                                     const torch::Tensor& sink,
-                                     int64_t window) {
-  ScopedCpuAutocastOff autocast_off;
-  torch::NoGradGuard no_grad;
-  const Dims dims = CheckArgs(q, k, k, sink, window);
-  return NaiveProbabilities(q, k, sink, window, dims)
-      .narrow(-1, 0, dims.t)
-      .to(torch::kFloat32);
+  const int64_t query_block = blocks.query != 0
+                                  ? blocks.query
+                                  : (window > 0 && window <= 256 ? 32 : 64);
+  return BlockwiseAttentionFunction::apply(
+      q, k, v, sink_arg, window, query_block, blocks.key, blocks.fused_loops);
 }
 
 }  // namespace hlab::model

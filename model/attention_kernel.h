@@ -15,10 +15,14 @@
 // it, so time is O(T * w). It is differentiable (a custom autograd function)
 // with respect to q, k, v and sink, once (no double backward).
 //
-// Precision: matmuls run in the input dtype (float64, float32 or bfloat16);
+// Precision: matmuls take the input dtype (float64, float32 or bfloat16);
 // the softmax statistics (running max, logsumexp, row sums) and the gradient
 // accumulators are fp32 (fp64 for fp64 input). CPU autocast is disabled inside
-// the kernel, so bf16 q/k/v under autocast give bf16 matmuls.
+// the kernel, so bf16 q/k/v under autocast give bf16 matmuls. On the CPU the
+// block loops are fused (AttentionBlocks::fused_loops): bf16 blocks multiply
+// through oneDNN's bf16 x bf16 -> fp32 GEMM, so scores and products stay fp32
+// and only P and dS are rounded to bf16, once per block, as the next
+// matmul's input.
 //
 // Threads: BlockwiseAttention spreads its blocks over the intra-op threads
 // (at::get_num_threads()) in one parallel region per pass, with ATen ops and
@@ -46,15 +50,25 @@ namespace hlab::model {
 // `query` positions of every query head of a KV group (G * query rows); key
 // blocks hold `key` positions. T need not be a multiple of either.
 //
-// The defaults were measured (fwd+bwd, 2 threads, 2-core target, H=4, Hkv=2,
-// D=64; sizes tried: query 32-256, key 128-512): the fastest, or within 3%
-// of it, for B=8, T=1024 full attention in fp32 and bf16; within ~10% of the
-// best for B=1, T=8192 with window 128 (query 32) and without (query 128).
-// A window w makes each row visit about query + w keys, so small query
-// blocks suit small windows; large T favours larger query blocks.
+// query = 0 (the default) picks by window: 32 for 0 < window <= 256, else
+// 64. Measured (ATen loops: fwd+bwd, 2 threads, 2-core target, H=4, Hkv=2,
+// D=64; sizes tried: query 32-256, key 128-512): query 64 / key 256 is the
+// fastest, or within 3% of it, for B=8, T=1024 full attention in fp32 and
+// bf16, and within ~10% of the best for B=1, T=8192 without a window (query
+// 128). A window w makes each row visit about query + w keys, so small query
+// blocks suit small windows: with the fused loops at T=8192, window 128,
+// one thread, query 32 took 75 ms fp32 / 52 ms bf16 against 97 / 63 ms for
+// query 64 and 89 / 58 ms for query 16.
+//
+// fused_loops: run each block pair as direct GEMM calls (OpenBLAS for fp32
+// and fp64, oneDNN's bf16 x bf16 -> fp32 GEMM for bf16) and plain row loops
+// for the softmax (model/internal/fused_attention.h), instead of a dozen ATen
+// ops per block. On by default; the ATen loop runs when it is off, for
+// non-CPU tensors, or when the GEMM entry points are not in the process.
 struct AttentionBlocks {
-  int64_t query = 64;
+  int64_t query = 0;
   int64_t key = 256;
+  bool fused_loops = true;
 };
 
 // q: (B, H, T, D); k, v: (B, Hkv, T, D) with H % Hkv == 0; sink: (H) or

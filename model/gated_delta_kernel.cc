@@ -1,10 +1,15 @@
 #include "model/gated_delta_kernel.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include "model/internal/blas.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
@@ -25,6 +30,201 @@ void CheckShapes(const torch::Tensor& q, const torch::Tensor& k,
               "for q ",
               q.sizes(), "; got v ", v.sizes(), ", g ", g.sizes(), ", beta ",
               beta.sizes());
+}
+
+// ---------------------------------------------------------------------------
+// The sequential scan over chunks, per batch-head b:
+//   V'_i = U_i - W_i S_i;   S_{i+1} = d_i S_i + Kd_i^T V'_i;   S_0 = 0
+// u: (BH, n, C, dv); w, kd: (BH, n, C, dk); decay d: (BH, n). Returns the
+// states entering each chunk (BH, n, dk, dv) and V' (BH, n, C, dv).
+
+// As LibTorch ops under autograd, one small matmul per chunk: for devices
+// other than the CPU or a process without BLAS entry points.
+std::pair<torch::Tensor, torch::Tensor> ScanChunksWithAten(
+    const torch::Tensor& u, const torch::Tensor& w, const torch::Tensor& kd,
+    const torch::Tensor& decay) {
+  const std::vector<torch::Tensor> u_i = u.unbind(1), w_i = w.unbind(1);
+  const std::vector<torch::Tensor> kd_t = kd.transpose(-1, -2).unbind(1);
+  const std::vector<torch::Tensor> d_i =
+      decay.view({decay.size(0), decay.size(1), 1, 1}).unbind(1);
+  const int64_t n = u.size(1);
+  std::vector<torch::Tensor> states, new_values;
+  states.reserve(n);
+  new_values.reserve(n);
+  torch::Tensor s =
+      torch::zeros({u.size(0), w.size(3), u.size(3)}, u.options());
+  for (int64_t i = 0; i < n; ++i) {
+    states.push_back(s);
+    new_values.push_back(ParallelBaddbmm(u_i[i], w_i[i], s, /*beta=*/1,
+                                         /*alpha=*/-1));  // (BH, C, dv)
+    if (i + 1 < n) {
+      s = ParallelBaddbmm(s * d_i[i], kd_t[i], new_values.back(),
+                          /*beta=*/1, /*alpha=*/1);
+    }
+  }
+  return {torch::stack(states, 1), torch::stack(new_values, 1)};
+}
+
+// Sizes of a scan: (BH, n, C, dk, dv).
+struct ScanDims {
+  int64_t bh = 0, n = 0, c = 0, dk = 0, dv = 0;
+};
+
+// Forward scan of batch-heads [b0, b1) on contiguous buffers.
+template <typename T>
+void ScanForward(const ScanDims& dims, int64_t b0, int64_t b1, const T* u,
+                 const T* w, const T* kd, const T* decay, T* states,
+                 T* values) {
+  const int64_t c = dims.c, dk = dims.dk, dv = dims.dv;
+  for (int64_t b = b0; b < b1; ++b) {
+    for (int64_t i = 0; i < dims.n; ++i) {
+      const int64_t chunk = b * dims.n + i;
+      T* s = states + chunk * dk * dv;
+      T* vp = values + chunk * c * dv;
+      if (i == 0) std::fill_n(s, dk * dv, T(0));
+      // V' = U - W S.
+      std::copy_n(u + chunk * c * dv, c * dv, vp);
+      internal::Gemm(false, false, c, dv, dk, T(-1), w + chunk * c * dk, dk, s,
+                     dv, T(1), vp, dv);
+      if (i + 1 < dims.n) {
+        // S_next = d S + Kd^T V'.
+        T* next = s + dk * dv;
+        const T d = decay[chunk];
+        for (int64_t j = 0; j < dk * dv; ++j) next[j] = d * s[j];
+        internal::Gemm(true, false, dk, dv, c, T(1), kd + chunk * c * dk, dk,
+                       vp, dv, T(1), next, dv);
+      }
+    }
+  }
+}
+
+// Backward scan of batch-heads [b0, b1): from the gradients of the states
+// and of V' (either may be null: zero), the gradients of u, w, kd, decay.
+// g: dk x dv and gvp: C x dv scratch per thread.
+template <typename T>
+void ScanBackward(const ScanDims& dims, int64_t b0, int64_t b1, const T* w,
+                  const T* kd, const T* decay, const T* states, const T* values,
+                  const T* g_states, const T* g_values, T* gu, T* gw, T* gkd,
+                  T* gdecay) {
+  const int64_t c = dims.c, dk = dims.dk, dv = dims.dv;
+  std::vector<T> g(dk * dv);
+  for (int64_t b = b0; b < b1; ++b) {
+    std::fill(g.begin(), g.end(), T(0));  // dL/dS_{i+1}
+    for (int64_t i = dims.n - 1; i >= 0; --i) {
+      const int64_t chunk = b * dims.n + i;
+      const T* s = states + chunk * dk * dv;
+      const T* w_i = w + chunk * c * dk;
+      const T* kd_i = kd + chunk * c * dk;
+      T* gvp = gu + chunk * c * dv;  // dL/dV'_i, which is dL/dU_i
+      if (g_values != nullptr) {
+        std::copy_n(g_values + chunk * c * dv, c * dv, gvp);
+      } else {
+        std::fill_n(gvp, c * dv, T(0));
+      }
+      T* gkd_i = gkd + chunk * c * dk;
+      if (i + 1 < dims.n) {
+        // Through S_{i+1} = d S_i + Kd^T V'_i.
+        internal::Gemm(false, false, c, dv, dk, T(1), kd_i, dk, g.data(), dv,
+                       T(1), gvp, dv);
+        internal::Gemm(false, true, c, dk, dv, T(1), values + chunk * c * dv,
+                       dv, g.data(), dv, T(0), gkd_i, dk);
+        T dd = 0;
+        for (int64_t j = 0; j < dk * dv; ++j) dd += g[j] * s[j];
+        gdecay[chunk] = dd;
+      } else {
+        std::fill_n(gkd_i, c * dk, T(0));
+        gdecay[chunk] = 0;
+      }
+      // Through V'_i = U_i - W_i S_i: dW = -dV' S^T, dS_i = d g - W^T dV'.
+      internal::Gemm(false, true, c, dk, dv, T(-1), gvp, dv, s, dv, T(0),
+                     gw + chunk * c * dk, dk);
+      const T d = decay[chunk];
+      const T* gs = g_states != nullptr ? g_states + chunk * dk * dv : nullptr;
+      for (int64_t j = 0; j < dk * dv; ++j) {
+        g[j] = d * g[j] + (gs != nullptr ? gs[j] : T(0));
+      }
+      internal::Gemm(true, false, dk, dv, c, T(-1), w_i, dk, gvp, dv, T(1),
+                     g.data(), dv);
+    }
+  }
+}
+
+// Runs fn(b0, b1) over ranges of batch-heads on the intra-op threads.
+template <typename Fn>
+void ForEachBatchHead(int64_t bh, const Fn& fn) {
+  at::parallel_for(0, bh, 1, [&](int64_t b0, int64_t b1) { fn(b0, b1); });
+}
+
+class ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
+ public:
+  static torch::autograd::variable_list forward(
+      torch::autograd::AutogradContext* ctx, const torch::Tensor& u_arg,
+      const torch::Tensor& w_arg, const torch::Tensor& kd_arg,
+      const torch::Tensor& decay_arg) {
+    const torch::Tensor u = u_arg.contiguous(), w = w_arg.contiguous(),
+                        kd = kd_arg.contiguous(),
+                        decay = decay_arg.contiguous();
+    const ScanDims dims{u.size(0), u.size(1), u.size(2), w.size(3), u.size(3)};
+    torch::Tensor states =
+        at::empty({dims.bh, dims.n, dims.dk, dims.dv}, u.options());
+    torch::Tensor values = at::empty_like(u);
+    AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "ChunkScan", [&] {
+      ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
+        ScanForward<scalar_t>(
+            dims, b0, b1, u.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+            kd.data_ptr<scalar_t>(), decay.data_ptr<scalar_t>(),
+            states.data_ptr<scalar_t>(), values.data_ptr<scalar_t>());
+      });
+    });
+    ctx->save_for_backward({w, kd, decay, states, values});
+    return {states, values};
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &w = saved[0], &kd = saved[1], &decay = saved[2],
+                        &states = saved[3], &values = saved[4];
+    const ScanDims dims{values.size(0), values.size(1), values.size(2),
+                        w.size(3), values.size(3)};
+    const torch::Tensor g_states =
+        grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
+    const torch::Tensor g_values =
+        grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
+    torch::Tensor gu = at::empty_like(values), gw = at::empty_like(w),
+                  gkd = at::empty_like(kd), gdecay = at::empty_like(decay);
+    AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "ChunkScanBackward", [&] {
+      ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
+        ScanBackward<scalar_t>(
+            dims, b0, b1, w.data_ptr<scalar_t>(), kd.data_ptr<scalar_t>(),
+            decay.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(),
+            values.data_ptr<scalar_t>(),
+            g_states.defined() ? g_states.data_ptr<scalar_t>() : nullptr,
+            g_values.defined() ? g_values.data_ptr<scalar_t>() : nullptr,
+            gu.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(),
+            gkd.data_ptr<scalar_t>(), gdecay.data_ptr<scalar_t>());
+      });
+    });
+    return {gu, gw, gkd, gdecay};
+  }
+};
+
+// The scan: one autograd node with direct GEMM calls per chunk on CPU, the
+// ATen loop elsewhere.
+std::pair<torch::Tensor, torch::Tensor> ScanChunks(const torch::Tensor& u,
+                                                   const torch::Tensor& w,
+                                                   const torch::Tensor& kd,
+                                                   const torch::Tensor& decay) {
+  const bool blas = u.scalar_type() == torch::kFloat64
+                        ? internal::BlasAvailable<double>()
+                        : internal::BlasAvailable<float>();
+  if (!u.device().is_cpu() || !blas) {
+    return ScanChunksWithAten(u, w, kd, decay);
+  }
+  const torch::autograd::variable_list out =
+      ChunkScanFunction::apply(u, w, kd, decay);
+  return {out[0], out[1]};
 }
 
 }  // namespace
@@ -79,46 +279,25 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor k_beta = kc * betac;
   const torch::Tensor inverse = UnitLowerInverse(
       ParallelBmm(k_beta, kc.transpose(1, 2)) * decay);  // (rows, C, C)
-  const std::vector<torch::Tensor> w_i =
-      ParallelBmm(inverse, k_beta * decay_from_start)
-          .view({bh, n, chunk, dk})
-          .unbind(1);  // each (bh, C, dk)
-  const std::vector<torch::Tensor> u_i = ParallelBmm(inverse, vc * betac)
-                                             .view({bh, n, chunk, dv})
-                                             .unbind(1);  // each (bh, C, dv)
+  const torch::Tensor w =
+      ParallelBmm(inverse, k_beta * decay_from_start).view({bh, n, chunk, dk});
+  const torch::Tensor u =
+      ParallelBmm(inverse, vc * betac).view({bh, n, chunk, dv});
 
-  // Keys decayed to the chunk end (transposed for the state update) and the
-  // whole-chunk decays.
-  const std::vector<torch::Tensor> k_to_end_t =
-      (kc * (cum_last - cum).exp().unsqueeze(-1))
-          .view({bh, n, chunk, dk})
-          .transpose(-1, -2)
-          .unbind(1);  // each (bh, dk, C)
-  const std::vector<torch::Tensor> chunk_decay =
-      cum_last.exp().view({bh, n, 1, 1}).unbind(1);  // each (bh, 1, 1)
-
-  // Sequential over chunks: V'_n = U_n - W_n S; S = exp(G_C) S + Kd_n^T V'_n.
-  std::vector<torch::Tensor> states, new_values;
-  states.reserve(n);
-  new_values.reserve(n);
-  torch::Tensor s = torch::zeros({bh, dk, dv}, q.options().dtype(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    states.push_back(s);
-    new_values.push_back(ParallelBaddbmm(u_i[i], w_i[i], s, /*beta=*/1,
-                                         /*alpha=*/-1));  // (bh, C, dv)
-    if (i + 1 < n) {
-      s = ParallelBaddbmm(s * chunk_decay[i], k_to_end_t[i], new_values.back(),
-                          /*beta=*/1, /*alpha=*/1);
-    }
-  }
+  // Keys decayed to the chunk end and the whole-chunk decays, then the
+  // sequential scan: V'_n = U_n - W_n S; S = exp(G_C) S + Kd_n^T V'_n.
+  const torch::Tensor k_to_end =
+      (kc * (cum_last - cum).exp().unsqueeze(-1)).view({bh, n, chunk, dk});
+  const auto [states, new_values] =
+      ScanChunks(u, w, k_to_end, cum_last.exp().view({bh, n}));
 
   // All chunks at once: O = scale ((Q * exp(G)) S_in + ((Q K^T) * D) V').
   const torch::Tensor scores = ParallelBmm(qc, kc.transpose(1, 2)) * decay;
-  const torch::Tensor inter = ParallelBmm(
-      qc * decay_from_start, torch::stack(states, 1).view({rows, dk, dv}));
-  const torch::Tensor out = ParallelBaddbmm(
-      inter, scores, torch::stack(new_values, 1).view({rows, chunk, dv}),
-      /*beta=*/scale, /*alpha=*/scale);
+  const torch::Tensor inter =
+      ParallelBmm(qc * decay_from_start, states.view({rows, dk, dv}));
+  const torch::Tensor out =
+      ParallelBaddbmm(inter, scores, new_values.view({rows, chunk, dv}),
+                      /*beta=*/scale, /*alpha=*/scale);
   return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
 }
 

@@ -10,7 +10,10 @@
 //
 // Both forms are differentiable with respect to every input: LibTorch ops
 // under autograd, plus the thread-split batched matmuls of
-// model/scalar_gla_kernel.h (custom autograd Functions). They run with CPU
+// model/scalar_gla_kernel.h (custom autograd Functions). The chunked form's
+// sequential scan over chunks is one custom autograd Function on the CPU,
+// with a hand-written backward and direct GEMM calls per chunk
+// (model/internal/blas.h), batch-heads split across threads. They run with CPU
 // autocast disabled, compute in fp32 (fp64 when any input is fp64) and return
 // v's dtype.
 //

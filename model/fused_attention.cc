@@ -1,0 +1,277 @@
+#include "model/internal/fused_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace hlab::model::internal {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Row loops. On x86-64 the float versions are compiled for AVX-512, AVX2
+// and the baseline (the loader picks one); elsewhere for the baseline. OpenMP
+// simd reductions let the compiler vectorise them without -ffast-math.
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HLAB_ROW_LOOP \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HLAB_ROW_LOOP
+#endif
+
+// exp(x) for x <= 0 in float, to ~2 ulp (Cephes' expf: 2^n e^r with
+// |r| <= ln2 / 2 and a degree-6 polynomial); 0 below -87.
+inline float ExpNonPositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = std::nearbyint(x * 1.44269504088896341f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return x <= -87.0f ? 0.0f : p * scale;
+}
+
+HLAB_ROW_LOOP float RowMax(const float* x, int64_t lo, int64_t hi) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = lo; j < hi; ++j) m = std::max(m, x[j]);
+  return m;
+}
+double RowMax(const double* x, int64_t lo, int64_t hi) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = lo; j < hi; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// x[j] = exp(x[j] - shift) on [lo, hi), 0 elsewhere in [0, size); returns
+// the sum.
+HLAB_ROW_LOOP float ExpRow(float* x, int64_t lo, int64_t hi, int64_t size,
+                           float shift) {
+  float sum = 0;
+  for (int64_t j = 0; j < lo; ++j) x[j] = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = lo; j < hi; ++j) {
+    x[j] = ExpNonPositive(x[j] - shift);
+    sum += x[j];
+  }
+  for (int64_t j = hi; j < size; ++j) x[j] = 0;
+  return sum;
+}
+double ExpRow(double* x, int64_t lo, int64_t hi, int64_t size, double shift) {
+  double sum = 0;
+  for (int64_t j = 0; j < lo; ++j) x[j] = 0;
+  for (int64_t j = lo; j < hi; ++j) {
+    x[j] = std::exp(x[j] - shift);
+    sum += x[j];
+  }
+  for (int64_t j = hi; j < size; ++j) x[j] = 0;
+  return sum;
+}
+
+// ds[j] = p[j] * (ds[j] - drow).
+HLAB_ROW_LOOP void GradRow(const float* p, float* ds, int64_t size,
+                           float drow) {
+#pragma omp simd
+  for (int64_t j = 0; j < size; ++j) ds[j] = p[j] * (ds[j] - drow);
+}
+void GradRow(const double* p, double* ds, int64_t size, double drow) {
+  for (int64_t j = 0; j < size; ++j) ds[j] = p[j] * (ds[j] - drow);
+}
+
+HLAB_ROW_LOOP void ScaleRow(float* x, int64_t size, float s) {
+#pragma omp simd
+  for (int64_t j = 0; j < size; ++j) x[j] *= s;
+}
+void ScaleRow(double* x, int64_t size, double s) {
+  for (int64_t j = 0; j < size; ++j) x[j] *= s;
+}
+
+// Round to nearest even, as c10::BFloat16 (NaN stays NaN).
+HLAB_ROW_LOOP void LowerToBf16(const float* x, Bf16* y, int64_t size) {
+#pragma omp simd
+  for (int64_t j = 0; j < size; ++j) {
+    uint32_t u;
+    std::memcpy(&u, &x[j], sizeof(u));
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    y[j].bits = static_cast<uint16_t>(x[j] != x[j] ? 0x7fc0u : rounded);
+  }
+}
+
+#undef HLAB_ROW_LOOP
+
+// The block's scores or gradients as the next matmul's input: itself for
+// float and double, rounded to bf16 (into scratch.lowered) for Bf16.
+template <typename T>
+const T* AsInput(const AccumOf<T>* x, int64_t size,
+                 AttentionScratch<T>& scratch) {
+  if constexpr (std::is_same_v<T, Bf16>) {
+    LowerToBf16(x, scratch.lowered.data(), size);
+    return scratch.lowered.data();
+  } else {
+    (void)size;
+    (void)scratch;
+    return x;
+  }
+}
+
+// Visible keys of query position `pos` within key block [start, start +
+// size), in block coordinates: [*lo, *hi), possibly empty.
+void VisibleRange(const AttentionLoopShape& shape, int64_t pos, int64_t start,
+                  int64_t size, int64_t* lo, int64_t* hi) {
+  const int64_t first = shape.window > 0 ? pos - shape.window + 1 : 0;
+  *lo = std::clamp<int64_t>(first - start, 0, size);
+  *hi = std::clamp<int64_t>(pos + 1 - start, 0, size);
+  if (*hi < *lo) *hi = *lo;
+}
+
+}  // namespace
+
+template <typename T>
+bool FusedAttentionAvailable() {
+  return BlasAvailable<T>();
+}
+
+template <typename T>
+AttentionScratch<T>::AttentionScratch(int64_t rows, int64_t keys, bool backward)
+    : scores(rows * keys), max(rows), sum(rows) {
+  if (backward) grads.resize(rows * keys);
+  if constexpr (std::is_same_v<T, Bf16>) lowered.resize(rows * keys);
+}
+
+template <typename T>
+void AttentionForwardBlock(const AttentionLoopShape& shape,
+                           const AttentionBlockPlan& block, int64_t n0,
+                           int64_t n, Matrices<const T> q, Matrices<const T> k,
+                           Matrices<const T> v, Matrices<const AccumOf<T>> sink,
+                           Matrices<AccumOf<T>> out, Matrices<AccumOf<T>> lse,
+                           AttentionScratch<T>& scratch) {
+  using A = AccumOf<T>;
+  const int64_t rows = block.query_size * shape.g;
+  const int64_t row0 = block.query_start * shape.g;
+  const int64_t d = shape.d;
+  A* m = scratch.max.data();
+  A* l = scratch.sum.data();
+  A* s = scratch.scores.data();
+  for (int64_t i = n0; i < n0 + n; ++i) {
+    const T* qb = q.at(i, row0);
+    A* ob = out.at(i, row0);
+    for (int64_t r = 0; r < rows; ++r) {
+      // The sink is a logit with no value: it starts the max and the sum.
+      m[r] = sink.data != nullptr ? sink.at(i, 0)[r] : A(-1e30);
+      l[r] = sink.data != nullptr ? A(1) : A(0);
+      std::fill_n(ob + r * out.row, d, A(0));
+    }
+    for (const auto& [start, size] : block.keys) {
+      // S = Q K^T: (rows, size).
+      Gemm(false, true, rows, size, d, A(1), qb, q.row, k.at(i, start), k.row,
+           A(0), s, size);
+      for (int64_t r = 0; r < rows; ++r) {
+        A* row = s + r * size;
+        int64_t lo, hi;
+        VisibleRange(shape, block.query_start + r / shape.g, start, size, &lo,
+                     &hi);
+        if (lo == hi) {
+          std::fill_n(row, size, A(0));
+          continue;
+        }
+        const A m_new = std::max(m[r], RowMax(row, lo, hi));
+        const A alpha = std::exp(m[r] - m_new);
+        l[r] = l[r] * alpha + ExpRow(row, lo, hi, size, m_new);
+        if (alpha != A(1)) ScaleRow(ob + r * out.row, d, alpha);
+        m[r] = m_new;
+      }
+      // O += P V.
+      Gemm(false, false, rows, d, size, A(1), AsInput(s, rows * size, scratch),
+           size, v.at(i, start), v.row, A(1), ob, out.row);
+    }
+    A* lse_b = lse.data + i * lse.batch + row0;
+    for (int64_t r = 0; r < rows; ++r) {
+      ScaleRow(ob + r * out.row, d, A(1) / l[r]);
+      lse_b[r] = m[r] + std::log(l[r]);
+    }
+  }
+}
+
+template <typename T>
+void AttentionBackwardBlock(const AttentionLoopShape& shape,
+                            const AttentionBlockPlan& block, int64_t n0,
+                            int64_t n, Matrices<const T> q, Matrices<const T> k,
+                            Matrices<const T> v, Matrices<const T> dout,
+                            Matrices<const AccumOf<T>> lse,
+                            Matrices<const AccumOf<T>> drow,
+                            Matrices<AccumOf<T>> dq, Matrices<AccumOf<T>> dk,
+                            Matrices<AccumOf<T>> dv,
+                            AttentionScratch<T>& scratch) {
+  using A = AccumOf<T>;
+  const int64_t rows = block.query_size * shape.g;
+  const int64_t row0 = block.query_start * shape.g;
+  const int64_t d = shape.d;
+  A* p = scratch.scores.data();
+  A* ds = scratch.grads.data();
+  for (int64_t i = n0; i < n0 + n; ++i) {
+    const T* qb = q.at(i, row0);
+    const T* dob = dout.at(i, row0);
+    const A* lse_b = lse.data + i * lse.batch + row0;
+    const A* drow_b = drow.data + i * drow.batch + row0;
+    A* dqb = dq.at(i, row0);
+    for (const auto& [start, size] : block.keys) {
+      const T* kb = k.at(i, start);
+      const T* vb = v.at(i, start);
+      // P = exp(Q K^T - lse), recomputed.
+      Gemm(false, true, rows, size, d, A(1), qb, q.row, kb, k.row, A(0), p,
+           size);
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t lo, hi;
+        VisibleRange(shape, block.query_start + r / shape.g, start, size, &lo,
+                     &hi);
+        ExpRow(p + r * size, lo, hi, size, lse_b[r]);
+      }
+      // dV += P^T dO.
+      Gemm(true, false, size, d, rows, A(1), AsInput(p, rows * size, scratch),
+           size, dob, dout.row, A(1), dv.at(i, start), dv.row);
+      // dS = P * (dO V^T - rowsum(dO * O)).
+      Gemm(false, true, rows, size, d, A(1), dob, dout.row, vb, v.row, A(0), ds,
+           size);
+      for (int64_t r = 0; r < rows; ++r) {
+        GradRow(p + r * size, ds + r * size, size, drow_b[r]);
+      }
+      const T* ds_in = AsInput(ds, rows * size, scratch);
+      // dQ += dS K;  dK += dS^T Q.
+      Gemm(false, false, rows, d, size, A(1), ds_in, size, kb, k.row, A(1), dqb,
+           dq.row);
+      Gemm(true, false, size, d, rows, A(1), ds_in, size, qb, q.row, A(1),
+           dk.at(i, start), dk.row);
+    }
+  }
+}
+
+#define HLAB_INSTANTIATE(T)                                                   \
+  template bool FusedAttentionAvailable<T>();                                 \
+  template struct AttentionScratch<T>;                                        \
+  template void AttentionForwardBlock<T>(                                     \
+      const AttentionLoopShape&, const AttentionBlockPlan&, int64_t, int64_t, \
+      Matrices<const T>, Matrices<const T>, Matrices<const T>,                \
+      Matrices<const AccumOf<T>>, Matrices<AccumOf<T>>, Matrices<AccumOf<T>>, \
+      AttentionScratch<T>&);                                                  \
+  template void AttentionBackwardBlock<T>(                                    \
+      const AttentionLoopShape&, const AttentionBlockPlan&, int64_t, int64_t, \
+      Matrices<const T>, Matrices<const T>, Matrices<const T>,                \
+      Matrices<const T>, Matrices<const AccumOf<T>>,                          \
+      Matrices<const AccumOf<T>>, Matrices<AccumOf<T>>, Matrices<AccumOf<T>>, \
+      Matrices<AccumOf<T>>, AttentionScratch<T>&);
+
+HLAB_INSTANTIATE(float)
+HLAB_INSTANTIATE(double)
+HLAB_INSTANTIATE(Bf16)
+#undef HLAB_INSTANTIATE
+
+}  // namespace hlab::model::internal
