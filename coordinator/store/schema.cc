@@ -222,6 +222,41 @@ UPDATE runs SET state = 'SUCCEEDED', failure_reason = NULL
                     AND t.on_demand = 0 AND t.state <> 'SUCCEEDED');
 )sql";
 
+// v4: run_summary counts a run's own tasks (an on-demand evaluation is not
+// one: `on_demand_tasks` counts those) and gives the newest log(LongPPL).
+constexpr char kV4RunSummary[] = R"sql(
+DROP VIEW run_summary;
+CREATE VIEW run_summary AS
+SELECT
+  r.id AS run_id, r.arch, r.scale, r.n_params, r.budget_tokens, r.seed,
+  r.state, r.failure_reason, r.retries,
+  (SELECT group_concat(sr.sweep_id) FROM sweep_runs sr
+     WHERE sr.run_id = r.id) AS sweeps,
+  (SELECT m.step FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS last_step,
+  (SELECT m.tokens FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS tokens,
+  (SELECT m.value FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1) AS final_train_loss,
+  coalesce(
+    (SELECT e.value FROM evals e WHERE e.run_id = r.id
+       AND e.metric = 'val_loss' ORDER BY e.step DESC LIMIT 1),
+    (SELECT m.value FROM metrics m WHERE m.run_id = r.id
+       AND m.name = 'val_loss' ORDER BY m.step DESC LIMIT 1)) AS final_val_loss,
+  (SELECT e.value FROM evals e WHERE e.run_id = r.id
+     AND e.metric = 'log_longppl' ORDER BY e.step DESC LIMIT 1)
+    AS final_log_longppl,
+  (SELECT count(*) FROM tasks t WHERE t.run_id = r.id
+     AND t.on_demand = 0) AS tasks,
+  (SELECT count(*) FROM tasks t WHERE t.run_id = r.id AND t.on_demand = 0
+     AND t.state = 'SUCCEEDED') AS tasks_succeeded,
+  (SELECT count(*) FROM tasks t WHERE t.run_id = r.id
+     AND t.on_demand = 1) AS on_demand_tasks,
+  datetime(r.created_at / 1000, 'unixepoch') AS created,
+  datetime(r.updated_at / 1000, 'unixepoch') AS updated
+FROM runs r;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -229,6 +264,7 @@ const std::vector<Migration>& Migrations() {
       {1, kV1Tables},
       {2, kV2Views},
       {3, kV3OnDemandTasks},
+      {4, kV4RunSummary},
   };
   return kMigrations;
 }

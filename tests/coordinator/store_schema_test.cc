@@ -146,6 +146,41 @@ INSERT INTO task_deps (task_id, depends_on) VALUES ('planned-bb', 'train-bb');
   EXPECT_EQ((*store)->GetRun("bb")->state, RunState::kFailed);
 }
 
+// v4: run_summary counts a run's own tasks apart from its on-demand
+// evaluations, and gives the newest log(LongPPL).
+TEST(StoreSchemaTest, RunSummaryCountsOnDemandTasksApart) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    const absl::Status rows = (*db)->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, max_attempts, created_at, updated_at)
+  VALUES ('aa', 'full', 'xs', 1, 1, 0, '{}', 'SUCCEEDED', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, state, max_attempts,
+                   created_at, updated_at, on_demand)
+  VALUES ('train-aa', 1, 'aa', 'TRAIN', 'SUCCEEDED', 2, 0, 0, 0),
+         ('eval-aa', 1, 'aa', 'EVAL', 'SUCCEEDED', 2, 0, 0, 0),
+         ('ondemand-aa', 1, 'aa', 'EVAL', 'FAILED', 2, 0, 0, 1);
+INSERT INTO evals (run_id, step, metric, value)
+  VALUES ('aa', 10, 'log_longppl', 1.5), ('aa', 20, 'log_longppl', 1.25);
+)sql");
+    ASSERT_TRUE(rows.ok()) << rows;
+  }
+  EXPECT_EQ(RawInt(path, "SELECT tasks FROM run_summary"), 2);
+  EXPECT_EQ(RawInt(path, "SELECT tasks_succeeded FROM run_summary"), 2);
+  EXPECT_EQ(RawInt(path, "SELECT on_demand_tasks FROM run_summary"), 1);
+  EXPECT_EQ(RawInt(path, "SELECT final_log_longppl * 100 FROM run_summary"),
+            125);
+}
+
 TEST(StoreSchemaTest, WalAndPragmasAreOn) {
   TempDir dir;
   const std::string path = dir.File("hlab.db");
