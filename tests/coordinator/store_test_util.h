@@ -3,6 +3,7 @@
 #ifndef HLAB_TESTS_COORDINATOR_STORE_TEST_UTIL_H_
 #define HLAB_TESTS_COORDINATOR_STORE_TEST_UTIL_H_
 
+#include <sqlite3.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -35,6 +36,22 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Reads one integer with a plain sqlite3 connection (not the store's code),
+// so tests check what is on disk; -1 when the query returns no row.
+inline int64_t RawInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  int64_t value = -1;
+  if (sqlite3_step(stmt) == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return value;
+}
 
 // A fixed "now" so tests never read the clock.
 inline absl::Time T(int64_t seconds) {
