@@ -499,6 +499,21 @@ std::vector<internal::AttentionBlockPlan> FusedPlan(
   return out;
 }
 
+// One set of block buffers per worker thread, sized for the largest block.
+template <typename T>
+std::vector<internal::AttentionScratch<T>> FusedScratch(
+    int64_t threads, const Dims& dims, const AttentionBlocks& blocks,
+    bool backward) {
+  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
+  const int64_t keys = std::min(blocks.key, dims.t);
+  std::vector<internal::AttentionScratch<T>> scratch;
+  scratch.reserve(static_cast<size_t>(threads));
+  for (int64_t i = 0; i < threads; ++i) {
+    scratch.emplace_back(rows, keys, backward);
+  }
+  return scratch;
+}
+
 // Forward pass of every item through the fused loops (element type T).
 template <typename T>
 void FusedForward(const std::vector<QueryBlock>& plan,
@@ -510,10 +525,8 @@ void FusedForward(const std::vector<QueryBlock>& plan,
   using A = internal::AccumOf<T>;
   const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
   const internal::AttentionLoopShape shape{dims.g, dims.d, window};
-  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
-  const int64_t keys = std::min(blocks.key, dims.t);
-  std::vector<internal::AttentionScratch<T>> scratch;
-  for (int64_t i = 0; i < threads; ++i) scratch.emplace_back(rows, keys, false);
+  std::vector<internal::AttentionScratch<T>> scratch =
+      FusedScratch<T>(threads, dims, blocks, /*backward=*/false);
   const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
              v = AsMatrices<const T>(vf);
   // sink_rows may be a view with a zero column stride (B = 1, G = 1).
@@ -544,10 +557,8 @@ void FusedBackward(const std::vector<QueryBlock>& plan,
   using A = internal::AccumOf<T>;
   const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
   const internal::AttentionLoopShape shape{dims.g, dims.d, window};
-  const int64_t rows = std::min(blocks.query, dims.t) * dims.g;
-  const int64_t keys = std::min(blocks.key, dims.t);
-  std::vector<internal::AttentionScratch<T>> scratch;
-  for (int64_t i = 0; i < threads; ++i) scratch.emplace_back(rows, keys, true);
+  std::vector<internal::AttentionScratch<T>> scratch =
+      FusedScratch<T>(threads, dims, blocks, /*backward=*/true);
   const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
              v = AsMatrices<const T>(vf), dout = AsMatrices<const T>(dof);
   const auto lse_m = RowsAsMatrices<const A>(lse);
