@@ -6,41 +6,16 @@
 #include <cstring>
 #include <limits>
 
+#include "model/internal/vec_math.h"
+
 namespace hlab::model::internal {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Row loops. On x86-64 the float versions are compiled for AVX-512, AVX2
-// and the baseline (the loader picks one); elsewhere for the baseline. OpenMP
-// simd reductions let the compiler vectorise them without -ffast-math.
+// Row loops. The float versions get vector clones (HLAB_VECTOR_CLONES,
+// model/internal/vec_math.h).
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HLAB_ROW_LOOP \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HLAB_ROW_LOOP
-#endif
-
-// exp(x) for x <= 0 in float, to ~2 ulp (Cephes' expf: 2^n e^r with
-// |r| <= ln2 / 2 and a degree-6 polynomial); 0 below -87.
-inline float ExpNonPositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return x <= -87.0f ? 0.0f : p * scale;
-}
-
-HLAB_ROW_LOOP float RowMax(const float* x, int64_t lo, int64_t hi) {
+HLAB_VECTOR_CLONES float RowMax(const float* x, int64_t lo, int64_t hi) {
   float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t j = lo; j < hi; ++j) m = std::max(m, x[j]);
@@ -54,8 +29,8 @@ double RowMax(const double* x, int64_t lo, int64_t hi) {
 
 // x[j] = exp(x[j] - shift) on [lo, hi), 0 elsewhere in [0, size); returns
 // the sum.
-HLAB_ROW_LOOP float ExpRow(float* x, int64_t lo, int64_t hi, int64_t size,
-                           float shift) {
+HLAB_VECTOR_CLONES float ExpRow(float* x, int64_t lo, int64_t hi, int64_t size,
+                                float shift) {
   float sum = 0;
   for (int64_t j = 0; j < lo; ++j) x[j] = 0;
 #pragma omp simd reduction(+ : sum)
@@ -78,8 +53,8 @@ double ExpRow(double* x, int64_t lo, int64_t hi, int64_t size, double shift) {
 }
 
 // ds[j] = p[j] * (ds[j] - drow).
-HLAB_ROW_LOOP void GradRow(const float* p, float* ds, int64_t size,
-                           float drow) {
+HLAB_VECTOR_CLONES void GradRow(const float* p, float* ds, int64_t size,
+                                float drow) {
 #pragma omp simd
   for (int64_t j = 0; j < size; ++j) ds[j] = p[j] * (ds[j] - drow);
 }
@@ -87,7 +62,7 @@ void GradRow(const double* p, double* ds, int64_t size, double drow) {
   for (int64_t j = 0; j < size; ++j) ds[j] = p[j] * (ds[j] - drow);
 }
 
-HLAB_ROW_LOOP void ScaleRow(float* x, int64_t size, float s) {
+HLAB_VECTOR_CLONES void ScaleRow(float* x, int64_t size, float s) {
 #pragma omp simd
   for (int64_t j = 0; j < size; ++j) x[j] *= s;
 }
@@ -96,7 +71,7 @@ void ScaleRow(double* x, int64_t size, double s) {
 }
 
 // Round to nearest even, as c10::BFloat16 (NaN stays NaN).
-HLAB_ROW_LOOP void LowerToBf16(const float* x, Bf16* y, int64_t size) {
+HLAB_VECTOR_CLONES void LowerToBf16(const float* x, Bf16* y, int64_t size) {
 #pragma omp simd
   for (int64_t j = 0; j < size; ++j) {
     uint32_t u;
@@ -105,8 +80,6 @@ HLAB_ROW_LOOP void LowerToBf16(const float* x, Bf16* y, int64_t size) {
     y[j].bits = static_cast<uint16_t>(x[j] != x[j] ? 0x7fc0u : rounded);
   }
 }
-
-#undef HLAB_ROW_LOOP
 
 // The block's scores or gradients as the next matmul's input: itself for
 // float and double, rounded to bf16 (into scratch.lowered) for Bf16.
