@@ -1,13 +1,13 @@
 // Element helpers for the raw-memory loops of model/ (fused attention,
-// fused element-wise ops): a vectorisable exp, bf16 <-> float conversion,
-// and the attribute that compiles a loop for AVX-512, AVX2 and the
-// baseline. No LibTorch here. Private to model/.
+// fused element-wise ops): a vectorisable exp and sigmoid, and the
+// attribute that compiles a loop for AVX-512, AVX2 and the baseline. No
+// LibTorch here. Private to model/.
 //
 // Thread-safety: pure functions.
 //
-//   HLAB_VECTOR_CLONES void Scale(float* x, int64_t n, float s) {
+//   HLAB_VECTOR_CLONES void ExpShifted(float* x, int64_t n, float s) {
 //   #pragma omp simd
-//     for (int64_t i = 0; i < n; ++i) x[i] = LoadAccum(x[i]) * s;
+//     for (int64_t i = 0; i < n; ++i) x[i] = ExpNonPositive(x[i] - s);
 //   }
 #ifndef HLAB_MODEL_INTERNAL_VEC_MATH_H_
 #define HLAB_MODEL_INTERNAL_VEC_MATH_H_
@@ -63,30 +63,6 @@ inline double Sigmoid(double x) {
   const double e = std::exp(-std::fabs(x));
   const double inv = 1.0 / (1.0 + e);
   return x >= 0 ? inv : e * inv;
-}
-
-// An element as its accumulator type (float for Bf16).
-inline float LoadAccum(float x) { return x; }
-inline double LoadAccum(double x) { return x; }
-inline float LoadAccum(Bf16 x) {
-  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-// An accumulator value stored as T: rounded to nearest even for Bf16, as
-// c10::BFloat16 (NaN stays NaN).
-template <typename T>
-inline T StoreAs(AccumOf<T> x) {
-  if constexpr (std::is_same_v<T, Bf16>) {
-    uint32_t u;
-    std::memcpy(&u, &x, sizeof(u));
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return Bf16{static_cast<uint16_t>(x != x ? 0x7fc0u : rounded)};
-  } else {
-    return x;
-  }
 }
 
 }  // namespace hlab::model::internal
