@@ -35,11 +35,11 @@
 #include <cstdint>
 #include <vector>
 
-#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include "model/attention_kernel.h"
 #include "model/config/model_config.h"
+#include "model/linear.h"
 #include "model/mixer.h"
 
 namespace hlab::model {
@@ -93,8 +93,7 @@ class Attention final : public Mixer {
   bool capture_ = false;
   torch::Tensor captured_;
 
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr},
-      o_proj_{nullptr};
+  Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   torch::Tensor sinks_;  // (H)
 };
 

@@ -1,5 +1,4 @@
 #include "model/attention_kernel.h"
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -286,40 +285,6 @@ void RunOnWorkers(int64_t workers, const Fn& fn) {
       /*grain_size=*/1);
 }
 
-// OpenBLAS (the pthreads build Debian's LibTorch uses for fp32 matmuls) runs
-// each gemm on its own threads; called from every worker of the block loop it
-// would oversubscribe the cores. This makes it single-threaded for the
-// guard's lifetime when the BLAS is OpenBLAS, and does nothing otherwise. The
-// setting is process-wide: another thread's gemm during the loop also runs
-// single-threaded.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() {
-    using SetFn = void (*)(int);
-    using GetFn = int (*)();
-    static const auto set = reinterpret_cast<SetFn>(
-        dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    static const auto get = reinterpret_cast<GetFn>(
-        dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-    if (set != nullptr && get != nullptr) {
-      previous_ = get();
-      if (previous_ > 1) {
-        set(1);
-        restore_ = set;
-      }
-    }
-  }
-  ~SingleThreadedBlas() {
-    if (restore_ != nullptr) restore_(previous_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  void (*restore_)(int) = nullptr;
-  int previous_ = 1;
-};
-
 // Runs fn(item, worker) for every item on `threads` workers, each taking the
 // costliest remaining item next. Inside, ATen ops and BLAS run
 // single-threaded: one parallel region for the whole loop instead of one per
@@ -332,11 +297,11 @@ void ForEachItemInParallel(const std::vector<WorkItem>& items, int64_t threads,
   auto work = [&](int64_t worker) {
     for (size_t i = next++; i < items.size(); i = next++) fn(items[i], worker);
   };
+  internal::UseOneThreadPool();
   if (threads == 1) {
     work(0);
     return;
   }
-  const SingleThreadedBlas single_threaded_blas;
   RunOnWorkers(threads, work);
 }
 

@@ -81,4 +81,14 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
              reinterpret_cast<const uint16_t*>(b), ldb, beta, c, ldc);
 }
 
+void UseOneThreadPool() {
+  static const bool done = [] {
+    using SetFn = void (*)(int);
+    const auto set = Lookup<SetFn>("openblas_set_num_threads");
+    if (set != nullptr) set(1);
+    return true;
+  }();
+  (void)done;
+}
+
 }  // namespace hlab::model::internal

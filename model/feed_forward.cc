@@ -73,7 +73,7 @@ torch::Tensor SwiGluProduct(const torch::Tensor& a, const torch::Tensor& b) {
 SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t hidden, double init_std,
                        double out_std) {
   auto linear = [](int64_t in, int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+    return Linear(LinearOptions(in, out).bias(false));
   };
   gate_proj = register_module("gate_proj", linear(d_model, hidden));
   up_proj = register_module("up_proj", linear(d_model, hidden));

@@ -10,9 +10,10 @@
 #include <cstdint>
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
+
+#include "model/linear.h"
 
 namespace hlab::model {
 
@@ -28,7 +29,7 @@ class SwiGLUImpl : public torch::nn::Module {
   // x: (..., d_model) -> (..., d_model)
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(SwiGLU);
 

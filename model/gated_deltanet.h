@@ -22,10 +22,10 @@
 
 #include <cstdint>
 
-#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include "model/config/model_config.h"
+#include "model/linear.h"
 #include "model/mixer.h"
 #include "model/short_conv.h"
 
@@ -49,8 +49,8 @@ class GatedDeltaNet final : public Mixer {
 
   int64_t n_heads_, head_dim_, chunk_;
   double eps_;
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr},
-      g_proj_{nullptr}, o_proj_{nullptr}, a_proj_{nullptr}, b_proj_{nullptr};
+  Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, g_proj_{nullptr},
+      o_proj_{nullptr}, a_proj_{nullptr}, b_proj_{nullptr};
   ShortConv conv_{nullptr};                 // null without short conv
   torch::Tensor a_log_, dt_bias_, o_norm_;  // (Hg), (Hg), (dv)
 };

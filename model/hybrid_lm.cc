@@ -88,9 +88,8 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config) : config_(config) {
       register_module("final_norm", RMSNorm(config.d_model, config.norm_eps));
   if (!config.tie_embeddings) {
     lm_head = register_module(
-        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.d_model,
-                                                              config.vocab_size)
-                                         .bias(false)));
+        "lm_head",
+        Linear(LinearOptions(config.d_model, config.vocab_size).bias(false)));
     torch::NoGradGuard no_grad;
     lm_head->weight.normal_(0.0, config.init_std);
   }
@@ -108,7 +107,7 @@ torch::Tensor HybridLMImpl::Run(const torch::Tensor& tokens, bool reference) {
   }
   x = final_norm(x);
   torch::Tensor logits =
-      lm_head ? lm_head(x) : torch::matmul(x, embedding->weight.t());
+      lm_head ? lm_head(x) : LinearProduct(x, embedding->weight);
   return logits.to(torch::kFloat32);
 }
 

@@ -36,12 +36,12 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
 #include "model/config/model_config.h"
 #include "model/feed_forward.h"
+#include "model/linear.h"
 #include "model/mixer.h"
 #include "model/norm.h"
 
@@ -101,7 +101,7 @@ class HybridLMImpl : public torch::nn::Module {
 
   torch::nn::Embedding embedding{nullptr};
   RMSNorm final_norm{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // null when tied
+  Linear lm_head{nullptr};  // null when tied
 
  private:
   torch::Tensor Run(const torch::Tensor& tokens, bool reference);

@@ -15,8 +15,8 @@ double ResidualInitStd(const ModelConfig& config) {
 
 namespace internal {
 
-torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+Linear MakeLinear(int64_t in, int64_t out, double std) {
+  Linear linear(LinearOptions(in, out).bias(false));
   torch::NoGradGuard no_grad;
   linear->weight.normal_(0.0, std);
   return linear;

@@ -23,10 +23,10 @@
 #include <cstdint>
 #include <vector>
 
-#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include "model/config/model_config.h"
+#include "model/linear.h"
 #include "model/mixer.h"
 
 namespace hlab::model {
@@ -53,8 +53,8 @@ class Lightning final : public Mixer {
 
   int64_t n_heads_, n_kv_heads_, head_dim_, chunk_;
   double eps_;
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr},
-      gate_{nullptr}, o_proj_{nullptr};
+  Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, gate_{nullptr},
+      o_proj_{nullptr};
   torch::Tensor q_norm_, k_norm_, out_norm_;  // RMSNorm weights
   torch::Tensor slopes_;                      // (H) buffer
 };

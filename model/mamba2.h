@@ -22,10 +22,10 @@
 
 #include <cstdint>
 
-#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include "model/config/model_config.h"
+#include "model/linear.h"
 #include "model/mixer.h"
 #include "model/short_conv.h"
 
@@ -56,7 +56,7 @@ class Mamba2 final : public Mixer {
 
   int64_t d_inner_, head_dim_, n_heads_, state_, chunk_;
   double eps_;
-  torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr};
+  Linear in_proj_{nullptr}, out_proj_{nullptr};
   ShortConv conv_{nullptr};  // null without short conv
   torch::Tensor a_log_, dt_bias_, d_skip_, norm_weight_;  // (Hm) x3, (di)
 };

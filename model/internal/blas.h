@@ -5,9 +5,8 @@
 // GEMMs where an ATen op's dispatch would cost more than the product. No
 // LibTorch here. Private to model/.
 //
-// Thread-safety: thread-safe (the entry points are looked up once). Inside
-// a parallel region, keep OpenBLAS single-threaded (see
-// model/attention_kernel.cc, SingleThreadedBlas) or give it small products.
+// Thread-safety: thread-safe (the entry points are looked up once). Before
+// a parallel region of Gemm calls, call UseOneThreadPool().
 //
 //   if (internal::BlasAvailable<float>()) {
 //     // C (m x n) = A (m x k) * B^T (B: n x k) + 0 * C
@@ -36,7 +35,8 @@ bool BlasAvailable();
 
 // Row-major C (m x n) = alpha op(A) op(B) + beta C, with op(A): m x k and
 // op(B): k x n; ta / tb transpose the stored A / B; ld* are row strides of the
-// stored matrices. Requires BlasAvailable<T>().
+// stored matrices. Requires BlasAvailable<T>(). Called from several
+// threads at once, call UseOneThreadPool() first.
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
           float* c, int64_t ldc);
@@ -46,6 +46,19 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta,
           float* c, int64_t ldc);
+
+// Makes OpenBLAS (the pthreads build Debian's LibTorch uses for fp32
+// matmuls) single-threaded for the rest of the process; nothing when the
+// BLAS is not OpenBLAS. hlab's CPU matmuls (model/linear.h, the attention
+// and linear-attention kernels) split their work over LibTorch's OpenMP
+// intra-op threads and call the BLAS from each of them: OpenBLAS's own
+// thread pool beside OpenMP's would oversubscribe the cores, and its
+// waiting threads spin. (Restoring the count after each call, as an
+// earlier guard did, woke that pool every time: a swa-128 step at T=8192 on
+// 2 threads took 3.4-3.8 s that way and 3.0 s with OpenBLAS held to one
+// thread, docs/performance.md.) Call before a parallel region that calls
+// Gemm; cheap after the first call. Thread-safe.
+void UseOneThreadPool();
 
 }  // namespace hlab::model::internal
 

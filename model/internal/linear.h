@@ -5,12 +5,12 @@
 
 #include <cstdint>
 
-#include <torch/nn/modules/linear.h>
+#include "model/linear.h"
 
 namespace hlab::model::internal {
 
 // in -> out, no bias, weight ~ N(0, std).
-torch::nn::Linear MakeLinear(int64_t in, int64_t out, double std);
+Linear MakeLinear(int64_t in, int64_t out, double std);
 
 }  // namespace hlab::model::internal
 

@@ -1,0 +1,46 @@
+// Linear layers whose CPU products run on LibTorch's intra-op (OpenMP)
+// threads: torch::nn::Linear's parameters and names (checkpoints are the
+// same), with the fp32 / fp64 CPU matmul of forward and backward split by
+// rows over at::get_num_threads() workers, each a single-threaded GEMM.
+//
+// Why: Debian's LibTorch multiplies fp32 through OpenBLAS's own pthreads,
+// a second thread pool beside OpenMP's. On a small machine the two pools'
+// spinning waits take turns on the same cores between a step's matmuls and
+// its element-wise and attention loops. Here all of a step's work shares one
+// pool (the first call makes OpenBLAS single-threaded for the process:
+// internal::UseOneThreadPool), and --threads N means N threads for
+// everything. Under CPU autocast
+// (bf16), with a bias, or on other devices, it is at::linear (whose bf16
+// matmuls are oneDNN's, on the OpenMP threads already).
+//
+// Not thread-safe (a module); LinearProduct is.
+//
+//   Linear proj(LinearOptions(256, 512).bias(false));
+//   torch::Tensor y = proj->forward(x);           // (..., 256) -> (..., 512)
+//   torch::Tensor z = LinearProduct(x, w);        // x w^T, w: (512, 256)
+#ifndef HLAB_MODEL_LINEAR_H_
+#define HLAB_MODEL_LINEAR_H_
+
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+namespace hlab::model {
+
+using torch::nn::LinearOptions;
+
+// x (..., in) times weight (out, in) transposed, plus bias if defined:
+// (..., out). Differentiable once.
+torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias = {});
+
+class LinearImpl : public torch::nn::LinearImpl {
+ public:
+  using torch::nn::LinearImpl::LinearImpl;
+  torch::Tensor forward(const torch::Tensor& x);
+};
+TORCH_MODULE(Linear);
+
+}  // namespace hlab::model
+
+#endif  // HLAB_MODEL_LINEAR_H_

@@ -1,0 +1,119 @@
+// Tests of model/linear.h: LinearProduct's row-split GEMMs against
+// at::linear (fp64 to 1e-12, fp32 to 1e-6, outputs and both gradients),
+// results that do not depend on the thread count, and the fallbacks
+// (autocast, bias).
+#include "model/linear.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace hlab::model {
+namespace {
+
+using torch::Tensor;
+
+double RelErr(const Tensor& a, const Tensor& b) {
+  const Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+  return (a64 - b64).norm().item<double>() / b64.norm().item<double>();
+}
+
+struct Result {
+  Tensor y, dx, dw;
+};
+
+Result Product(bool ours, const Tensor& x0, const Tensor& w0,
+               const Tensor& upstream) {
+  const Tensor x = x0.detach().clone().requires_grad_(true);
+  const Tensor w = w0.detach().clone().requires_grad_(true);
+  const Tensor y = ours ? LinearProduct(x, w) : at::linear(x, w);
+  (y * upstream).sum().backward();
+  return {y.detach(), x.grad(), w.grad()};
+}
+
+TEST(LinearTest, MatchesAtLinear) {
+  torch::manual_seed(1);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{
+           {1, 3}, {5, 7}, {2, 301, 64}, {1, 1000, 48}}) {
+    const int64_t in = shape.back();
+    for (int64_t out : {1, 9, 130}) {
+      for (const auto& [dtype, tol] :
+           std::vector<std::pair<torch::ScalarType, double>>{
+               {torch::kFloat64, 1e-12}, {torch::kFloat32, 1e-6}}) {
+        const auto opts = torch::TensorOptions().dtype(dtype);
+        const Tensor x = torch::randn(shape, opts);
+        const Tensor w = torch::randn({out, in}, opts);
+        std::vector<int64_t> out_shape = shape;
+        out_shape.back() = out;
+        const Tensor upstream = torch::randn(out_shape, opts);
+        const Result got = Product(true, x, w, upstream);
+        const Result want = Product(false, x, w, upstream);
+        const std::string what = "x " + std::to_string(x.numel()) + " out " +
+                                 std::to_string(out) + " " +
+                                 std::string(c10::toString(dtype));
+        EXPECT_EQ(got.y.sizes(), want.y.sizes()) << what;
+        EXPECT_LT(RelErr(got.y, want.y), tol) << what;
+        EXPECT_LT(RelErr(got.dx, want.dx), tol) << what;
+        EXPECT_LT(RelErr(got.dw, want.dw), tol) << what;
+      }
+    }
+  }
+  at::set_num_threads(threads);
+}
+
+TEST(LinearTest, ResultsDoNotDependOnTheThreadCount) {
+  torch::manual_seed(2);
+  const Tensor x = torch::randn({3, 333, 96});
+  const Tensor w = torch::randn({200, 96});
+  const Tensor upstream = torch::randn({3, 333, 200});
+  const int threads = at::get_num_threads();
+  std::vector<Result> results;
+  for (int n : {1, 2, 3}) {
+    at::set_num_threads(n);
+    results.push_back(Product(true, x, w, upstream));
+  }
+  at::set_num_threads(threads);
+  for (size_t i = 1; i < results.size(); ++i) {
+    EXPECT_TRUE(torch::equal(results[i].y, results[0].y)) << i;
+    EXPECT_TRUE(torch::equal(results[i].dx, results[0].dx)) << i;
+    EXPECT_TRUE(torch::equal(results[i].dw, results[0].dw)) << i;
+  }
+}
+
+TEST(LinearTest, ModuleKeepsTorchNamesAndTakesTheSplitPath) {
+  Linear layer(LinearOptions(8, 4).bias(false));
+  const auto params = layer->named_parameters();
+  ASSERT_EQ(params.size(), 1u);
+  EXPECT_EQ(params.begin()->key(), "weight");
+  const Tensor x = torch::randn({2, 3, 8}, torch::requires_grad());
+  const Tensor y = layer->forward(x);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 3, 4}));
+  // y is a view of the product's (M, out) output.
+  const auto product = y.grad_fn()->next_edges().at(0).function;
+  ASSERT_NE(product, nullptr);
+  EXPECT_NE(product->name().find("LinearFunction"), std::string::npos)
+      << product->name();
+}
+
+TEST(LinearTest, AutocastAndBiasTakeAtLinear) {
+  Linear biased(LinearOptions(8, 4));
+  const Tensor x = torch::randn({5, 8});
+  EXPECT_LT(
+      RelErr(biased->forward(x), at::linear(x, biased->weight, biased->bias)),
+      1e-6);
+  Linear layer(LinearOptions(8, 4).bias(false));
+  at::autocast::set_cpu_enabled(true);
+  const Tensor y = layer->forward(x);
+  at::autocast::set_cpu_enabled(false);
+  at::autocast::clear_cache();
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+}
+
+}  // namespace
+}  // namespace hlab::model
