@@ -1,12 +1,9 @@
 #include "model/scalar_gla_kernel.h"
 
-#include <algorithm>
 #include <limits>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
-#include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/torch.h>
 
 namespace hlab::model {
@@ -57,143 +54,7 @@ torch::Tensor ScanChunkStates(const torch::Tensor& ds,
   return torch::stack(states, 2);
 }
 
-// Calls fn(begin, end) on ranges splitting [0, n) across the intra-op
-// threads, with autograd dispatch off (fn only writes into tensors it owns).
-// Each range gets at least ~2^16 multiply-adds of work. Items of more than
-// 2^18 multiply-adds are left to a serial loop: OpenBLAS threads such calls
-// itself, and nesting its threads inside ours would oversubscribe the cores.
-//
-// at::parallel_for is header-inline: it runs in parallel only when this file
-// is compiled with OpenMP (-fopenmp), and serially otherwise.
-template <typename Fn>
-void ParallelOverBatch(int64_t n, int64_t work_per_item, const Fn& fn) {
-  constexpr int64_t kMinWork = int64_t{1} << 16;
-  constexpr int64_t kBlasThreadsWork = int64_t{1} << 18;
-  const int64_t grain =
-      work_per_item > kBlasThreadsWork
-          ? n
-          : std::max<int64_t>(1,
-                              kMinWork / std::max<int64_t>(1, work_per_item));
-  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    fn(begin, end);
-  });
-}
-
-// out = beta * c + alpha * a @ b without autograd; c may be undefined.
-torch::Tensor RawParallelBaddbmm(const torch::Tensor& c, const torch::Tensor& a,
-                                 const torch::Tensor& b, double beta,
-                                 double alpha) {
-  const int64_t n = a.size(0), rows = a.size(1), inner = a.size(2),
-                cols = b.size(2);
-  torch::Tensor out = at::empty({n, rows, cols}, a.options());
-  ParallelOverBatch(n, rows * inner * cols, [&](int64_t begin, int64_t end) {
-    const int64_t len = end - begin;
-    torch::Tensor o = out.narrow(0, begin, len);
-    if (c.defined()) {
-      at::baddbmm_out(o, c.narrow(0, begin, len), a.narrow(0, begin, len),
-                      b.narrow(0, begin, len), beta, alpha);
-    } else {
-      at::bmm_out(o, a.narrow(0, begin, len), b.narrow(0, begin, len));
-      if (alpha != 1.0) o.mul_(alpha);
-    }
-  });
-  return out;
-}
-
-class ParallelBaddbmmFunction
-    : public torch::autograd::Function<ParallelBaddbmmFunction> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
-                               const c10::optional<torch::Tensor>& c,
-                               const torch::Tensor& a, const torch::Tensor& b,
-                               double beta, double alpha) {
-    const bool has_c = c.has_value() && c->defined();
-    ctx->save_for_backward({a, b});
-    ctx->saved_data["c_grad"] = has_c && c->requires_grad();
-    ctx->saved_data["beta"] = beta;
-    ctx->saved_data["alpha"] = alpha;
-    return RawParallelBaddbmm(has_c ? *c : torch::Tensor(), a, b, beta, alpha);
-  }
-
-  static torch::autograd::variable_list backward(
-      torch::autograd::AutogradContext* ctx,
-      torch::autograd::variable_list grads) {
-    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
-    const torch::Tensor& a = saved[0];
-    const torch::Tensor& b = saved[1];
-    const double alpha = ctx->saved_data["alpha"].toDouble();
-    const torch::Tensor grad = grads[0];
-    torch::Tensor grad_c, grad_a, grad_b;
-    if (ctx->saved_data["c_grad"].toBool()) {
-      grad_c = grad * ctx->saved_data["beta"].toDouble();
-    }
-    if (a.requires_grad()) {
-      grad_a = RawParallelBaddbmm({}, grad, b.transpose(1, 2), 0.0, alpha);
-    }
-    if (b.requires_grad()) {
-      grad_b = RawParallelBaddbmm({}, a.transpose(1, 2), grad, 0.0, alpha);
-    }
-    return {grad_c, grad_a, grad_b, torch::Tensor(), torch::Tensor()};
-  }
-};
-
-// (I + strict_lower(a))^-1, differentiable in a.
-class UnitLowerInverseFunction
-    : public torch::autograd::Function<UnitLowerInverseFunction> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
-                               const torch::Tensor& a) {
-    const int64_t n = a.size(0), c = a.size(1);
-    const torch::Tensor eye = at::eye(c, a.options());
-    torch::Tensor inverse = at::empty({n, c, c}, a.options());
-    ParallelOverBatch(n, c * c * c / 2, [&](int64_t begin, int64_t end) {
-      const int64_t len = end - begin;
-      torch::Tensor out = inverse.narrow(0, begin, len);
-      at::linalg_solve_triangular_out(out, a.narrow(0, begin, len),
-                                      eye.expand({len, c, c}),
-                                      /*upper=*/false, /*left=*/true,
-                                      /*unitriangular=*/true);
-    });
-    ctx->save_for_backward({inverse});
-    return inverse;
-  }
-
-  // d(M^-1) = -M^-1 dM M^-1, so dL/dM = -M^-T (dL/dM^-1) M^-T, of which only
-  // the strict lower triangle reaches a.
-  static torch::autograd::variable_list backward(
-      torch::autograd::AutogradContext* ctx,
-      torch::autograd::variable_list grads) {
-    const torch::Tensor inverse_t =
-        ctx->get_saved_variables()[0].transpose(1, 2);
-    const torch::Tensor grad = RawParallelBaddbmm(
-        {}, RawParallelBaddbmm({}, inverse_t, grads[0], 0.0, -1.0), inverse_t,
-        0.0, 1.0);
-    return {grad.tril(-1)};
-  }
-};
-
 }  // namespace
-
-torch::Tensor ParallelBaddbmm(const c10::optional<torch::Tensor>& c,
-                              const torch::Tensor& a, const torch::Tensor& b,
-                              double beta, double alpha) {
-  TORCH_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
-                  a.size(2) == b.size(1),
-              "ParallelBaddbmm: expected a (N, m, k), b (N, k, n), got ",
-              a.sizes(), " and ", b.sizes());
-  TORCH_CHECK(
-      !c.has_value() || !c->defined() ||
-          c->sizes() == torch::IntArrayRef({a.size(0), a.size(1), b.size(2)}),
-      "ParallelBaddbmm: c must be (N, m, n)");
-  return ParallelBaddbmmFunction::apply(c, a, b, beta, alpha);
-}
-
-torch::Tensor UnitLowerInverse(const torch::Tensor& a) {
-  TORCH_CHECK(a.dim() == 3 && a.size(1) == a.size(2),
-              "UnitLowerInverse: expected (N, C, C), got ", a.sizes());
-  return UnitLowerInverseFunction::apply(a);
-}
 
 torch::ScalarType KernelComputeDtype(
     std::initializer_list<torch::Tensor> inputs) {
