@@ -24,6 +24,7 @@
 #include "model/mixer.h"
 #include "model/scalar_gla_kernel.h"
 #include "model/short_conv.h"
+#include "model/silu_heads.h"
 
 namespace hlab::model {
 namespace {
@@ -551,6 +552,74 @@ TEST(BatchedHelpersTest, KernelsRunWithoutAutograd) {
     EXPECT_LT(MaxRelError(ChunkedScalarGla(q, k, v, g, 0.5, 16), gla_ref),
               kFp64Tolerance);
   }
+}
+
+// ---------------------------------------------------------------------------
+// SiluToHeads (the GDN input activations).
+
+// The ATen formula SiluToHeads replaces, in x's dtype upcast to fp32 / fp64.
+torch::Tensor SiluToHeadsReference(const torch::Tensor& x, int64_t heads,
+                                   bool l2_normalize) {
+  const torch::Tensor xf =
+      x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
+  torch::Tensor y =
+      torch::silu(xf).view({x.size(0), x.size(1), heads, x.size(2) / heads});
+  if (l2_normalize) {
+    y = y * torch::rsqrt(y.norm(2, -1, /*keepdim=*/true).square() + 1e-6);
+  }
+  return y.transpose(1, 2);
+}
+
+TEST(SiluToHeadsTest, MatchesAtenFormulaWithGradients) {
+  TwoThreads two_threads;
+  torch::manual_seed(21);
+  for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tolerance = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
+    for (const bool l2 : {true, false}) {
+      for (const bool strided : {false, true}) {
+        // Strided: a slice of a wider tensor (as after the short conv's split),
+        // with large entries so that SiLU's both branches and saturation show.
+        const torch::Tensor wide =
+            4 * torch::randn({3, 37, strided ? 3 * 24 : 24},
+                             torch::TensorOptions().dtype(dtype));
+        const torch::Tensor x =
+            wide.narrow(2, strided ? 24 : 0, 24).detach().requires_grad_();
+        const torch::Tensor dout = torch::randn({3, 4, 37, 6}, dtype);
+        const Result got =
+            RunWithGrads([&] { return SiluToHeads(x, 4, l2); }, {x}, dout);
+        const Result ref = RunWithGrads(
+            [&] { return SiluToHeadsReference(x, 4, l2); }, {x}, dout);
+        const std::string where = std::string(c10::toString(dtype)) +
+                                  (l2 ? " l2" : "") +
+                                  (strided ? " strided" : "");
+        EXPECT_EQ(got.out.sizes(), torch::IntArrayRef({3, 4, 37, 6})) << where;
+        EXPECT_TRUE(got.out.is_contiguous()) << where;
+        EXPECT_EQ(got.out.scalar_type(), dtype) << where;
+        EXPECT_LT(MaxRelError(got.out, ref.out), tolerance) << where;
+        EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), tolerance) << where;
+      }
+    }
+  }
+}
+
+// bf16 input (a projection under autocast): fp32 output, bf16 gradient.
+TEST(SiluToHeadsTest, Bf16InputGivesFp32OutputAndBf16Gradient) {
+  torch::manual_seed(22);
+  const torch::Tensor x =
+      torch::randn({2, 9, 16}).to(torch::kBFloat16).requires_grad_();
+  const torch::Tensor dout = torch::randn({2, 2, 9, 8});
+  const Result got =
+      RunWithGrads([&] { return SiluToHeads(x, 2, true); }, {x}, dout);
+  const Result ref =
+      RunWithGrads([&] { return SiluToHeadsReference(x, 2, true); }, {x}, dout);
+  EXPECT_EQ(got.out.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(got.grads[0].scalar_type(), torch::kBFloat16);
+  EXPECT_LT(MaxRelError(got.out, ref.out), 1e-5);
+  EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), 1e-2);
+}
+
+TEST(SiluToHeadsTest, RejectsHeadsThatDoNotDivideWidth) {
+  EXPECT_THROW(SiluToHeads(torch::randn({1, 4, 10}), 3, true), c10::Error);
 }
 
 // ---------------------------------------------------------------------------
