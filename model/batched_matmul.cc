@@ -172,7 +172,8 @@ class ParallelBaddbmmFunction
     const torch::Tensor grad = grads[0];
     torch::Tensor grad_c, grad_a, grad_b;
     if (ctx->saved_data["c_grad"].toBool()) {
-      grad_c = grad * ctx->saved_data["beta"].toDouble();
+      const double beta = ctx->saved_data["beta"].toDouble();
+      grad_c = beta == 1.0 ? grad : grad * beta;
     }
     if (a.requires_grad()) {
       grad_a = RawParallelBaddbmm({}, grad, b.transpose(1, 2), 0.0, alpha);

@@ -420,8 +420,8 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
 
   // Batch, heads and chunks are flattened: tensors are (bh * n, C, d), viewed
   // as (bh, n, C, d) for the sequential loop over n. Padded steps have
-  // g = beta = 0 and k = v = 0: they change nothing. The scale is applied to
-  // the output (alpha of the last matmul), not to q.
+  // g = beta = 0 and k = v = 0: they change nothing. The scale is the alpha of
+  // the output's two matmuls, not applied to q.
   const int64_t rows = bh * n;
   const torch::Tensor qc =
       PadTime(q.to(dtype), t_padded).reshape({rows, chunk, dk});
@@ -466,10 +466,14 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
 
   // All chunks at once: O = scale ((Q * exp(G)) S_in + ((Q K^T) * D) V').
   const torch::Tensor scores = ParallelBmm(qc, kc.transpose(1, 2)) * decay;
-  const torch::Tensor inter = ParallelBmm(in.qe, states.view({rows, dk, dv}));
+  // The scale rides on the GEMMs' alpha (beta = 1 passes the gradient on
+  // as it is).
+  const torch::Tensor inter =
+      ParallelBaddbmm(c10::nullopt, in.qe, states.view({rows, dk, dv}),
+                      /*beta=*/0.0, /*alpha=*/scale);
   const torch::Tensor out =
       ParallelBaddbmm(inter, scores, new_values.view({rows, chunk, dv}),
-                      /*beta=*/scale, /*alpha=*/scale);
+                      /*beta=*/1.0, /*alpha=*/scale);
   return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
 }
 

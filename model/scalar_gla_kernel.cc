@@ -95,7 +95,7 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t t_padded = n * chunk;
 
   // Padded steps have q = k = v = 0 and g = 0: they change nothing. The
-  // scale is applied to the output (alpha of the last baddbmm), not to q.
+  // scale is the alpha of the output's two matmuls, not applied to q.
   const torch::Tensor qc = SplitChunks(PadTime(q.to(dtype), t_padded), n,
                                        chunk);  // (B, H|1, n, C, dk)
   const torch::Tensor kc = SplitChunks(PadTime(k.to(dtype), t_padded), n,
@@ -130,12 +130,14 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   // O = scale ((Q * exp(G)) S_in + scores V), all chunks in one batch.
   const int64_t rows = b * h * n;
   const int64_t dk = q.size(3);
-  const torch::Tensor inter =
-      ParallelBmm((qc * cum.exp().unsqueeze(-1)).reshape({rows, chunk, dk}),
-                  states.reshape({rows, dk, dv}));
+  // The scale rides on the GEMMs' alpha (beta = 1 passes the gradient on
+  // as it is).
+  const torch::Tensor inter = ParallelBaddbmm(
+      c10::nullopt, (qc * cum.exp().unsqueeze(-1)).reshape({rows, chunk, dk}),
+      states.reshape({rows, dk, dv}), /*beta=*/0.0, /*alpha=*/scale);
   const torch::Tensor out = ParallelBaddbmm(
       inter, scores.reshape({rows, chunk, chunk}),
-      vc.reshape({rows, chunk, dv}), /*beta=*/scale, /*alpha=*/scale);
+      vc.reshape({rows, chunk, dv}), /*beta=*/1.0, /*alpha=*/scale);
   return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
 }
 
