@@ -474,7 +474,7 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor out =
       ParallelBaddbmm(inter, scores, new_values.view({rows, chunk, dv}),
                       /*beta=*/1.0, /*alpha=*/scale);
-  return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
+  return UnpadTime(out.view({b, h, t_padded, dv}), t).to(v.scalar_type());
 }
 
 torch::Tensor RecurrentGatedDelta(const torch::Tensor& q,

@@ -77,6 +77,10 @@ torch::Tensor PadTime(const torch::Tensor& t, int64_t t_padded) {
   return torch::constant_pad_nd(t, pads, 0);
 }
 
+torch::Tensor UnpadTime(const torch::Tensor& t, int64_t length) {
+  return t.size(2) == length ? t : t.narrow(2, 0, length);
+}
+
 torch::Tensor StrictUpperMask(int64_t chunk, const torch::Device& device) {
   return torch::ones({chunk, chunk},
                      torch::TensorOptions().dtype(torch::kBool).device(device))
@@ -138,7 +142,7 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor out = ParallelBaddbmm(
       inter, scores.reshape({rows, chunk, chunk}),
       vc.reshape({rows, chunk, dv}), /*beta=*/1.0, /*alpha=*/scale);
-  return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
+  return UnpadTime(out.view({b, h, t_padded, dv}), t).to(v.scalar_type());
 }
 
 torch::Tensor RecurrentScalarGla(const torch::Tensor& q, const torch::Tensor& k,

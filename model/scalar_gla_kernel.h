@@ -67,6 +67,11 @@ torch::Tensor AtLeastFp32(const torch::Tensor& t);
 // Pads dimension 2 (time) of `t` at the end with zeros to length `t_padded`.
 torch::Tensor PadTime(const torch::Tensor& t, int64_t t_padded);
 
+// The first `length` steps of dimension 2 (time) of `t`: `t` itself when it
+// has no padding (a no-op narrow would still cost a zero-filled gradient
+// copy in the backward pass).
+torch::Tensor UnpadTime(const torch::Tensor& t, int64_t length);
+
 // (chunk, chunk) bool mask, true strictly above the diagonal (j > i): the
 // entries to fill with -inf before exp.
 torch::Tensor StrictUpperMask(int64_t chunk, const torch::Device& device);
