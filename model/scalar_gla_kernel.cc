@@ -1,8 +1,10 @@
 #include "model/scalar_gla_kernel.h"
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
@@ -39,8 +41,11 @@ torch::Tensor MatmulChunks(const torch::Tensor& a, const torch::Tensor& b) {
 // State entering each chunk, from the per-chunk contributions ds: (B, H, n,
 // dk, dv) and whole-chunk decays chunk_decay: (B or 1, H, n, 1, 1). The only
 // sequential part of the chunked kernel: S_0 = 0, S_{i+1} = decay_i S_i + ds_i.
-torch::Tensor ScanChunkStates(const torch::Tensor& ds,
-                              const torch::Tensor& chunk_decay) {
+
+// As LibTorch ops under autograd (one addcmul per chunk): for devices other
+// than the CPU.
+torch::Tensor ScanChunkStatesWithAten(const torch::Tensor& ds,
+                                      const torch::Tensor& chunk_decay) {
   const std::vector<torch::Tensor> ds_i = ds.unbind(2);
   const std::vector<torch::Tensor> decay_i = chunk_decay.unbind(2);
   const int64_t n = static_cast<int64_t>(ds_i.size());
@@ -52,6 +57,107 @@ torch::Tensor ScanChunkStates(const torch::Tensor& ds,
     if (i + 1 < n) s = torch::addcmul(ds_i[i], s, decay_i[i]);
   }
   return torch::stack(states, 2);
+}
+
+// The scan of batch-heads [b0, b1) on contiguous (BH, n, size) buffers, with
+// decay: (BH, n).
+template <typename T>
+void StateScanForward(int64_t n, int64_t size, int64_t b0, int64_t b1,
+                      const T* ds, const T* decay, T* states) {
+  for (int64_t b = b0; b < b1; ++b) {
+    T* s = states + b * n * size;
+    std::fill_n(s, size, T(0));
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      const T d = decay[b * n + i];
+      const T* dsi = ds + (b * n + i) * size;
+      T* next = s + (i + 1) * size;
+      const T* cur = s + i * size;
+      for (int64_t j = 0; j < size; ++j) next[j] = d * cur[j] + dsi[j];
+    }
+  }
+}
+
+// Backward: with G_i = dL/dS_i in total (its own gradient plus d_i G_{i+1}),
+// dL/dds_i = G_{i+1}, dL/dd_i = <G_{i+1}, S_i> (both 0 for the last chunk).
+// g: scratch of `size`.
+template <typename T>
+void StateScanBackward(int64_t n, int64_t size, int64_t b0, int64_t b1,
+                       const T* decay, const T* states, const T* g_states,
+                       T* gds, T* gdecay) {
+  std::vector<T> g(size);
+  for (int64_t b = b0; b < b1; ++b) {
+    std::fill(g.begin(), g.end(), T(0));  // G_{i+1}
+    for (int64_t i = n - 1; i >= 0; --i) {
+      const int64_t chunk = b * n + i;
+      T* gdsi = gds + chunk * size;
+      const T* s = states + chunk * size;
+      const T* gs = g_states + chunk * size;
+      const T d = decay[chunk];
+      T dd = 0;
+      for (int64_t j = 0; j < size; ++j) {
+        gdsi[j] = g[j];
+        dd += g[j] * s[j];
+        g[j] = gs[j] + d * g[j];
+      }
+      gdecay[chunk] = dd;
+    }
+  }
+}
+
+class StateScanFunction : public torch::autograd::Function<StateScanFunction> {
+ public:
+  // ds: (BH, n, size), decay: (BH, n).
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               const torch::Tensor& ds_arg,
+                               const torch::Tensor& decay_arg) {
+    const torch::Tensor ds = ds_arg.contiguous(),
+                        decay = decay_arg.contiguous();
+    const int64_t bh = ds.size(0), n = ds.size(1), size = ds.size(2);
+    torch::Tensor states = at::empty_like(ds);
+    AT_DISPATCH_FLOATING_TYPES(ds.scalar_type(), "StateScan", [&] {
+      at::parallel_for(0, bh, 1, [&](int64_t b0, int64_t b1) {
+        StateScanForward<scalar_t>(n, size, b0, b1, ds.data_ptr<scalar_t>(),
+                                   decay.data_ptr<scalar_t>(),
+                                   states.data_ptr<scalar_t>());
+      });
+    });
+    ctx->save_for_backward({decay, states});
+    return states;
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &decay = saved[0], &states = saved[1];
+    const int64_t bh = states.size(0), n = states.size(1),
+                  size = states.size(2);
+    const torch::Tensor g_states = grads[0].contiguous();
+    torch::Tensor gds = at::empty_like(states), gdecay = at::empty_like(decay);
+    AT_DISPATCH_FLOATING_TYPES(states.scalar_type(), "StateScanBackward", [&] {
+      at::parallel_for(0, bh, 1, [&](int64_t b0, int64_t b1) {
+        StateScanBackward<scalar_t>(
+            n, size, b0, b1, decay.data_ptr<scalar_t>(),
+            states.data_ptr<scalar_t>(), g_states.data_ptr<scalar_t>(),
+            gds.data_ptr<scalar_t>(), gdecay.data_ptr<scalar_t>());
+      });
+    });
+    return {gds, gdecay};
+  }
+};
+
+// On the CPU one autograd node with a hand-written backward, batch-heads
+// split across threads; the ATen loop elsewhere.
+torch::Tensor ScanChunkStates(const torch::Tensor& ds,
+                              const torch::Tensor& chunk_decay) {
+  if (!ds.device().is_cpu()) return ScanChunkStatesWithAten(ds, chunk_decay);
+  const int64_t b = ds.size(0), h = ds.size(1), n = ds.size(2), dk = ds.size(3),
+                dv = ds.size(4);
+  const torch::Tensor decay =
+      chunk_decay.reshape({chunk_decay.size(0), h, n}).expand({b, h, n});
+  return StateScanFunction::apply(ds.reshape({b * h, n, dk * dv}),
+                                  decay.reshape({b * h, n}))
+      .view({b, h, n, dk, dv});
 }
 
 }  // namespace
