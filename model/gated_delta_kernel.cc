@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
+#include "model/internal/gated_delta_chunk.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
@@ -228,180 +229,6 @@ std::pair<torch::Tensor, torch::Tensor> ScanChunks(const torch::Tensor& u,
   return {out[0], out[1]};
 }
 
-// ---------------------------------------------------------------------------
-// The gated and decayed inputs of the WY form and of the output, from the
-// chunked q, k: (rows, C, dk), v: (rows, C, dv), beta and the log-decay since
-// the chunk start cum: (rows, C):
-//   kb = beta k,  kbe = beta k exp(cum),  vb = beta v,
-//   kd = k exp(cum_C - cum) (keys decayed to the chunk end),  qe = q exp(cum).
-struct ChunkInputs {
-  torch::Tensor kb, kbe, vb, kd, qe;
-};
-
-// As LibTorch ops under autograd: for devices other than the CPU.
-ChunkInputs ChunkInputsWithAten(const torch::Tensor& q, const torch::Tensor& k,
-                                const torch::Tensor& v,
-                                const torch::Tensor& beta,
-                                const torch::Tensor& cum) {
-  const torch::Tensor b = beta.unsqueeze(-1);
-  const torch::Tensor e = cum.exp().unsqueeze(-1);
-  const torch::Tensor to_end =
-      (cum.narrow(-1, cum.size(-1) - 1, 1) - cum).exp().unsqueeze(-1);
-  const torch::Tensor kb = k * b;
-  return {kb, kb * e, v * b, k * to_end, q * e};
-}
-
-// Sizes: rows of C steps, dk and dv per step.
-struct InputDims {
-  int64_t rows = 0, c = 0, dk = 0, dv = 0;
-};
-
-// Forward of rows [r0, r1) on contiguous buffers.
-template <typename T>
-void ChunkInputsForward(const InputDims& d, int64_t r0, int64_t r1, const T* q,
-                        const T* k, const T* v, const T* beta, const T* cum,
-                        T* kb, T* kbe, T* vb, T* kd, T* qe) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const T last = cum[r * d.c + d.c - 1];
-    for (int64_t i = 0; i < d.c; ++i) {
-      const int64_t step = r * d.c + i;
-      const T b = beta[step], e = std::exp(cum[step]),
-              f = std::exp(last - cum[step]);
-      const int64_t o = step * d.dk;
-      for (int64_t j = o; j < o + d.dk; ++j) {
-        kb[j] = k[j] * b;
-        kbe[j] = kb[j] * e;
-        kd[j] = k[j] * f;
-        qe[j] = q[j] * e;
-      }
-      const int64_t ov = step * d.dv;
-      for (int64_t j = ov; j < ov + d.dv; ++j) vb[j] = v[j] * b;
-    }
-  }
-}
-
-// Backward of rows [r0, r1): gradients of q, k, v, beta, cum from those of
-// kb, kbe, vb, kd, qe. Through f = exp(cum_C - cum_i) cum_i gets -h_i and
-// cum_C gets sum_i h_i, with h_i = sum_j dkd_ij k_ij f_i.
-template <typename T>
-void ChunkInputsBackward(const InputDims& d, int64_t r0, int64_t r1, const T* q,
-                         const T* k, const T* v, const T* beta, const T* cum,
-                         const T* g_kb, const T* g_kbe, const T* g_vb,
-                         const T* g_kd, const T* g_qe, T* gq, T* gk, T* gv,
-                         T* gbeta, T* gcum) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const T last = cum[r * d.c + d.c - 1];
-    T g_last = 0;
-    for (int64_t i = 0; i < d.c; ++i) {
-      const int64_t step = r * d.c + i;
-      const T b = beta[step], e = std::exp(cum[step]),
-              f = std::exp(last - cum[step]);
-      T s_beta = 0, s_e = 0, s_f = 0;
-      const int64_t o = step * d.dk;
-      for (int64_t j = o; j < o + d.dk; ++j) {
-        const T g_kb_total = g_kb[j] + g_kbe[j] * e;  // dL/d(beta k)
-        gk[j] = b * g_kb_total + g_kd[j] * f;
-        gq[j] = g_qe[j] * e;
-        s_beta += k[j] * g_kb_total;
-        s_e += g_kbe[j] * k[j] * b + g_qe[j] * q[j];
-        s_f += g_kd[j] * k[j];
-      }
-      const int64_t ov = step * d.dv;
-      for (int64_t j = ov; j < ov + d.dv; ++j) {
-        gv[j] = g_vb[j] * b;
-        s_beta += v[j] * g_vb[j];
-      }
-      gbeta[step] = s_beta;
-      gcum[step] = s_e * e - s_f * f;
-      g_last += s_f * f;
-    }
-    gcum[r * d.c + d.c - 1] += g_last;
-  }
-}
-
-// Runs fn(r0, r1) over ranges of rows on the intra-op threads.
-template <typename Fn>
-void ForEachRowRange(int64_t rows, int64_t work_per_row, const Fn& fn) {
-  const int64_t grain = std::max<int64_t>(
-      1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_row));
-  at::parallel_for(0, rows, grain, fn);
-}
-
-class ChunkInputsFunction
-    : public torch::autograd::Function<ChunkInputsFunction> {
- public:
-  static torch::autograd::variable_list forward(
-      torch::autograd::AutogradContext* ctx, const torch::Tensor& q_arg,
-      const torch::Tensor& k_arg, const torch::Tensor& v_arg,
-      const torch::Tensor& beta_arg, const torch::Tensor& cum_arg) {
-    const torch::Tensor q = q_arg.contiguous(), k = k_arg.contiguous(),
-                        v = v_arg.contiguous(), beta = beta_arg.contiguous(),
-                        cum = cum_arg.contiguous();
-    const InputDims d{q.size(0), q.size(1), q.size(2), v.size(2)};
-    torch::Tensor kb = at::empty_like(k), kbe = at::empty_like(k),
-                  vb = at::empty_like(v), kd = at::empty_like(k),
-                  qe = at::empty_like(q);
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ChunkInputs", [&] {
-      ForEachRowRange(
-          d.rows, d.c * (4 * d.dk + d.dv), [&](int64_t r0, int64_t r1) {
-            ChunkInputsForward<scalar_t>(
-                d, r0, r1, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                v.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(),
-                cum.data_ptr<scalar_t>(), kb.data_ptr<scalar_t>(),
-                kbe.data_ptr<scalar_t>(), vb.data_ptr<scalar_t>(),
-                kd.data_ptr<scalar_t>(), qe.data_ptr<scalar_t>());
-          });
-    });
-    ctx->save_for_backward({q, k, v, beta, cum});
-    return {kb, kbe, vb, kd, qe};
-  }
-
-  static torch::autograd::variable_list backward(
-      torch::autograd::AutogradContext* ctx,
-      torch::autograd::variable_list grads) {
-    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
-    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2],
-                        &beta = saved[3], &cum = saved[4];
-    const InputDims d{q.size(0), q.size(1), q.size(2), v.size(2)};
-    // Undefined gradients (outputs unused) are zero.
-    const auto grad_or_zero = [&](size_t i, const torch::Tensor& like) {
-      return grads[i].defined() ? grads[i].contiguous()
-                                : torch::zeros_like(like);
-    };
-    const torch::Tensor g_kb = grad_or_zero(0, k), g_kbe = grad_or_zero(1, k),
-                        g_vb = grad_or_zero(2, v), g_kd = grad_or_zero(3, k),
-                        g_qe = grad_or_zero(4, q);
-    torch::Tensor gq = at::empty_like(q), gk = at::empty_like(k),
-                  gv = at::empty_like(v), gbeta = at::empty_like(beta),
-                  gcum = at::empty_like(cum);
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ChunkInputsBackward", [&] {
-      ForEachRowRange(
-          d.rows, d.c * (6 * d.dk + 2 * d.dv), [&](int64_t r0, int64_t r1) {
-            ChunkInputsBackward<scalar_t>(
-                d, r0, r1, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                v.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(),
-                cum.data_ptr<scalar_t>(), g_kb.data_ptr<scalar_t>(),
-                g_kbe.data_ptr<scalar_t>(), g_vb.data_ptr<scalar_t>(),
-                g_kd.data_ptr<scalar_t>(), g_qe.data_ptr<scalar_t>(),
-                gq.data_ptr<scalar_t>(), gk.data_ptr<scalar_t>(),
-                gv.data_ptr<scalar_t>(), gbeta.data_ptr<scalar_t>(),
-                gcum.data_ptr<scalar_t>());
-          });
-    });
-    return {gq, gk, gv, gbeta, gcum};
-  }
-};
-
-// The inputs in one pass (and one pass back) on the CPU, ATen ops elsewhere.
-ChunkInputs MakeChunkInputs(const torch::Tensor& q, const torch::Tensor& k,
-                            const torch::Tensor& v, const torch::Tensor& beta,
-                            const torch::Tensor& cum) {
-  if (!q.device().is_cpu()) return ChunkInputsWithAten(q, k, v, beta, cum);
-  const torch::autograd::variable_list out =
-      ChunkInputsFunction::apply(q, k, v, beta, cum);
-  return {out[0], out[1], out[2], out[3], out[4]};
-}
-
 }  // namespace
 
 torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
@@ -436,17 +263,13 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
       PadTime(g.to(dtype), t_padded).reshape({rows, chunk}).cumsum(-1);
   const torch::Tensor cum_last = cum.narrow(-1, chunk - 1, 1);  // (rows, 1)
 
-  // D_ij = exp(G_i - G_j) for j <= i; the upper triangle is masked with -inf
-  // before exp (it could overflow).
-  const torch::Tensor decay =
-      (cum.unsqueeze(-1) - cum.unsqueeze(-2))
-          .masked_fill(StrictUpperMask(chunk, q.device()),
-                       -std::numeric_limits<double>::infinity())
-          .exp();  // (rows, C, C)
-
   // beta K, beta K exp(G), beta V, K decayed to the chunk end and Q exp(G),
-  // in one pass.
-  const ChunkInputs in = MakeChunkInputs(qc, kc, vc, betac, cum);
+  // in one pass; then, with D_ij = exp(G_i - G_j) for j <= i (0 above the
+  // diagonal), (beta K K^T) * D and the scores (Q K^T) * D.
+  const internal::ChunkInputs in =
+      internal::MakeChunkInputs(qc, kc, vc, betac, cum);
+  const auto [kk_decayed, scores] =
+      internal::DecayedScores(in.kb, qc, kc, cum);  // (rows, C, C) each
 
   // WY/UT representation: with A = strict_lower((beta K K^T) * D),
   //   W = (I + A)^-1 (beta K * exp(G)),  U = (I + A)^-1 (beta V).
@@ -454,8 +277,7 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   // right-hand sides instead of dk + dv), then two matmuls. UnitLowerInverse
   // reads only the strict lower triangle, so the diagonal of
   // (beta K K^T) * D need not be masked.
-  const torch::Tensor inverse = UnitLowerInverse(
-      ParallelBmm(in.kb, kc.transpose(1, 2)) * decay);  // (rows, C, C)
+  const torch::Tensor inverse = UnitLowerInverse(kk_decayed);  // (rows, C, C)
   const torch::Tensor w = ParallelBmm(inverse, in.kbe).view({bh, n, chunk, dk});
   const torch::Tensor u = ParallelBmm(inverse, in.vb).view({bh, n, chunk, dv});
 
@@ -465,7 +287,6 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
       u, w, in.kd.view({bh, n, chunk, dk}), cum_last.exp().view({bh, n}));
 
   // All chunks at once: O = scale ((Q * exp(G)) S_in + ((Q K^T) * D) V').
-  const torch::Tensor scores = ParallelBmm(qc, kc.transpose(1, 2)) * decay;
   // The scale rides on the GEMMs' alpha (beta = 1 passes the gradient on
   // as it is).
   const torch::Tensor inter =
