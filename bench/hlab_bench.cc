@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -58,6 +59,11 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
   --no-layer-bench      skip the SWA-layer time/memory scaling check
   --quick               full,swa-128,gdn at T=1024 only, 2 steps
   --json                one JSON object per line instead of tables
+  --profile DIR         write a Chrome trace (chrome://tracing, Perfetto) of
+                        each configuration's last training step to
+                        DIR/<arch>-T<seq_len>-<dtype>.json. LibTorch's
+                        profiler slows the steps it records: do not compare
+                        a profiled run's times with an unprofiled one's
 )";
 
 struct Options {
@@ -69,6 +75,7 @@ struct Options {
   int64_t d_model = 256, layers = 4, heads = 4, kv_heads = 2, vocab = 256;
   int64_t threads = 0, reference_max_seq_len = 8192;
   bool reference = false, layer_bench = true, json = false;
+  std::string profile_dir;  // --profile
 };
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -162,9 +169,13 @@ std::string ShapeFlags(const Options& o) {
 
 // Child: one configuration, one JSON line.
 int RunChild(const Options& o, const std::string& mode, const std::string& arch,
-             int64_t seq_len, int64_t batch, bool bf16) {
-  hlab::bench::StepOptions step{
-      .seq_len = seq_len, .batch = batch, .steps = o.steps, .bf16 = bf16};
+             int64_t seq_len, int64_t batch, bool bf16,
+             const std::string& profile_path) {
+  hlab::bench::StepOptions step{.seq_len = seq_len,
+                                .batch = batch,
+                                .steps = o.steps,
+                                .bf16 = bf16,
+                                .profile_path = profile_path};
   ModelConfig config;
   hlab::bench::StepResult r;
   try {
@@ -210,6 +221,7 @@ int main(int argc, char** argv) {
   std::string child_mode, child_arch;
   int64_t child_seq = 0, child_batch = 0;
   bool child_bf16 = false, quick = false;
+  std::string child_profile;
   std::map<std::string, int64_t*> ints = {
       {"--tokens-per-step", &o.tokens_per_step},
       {"--steps", &o.steps},
@@ -252,6 +264,10 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (arg == "--json") {
       o.json = true;
+    } else if (arg == "--profile") {
+      o.profile_dir = value();
+    } else if (arg == "--child-profile") {
+      child_profile = value();
     } else if (arg == "--child-step" || arg == "--child-layer") {
       child_mode = arg == "--child-step" ? "step" : "layer";
       child_arch = value();
@@ -267,7 +283,7 @@ int main(int argc, char** argv) {
                     : std::max(1u, std::thread::hardware_concurrency())));
   if (!child_mode.empty()) {
     return RunChild(o, child_mode, child_arch, child_seq, child_batch,
-                    child_bf16);
+                    child_bf16, child_profile);
   }
   if (quick) {
     o.archs = {"full", "swa-128", "gdn"};
@@ -276,6 +292,17 @@ int main(int argc, char** argv) {
     o.layer_bench = false;
   }
   for (const std::string& arch : o.archs) BuildConfig(o, arch);  // validate
+  if (!o.profile_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.profile_dir, ec);
+    if (ec || access(o.profile_dir.c_str(), W_OK) != 0) {
+      Fail("--profile: cannot create or write directory '" + o.profile_dir +
+           "'" + (ec ? ": " + ec.message() : std::string()));
+    }
+    if (o.profile_dir.find('\'') != std::string::npos) {
+      Fail("--profile: the directory name must not contain a single quote");
+    }
+  }
 
   const double peak_fp32 = hlab::bench::MatmulPeakGflops(false);
   const double peak_bf16 = hlab::bench::MatmulPeakGflops(true);
@@ -340,7 +367,12 @@ int main(int argc, char** argv) {
         auto child = RunForJson(
             absl::StrCat(exe, " --child-step ", arch, " --child-seq-len ", t,
                          " --child-batch ", batch, " --steps ", o.steps,
-                         bf16 ? " --child-bf16" : "", ShapeFlags(o)),
+                         bf16 ? " --child-bf16" : "", ShapeFlags(o),
+                         o.profile_dir.empty()
+                             ? std::string()
+                             : absl::StrCat(" --child-profile '", o.profile_dir,
+                                            "/", arch, "-T", t, "-",
+                                            bf16 ? "bf16" : "fp32", ".json'")),
             &error);
         if (child && child->contains("tokens_per_s")) {
           row.ok = true;

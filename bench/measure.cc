@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "model/hybrid_lm.h"
@@ -71,6 +73,11 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
     const auto start = Clock::now();
     const double cpu_start = ProcessCpuMs();
     torch::Tensor loss;
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+    if (!options.profile_path.empty() && step == options.steps - 1) {
+      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(
+          options.profile_path);
+    }
     {
       AutocastScope autocast(options.bf16);
       loss = lm->loss(inputs, targets);
@@ -79,6 +86,7 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
     loss.backward();
     train::ClipGradNorm(*lm, 1.0);
     optimizer->step();
+    profile.reset();  // writes the trace
     const double ms =
         std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     const double cpu_ms = ProcessCpuMs() - cpu_start;

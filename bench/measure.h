@@ -23,6 +23,10 @@ struct StepOptions {
   int64_t steps = 4;  // the first is a warmup, the rest are timed
   bool bf16 = false;
   uint64_t seed = 0;
+  // If set, MeasureTrainingStep writes a Chrome trace of the last step
+  // (LibTorch's profiler: one event per op and autograd node) to this file.
+  // The profiler slows the step it records; that step's time still counts.
+  std::string profile_path;
 };
 
 struct StepResult {

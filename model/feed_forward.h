@@ -16,6 +16,11 @@
 
 namespace hlab::model {
 
+// silu(a) * b, element-wise, in a's dtype. On the CPU (float, double,
+// bfloat16) one fused pass forward and one backward, with bf16 results
+// rounded once; elsewhere the LibTorch ops. Differentiable once.
+torch::Tensor SwiGluProduct(const torch::Tensor& a, const torch::Tensor& b);
+
 class SwiGLUImpl : public torch::nn::Module {
  public:
   // gate_proj, up_proj ~ N(0, init_std); down_proj ~ N(0, out_std).

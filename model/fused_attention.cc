@@ -6,16 +6,16 @@
 #include <cstring>
 #include <limits>
 
-#include "model/internal/fast_exp.h"
+#include "model/internal/vec_math.h"
 
 namespace hlab::model::internal {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Row loops (HLAB_ROW_LOOP, model/internal/fast_exp.h). OpenMP simd
-// reductions let the compiler vectorise them without -ffast-math.
+// Row loops. The float versions get vector clones (HLAB_VECTOR_CLONES,
+// model/internal/vec_math.h).
 
-HLAB_ROW_LOOP float RowMax(const float* x, int64_t lo, int64_t hi) {
+HLAB_VECTOR_CLONES float RowMax(const float* x, int64_t lo, int64_t hi) {
   float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t j = lo; j < hi; ++j) m = std::max(m, x[j]);
@@ -29,8 +29,8 @@ double RowMax(const double* x, int64_t lo, int64_t hi) {
 
 // x[j] = exp(x[j] - shift) on [lo, hi), 0 elsewhere in [0, size); returns
 // the sum.
-HLAB_ROW_LOOP float ExpRow(float* x, int64_t lo, int64_t hi, int64_t size,
-                           float shift) {
+HLAB_VECTOR_CLONES float ExpRow(float* x, int64_t lo, int64_t hi, int64_t size,
+                                float shift) {
   float sum = 0;
   for (int64_t j = 0; j < lo; ++j) x[j] = 0;
 #pragma omp simd reduction(+ : sum)
@@ -53,8 +53,8 @@ double ExpRow(double* x, int64_t lo, int64_t hi, int64_t size, double shift) {
 }
 
 // ds[j] = p[j] * (ds[j] - drow).
-HLAB_ROW_LOOP void GradRow(const float* p, float* ds, int64_t size,
-                           float drow) {
+HLAB_VECTOR_CLONES void GradRow(const float* p, float* ds, int64_t size,
+                                float drow) {
 #pragma omp simd
   for (int64_t j = 0; j < size; ++j) ds[j] = p[j] * (ds[j] - drow);
 }
@@ -62,7 +62,7 @@ void GradRow(const double* p, double* ds, int64_t size, double drow) {
   for (int64_t j = 0; j < size; ++j) ds[j] = p[j] * (ds[j] - drow);
 }
 
-HLAB_ROW_LOOP void ScaleRow(float* x, int64_t size, float s) {
+HLAB_VECTOR_CLONES void ScaleRow(float* x, int64_t size, float s) {
 #pragma omp simd
   for (int64_t j = 0; j < size; ++j) x[j] *= s;
 }
@@ -71,7 +71,7 @@ void ScaleRow(double* x, int64_t size, double s) {
 }
 
 // Round to nearest even, as c10::BFloat16 (NaN stays NaN).
-HLAB_ROW_LOOP void LowerToBf16(const float* x, Bf16* y, int64_t size) {
+HLAB_VECTOR_CLONES void LowerToBf16(const float* x, Bf16* y, int64_t size) {
 #pragma omp simd
   for (int64_t j = 0; j < size; ++j) {
     uint32_t u;
@@ -80,8 +80,6 @@ HLAB_ROW_LOOP void LowerToBf16(const float* x, Bf16* y, int64_t size) {
     y[j].bits = static_cast<uint16_t>(x[j] != x[j] ? 0x7fc0u : rounded);
   }
 }
-
-#undef HLAB_ROW_LOOP
 
 // The block's scores or gradients as the next matmul's input: itself for
 // float and double, rounded to bf16 (into scratch.lowered) for Bf16.

@@ -1,6 +1,10 @@
 // RMSNorm and gated RMSNorm, computed in fp32 whatever the input dtype.
 //
-// LibTorch 1.13 has no rms_norm op. Not thread-safe (a module).
+// LibTorch 1.13 has no rms_norm op: on the CPU (float, double, bfloat16)
+// RmsNorm is one fused pass forward and one backward (one autograd node,
+// differentiable once; the weight gradient is summed in a fixed order, so
+// it does not depend on the thread count); elsewhere it is LibTorch ops.
+// Not thread-safe (a module).
 //
 //   RMSNorm norm(256, 1e-6);
 //   torch::Tensor y = norm->forward(x);            // x: (..., 256)

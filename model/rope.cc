@@ -1,5 +1,6 @@
 #include "model/rope.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -8,7 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
+
+#include "model/internal/fused_elementwise.h"
+#include "model/internal/raw_tensor.h"
 
 namespace hlab::model {
 namespace {
@@ -47,6 +52,79 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables(
   return tables;
 }
 
+// Rotates rows (B, H, T, D) of `in` into `out` (any strides with a unit
+// last stride) by the table angles of each row's position; sign -1 rotates
+// back (the backward).
+void RotateRows(const torch::Tensor& in, const torch::Tensor& out,
+                const torch::Tensor& cos, const torch::Tensor& sin,
+                double sign) {
+  const int64_t h = in.size(1), t = in.size(2), d = in.size(3);
+  const int64_t rows = in.size(0) * h * t;
+  internal::DispatchRaw(in.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    using A = internal::AccumOf<T>;
+    const T* ip = internal::RawData<const T>(in);
+    T* op = internal::RawData<T>(out);
+    const A* cp = cos.data_ptr<A>();
+    const A* sp = sin.data_ptr<A>();
+    at::parallel_for(
+        0, rows, std::max<int64_t>(1, 16384 / d), [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t bi = r / (h * t), hi = (r / t) % h, ti = r % t;
+            internal::RopeRow(
+                ip + bi * in.stride(0) + hi * in.stride(1) + ti * in.stride(2),
+                cp + ti * d, sp + ti * d, d / 2, static_cast<A>(sign),
+                op + bi * out.stride(0) + hi * out.stride(1) +
+                    ti * out.stride(2));
+          }
+        });
+  });
+}
+
+// An output like x: x's strides when x is dense (a view of a projection
+// keeps its memory order, and its gradient then needs no copy), else
+// contiguous.
+torch::Tensor EmptyLike(const torch::Tensor& x) {
+  return x.is_non_overlapping_and_dense()
+             ? at::empty_strided(x.sizes(), x.strides(), x.options())
+             : at::empty(x.sizes(), x.options());
+}
+
+// The rotation as one autograd node over the raw row loop of
+// model/internal/fused_elementwise.h: one pass forward, one backward (the
+// inverse rotation), nothing saved but the cached tables.
+class RopeFunction : public torch::autograd::Function<RopeFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               const torch::Tensor& x_arg,
+                               const torch::Tensor& cos,
+                               const torch::Tensor& sin) {
+    const torch::Tensor x = x_arg.stride(3) == 1 ? x_arg : x_arg.contiguous();
+    torch::Tensor y = EmptyLike(x);
+    RotateRows(x, y, cos, sin, 1.0);
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["strides"] = x.strides().vec();
+    ctx->saved_data["dense"] = x.is_non_overlapping_and_dense();
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor& g = grads[0];
+    const torch::Tensor dy = g.stride(3) == 1 ? g : g.contiguous();
+    const torch::Tensor dx =
+        ctx->saved_data["dense"].toBool()
+            ? at::empty_strided(dy.sizes(),
+                                ctx->saved_data["strides"].toIntVector(),
+                                dy.options())
+            : at::empty(dy.sizes(), dy.options());
+    RotateRows(dy, dx, saved[0], saved[1], -1.0);
+    return {dx, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor ApplyRope(const torch::Tensor& x, double theta) {
@@ -58,6 +136,9 @@ torch::Tensor ApplyRope(const torch::Tensor& x, double theta) {
   const torch::ScalarType compute =
       x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const auto [cos, sin] = RopeTables(t, d, theta, compute, x.device());
+  if (internal::RawLoopsTake(x) && x.numel() > 0) {
+    return RopeFunction::apply(x, cos, sin);
+  }
   const torch::Tensor xc = x.to(compute);
   const std::vector<torch::Tensor> halves = xc.chunk(2, -1);
   const torch::Tensor rotated = torch::cat({-halves[1], halves[0]}, -1);

@@ -8,7 +8,10 @@
 //
 // The cos/sin tables are computed in fp32 (fp64 for fp64 input) and cached per
 // (T, D, theta, dtype, device); the rotation itself is done in that precision
-// and the result is returned in x's dtype. Differentiable by autograd.
+// and the result is returned in x's dtype. On the CPU (float, double,
+// bfloat16) the rotation is one pass forward and one backward (one autograd
+// node, differentiable once) and the result keeps x's memory order when x is
+// dense; elsewhere it is LibTorch ops.
 //
 // Thread-safe: the table cache is guarded by a mutex.
 //

@@ -10,7 +10,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include "model/internal/fast_exp.h"
+#include "model/internal/vec_math.h"
 
 namespace hlab::model {
 namespace {
@@ -20,20 +20,10 @@ constexpr double kL2Eps = 1e-6;  // fla's l2norm
 // ---------------------------------------------------------------------------
 // One head's row of dh values. The float versions are vectorised row loops.
 
-// sigmoid(x) from exp(-|x|), which cannot overflow.
-inline float Sigmoid(float x) {
-  const float e = internal::ExpNonPositive(-std::abs(x));
-  const float inv = 1.0f / (1.0f + e);
-  return x >= 0 ? inv : e * inv;
-}
-inline double Sigmoid(double x) {
-  const double e = std::exp(-std::abs(x));
-  const double inv = 1.0 / (1.0 + e);
-  return x >= 0 ? inv : e * inv;
-}
+using internal::Sigmoid;  // model/internal/vec_math.h
 
 // y = silu(x); returns |y|^2.
-HLAB_ROW_LOOP float SiluRow(const float* x, float* y, int64_t n) {
+HLAB_VECTOR_CLONES float SiluRow(const float* x, float* y, int64_t n) {
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
@@ -51,7 +41,7 @@ double SiluRow(const double* x, double* y, int64_t n) {
   return sum;
 }
 
-HLAB_ROW_LOOP void ScaleRow(float* y, int64_t n, float s) {
+HLAB_VECTOR_CLONES void ScaleRow(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 void ScaleRow(double* y, int64_t n, double s) {
@@ -61,8 +51,9 @@ void ScaleRow(double* y, int64_t n, double s) {
 // dx from dy for y = r silu(x) with r = (|silu(x)|^2 + eps)^-1/2 (l2) or
 // r = 1: ds = r (dy - y (y . dy)), dx = ds sigmoid(x) (1 + x (1 - sigmoid(x))).
 // s: scratch of n.
-HLAB_ROW_LOOP void SiluBackwardRow(const float* x, const float* dy, float* dx,
-                                   float* s, int64_t n, bool l2) {
+HLAB_VECTOR_CLONES void SiluBackwardRow(const float* x, const float* dy,
+                                        float* dx, float* s, int64_t n,
+                                        bool l2) {
   float ss = 0;
 #pragma omp simd reduction(+ : ss)
   for (int64_t i = 0; i < n; ++i) {

@@ -1,0 +1,55 @@
+// Raw-memory loops of the fused element-wise ops of model/: RMSNorm (rows),
+// the SwiGLU product silu(a) * b, and the rotary embedding's rotation, each
+// forward and backward in one pass over memory where LibTorch 1.13 takes
+// 4-12 separate ops (and as many temporaries). No LibTorch here: the
+// autograd functions in model/norm.cc, model/feed_forward.cc and
+// model/rope.cc hand in pointers, split rows over threads, and keep the ATen
+// compositions for other devices and dtypes.
+//
+// Element types float, double and Bf16; arithmetic in AccumOf<T> (float for
+// Bf16, whose results are rounded once, to nearest even).
+//
+// Thread-safety: pure apart from writing their outputs; run them
+// concurrently on disjoint rows (RmsNormBackwardRows accumulates into dw:
+// give each thread its own).
+//
+//   std::vector<float> rstd(rows);
+//   internal::RmsNormForwardRows(x, w, rows, d, 1e-6f, y, rstd.data());
+#ifndef HLAB_MODEL_INTERNAL_FUSED_ELEMENTWISE_H_
+#define HLAB_MODEL_INTERNAL_FUSED_ELEMENTWISE_H_
+
+#include <cstdint>
+
+#include "model/internal/blas.h"
+
+namespace hlab::model::internal {
+
+#define HLAB_FUSED_ELEMENTWISE(T, A)                                           \
+  /* RMSNorm of rows x d contiguous rows: r = 1 / sqrt(mean(x^2) + eps),       \
+     y = x * r * w; rstd[i] = r. */                                            \
+  void RmsNormForwardRows(const T* x, const A* w, int64_t rows, int64_t d,     \
+                          A eps, T* y, A* rstd);                               \
+  /* Its backward: dx = r (dy w) - x r^3 mean(dy w x); dw += dy x r. */        \
+  void RmsNormBackwardRows(const T* x, const A* w, const A* rstd, const T* dy, \
+                           int64_t rows, int64_t d, T* dx, A* dw);             \
+  /* y = silu(a) * b over n elements. */                                       \
+  void SwiGluForward(const T* a, const T* b, int64_t n, T* y);                 \
+  /* da = dy b s (1 + a (1 - s)), db = dy a s, with s = sigmoid(a). */         \
+  void SwiGluBackward(const T* a, const T* b, const T* dy, int64_t n, T* da,   \
+                      T* db);                                                  \
+  /* One row of 2 * half elements rotated by the angles whose cos and sin      \
+     are given (half each): y_j = x_j c_j - sign x_{j+h} s_j,                  \
+     y_{j+h} = x_{j+h} c_j + sign x_j s_j. sign -1 is the inverse rotation     \
+     (the backward). */                                                        \
+  void RopeRow(const T* x, const A* cos, const A* sin, int64_t half, A sign,   \
+               T* y);
+
+HLAB_FUSED_ELEMENTWISE(float, float)
+HLAB_FUSED_ELEMENTWISE(double, double)
+HLAB_FUSED_ELEMENTWISE(Bf16, float)
+
+#undef HLAB_FUSED_ELEMENTWISE
+
+}  // namespace hlab::model::internal
+
+#endif  // HLAB_MODEL_INTERNAL_FUSED_ELEMENTWISE_H_

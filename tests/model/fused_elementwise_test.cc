@@ -1,0 +1,273 @@
+// Tests of the fused element-wise ops (model/internal/fused_elementwise.h
+// behind RmsNorm, SwiGluProduct and ApplyRope): outputs and gradients against
+// the plain LibTorch formulas in fp64, in fp64 (1e-12), fp32 and bf16, with
+// odd sizes, non-contiguous inputs, extreme gate values, and a weight
+// gradient that does not depend on the thread count.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model/feed_forward.h"
+#include "model/norm.h"
+#include "model/rope.h"
+
+namespace hlab::model {
+namespace {
+
+using torch::Tensor;
+
+// ||a - b|| / ||b||, in fp64.
+double RelErr(const Tensor& a, const Tensor& b) {
+  const Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+  return (a64 - b64).norm().item<double>() / b64.norm().item<double>();
+}
+
+// The output and the gradients of fn's inputs for the upstream gradient
+// `upstream` (loss = sum(fn(inputs) * upstream)).
+struct Result {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+Result RunWithGrads(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                    const std::vector<Tensor>& inputs, const Tensor& upstream) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& x : inputs) {
+    leaves.push_back(x.detach().clone().requires_grad_(true));
+  }
+  const Tensor out = fn(leaves);
+  (out.to(torch::kFloat64) * upstream).sum().backward();
+  Result r{out.detach(), {}};
+  for (const Tensor& x : leaves) r.grads.push_back(x.grad());
+  return r;
+}
+
+// Runs `fused` with inputs cast to dtype and `reference` in fp64 on the same
+// (cast) values; expects outputs and every gradient within tol.
+void ExpectMatches(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fused,
+    const std::function<Tensor(const std::vector<Tensor>&)>& reference,
+    const std::vector<Tensor>& inputs64, torch::ScalarType dtype, double tol,
+    const std::string& what) {
+  std::vector<Tensor> cast, back;
+  for (const Tensor& x : inputs64) {
+    cast.push_back(x.to(dtype));
+    back.push_back(cast.back().to(torch::kFloat64));
+  }
+  const Tensor probe = fused(cast);
+  ASSERT_EQ(probe.scalar_type(), dtype) << what;
+  const Tensor upstream = torch::randn(probe.sizes(), torch::kFloat64);
+  const Result got = RunWithGrads(fused, cast, upstream);
+  const Result want = RunWithGrads(reference, back, upstream);
+  EXPECT_LT(RelErr(got.out, want.out), tol) << what << ": output";
+  for (size_t i = 0; i < got.grads.size(); ++i) {
+    ASSERT_TRUE(got.grads[i].defined()) << what << ": grad " << i;
+    EXPECT_EQ(got.grads[i].scalar_type(), cast[i].scalar_type());
+    EXPECT_LT(RelErr(got.grads[i], want.grads[i]), tol)
+        << what << ": gradient of input " << i;
+  }
+}
+
+struct DtypeTol {
+  torch::ScalarType dtype;
+  double tol;
+};
+const std::vector<DtypeTol> kDtypes = {{torch::kFloat64, 1e-12},
+                                       {torch::kFloat32, 2e-6},
+                                       {torch::kBFloat16, 1e-2}};
+
+// ------------------------------------------------------------------ RMSNorm
+
+Tensor RmsNormFormula(const Tensor& x, const Tensor& w, double eps) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+}
+
+TEST(FusedRmsNormTest, MatchesFormula) {
+  torch::manual_seed(1);
+  const double eps = 1e-6;
+  for (const auto& [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 5}, {3, 7}, {600, 64}, {1000, 33}}) {
+    const Tensor x = torch::randn({rows, d}, torch::kFloat64) * 3;
+    const Tensor w = torch::randn({d}, torch::kFloat64);
+    for (const DtypeTol& dt : kDtypes) {
+      ExpectMatches(
+          [&](const std::vector<Tensor>& in) {
+            return RmsNorm(in[0], in[1], eps);
+          },
+          [&](const std::vector<Tensor>& in) {
+            return RmsNormFormula(in[0], in[1], eps);
+          },
+          {x, w}, dt.dtype, dt.tol,
+          "rmsnorm " + std::to_string(rows) + "x" + std::to_string(d) + " " +
+              std::string(c10::toString(dt.dtype)));
+    }
+  }
+}
+
+TEST(FusedRmsNormTest, TakesLeadingDimsAndNonContiguousInput) {
+  torch::manual_seed(2);
+  const Tensor x = torch::randn({2, 50, 3, 16}, torch::kFloat64);
+  const Tensor xt = x.transpose(1, 2);  // (2, 3, 50, 16), not contiguous
+  const Tensor w = torch::randn({16}, torch::kFloat64);
+  ExpectMatches(
+      [](const std::vector<Tensor>& in) {
+        return RmsNorm(in[0].transpose(1, 2), in[1], 1e-5);
+      },
+      [](const std::vector<Tensor>& in) {
+        return RmsNormFormula(in[0].transpose(1, 2), in[1], 1e-5);
+      },
+      {x, w}, torch::kFloat64, 1e-12, "transposed rmsnorm");
+  EXPECT_EQ(RmsNorm(xt, w, 1e-5).sizes(), xt.sizes());
+}
+
+TEST(FusedRmsNormTest, WeightGradientDoesNotDependOnThreads) {
+  torch::manual_seed(3);
+  const Tensor x = torch::randn({1500, 40});
+  const Tensor w = torch::randn({40});
+  const Tensor upstream = torch::randn({1500, 40}, torch::kFloat64);
+  const int threads = at::get_num_threads();
+  std::vector<Tensor> dw;
+  for (int n : {1, 3}) {
+    at::set_num_threads(n);
+    dw.push_back(RunWithGrads(
+                     [](const std::vector<Tensor>& in) {
+                       return RmsNorm(in[0], in[1], 1e-6);
+                     },
+                     {x, w}, upstream)
+                     .grads[1]);
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(dw[0], dw[1]));
+}
+
+// ------------------------------------------------------------------- SwiGLU
+
+TEST(FusedSwiGluTest, MatchesFormula) {
+  torch::manual_seed(4);
+  for (int64_t n : {1, 17, 100000}) {
+    const Tensor a = torch::randn({n}, torch::kFloat64) * 4;
+    const Tensor b = torch::randn({n}, torch::kFloat64);
+    for (const DtypeTol& dt : kDtypes) {
+      ExpectMatches(
+          [](const std::vector<Tensor>& in) {
+            return SwiGluProduct(in[0], in[1]);
+          },
+          [](const std::vector<Tensor>& in) {
+            return torch::silu(in[0]) * in[1];
+          },
+          {a, b}, dt.dtype, dt.tol,
+          "swiglu n=" + std::to_string(n) + " " +
+              std::string(c10::toString(dt.dtype)));
+    }
+  }
+}
+
+TEST(FusedSwiGluTest, ExtremeGatesStayFinite) {
+  const Tensor a = torch::tensor({-1000.0, -100.0, -88.0, -87.0, -20.0, -1e-3,
+                                  0.0, 1e-3, 20.0, 87.0, 100.0, 1000.0},
+                                 torch::kFloat64);
+  const Tensor b = torch::ones_like(a) * 0.5;
+  // silu(-1000) * 0.5 underflows to -0 in either formula; compare per
+  // element with an absolute floor.
+  for (torch::ScalarType dtype : {torch::kFloat32, torch::kFloat64}) {
+    const Tensor upstream = torch::ones_like(a);
+    const Result got = RunWithGrads(
+        [](const std::vector<Tensor>& in) {
+          return SwiGluProduct(in[0], in[1]);
+        },
+        {a.to(dtype), b.to(dtype)}, upstream);
+    const Result want = RunWithGrads(
+        [](const std::vector<Tensor>& in) {
+          return torch::silu(in[0]) * in[1];
+        },
+        {a, b}, upstream);
+    EXPECT_TRUE(torch::isfinite(got.out).all().item<bool>());
+    EXPECT_TRUE(
+        torch::allclose(got.out.to(torch::kFloat64), want.out, 1e-6, 1e-30));
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(torch::isfinite(got.grads[i]).all().item<bool>());
+      EXPECT_TRUE(torch::allclose(got.grads[i].to(torch::kFloat64),
+                                  want.grads[i], 1e-5, 1e-30))
+          << "gradient " << i << ": " << got.grads[i] << " vs "
+          << want.grads[i];
+    }
+  }
+}
+
+TEST(FusedSwiGluTest, FeedForwardUsesIt) {
+  torch::manual_seed(5);
+  SwiGLU ffn(8, 12, 0.5, 0.5);
+  const Tensor x = torch::randn({2, 5, 8});
+  const Tensor want =
+      ffn->down_proj(torch::silu(ffn->gate_proj(x)) * ffn->up_proj(x));
+  EXPECT_LT(RelErr(ffn->forward(x), want), 1e-6);
+}
+
+// --------------------------------------------------------------------- RoPE
+
+Tensor RopeFormula(const Tensor& x, double theta) {
+  const int64_t t = x.size(2), d = x.size(3);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const Tensor inv_freq = torch::pow(theta, -torch::arange(0, d, 2, f64) / d);
+  const Tensor angles = torch::outer(torch::arange(t, f64), inv_freq);
+  const Tensor emb = torch::cat({angles, angles}, -1);
+  const std::vector<Tensor> halves = x.chunk(2, -1);
+  return x * emb.cos() + torch::cat({-halves[1], halves[0]}, -1) * emb.sin();
+}
+
+TEST(FusedRopeTest, MatchesFormulaForProjectionViewsAndSplits) {
+  torch::manual_seed(6);
+  // (B, T, H, D) as a projection's view, transposed to (B, H, T, D).
+  const Tensor base = torch::randn({2, 37, 4, 10}, torch::kFloat64);
+  for (const DtypeTol& dt : kDtypes) {
+    const std::string name(c10::toString(dt.dtype));
+    ExpectMatches(
+        [](const std::vector<Tensor>& in) {
+          return ApplyRope(in[0].transpose(1, 2), 500.0);
+        },
+        [](const std::vector<Tensor>& in) {
+          return RopeFormula(in[0].transpose(1, 2), 500.0);
+        },
+        {base}, dt.dtype, dt.tol, "rope view " + name);
+    // A split of the heads (as head-wise SWA makes): not dense.
+    ExpectMatches(
+        [](const std::vector<Tensor>& in) {
+          return ApplyRope(in[0].transpose(1, 2).narrow(1, 1, 2), 500.0);
+        },
+        [](const std::vector<Tensor>& in) {
+          return RopeFormula(in[0].transpose(1, 2).narrow(1, 1, 2), 500.0);
+        },
+        {base}, dt.dtype, dt.tol, "rope split " + name);
+  }
+}
+
+TEST(FusedRopeTest, KeepsTheMemoryOrderOfADenseInput) {
+  const Tensor x = torch::randn({1, 9, 2, 6}).transpose(1, 2);  // (1,2,9,6)
+  const Tensor y = ApplyRope(x, 1e4);
+  EXPECT_EQ(y.strides(), x.strides());
+  const Tensor c = torch::randn({1, 2, 9, 6});
+  EXPECT_TRUE(ApplyRope(c, 1e4).is_contiguous());
+}
+
+// The comparisons above test the fused loops only if the CPU takes them.
+TEST(FusedElementwiseTest, CpuTensorsTakeTheFusedNodes) {
+  for (torch::ScalarType dtype :
+       {torch::kFloat32, torch::kFloat64, torch::kBFloat16}) {
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    const Tensor x = torch::randn({2, 3, 4, 8}, opts).requires_grad_(true);
+    const Tensor w = torch::ones({8}).requires_grad_(true);
+    EXPECT_NE(RmsNorm(x, w, 1e-6).grad_fn()->name().find("RmsNormFunction"),
+              std::string::npos);
+    EXPECT_NE(SwiGluProduct(x, x).grad_fn()->name().find("SwiGluFunction"),
+              std::string::npos);
+    EXPECT_NE(ApplyRope(x, 1e4).grad_fn()->name().find("RopeFunction"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace hlab::model
