@@ -1,9 +1,7 @@
 #include "model/gated_delta_kernel.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <utility>
 #include <vector>
 
