@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <utility>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
+#include "model/internal/gated_delta_chunk.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
@@ -245,8 +245,8 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
 
   // Batch, heads and chunks are flattened: tensors are (bh * n, C, d), viewed
   // as (bh, n, C, d) for the sequential loop over n. Padded steps have
-  // g = beta = 0 and k = v = 0: they change nothing. The scale is applied to
-  // the output (alpha of the last matmul), not to q.
+  // g = beta = 0 and k = v = 0: they change nothing. The scale is the alpha of
+  // the output's two matmuls, not applied to q.
   const int64_t rows = bh * n;
   const torch::Tensor qc =
       PadTime(q.to(dtype), t_padded).reshape({rows, chunk, dk});
@@ -255,50 +255,45 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor vc =
       PadTime(v.to(dtype), t_padded).reshape({rows, chunk, dv});
   const torch::Tensor betac =
-      PadTime(beta.to(dtype), t_padded).reshape({rows, chunk, 1});
+      PadTime(beta.to(dtype), t_padded).reshape({rows, chunk});
   // Log-decay since the start of the chunk: (rows, C).
   const torch::Tensor cum =
       PadTime(g.to(dtype), t_padded).reshape({rows, chunk}).cumsum(-1);
   const torch::Tensor cum_last = cum.narrow(-1, chunk - 1, 1);  // (rows, 1)
-  const torch::Tensor decay_from_start = cum.exp().unsqueeze(-1);
 
-  // D_ij = exp(G_i - G_j) for j <= i; the upper triangle is masked with -inf
-  // before exp (it could overflow).
-  const torch::Tensor decay =
-      (cum.unsqueeze(-1) - cum.unsqueeze(-2))
-          .masked_fill(StrictUpperMask(chunk, q.device()),
-                       -std::numeric_limits<double>::infinity())
-          .exp();  // (rows, C, C)
+  // beta K, beta K exp(G), beta V, K decayed to the chunk end and Q exp(G),
+  // in one pass; then, with D_ij = exp(G_i - G_j) for j <= i (0 above the
+  // diagonal), (beta K K^T) * D and the scores (Q K^T) * D.
+  const internal::ChunkInputs in =
+      internal::MakeChunkInputs(qc, kc, vc, betac, cum);
+  const auto [kk_decayed, scores] =
+      internal::DecayedScores(in.kb, qc, kc, cum);  // (rows, C, C) each
 
   // WY/UT representation: with A = strict_lower((beta K K^T) * D),
   //   W = (I + A)^-1 (beta K * exp(G)),  U = (I + A)^-1 (beta V).
-  // (I + A)^-1 comes from a batched unit-lower-triangular solve against the
-  // identity (C right-hand sides instead of dk + dv), then two matmuls.
-  // UnitLowerInverse reads only the strict lower triangle, so the diagonal of
+  // (I + A)^-1 comes from a batched unit-lower-triangular inverse (C
+  // right-hand sides instead of dk + dv), then two matmuls. UnitLowerInverse
+  // reads only the strict lower triangle, so the diagonal of
   // (beta K K^T) * D need not be masked.
-  const torch::Tensor k_beta = kc * betac;
-  const torch::Tensor inverse = UnitLowerInverse(
-      ParallelBmm(k_beta, kc.transpose(1, 2)) * decay);  // (rows, C, C)
-  const torch::Tensor w =
-      ParallelBmm(inverse, k_beta * decay_from_start).view({bh, n, chunk, dk});
-  const torch::Tensor u =
-      ParallelBmm(inverse, vc * betac).view({bh, n, chunk, dv});
+  const torch::Tensor inverse = UnitLowerInverse(kk_decayed);  // (rows, C, C)
+  const torch::Tensor w = ParallelBmm(inverse, in.kbe).view({bh, n, chunk, dk});
+  const torch::Tensor u = ParallelBmm(inverse, in.vb).view({bh, n, chunk, dv});
 
-  // Keys decayed to the chunk end and the whole-chunk decays, then the
-  // sequential scan: V'_n = U_n - W_n S; S = exp(G_C) S + Kd_n^T V'_n.
-  const torch::Tensor k_to_end =
-      (kc * (cum_last - cum).exp().unsqueeze(-1)).view({bh, n, chunk, dk});
-  const auto [states, new_values] =
-      ScanChunks(u, w, k_to_end, cum_last.exp().view({bh, n}));
+  // The sequential scan with the whole-chunk decays:
+  // V'_n = U_n - W_n S; S = exp(G_C) S + Kd_n^T V'_n.
+  const auto [states, new_values] = ScanChunks(
+      u, w, in.kd.view({bh, n, chunk, dk}), cum_last.exp().view({bh, n}));
 
   // All chunks at once: O = scale ((Q * exp(G)) S_in + ((Q K^T) * D) V').
-  const torch::Tensor scores = ParallelBmm(qc, kc.transpose(1, 2)) * decay;
+  // The scale rides on the GEMMs' alpha (beta = 1 passes the gradient on
+  // as it is).
   const torch::Tensor inter =
-      ParallelBmm(qc * decay_from_start, states.view({rows, dk, dv}));
+      ParallelBaddbmm(c10::nullopt, in.qe, states.view({rows, dk, dv}),
+                      /*beta=*/0.0, /*alpha=*/scale);
   const torch::Tensor out =
       ParallelBaddbmm(inter, scores, new_values.view({rows, chunk, dv}),
-                      /*beta=*/scale, /*alpha=*/scale);
-  return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
+                      /*beta=*/1.0, /*alpha=*/scale);
+  return UnpadTime(out.view({b, h, t_padded, dv}), t).to(v.scalar_type());
 }
 
 torch::Tensor RecurrentGatedDelta(const torch::Tensor& q,

@@ -13,9 +13,10 @@
 // model/scalar_gla_kernel.h (custom autograd Functions). The chunked form's
 // sequential scan over chunks is one custom autograd Function on the CPU,
 // with a hand-written backward and direct GEMM calls per chunk
-// (model/internal/blas.h), batch-heads split across threads. They run with CPU
-// autocast disabled, compute in fp32 (fp64 when any input is fp64) and return
-// v's dtype.
+// (model/internal/blas.h), batch-heads split across threads; so are its
+// gated inputs and decayed intra-chunk products
+// (model/internal/gated_delta_chunk.h). They run with CPU autocast disabled,
+// compute in fp32 (fp64 when any input is fp64) and return v's dtype.
 //
 // Thread-safe: pure functions of their inputs.
 //

@@ -9,21 +9,11 @@
 #include "model/mamba2.h"
 #include "model/norm.h"
 #include "model/scalar_gla_kernel.h"
+#include "model/silu_heads.h"
 
 namespace hlab::model {
 
 using internal::MakeLinear;
-
-namespace {
-
-// x * rsqrt(|x|^2 + 1e-6) over the last dimension (fla's l2norm), in fp32
-// (fp64 for fp64 input).
-torch::Tensor L2Normalize(const torch::Tensor& x) {
-  const torch::Tensor xf = AtLeastFp32(x);
-  return xf * torch::rsqrt(xf.norm(2, -1, /*keepdim=*/true).square() + 1e-6);
-}
-
-}  // namespace
 
 GatedDeltaNet::GatedDeltaNet(const ModelConfig& config, const MixerSpec& spec)
     : n_heads_(GdnHeads(config, spec)),
@@ -73,10 +63,11 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
     k = parts[1];
     v = parts[2];
   }
-  // SiLU, heads, q and k L2-normalised: (B, Hg, T, dh).
-  q = L2Normalize(torch::silu(q).view({b, t, h, dh})).transpose(1, 2);
-  k = L2Normalize(torch::silu(k).view({b, t, h, dh})).transpose(1, 2);
-  v = torch::silu(v).view({b, t, h, dh}).transpose(1, 2);
+  // SiLU, heads, q and k L2-normalised, in one pass each: (B, Hg, T, dh)
+  // contiguous, fp32 (fp64 for fp64 input).
+  q = SiluToHeads(q, h, /*l2_normalize=*/true);
+  k = SiluToHeads(k, h, /*l2_normalize=*/true);
+  v = SiluToHeads(v, h, /*l2_normalize=*/false);
   const torch::Tensor beta =
       torch::sigmoid(AtLeastFp32(b_proj_(x))).transpose(1, 2);  // (B, Hg, T)
   const torch::Tensor g = (-torch::exp(a_log_) *

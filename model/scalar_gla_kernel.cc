@@ -6,7 +6,6 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
-#include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/torch.h>
 
 namespace hlab::model {
@@ -42,8 +41,11 @@ torch::Tensor MatmulChunks(const torch::Tensor& a, const torch::Tensor& b) {
 // State entering each chunk, from the per-chunk contributions ds: (B, H, n,
 // dk, dv) and whole-chunk decays chunk_decay: (B or 1, H, n, 1, 1). The only
 // sequential part of the chunked kernel: S_0 = 0, S_{i+1} = decay_i S_i + ds_i.
-torch::Tensor ScanChunkStates(const torch::Tensor& ds,
-                              const torch::Tensor& chunk_decay) {
+
+// As LibTorch ops under autograd (one addcmul per chunk): for devices other
+// than the CPU.
+torch::Tensor ScanChunkStatesWithAten(const torch::Tensor& ds,
+                                      const torch::Tensor& chunk_decay) {
   const std::vector<torch::Tensor> ds_i = ds.unbind(2);
   const std::vector<torch::Tensor> decay_i = chunk_decay.unbind(2);
   const int64_t n = static_cast<int64_t>(ds_i.size());
@@ -57,143 +59,108 @@ torch::Tensor ScanChunkStates(const torch::Tensor& ds,
   return torch::stack(states, 2);
 }
 
-// Calls fn(begin, end) on ranges splitting [0, n) across the intra-op
-// threads, with autograd dispatch off (fn only writes into tensors it owns).
-// Each range gets at least ~2^16 multiply-adds of work. Items of more than
-// 2^18 multiply-adds are left to a serial loop: OpenBLAS threads such calls
-// itself, and nesting its threads inside ours would oversubscribe the cores.
-//
-// at::parallel_for is header-inline: it runs in parallel only when this file
-// is compiled with OpenMP (-fopenmp), and serially otherwise.
-template <typename Fn>
-void ParallelOverBatch(int64_t n, int64_t work_per_item, const Fn& fn) {
-  constexpr int64_t kMinWork = int64_t{1} << 16;
-  constexpr int64_t kBlasThreadsWork = int64_t{1} << 18;
-  const int64_t grain =
-      work_per_item > kBlasThreadsWork
-          ? n
-          : std::max<int64_t>(1,
-                              kMinWork / std::max<int64_t>(1, work_per_item));
-  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    fn(begin, end);
-  });
-}
-
-// out = beta * c + alpha * a @ b without autograd; c may be undefined.
-torch::Tensor RawParallelBaddbmm(const torch::Tensor& c, const torch::Tensor& a,
-                                 const torch::Tensor& b, double beta,
-                                 double alpha) {
-  const int64_t n = a.size(0), rows = a.size(1), inner = a.size(2),
-                cols = b.size(2);
-  torch::Tensor out = at::empty({n, rows, cols}, a.options());
-  ParallelOverBatch(n, rows * inner * cols, [&](int64_t begin, int64_t end) {
-    const int64_t len = end - begin;
-    torch::Tensor o = out.narrow(0, begin, len);
-    if (c.defined()) {
-      at::baddbmm_out(o, c.narrow(0, begin, len), a.narrow(0, begin, len),
-                      b.narrow(0, begin, len), beta, alpha);
-    } else {
-      at::bmm_out(o, a.narrow(0, begin, len), b.narrow(0, begin, len));
-      if (alpha != 1.0) o.mul_(alpha);
+// The scan of batch-heads [b0, b1) on contiguous (BH, n, size) buffers, with
+// decay: (BH, n).
+template <typename T>
+void StateScanForward(int64_t n, int64_t size, int64_t b0, int64_t b1,
+                      const T* ds, const T* decay, T* states) {
+  for (int64_t b = b0; b < b1; ++b) {
+    T* s = states + b * n * size;
+    std::fill_n(s, size, T(0));
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      const T d = decay[b * n + i];
+      const T* dsi = ds + (b * n + i) * size;
+      T* next = s + (i + 1) * size;
+      const T* cur = s + i * size;
+      for (int64_t j = 0; j < size; ++j) next[j] = d * cur[j] + dsi[j];
     }
-  });
-  return out;
+  }
 }
 
-class ParallelBaddbmmFunction
-    : public torch::autograd::Function<ParallelBaddbmmFunction> {
+// Backward: with G_i = dL/dS_i in total (its own gradient plus d_i G_{i+1}),
+// dL/dds_i = G_{i+1}, dL/dd_i = <G_{i+1}, S_i> (both 0 for the last chunk).
+// g: scratch of `size`.
+template <typename T>
+void StateScanBackward(int64_t n, int64_t size, int64_t b0, int64_t b1,
+                       const T* decay, const T* states, const T* g_states,
+                       T* gds, T* gdecay) {
+  std::vector<T> g(size);
+  for (int64_t b = b0; b < b1; ++b) {
+    std::fill(g.begin(), g.end(), T(0));  // G_{i+1}
+    for (int64_t i = n - 1; i >= 0; --i) {
+      const int64_t chunk = b * n + i;
+      T* gdsi = gds + chunk * size;
+      const T* s = states + chunk * size;
+      const T* gs = g_states + chunk * size;
+      const T d = decay[chunk];
+      T dd = 0;
+      for (int64_t j = 0; j < size; ++j) {
+        gdsi[j] = g[j];
+        dd += g[j] * s[j];
+        g[j] = gs[j] + d * g[j];
+      }
+      gdecay[chunk] = dd;
+    }
+  }
+}
+
+class StateScanFunction : public torch::autograd::Function<StateScanFunction> {
  public:
+  // ds: (BH, n, size), decay: (BH, n).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
-                               const c10::optional<torch::Tensor>& c,
-                               const torch::Tensor& a, const torch::Tensor& b,
-                               double beta, double alpha) {
-    const bool has_c = c.has_value() && c->defined();
-    ctx->save_for_backward({a, b});
-    ctx->saved_data["c_grad"] = has_c && c->requires_grad();
-    ctx->saved_data["beta"] = beta;
-    ctx->saved_data["alpha"] = alpha;
-    return RawParallelBaddbmm(has_c ? *c : torch::Tensor(), a, b, beta, alpha);
+                               const torch::Tensor& ds_arg,
+                               const torch::Tensor& decay_arg) {
+    const torch::Tensor ds = ds_arg.contiguous(),
+                        decay = decay_arg.contiguous();
+    const int64_t bh = ds.size(0), n = ds.size(1), size = ds.size(2);
+    torch::Tensor states = at::empty_like(ds);
+    AT_DISPATCH_FLOATING_TYPES(ds.scalar_type(), "StateScan", [&] {
+      at::parallel_for(0, bh, 1, [&](int64_t b0, int64_t b1) {
+        StateScanForward<scalar_t>(n, size, b0, b1, ds.data_ptr<scalar_t>(),
+                                   decay.data_ptr<scalar_t>(),
+                                   states.data_ptr<scalar_t>());
+      });
+    });
+    ctx->save_for_backward({decay, states});
+    return states;
   }
 
   static torch::autograd::variable_list backward(
       torch::autograd::AutogradContext* ctx,
       torch::autograd::variable_list grads) {
     const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
-    const torch::Tensor& a = saved[0];
-    const torch::Tensor& b = saved[1];
-    const double alpha = ctx->saved_data["alpha"].toDouble();
-    const torch::Tensor grad = grads[0];
-    torch::Tensor grad_c, grad_a, grad_b;
-    if (ctx->saved_data["c_grad"].toBool()) {
-      grad_c = grad * ctx->saved_data["beta"].toDouble();
-    }
-    if (a.requires_grad()) {
-      grad_a = RawParallelBaddbmm({}, grad, b.transpose(1, 2), 0.0, alpha);
-    }
-    if (b.requires_grad()) {
-      grad_b = RawParallelBaddbmm({}, a.transpose(1, 2), grad, 0.0, alpha);
-    }
-    return {grad_c, grad_a, grad_b, torch::Tensor(), torch::Tensor()};
-  }
-};
-
-// (I + strict_lower(a))^-1, differentiable in a.
-class UnitLowerInverseFunction
-    : public torch::autograd::Function<UnitLowerInverseFunction> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
-                               const torch::Tensor& a) {
-    const int64_t n = a.size(0), c = a.size(1);
-    const torch::Tensor eye = at::eye(c, a.options());
-    torch::Tensor inverse = at::empty({n, c, c}, a.options());
-    ParallelOverBatch(n, c * c * c / 2, [&](int64_t begin, int64_t end) {
-      const int64_t len = end - begin;
-      torch::Tensor out = inverse.narrow(0, begin, len);
-      at::linalg_solve_triangular_out(out, a.narrow(0, begin, len),
-                                      eye.expand({len, c, c}),
-                                      /*upper=*/false, /*left=*/true,
-                                      /*unitriangular=*/true);
+    const torch::Tensor &decay = saved[0], &states = saved[1];
+    const int64_t bh = states.size(0), n = states.size(1),
+                  size = states.size(2);
+    const torch::Tensor g_states = grads[0].contiguous();
+    torch::Tensor gds = at::empty_like(states), gdecay = at::empty_like(decay);
+    AT_DISPATCH_FLOATING_TYPES(states.scalar_type(), "StateScanBackward", [&] {
+      at::parallel_for(0, bh, 1, [&](int64_t b0, int64_t b1) {
+        StateScanBackward<scalar_t>(
+            n, size, b0, b1, decay.data_ptr<scalar_t>(),
+            states.data_ptr<scalar_t>(), g_states.data_ptr<scalar_t>(),
+            gds.data_ptr<scalar_t>(), gdecay.data_ptr<scalar_t>());
+      });
     });
-    ctx->save_for_backward({inverse});
-    return inverse;
-  }
-
-  // d(M^-1) = -M^-1 dM M^-1, so dL/dM = -M^-T (dL/dM^-1) M^-T, of which only
-  // the strict lower triangle reaches a.
-  static torch::autograd::variable_list backward(
-      torch::autograd::AutogradContext* ctx,
-      torch::autograd::variable_list grads) {
-    const torch::Tensor inverse_t =
-        ctx->get_saved_variables()[0].transpose(1, 2);
-    const torch::Tensor grad = RawParallelBaddbmm(
-        {}, RawParallelBaddbmm({}, inverse_t, grads[0], 0.0, -1.0), inverse_t,
-        0.0, 1.0);
-    return {grad.tril(-1)};
+    return {gds, gdecay};
   }
 };
+
+// On the CPU one autograd node with a hand-written backward, batch-heads
+// split across threads; the ATen loop elsewhere.
+torch::Tensor ScanChunkStates(const torch::Tensor& ds,
+                              const torch::Tensor& chunk_decay) {
+  if (!ds.device().is_cpu()) return ScanChunkStatesWithAten(ds, chunk_decay);
+  const int64_t b = ds.size(0), h = ds.size(1), n = ds.size(2), dk = ds.size(3),
+                dv = ds.size(4);
+  const torch::Tensor decay =
+      chunk_decay.reshape({chunk_decay.size(0), h, n}).expand({b, h, n});
+  return StateScanFunction::apply(ds.reshape({b * h, n, dk * dv}),
+                                  decay.reshape({b * h, n}))
+      .view({b, h, n, dk, dv});
+}
 
 }  // namespace
-
-torch::Tensor ParallelBaddbmm(const c10::optional<torch::Tensor>& c,
-                              const torch::Tensor& a, const torch::Tensor& b,
-                              double beta, double alpha) {
-  TORCH_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
-                  a.size(2) == b.size(1),
-              "ParallelBaddbmm: expected a (N, m, k), b (N, k, n), got ",
-              a.sizes(), " and ", b.sizes());
-  TORCH_CHECK(
-      !c.has_value() || !c->defined() ||
-          c->sizes() == torch::IntArrayRef({a.size(0), a.size(1), b.size(2)}),
-      "ParallelBaddbmm: c must be (N, m, n)");
-  return ParallelBaddbmmFunction::apply(c, a, b, beta, alpha);
-}
-
-torch::Tensor UnitLowerInverse(const torch::Tensor& a) {
-  TORCH_CHECK(a.dim() == 3 && a.size(1) == a.size(2),
-              "UnitLowerInverse: expected (N, C, C), got ", a.sizes());
-  return UnitLowerInverseFunction::apply(a);
-}
 
 torch::ScalarType KernelComputeDtype(
     std::initializer_list<torch::Tensor> inputs) {
@@ -216,6 +183,10 @@ torch::Tensor PadTime(const torch::Tensor& t, int64_t t_padded) {
   return torch::constant_pad_nd(t, pads, 0);
 }
 
+torch::Tensor UnpadTime(const torch::Tensor& t, int64_t length) {
+  return t.size(2) == length ? t : t.narrow(2, 0, length);
+}
+
 torch::Tensor StrictUpperMask(int64_t chunk, const torch::Device& device) {
   return torch::ones({chunk, chunk},
                      torch::TensorOptions().dtype(torch::kBool).device(device))
@@ -234,7 +205,7 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t t_padded = n * chunk;
 
   // Padded steps have q = k = v = 0 and g = 0: they change nothing. The
-  // scale is applied to the output (alpha of the last baddbmm), not to q.
+  // scale is the alpha of the output's two matmuls, not applied to q.
   const torch::Tensor qc = SplitChunks(PadTime(q.to(dtype), t_padded), n,
                                        chunk);  // (B, H|1, n, C, dk)
   const torch::Tensor kc = SplitChunks(PadTime(k.to(dtype), t_padded), n,
@@ -269,13 +240,15 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   // O = scale ((Q * exp(G)) S_in + scores V), all chunks in one batch.
   const int64_t rows = b * h * n;
   const int64_t dk = q.size(3);
-  const torch::Tensor inter =
-      ParallelBmm((qc * cum.exp().unsqueeze(-1)).reshape({rows, chunk, dk}),
-                  states.reshape({rows, dk, dv}));
+  // The scale rides on the GEMMs' alpha (beta = 1 passes the gradient on
+  // as it is).
+  const torch::Tensor inter = ParallelBaddbmm(
+      c10::nullopt, (qc * cum.exp().unsqueeze(-1)).reshape({rows, chunk, dk}),
+      states.reshape({rows, dk, dv}), /*beta=*/0.0, /*alpha=*/scale);
   const torch::Tensor out = ParallelBaddbmm(
       inter, scores.reshape({rows, chunk, chunk}),
-      vc.reshape({rows, chunk, dv}), /*beta=*/scale, /*alpha=*/scale);
-  return out.view({b, h, t_padded, dv}).narrow(2, 0, t).to(v.scalar_type());
+      vc.reshape({rows, chunk, dv}), /*beta=*/1.0, /*alpha=*/scale);
+  return UnpadTime(out.view({b, h, t_padded, dv}), t).to(v.scalar_type());
 }
 
 torch::Tensor RecurrentScalarGla(const torch::Tensor& q, const torch::Tensor& k,

@@ -67,6 +67,11 @@ torch::Tensor AtLeastFp32(const torch::Tensor& t);
 // Pads dimension 2 (time) of `t` at the end with zeros to length `t_padded`.
 torch::Tensor PadTime(const torch::Tensor& t, int64_t t_padded);
 
+// The first `length` steps of dimension 2 (time) of `t`: `t` itself when it
+// has no padding (a no-op narrow would still cost a zero-filled gradient
+// copy in the backward pass).
+torch::Tensor UnpadTime(const torch::Tensor& t, int64_t length);
+
 // (chunk, chunk) bool mask, true strictly above the diagonal (j > i): the
 // entries to fill with -inf before exp.
 torch::Tensor StrictUpperMask(int64_t chunk, const torch::Device& device);
@@ -74,11 +79,14 @@ torch::Tensor StrictUpperMask(int64_t chunk, const torch::Device& device);
 // Batched matmul out = beta * c + alpha * (a @ b), with a: (N, m, k),
 // b: (N, k, n) and c: (N, m, n) (beta is ignored without c). Differentiable
 // in a, b and c. In LibTorch builds without MKL (Debian's), torch::bmm runs
-// its batch serially, one small BLAS call after another on one core; this
-// splits the batch across the intra-op threads (at::parallel_for, which is
+// its batch serially, one select + addmm per matrix on one core; this splits
+// the batch across the intra-op threads (at::parallel_for, which is
 // header-inline OpenMP: parallel only when this library is compiled with
-// -fopenmp, serial otherwise). Computes in the inputs' dtype, ignoring
-// autocast.
+// -fopenmp, serial otherwise) and, on the CPU in fp32 / fp64, calls GEMM
+// directly per matrix (model/internal/blas.h): a and b may be row-major or
+// transposed views (strides (.., ld, 1) or (.., 1, ld)), other layouts are
+// copied first. Computes in the inputs' dtype, ignoring autocast. Defined
+// with UnitLowerInverse in model/batched_matmul.cc.
 torch::Tensor ParallelBaddbmm(const c10::optional<torch::Tensor>& c,
                               const torch::Tensor& a, const torch::Tensor& b,
                               double beta, double alpha);
@@ -89,7 +97,9 @@ inline torch::Tensor ParallelBmm(const torch::Tensor& a,
 
 // (I + A)^-1 where A is the strict lower triangle of a: (N, C, C); the
 // diagonal and upper triangle of a are ignored (and get zero gradient).
-// Differentiable; the batch of triangular solves is split across threads.
+// Differentiable; the batch is split across threads. On the CPU in fp32 /
+// fp64: forward substitution and a two-GEMM backward per matrix on raw
+// memory; elsewhere ATen's triangular solve and batched matmuls.
 torch::Tensor UnitLowerInverse(const torch::Tensor& a);
 
 }  // namespace hlab::model

@@ -24,6 +24,7 @@
 #include "model/mixer.h"
 #include "model/scalar_gla_kernel.h"
 #include "model/short_conv.h"
+#include "model/silu_heads.h"
 
 namespace hlab::model {
 namespace {
@@ -364,6 +365,75 @@ TEST(BatchedHelpersTest, ParallelBaddbmmMatchesTorch) {
   EXPECT_LT(MaxRelError(ParallelBmm(a, b), torch::bmm(a, b)), 1e-14);
 }
 
+// The direct-GEMM path reads transposed views through their strides and
+// copies other layouts: against torch::baddbmm for every combination of
+// layouts, fp32 and fp64, several batch sizes (1 and odd ones), outputs and
+// gradients.
+TEST(BatchedHelpersTest, ParallelBaddbmmReadsStridedOperands) {
+  TwoThreads two_threads;
+  torch::manual_seed(17);
+  // (N, r, c) with the given layout: 0 row-major, 1 a transposed view, 2 a
+  // non-contiguous slice (every other column), 3 batch-broadcast (stride 0).
+  const auto make = [](int64_t n, int64_t r, int64_t c, int layout,
+                       torch::ScalarType dtype) {
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    switch (layout) {
+      case 1:
+        return torch::randn({n, c, r}, opts).transpose(1, 2);
+      case 2:
+        return torch::randn({n, r, 2 * c}, opts).slice(2, 0, 2 * c, 2);
+      case 3:
+        return torch::randn({1, r, c}, opts).expand({n, r, c});
+      default:
+        return torch::randn({n, r, c}, opts);
+    }
+  };
+  for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tolerance = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
+    for (const int64_t n : {1, 3, 37}) {
+      for (int la = 0; la < 4; ++la) {
+        for (int lb = 0; lb < 4; ++lb) {
+          const torch::Tensor a = make(n, 5, 7, la, dtype).requires_grad_();
+          const torch::Tensor b = make(n, 7, 3, lb, dtype).requires_grad_();
+          const torch::Tensor c =
+              make(n, 5, 3, (la + lb) % 3, dtype).detach().requires_grad_();
+          const torch::Tensor dout = make(n, 5, 3, lb % 3, dtype);
+          const std::vector<torch::Tensor> inputs = {c, a, b};
+          const Result got =
+              RunWithGrads([&] { return ParallelBaddbmm(c, a, b, 0.5, -2.0); },
+                           inputs, dout);
+          const Result ref = RunWithGrads(
+              [&] { return torch::baddbmm(c, a, b, 0.5, -2.0); }, inputs, dout);
+          const std::string where = "dtype " +
+                                    std::string(c10::toString(dtype)) + " n " +
+                                    std::to_string(n) + " layouts " +
+                                    std::to_string(la) + std::to_string(lb);
+          EXPECT_LT(MaxRelError(got.out, ref.out), tolerance) << where;
+          for (size_t i = 0; i < inputs.size(); ++i) {
+            EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), tolerance)
+                << where << " grad " << i;
+          }
+          EXPECT_LT(MaxRelError(ParallelBmm(a, b), torch::bmm(a, b)), tolerance)
+              << where;
+        }
+      }
+    }
+  }
+}
+
+// Without BLAS (bf16) the ATen path still serves.
+TEST(BatchedHelpersTest, ParallelBaddbmmFallsBackForBf16) {
+  torch::manual_seed(18);
+  const auto opts = torch::TensorOptions().dtype(torch::kBFloat16);
+  const torch::Tensor a = torch::randn({4, 6, 3}, opts).transpose(1, 2);
+  const torch::Tensor b = torch::randn({4, 6, 5}, opts);
+  const torch::Tensor got = ParallelBmm(a, b);  // (4, 3, 5)
+  EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
+  EXPECT_LT(MaxRelError(
+                got, torch::bmm(a.to(torch::kFloat64), b.to(torch::kFloat64))),
+            2e-2);
+}
+
 TEST(BatchedHelpersTest, UnitLowerInverseMatchesSolve) {
   TwoThreads two_threads;
   torch::manual_seed(14);
@@ -384,6 +454,40 @@ TEST(BatchedHelpersTest, UnitLowerInverseMatchesSolve) {
   EXPECT_LT(MaxRelError(got.out, ref.out), 1e-13);
   EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), 1e-13);
   EXPECT_EQ(got.grads[0].triu().abs().max().item<double>(), 0.0);
+}
+
+// The kernels' size (C = 32) and others, fp32 and fp64, non-contiguous input
+// and output gradient, against the ATen triangular solve.
+TEST(BatchedHelpersTest, UnitLowerInverseMatchesSolveAtKernelSizes) {
+  torch::manual_seed(19);
+  for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    const double tolerance = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
+    for (const int64_t n : {1, 5, 64}) {
+      for (const int64_t c : {1, 7, 32}) {
+        // Entries as in the kernels' beta K K^T * D: well conditioned.
+        const torch::Tensor a = (torch::randn({n, c, c}, opts) / std::sqrt(c))
+                                    .transpose(1, 2)
+                                    .requires_grad_();
+        const torch::Tensor dout =
+            torch::randn({n, c, c}, opts).transpose(1, 2);
+        const Result got =
+            RunWithGrads([&] { return UnitLowerInverse(a); }, {a}, dout);
+        const torch::Tensor eye = torch::eye(c, opts);
+        const Result ref = RunWithGrads(
+            [&] {
+              return torch::linalg_solve_triangular(
+                  a.tril(-1) + eye, eye.expand_as(a), /*upper=*/false);
+            },
+            {a}, dout);
+        const std::string where = std::string(c10::toString(dtype)) + " n " +
+                                  std::to_string(n) + " c " + std::to_string(c);
+        EXPECT_LT(MaxRelError(got.out, ref.out), tolerance) << where;
+        EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), tolerance) << where;
+        EXPECT_EQ(got.grads[0].triu().abs().max().item<double>(), 0.0) << where;
+      }
+    }
+  }
 }
 
 // The chunked kernels with two intra-op threads (the batched matmuls split
@@ -448,6 +552,74 @@ TEST(BatchedHelpersTest, KernelsRunWithoutAutograd) {
     EXPECT_LT(MaxRelError(ChunkedScalarGla(q, k, v, g, 0.5, 16), gla_ref),
               kFp64Tolerance);
   }
+}
+
+// ---------------------------------------------------------------------------
+// SiluToHeads (the GDN input activations).
+
+// The ATen formula SiluToHeads replaces, in x's dtype upcast to fp32 / fp64.
+torch::Tensor SiluToHeadsReference(const torch::Tensor& x, int64_t heads,
+                                   bool l2_normalize) {
+  const torch::Tensor xf =
+      x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
+  torch::Tensor y =
+      torch::silu(xf).view({x.size(0), x.size(1), heads, x.size(2) / heads});
+  if (l2_normalize) {
+    y = y * torch::rsqrt(y.norm(2, -1, /*keepdim=*/true).square() + 1e-6);
+  }
+  return y.transpose(1, 2);
+}
+
+TEST(SiluToHeadsTest, MatchesAtenFormulaWithGradients) {
+  TwoThreads two_threads;
+  torch::manual_seed(21);
+  for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tolerance = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
+    for (const bool l2 : {true, false}) {
+      for (const bool strided : {false, true}) {
+        // Strided: a slice of a wider tensor (as after the short conv's split),
+        // with large entries so that SiLU's both branches and saturation show.
+        const torch::Tensor wide =
+            4 * torch::randn({3, 37, strided ? 3 * 24 : 24},
+                             torch::TensorOptions().dtype(dtype));
+        const torch::Tensor x =
+            wide.narrow(2, strided ? 24 : 0, 24).detach().requires_grad_();
+        const torch::Tensor dout = torch::randn({3, 4, 37, 6}, dtype);
+        const Result got =
+            RunWithGrads([&] { return SiluToHeads(x, 4, l2); }, {x}, dout);
+        const Result ref = RunWithGrads(
+            [&] { return SiluToHeadsReference(x, 4, l2); }, {x}, dout);
+        const std::string where = std::string(c10::toString(dtype)) +
+                                  (l2 ? " l2" : "") +
+                                  (strided ? " strided" : "");
+        EXPECT_EQ(got.out.sizes(), torch::IntArrayRef({3, 4, 37, 6})) << where;
+        EXPECT_TRUE(got.out.is_contiguous()) << where;
+        EXPECT_EQ(got.out.scalar_type(), dtype) << where;
+        EXPECT_LT(MaxRelError(got.out, ref.out), tolerance) << where;
+        EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), tolerance) << where;
+      }
+    }
+  }
+}
+
+// bf16 input (a projection under autocast): fp32 output, bf16 gradient.
+TEST(SiluToHeadsTest, Bf16InputGivesFp32OutputAndBf16Gradient) {
+  torch::manual_seed(22);
+  const torch::Tensor x =
+      torch::randn({2, 9, 16}).to(torch::kBFloat16).requires_grad_();
+  const torch::Tensor dout = torch::randn({2, 2, 9, 8});
+  const Result got =
+      RunWithGrads([&] { return SiluToHeads(x, 2, true); }, {x}, dout);
+  const Result ref =
+      RunWithGrads([&] { return SiluToHeadsReference(x, 2, true); }, {x}, dout);
+  EXPECT_EQ(got.out.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(got.grads[0].scalar_type(), torch::kBFloat16);
+  EXPECT_LT(MaxRelError(got.out, ref.out), 1e-5);
+  EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), 1e-2);
+}
+
+TEST(SiluToHeadsTest, RejectsHeadsThatDoNotDivideWidth) {
+  EXPECT_THROW(SiluToHeads(torch::randn({1, 4, 10}), 3, true), c10::Error);
 }
 
 // ---------------------------------------------------------------------------
