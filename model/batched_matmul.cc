@@ -23,21 +23,17 @@ namespace {
 
 // Calls fn(begin, end) on ranges splitting [0, n) across the intra-op
 // threads, with autograd dispatch off (fn only writes into tensors it owns).
-// Each range gets at least ~2^16 multiply-adds of work. Items of more than
-// 2^18 multiply-adds are left to a serial loop: OpenBLAS threads such calls
-// itself, and nesting its threads inside ours would oversubscribe the cores.
+// Each range gets at least ~2^16 multiply-adds of work. The BLAS is
+// single-threaded (internal::UseOneThreadPool): the threads are ours.
 //
 // at::parallel_for is header-inline: it runs in parallel only when this file
 // is compiled with OpenMP (-fopenmp), and serially otherwise.
 template <typename Fn>
 void ParallelOverBatch(int64_t n, int64_t work_per_item, const Fn& fn) {
   constexpr int64_t kMinWork = int64_t{1} << 16;
-  constexpr int64_t kBlasThreadsWork = int64_t{1} << 18;
+  internal::UseOneThreadPool();
   const int64_t grain =
-      work_per_item > kBlasThreadsWork
-          ? n
-          : std::max<int64_t>(1,
-                              kMinWork / std::max<int64_t>(1, work_per_item));
+      std::max<int64_t>(1, kMinWork / std::max<int64_t>(1, work_per_item));
   at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     fn(begin, end);

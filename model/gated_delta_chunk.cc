@@ -100,9 +100,11 @@ void ChunkInputsBackward(const InputDims& d, int64_t r0, int64_t r1, const T* q,
   }
 }
 
-// Runs fn(r0, r1) over ranges of rows on the intra-op threads.
+// Runs fn(r0, r1) over ranges of rows on the intra-op threads (each calling
+// a single-threaded BLAS).
 template <typename Fn>
 void ForEachRowRange(int64_t rows, int64_t work_per_row, const Fn& fn) {
+  internal::UseOneThreadPool();
   const int64_t grain = std::max<int64_t>(
       1, (int64_t{1} << 15) / std::max<int64_t>(1, work_per_row));
   at::parallel_for(0, rows, grain, fn);

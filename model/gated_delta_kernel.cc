@@ -149,9 +149,11 @@ void ScanBackward(const ScanDims& dims, int64_t b0, int64_t b1, const T* w,
   }
 }
 
-// Runs fn(b0, b1) over ranges of batch-heads on the intra-op threads.
+// Runs fn(b0, b1) over ranges of batch-heads on the intra-op threads (each
+// calling a single-threaded BLAS).
 template <typename Fn>
 void ForEachBatchHead(int64_t bh, const Fn& fn) {
+  internal::UseOneThreadPool();
   at::parallel_for(0, bh, 1, [&](int64_t b0, int64_t b1) { fn(b0, b1); });
 }
 
