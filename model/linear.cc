@@ -88,6 +88,57 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
   }
 };
 
+// Under CPU autocast: x (M, in) in fp32 or bf16 and the fp32 weight (out,
+// in) multiply as bf16 through oneDNN's bf16 x bf16 -> fp32 GEMM (one call,
+// threaded by oneDNN on the OpenMP threads), the output rounded to bf16
+// once, as autocast's linear gives. Backward: dx in x's dtype, dw in fp32
+// straight from the fp32 accumulator (autocast's mm would round it to bf16).
+class LinearBf16Function
+    : public torch::autograd::Function<LinearBf16Function> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight) {
+    const torch::Tensor xb = x.to(torch::kBFloat16).contiguous();
+    const torch::Tensor wb = weight.to(torch::kBFloat16).contiguous();
+    const int64_t m = xb.size(0), in = xb.size(1), out = wb.size(0);
+    torch::Tensor y = at::empty({m, out}, x.options().dtype(torch::kFloat32));
+    internal::Gemm(false, true, m, out, in, 1.0f, Bf16Data(xb), in,
+                   Bf16Data(wb), in, 0.0f, y.data_ptr<float>(), out);
+    ctx->save_for_backward({xb, wb});
+    ctx->saved_data["x_dtype"] = x.scalar_type();
+    ctx->saved_data["w_dtype"] = weight.scalar_type();
+    return y.to(torch::kBFloat16);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &xb = saved[0], &wb = saved[1];
+    const torch::Tensor g = grads[0].to(torch::kBFloat16).contiguous();
+    const int64_t m = xb.size(0), in = xb.size(1), out = wb.size(0);
+    torch::Tensor dx, dw;
+    if (ctx->needs_input_grad(0)) {
+      dx = at::empty({m, in}, xb.options().dtype(torch::kFloat32));
+      internal::Gemm(false, false, m, in, out, 1.0f, Bf16Data(g), out,
+                     Bf16Data(wb), in, 0.0f, dx.data_ptr<float>(), in);
+      dx = dx.to(
+          static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+    }
+    if (ctx->needs_input_grad(1)) {
+      dw = at::empty({out, in}, xb.options().dtype(torch::kFloat32));
+      internal::Gemm(true, false, out, in, m, 1.0f, Bf16Data(g), out,
+                     Bf16Data(xb), in, 0.0f, dw.data_ptr<float>(), in);
+      dw = dw.to(
+          static_cast<torch::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
+    }
+    return {dx, dw};
+  }
+
+ private:
+  static const internal::Bf16* Bf16Data(const torch::Tensor& t) {
+    return reinterpret_cast<const internal::Bf16*>(t.data_ptr<at::BFloat16>());
+  }
+};
+
 bool BlasFor(torch::ScalarType dtype) {
   if (dtype == torch::kFloat32) return internal::BlasAvailable<float>();
   if (dtype == torch::kFloat64) return internal::BlasAvailable<double>();
@@ -103,7 +154,22 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
       x.scalar_type() == weight.scalar_type() && BlasFor(x.scalar_type()) &&
       weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1) &&
       x.numel() > 0 && !at::autocast::is_cpu_enabled();
-  if (!ours) return at::linear(x, weight, bias);
+  if (!ours) {
+    const bool bf16_autocast =
+        at::autocast::is_cpu_enabled() &&
+        at::autocast::get_autocast_cpu_dtype() == torch::kBFloat16 &&
+        !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() &&
+        (x.scalar_type() == torch::kFloat32 ||
+         x.scalar_type() == torch::kBFloat16) &&
+        weight.scalar_type() == torch::kFloat32 && weight.dim() == 2 &&
+        x.dim() >= 1 && x.size(-1) == weight.size(1) && x.numel() > 0 &&
+        internal::BlasAvailable<internal::Bf16>();
+    if (!bf16_autocast) return at::linear(x, weight, bias);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    return LinearBf16Function::apply(x.reshape({-1, x.size(-1)}), weight)
+        .view(shape);
+  }
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = weight.size(0);
   return LinearFunction::apply(x.reshape({-1, x.size(-1)}).contiguous(),

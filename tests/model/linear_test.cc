@@ -101,18 +101,46 @@ TEST(LinearTest, ModuleKeepsTorchNamesAndTakesTheSplitPath) {
       << product->name();
 }
 
-TEST(LinearTest, AutocastAndBiasTakeAtLinear) {
+TEST(LinearTest, BiasTakesAtLinear) {
   Linear biased(LinearOptions(8, 4));
   const Tensor x = torch::randn({5, 8});
   EXPECT_LT(
       RelErr(biased->forward(x), at::linear(x, biased->weight, biased->bias)),
       1e-6);
-  Linear layer(LinearOptions(8, 4).bias(false));
+}
+
+// Under bf16 autocast: a bf16 output like autocast's linear, within bf16
+// rounding of the fp64 product, and gradients in the inputs' dtypes (dw in
+// fp32 from the fp32 accumulator).
+TEST(LinearTest, Bf16AutocastMatchesTheProductWithinBf16Rounding) {
+  torch::manual_seed(3);
+  const Tensor x0 = torch::randn({2, 150, 64});
+  const Tensor w0 = torch::randn({48, 64}) * 0.1;
+  const Tensor upstream = torch::randn({2, 150, 48});
+  const Tensor x = x0.clone().requires_grad_(true);
+  const Tensor w = w0.clone().requires_grad_(true);
   at::autocast::set_cpu_enabled(true);
-  const Tensor y = layer->forward(x);
+  const Tensor y = LinearProduct(x, w);
+  const Tensor want_y = at::linear(x0, w0);  // autocast's own
   at::autocast::set_cpu_enabled(false);
   at::autocast::clear_cache();
   EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(want_y.scalar_type(), torch::kBFloat16);
+  const auto product = y.grad_fn()->next_edges().at(0).function;
+  ASSERT_NE(product, nullptr);
+  EXPECT_NE(product->name().find("LinearBf16Function"), std::string::npos)
+      << product->name();
+  (y.to(torch::kFloat32) * upstream).sum().backward();
+  EXPECT_EQ(x.grad().scalar_type(), torch::kFloat32);
+  EXPECT_EQ(w.grad().scalar_type(), torch::kFloat32);
+
+  const Result exact =
+      Product(false, x0.to(torch::kFloat64), w0.to(torch::kFloat64),
+              upstream.to(torch::kFloat64));
+  EXPECT_LT(RelErr(y, exact.y), 1e-2);
+  EXPECT_LT(RelErr(y, want_y), 1e-2);
+  EXPECT_LT(RelErr(x.grad(), exact.dx), 2e-2);
+  EXPECT_LT(RelErr(w.grad(), exact.dw), 2e-2);
 }
 
 }  // namespace
