@@ -49,6 +49,11 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
   --bf16-seq-lens LIST  sequence lengths also run in bf16 (default 1024)
   --tokens-per-step N   batch = max(1, N / seq_len) (default 8192)
   --steps N             steps per configuration, the first a warmup (default 3)
+  --rounds N            run every configuration N times, alternating the
+                        order each round, and report the medians (default 1;
+                        on a machine whose speed drifts, 3 makes the ratio
+                        targets comparable); the ratio targets list each
+                        round's ratio
   --d-model N --layers N --heads N --kv-heads N --vocab N
                         model shape (default the anchors': 256, 4, 4, 2, 256)
   --threads N           intra-op threads (default: all cores)
@@ -76,6 +81,7 @@ struct Options {
   int64_t threads = 0, reference_max_seq_len = 8192;
   bool reference = false, layer_bench = true, json = false;
   std::string profile_dir;  // --profile
+  int64_t rounds = 1;       // --rounds
 };
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -206,6 +212,12 @@ struct Row {
   bool ok = false;
 };
 
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 std::string Fmt(double v, int precision = 0) {
   std::ostringstream s;
   s.setf(std::ios::fixed);
@@ -225,6 +237,7 @@ int main(int argc, char** argv) {
   std::map<std::string, int64_t*> ints = {
       {"--tokens-per-step", &o.tokens_per_step},
       {"--steps", &o.steps},
+      {"--rounds", &o.rounds},
       {"--d-model", &o.d_model},
       {"--layers", &o.layers},
       {"--heads", &o.heads},
@@ -343,6 +356,19 @@ int main(int argc, char** argv) {
     return nullptr;
   };
 
+  // Every configuration runs once per round; rounds alternate the order
+  // (forward, backward, ...) so that a machine slowing or speeding up over
+  // the run weighs on every configuration alike. Each row reports the median
+  // over the rounds.
+  struct Config {
+    std::string arch;
+    int64_t t = 0, batch = 0;
+    bool bf16 = false;
+    double flops = 0;
+    std::vector<Json> results;  // one per round that succeeded
+    std::string error;
+  };
+  std::vector<Config> configs;
   for (int64_t t : o.seq_lens) {
     for (const std::string& arch : o.archs) {
       for (bool bf16 : {false, true}) {
@@ -351,94 +377,134 @@ int main(int argc, char** argv) {
           continue;
         }
         const ModelConfig config = BuildConfig(o, arch);
-        const int64_t batch = std::max<int64_t>(1, o.tokens_per_step / t);
-        const double flops = hlab::model::TrainingFlopsPerToken(config, t);
-        Row row;
-        row.j = {{"arch", arch},
-                 {"d_model", o.d_model},
-                 {"layers", o.layers},
-                 {"seq_len", t},
-                 {"batch", batch},
-                 {"dtype", bf16 ? "bf16" : "fp32"},
-                 {"n_non_embedding",
-                  hlab::model::CountParameters(config).non_embedding},
-                 {"flops_per_token", flops}};
-        std::string error;
-        auto child = RunForJson(
-            absl::StrCat(exe, " --child-step ", arch, " --child-seq-len ", t,
-                         " --child-batch ", batch, " --steps ", o.steps,
-                         bf16 ? " --child-bf16" : "", ShapeFlags(o),
-                         o.profile_dir.empty()
-                             ? std::string()
-                             : absl::StrCat(" --child-profile '", o.profile_dir,
-                                            "/", arch, "-T", t, "-",
-                                            bf16 ? "bf16" : "fp32", ".json'")),
-            &error);
-        if (child && child->contains("tokens_per_s")) {
-          row.ok = true;
-          for (auto& [k, v] : child->items()) row.j[k] = v;
-          const double tps = row.j["tokens_per_s"].get<double>();
-          row.j["mfu"] = flops * tps / ((bf16 ? peak_bf16 : peak_fp32) * 1e9);
-        } else {
-          row.j["error"] = child ? child->value("error", "failed") : error;
-        }
-        // The reference knows full, swa-<w>, gdn and mamba2 (no lightning).
-        const bool ref_arch = arch == "full" || arch == "gdn" ||
-                              arch == "mamba2" ||
-                              (arch.rfind("swa-", 0) == 0 &&
-                               arch.find('-', 4) == std::string::npos);
-        if (have_reference && ref_arch && t <= o.reference_max_seq_len) {
-          auto ref = RunForJson(
-              absl::StrCat(ReferencePython(), " ", reference_script, " --arch ",
-                           arch, " --d-model ", o.d_model, " --layers ",
-                           o.layers, " --heads ", o.heads, " --kv-heads ",
-                           o.kv_heads, " --vocab ", o.vocab, " --seq-len ", t,
-                           " --batch ", batch, " --steps ", o.steps,
-                           " --threads ",
-                           o.threads > 0 ? o.threads : at::get_num_threads(),
-                           bf16 ? " --bf16" : ""),
-              &error);
-          if (ref && ref->contains("tokens_per_s")) {
-            row.j["reference_tokens_per_s"] = (*ref)["tokens_per_s"];
-            if (row.ok) {
-              row.j["speedup_vs_reference"] =
-                  row.j["tokens_per_s"].get<double>() /
-                  (*ref)["tokens_per_s"].get<double>();
-            }
-          } else {
-            row.j["reference_error"] = error;
-          }
-        }
-        rows.push_back(row);
-        if (o.json) {
-          std::cout << row.j.dump() << std::endl;
-        } else if (!row.ok) {
-          std::printf("%-12s %6lld %3lld %5s  %s\n", arch.c_str(),
-                      static_cast<long long>(t), static_cast<long long>(batch),
-                      bf16 ? "bf16" : "fp32",
-                      row.j["error"].get<std::string>().c_str());
-        } else {
-          const double tps = row.j["tokens_per_s"].get<double>();
-          std::printf(
-              "%-12s %6lld %3lld %5s %9.0f %9.0f %9.0f %8.0f %8.1f %7.1f "
-              "%5.1f%% %9s %7s\n",
-              arch.c_str(), static_cast<long long>(t),
-              static_cast<long long>(batch), bf16 ? "bf16" : "fp32", tps,
-              row.j["step_ms"].get<double>(),
-              row.j["step_cpu_ms"].get<double>(),
-              row.j["peak_rss_mb"].get<double>(), flops / 1e6,
-              flops * tps / 1e9, 100 * row.j["mfu"].get<double>(),
-              row.j.contains("reference_tokens_per_s")
-                  ? Fmt(row.j["reference_tokens_per_s"].get<double>()).c_str()
-                  : "-",
-              row.j.contains("speedup_vs_reference")
-                  ? (Fmt(row.j["speedup_vs_reference"].get<double>(), 2) + "x")
-                        .c_str()
-                  : "-");
-        }
-        std::fflush(stdout);
+        configs.push_back({arch,
+                           t,
+                           std::max<int64_t>(1, o.tokens_per_step / t),
+                           bf16,
+                           hlab::model::TrainingFlopsPerToken(config, t),
+                           {},
+                           {}});
       }
     }
+  }
+  for (int64_t round = 0; round < o.rounds; ++round) {
+    for (size_t n = 0; n < configs.size(); ++n) {
+      Config& c = configs[round % 2 == 0 ? n : configs.size() - 1 - n];
+      const std::string dtype = c.bf16 ? "bf16" : "fp32";
+      std::string error;
+      auto child = RunForJson(
+          absl::StrCat(
+              exe, " --child-step ", c.arch, " --child-seq-len ", c.t,
+              " --child-batch ", c.batch, " --steps ", o.steps,
+              c.bf16 ? " --child-bf16" : "", ShapeFlags(o),
+              o.profile_dir.empty() || round > 0
+                  ? std::string()
+                  : absl::StrCat(" --child-profile '", o.profile_dir, "/",
+                                 c.arch, "-T", c.t, "-", dtype, ".json'")),
+          &error);
+      const bool ok = child && child->contains("tokens_per_s");
+      if (ok) {
+        c.results.push_back(*child);
+      } else {
+        c.error = child ? child->value("error", "failed") : error;
+      }
+      // Progress on stderr: the table prints once every round is done.
+      std::cerr << "[" << round * configs.size() + n + 1 << "/"
+                << o.rounds * configs.size() << "] " << c.arch << " T=" << c.t
+                << " " << dtype << ": "
+                << (ok ? Fmt((*child)["step_ms"].get<double>()) + " ms"
+                       : c.error)
+                << std::endl;
+    }
+  }
+
+  for (const Config& c : configs) {
+    const std::string& arch = c.arch;
+    const int64_t t = c.t, batch = c.batch;
+    const bool bf16 = c.bf16;
+    const double flops = c.flops;
+    Row row;
+    row.j = {{"arch", arch},
+             {"d_model", o.d_model},
+             {"layers", o.layers},
+             {"seq_len", t},
+             {"batch", batch},
+             {"dtype", bf16 ? "bf16" : "fp32"},
+             {"n_non_embedding",
+              hlab::model::CountParameters(BuildConfig(o, arch)).non_embedding},
+             {"flops_per_token", flops}};
+    std::string error;
+    if (!c.results.empty()) {
+      row.ok = true;
+      for (auto& [k, v] : c.results.front().items()) row.j[k] = v;
+      std::vector<double> step, cpu, rss;
+      for (const Json& r : c.results) {
+        step.push_back(r["step_ms"].get<double>());
+        cpu.push_back(r["step_cpu_ms"].get<double>());
+        rss.push_back(r["peak_rss_mb"].get<double>());
+      }
+      row.j["step_ms"] = MedianOf(step);
+      row.j["step_cpu_ms"] = MedianOf(cpu);
+      row.j["peak_rss_mb"] = *std::max_element(rss.begin(), rss.end());
+      row.j["tokens_per_s"] =
+          static_cast<double>(batch * t) / (MedianOf(step) / 1000.0);
+      if (o.rounds > 1) row.j["step_ms_rounds"] = step;
+      const double tps = row.j["tokens_per_s"].get<double>();
+      row.j["mfu"] = flops * tps / ((bf16 ? peak_bf16 : peak_fp32) * 1e9);
+    } else {
+      row.j["error"] = c.error;
+    }
+    // The reference knows full, swa-<w>, gdn and mamba2 (no lightning).
+    const bool ref_arch =
+        arch == "full" || arch == "gdn" || arch == "mamba2" ||
+        (arch.rfind("swa-", 0) == 0 && arch.find('-', 4) == std::string::npos);
+    if (have_reference && ref_arch && t <= o.reference_max_seq_len) {
+      auto ref = RunForJson(
+          absl::StrCat(ReferencePython(), " ", reference_script, " --arch ",
+                       arch, " --d-model ", o.d_model, " --layers ", o.layers,
+                       " --heads ", o.heads, " --kv-heads ", o.kv_heads,
+                       " --vocab ", o.vocab, " --seq-len ", t, " --batch ",
+                       batch, " --steps ", o.steps, " --threads ",
+                       o.threads > 0 ? o.threads : at::get_num_threads(),
+                       bf16 ? " --bf16" : ""),
+          &error);
+      if (ref && ref->contains("tokens_per_s")) {
+        row.j["reference_tokens_per_s"] = (*ref)["tokens_per_s"];
+        if (row.ok) {
+          row.j["speedup_vs_reference"] = row.j["tokens_per_s"].get<double>() /
+                                          (*ref)["tokens_per_s"].get<double>();
+        }
+      } else {
+        row.j["reference_error"] = error;
+      }
+    }
+    rows.push_back(row);
+    if (o.json) {
+      std::cout << row.j.dump() << std::endl;
+    } else if (!row.ok) {
+      std::printf("%-12s %6lld %3lld %5s  %s\n", arch.c_str(),
+                  static_cast<long long>(t), static_cast<long long>(batch),
+                  bf16 ? "bf16" : "fp32",
+                  row.j["error"].get<std::string>().c_str());
+    } else {
+      const double tps = row.j["tokens_per_s"].get<double>();
+      std::printf(
+          "%-12s %6lld %3lld %5s %9.0f %9.0f %9.0f %8.0f %8.1f %7.1f "
+          "%5.1f%% %9s %7s\n",
+          arch.c_str(), static_cast<long long>(t),
+          static_cast<long long>(batch), bf16 ? "bf16" : "fp32", tps,
+          row.j["step_ms"].get<double>(), row.j["step_cpu_ms"].get<double>(),
+          row.j["peak_rss_mb"].get<double>(), flops / 1e6, flops * tps / 1e9,
+          100 * row.j["mfu"].get<double>(),
+          row.j.contains("reference_tokens_per_s")
+              ? Fmt(row.j["reference_tokens_per_s"].get<double>()).c_str()
+              : "-",
+          row.j.contains("speedup_vs_reference")
+              ? (Fmt(row.j["speedup_vs_reference"].get<double>(), 2) + "x")
+                    .c_str()
+              : "-");
+    }
+    std::fflush(stdout);
   }
 
   // The SWA layer alone: time and memory per token must not grow with T.
@@ -493,12 +559,23 @@ int main(int argc, char** argv) {
                                 other->j["flops_per_token"].get<double>();
       const double cpu_speed = full->j["step_cpu_ms"].get<double>() /
                                other->j["step_cpu_ms"].get<double>();
+      std::string rounds;
+      if (full->j.contains("step_ms_rounds") &&
+          other->j.contains("step_ms_rounds")) {
+        const auto f = full->j["step_ms_rounds"].get<std::vector<double>>();
+        const auto e = other->j["step_ms_rounds"].get<std::vector<double>>();
+        std::vector<std::string> each;
+        for (size_t i = 0; i < std::min(f.size(), e.size()); ++i) {
+          each.push_back(Fmt(f[i] / e[i], 2) + "x");
+        }
+        rounds = "; each round " + absl::StrJoin(each, ", ");
+      }
       target(absl::StrCat(arch, "/full speed at T=8192 >= 90% of FLOP ratio"),
              speed >= 0.9 * flop_ratio,
              absl::StrCat(Fmt(speed, 2), "x vs FLOP ratio ", Fmt(flop_ratio, 2),
                           "x (", Fmt(100 * speed / flop_ratio),
                           "%); by CPU time ", Fmt(cpu_speed, 2), "x (",
-                          Fmt(100 * cpu_speed / flop_ratio), "%)"));
+                          Fmt(100 * cpu_speed / flop_ratio), "%)", rounds));
     }
   }
   for (const std::string& arch : o.archs) {
