@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "model/feed_forward.h"
 #include "model/gated_delta_kernel.h"
 #include "model/internal/linear.h"
 #include "model/mamba2.h"
@@ -81,9 +82,10 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   // fla's FusedRMSNormGated: per-head RMSNorm first, then the SiLU gate
   // (Mamba-2 gates first; see GatedRmsNorm).
   const torch::Tensor normed = RmsNorm(o.transpose(1, 2), o_norm_, eps_);
-  const torch::Tensor y =
-      normed * torch::silu(AtLeastFp32(g_proj_(x).view({b, t, h, dh})))
-                   .to(normed.scalar_type());  // (B, T, Hg, dv)
+  // silu(gate) * normed in one fused pass (model/feed_forward.h).
+  const torch::Tensor y = SwiGluProduct(
+      AtLeastFp32(g_proj_(x).view({b, t, h, dh})).to(normed.scalar_type()),
+      normed);  // (B, T, Hg, dv)
   return o_proj_(y.reshape({b, t, inner}).to(x.scalar_type()));
 }
 
