@@ -365,6 +365,7 @@ int main(int argc, char** argv) {
     int64_t t = 0, batch = 0;
     bool bf16 = false;
     double flops = 0;
+    int64_t n_non_embedding = 0;
     std::vector<Json> results;  // one per round that succeeded
     std::string error;
   };
@@ -382,6 +383,7 @@ int main(int argc, char** argv) {
                            std::max<int64_t>(1, o.tokens_per_step / t),
                            bf16,
                            hlab::model::TrainingFlopsPerToken(config, t),
+                           hlab::model::CountParameters(config).non_embedding,
                            {},
                            {}});
       }
@@ -430,8 +432,7 @@ int main(int argc, char** argv) {
              {"seq_len", t},
              {"batch", batch},
              {"dtype", bf16 ? "bf16" : "fp32"},
-             {"n_non_embedding",
-              hlab::model::CountParameters(BuildConfig(o, arch)).non_embedding},
+             {"n_non_embedding", c.n_non_embedding},
              {"flops_per_token", flops}};
     std::string error;
     if (!c.results.empty()) {

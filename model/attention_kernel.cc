@@ -20,6 +20,7 @@
 #include "model/internal/attention_args.h"
 #include "model/internal/autocast.h"
 #include "model/internal/fused_attention.h"
+#include "model/internal/raw_tensor.h"
 
 namespace hlab::model {
 namespace {
@@ -399,28 +400,15 @@ void BackwardItem(const WorkItem& item, const Tensor& qf, const Tensor& kf,
 // The fused block loops (model/internal/fused_attention.h): raw GEMM calls
 // and row loops instead of ATen ops per block.
 
-// The fused loops' element type for a dtype.
-template <typename Fn>
-bool DispatchFused(torch::ScalarType dtype, const Fn& fn) {
-  switch (dtype) {
-    case torch::kFloat32:
-      return fn(float{});
-    case torch::kFloat64:
-      return fn(double{});
-    case torch::kBFloat16:
-      return fn(internal::Bf16{});
-    default:
-      return false;
-  }
-}
-
 // Whether the fused loops run for these inputs: asked for, CPU tensors, and
 // the GEMM entry points present in this process.
 bool UseFusedLoops(const Tensor& q, bool requested) {
   if (!requested || !q.device().is_cpu()) return false;
-  return DispatchFused(q.scalar_type(), [](auto tag) {
-    return internal::FusedAttentionAvailable<decltype(tag)>();
+  bool available = false;
+  internal::DispatchRaw(q.scalar_type(), [&](auto tag) {
+    available = internal::FusedAttentionAvailable<decltype(tag)>();
   });
+  return available;
 }
 
 // x: (N, R, C) with unit column stride, as a Matrices view. T is float,
@@ -429,11 +417,7 @@ template <typename T>
 internal::Matrices<T> AsMatrices(const Tensor& x) {
   TORCH_CHECK(x.dim() == 3 && x.stride(2) == 1,
               "attention: internal layout error");
-  using Storage =
-      std::conditional_t<std::is_same_v<std::remove_const_t<T>, internal::Bf16>,
-                         at::BFloat16, std::remove_const_t<T>>;
-  return {reinterpret_cast<T*>(x.data_ptr<Storage>()), x.stride(0),
-          x.stride(1)};
+  return {internal::RawData<T>(x), x.stride(0), x.stride(1)};
 }
 
 // (N, R) with unit row stride as (N, 1, R) matrices.
@@ -576,10 +560,9 @@ class BlockwiseAttentionFunction
     Tensor out_f = at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options);
     Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
     if (fused) {
-      DispatchFused(dtype, [&](auto tag) {
+      internal::DispatchRaw(dtype, [&](auto tag) {
         FusedForward<decltype(tag)>(plan, items, threads, dims, window, blocks,
                                     qf, kf, vf, sink_rows, out_f, lse);
-        return true;
       });
     } else {
       std::vector<Scratch> scratch;
@@ -646,10 +629,9 @@ class BlockwiseAttentionFunction
     Tensor dkf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
     Tensor dvf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
     if (fused) {
-      DispatchFused(dtype, [&](auto tag) {
+      internal::DispatchRaw(dtype, [&](auto tag) {
         FusedBackward<decltype(tag)>(plan, items, threads, dims, window, blocks,
                                      qf, kf, vf, dof, lse, drow, dqf, dkf, dvf);
-        return true;
       });
     } else {
       std::vector<Scratch> scratch;

@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
+#include "model/internal/raw_tensor.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
@@ -38,18 +39,6 @@ void ParallelOverBatch(int64_t n, int64_t work_per_item, const Fn& fn) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     fn(begin, end);
   });
-}
-
-// Whether direct GEMM calls can serve tensors of this device and dtype.
-bool BlasServes(const torch::Tensor& t) {
-  if (!t.device().is_cpu()) return false;
-  if (t.scalar_type() == torch::kFloat32) {
-    return internal::BlasAvailable<float>();
-  }
-  if (t.scalar_type() == torch::kFloat64) {
-    return internal::BlasAvailable<double>();
-  }
-  return false;
 }
 
 // How the matrices of a 3-D (N, r, c) tensor lie in memory for a row-major
@@ -98,7 +87,7 @@ void GemmBatch(const torch::Tensor& a, const torch::Tensor& b, T alpha, T beta,
 }
 
 // out = beta * c + alpha * a @ b through direct GEMM calls; c may be
-// undefined. Requires BlasServes(a) and matching dtypes.
+// undefined. Requires internal::BlasServes(a) and matching dtypes.
 torch::Tensor BlasBaddbmm(const torch::Tensor& c, const torch::Tensor& a_arg,
                           const torch::Tensor& b_arg, double beta,
                           double alpha) {
@@ -125,7 +114,7 @@ torch::Tensor RawParallelBaddbmm(const torch::Tensor& c, const torch::Tensor& a,
                 cols = b.size(2);
   const bool same_dtype = b.scalar_type() == a.scalar_type() &&
                           (!c.defined() || c.scalar_type() == a.scalar_type());
-  if (inner > 0 && same_dtype && BlasServes(a)) {
+  if (inner > 0 && same_dtype && internal::BlasServes(a)) {
     return BlasBaddbmm(c, a, b, beta, alpha);
   }
   torch::Tensor out = at::empty({n, rows, cols}, a.options());
@@ -252,7 +241,7 @@ class UnitLowerInverseFunction
       torch::autograd::AutogradContext* ctx,
       torch::autograd::variable_list grads) {
     const torch::Tensor inverse = ctx->get_saved_variables()[0];
-    if (!BlasServes(inverse) ||
+    if (!internal::BlasServes(inverse) ||
         grads[0].scalar_type() != inverse.scalar_type()) {
       const torch::Tensor inverse_t = inverse.transpose(1, 2);
       const torch::Tensor grad = RawParallelBaddbmm(

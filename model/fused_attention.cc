@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "model/internal/fused_elementwise.h"
 #include "model/internal/vec_math.h"
 
 namespace hlab::model::internal {
@@ -70,24 +71,13 @@ void ScaleRow(double* x, int64_t size, double s) {
   for (int64_t j = 0; j < size; ++j) x[j] *= s;
 }
 
-// Round to nearest even, as c10::BFloat16 (NaN stays NaN).
-HLAB_VECTOR_CLONES void LowerToBf16(const float* x, Bf16* y, int64_t size) {
-#pragma omp simd
-  for (int64_t j = 0; j < size; ++j) {
-    uint32_t u;
-    std::memcpy(&u, &x[j], sizeof(u));
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    y[j].bits = static_cast<uint16_t>(x[j] != x[j] ? 0x7fc0u : rounded);
-  }
-}
-
 // The block's scores or gradients as the next matmul's input: itself for
 // float and double, rounded to bf16 (into scratch.lowered) for Bf16.
 template <typename T>
 const T* AsInput(const AccumOf<T>* x, int64_t size,
                  AttentionScratch<T>& scratch) {
   if constexpr (std::is_same_v<T, Bf16>) {
-    LowerToBf16(x, scratch.lowered.data(), size);
+    NarrowToBf16(x, scratch.lowered.data(), size);
     return scratch.lowered.data();
   } else {
     (void)size;

@@ -99,16 +99,22 @@ inline __attribute__((always_inline)) void RopeRowImpl(const T* x, const T* cos,
   }
 }
 
-// bf16 <-> float over n elements, vectorised (bf16 loops do not vectorise
-// when the conversion sits inside the arithmetic).
-HLAB_VECTOR_CLONES void Widen(const Bf16* x, float* y, int64_t n) {
+// Element-wise bf16 work goes through float buffers of this many elements.
+constexpr int64_t kBf16Chunk = 1024;
+
+}  // namespace
+
+// The bf16 conversions stay out of the arithmetic loops: with them inside,
+// GCC did not vectorise the loops.
+HLAB_VECTOR_CLONES void WidenBf16(const Bf16* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t u = static_cast<uint32_t>(x[i].bits) << 16;
     std::memcpy(&y[i], &u, sizeof(u));
   }
 }
-HLAB_VECTOR_CLONES void Narrow(const float* x, Bf16* y, int64_t n) {
+
+HLAB_VECTOR_CLONES void NarrowToBf16(const float* x, Bf16* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
@@ -117,11 +123,6 @@ HLAB_VECTOR_CLONES void Narrow(const float* x, Bf16* y, int64_t n) {
     y[i].bits = static_cast<uint16_t>(x[i] != x[i] ? 0x7fc0u : rounded);
   }
 }
-
-// Element-wise bf16 work goes through float buffers of this many elements.
-constexpr int64_t kBf16Chunk = 1024;
-
-}  // namespace
 
 // float gets vector clones; double stays scalar (tests and references only).
 #define HLAB_DEFINE_FUSED_ELEMENTWISE(T, ATTR)                               \
@@ -157,9 +158,9 @@ void RmsNormForwardRows(const Bf16* x, const float* w, int64_t rows, int64_t d,
                         float eps, Bf16* y, float* rstd) {
   std::vector<float> xf(d), yf(d);
   for (int64_t i = 0; i < rows; ++i) {
-    Widen(x + i * d, xf.data(), d);
+    WidenBf16(x + i * d, xf.data(), d);
     RmsNormForwardRows(xf.data(), w, 1, d, eps, yf.data(), rstd + i);
-    Narrow(yf.data(), y + i * d, d);
+    NarrowToBf16(yf.data(), y + i * d, d);
   }
 }
 
@@ -168,11 +169,11 @@ void RmsNormBackwardRows(const Bf16* x, const float* w, const float* rstd,
                          float* dw) {
   std::vector<float> xf(d), gf(d), dxf(d);
   for (int64_t i = 0; i < rows; ++i) {
-    Widen(x + i * d, xf.data(), d);
-    Widen(dy + i * d, gf.data(), d);
+    WidenBf16(x + i * d, xf.data(), d);
+    WidenBf16(dy + i * d, gf.data(), d);
     RmsNormBackwardRows(xf.data(), w, rstd + i, gf.data(), 1, d, dxf.data(),
                         dw);
-    Narrow(dxf.data(), dx + i * d, d);
+    NarrowToBf16(dxf.data(), dx + i * d, d);
   }
 }
 
@@ -180,10 +181,10 @@ void SwiGluForward(const Bf16* a, const Bf16* b, int64_t n, Bf16* y) {
   float af[kBf16Chunk], bf[kBf16Chunk], yf[kBf16Chunk];
   for (int64_t i = 0; i < n; i += kBf16Chunk) {
     const int64_t m = std::min(kBf16Chunk, n - i);
-    Widen(a + i, af, m);
-    Widen(b + i, bf, m);
+    WidenBf16(a + i, af, m);
+    WidenBf16(b + i, bf, m);
     SwiGluForward(af, bf, m, yf);
-    Narrow(yf, y + i, m);
+    NarrowToBf16(yf, y + i, m);
   }
 }
 
@@ -193,12 +194,12 @@ void SwiGluBackward(const Bf16* a, const Bf16* b, const Bf16* dy, int64_t n,
       dbf[kBf16Chunk];
   for (int64_t i = 0; i < n; i += kBf16Chunk) {
     const int64_t m = std::min(kBf16Chunk, n - i);
-    Widen(a + i, af, m);
-    Widen(b + i, bf, m);
-    Widen(dy + i, gf, m);
+    WidenBf16(a + i, af, m);
+    WidenBf16(b + i, bf, m);
+    WidenBf16(dy + i, gf, m);
     SwiGluBackward(af, bf, gf, m, daf, dbf);
-    Narrow(daf, da + i, m);
-    Narrow(dbf, db + i, m);
+    NarrowToBf16(daf, da + i, m);
+    NarrowToBf16(dbf, db + i, m);
   }
 }
 
@@ -214,9 +215,9 @@ void RopeRow(const Bf16* x, const float* cos, const float* sin, int64_t half,
     xf = xv.data();
     yf = yv.data();
   }
-  Widen(x, xf, 2 * half);
+  WidenBf16(x, xf, 2 * half);
   RopeRow(xf, cos, sin, half, sign, yf);
-  Narrow(yf, y, 2 * half);
+  NarrowToBf16(yf, y, 2 * half);
 }
 
 }  // namespace hlab::model::internal

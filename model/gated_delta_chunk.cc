@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
+#include "model/internal/raw_tensor.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model::internal {
@@ -318,13 +319,6 @@ class DecayedScoresFunction
     return {gkb, gq, gk, gcum};
   }
 };
-
-// Whether direct GEMM calls serve tensors of this dtype on the CPU.
-bool BlasServes(const torch::Tensor& t) {
-  if (!t.device().is_cpu()) return false;
-  if (t.scalar_type() == torch::kFloat64) return BlasAvailable<double>();
-  return t.scalar_type() == torch::kFloat32 && BlasAvailable<float>();
-}
 
 }  // namespace
 

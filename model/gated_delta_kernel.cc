@@ -10,6 +10,7 @@
 
 #include "model/internal/blas.h"
 #include "model/internal/gated_delta_chunk.h"
+#include "model/internal/raw_tensor.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
@@ -218,10 +219,7 @@ std::pair<torch::Tensor, torch::Tensor> ScanChunks(const torch::Tensor& u,
                                                    const torch::Tensor& w,
                                                    const torch::Tensor& kd,
                                                    const torch::Tensor& decay) {
-  const bool blas = u.scalar_type() == torch::kFloat64
-                        ? internal::BlasAvailable<double>()
-                        : internal::BlasAvailable<float>();
-  if (!u.device().is_cpu() || !blas) {
+  if (!internal::BlasServes(u)) {
     return ScanChunksWithAten(u, w, kd, decay);
   }
   const torch::autograd::variable_list out =

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
+#include "model/internal/raw_tensor.h"
 
 namespace hlab::model {
 namespace {
@@ -139,19 +140,13 @@ class LinearBf16Function
   }
 };
 
-bool BlasFor(torch::ScalarType dtype) {
-  if (dtype == torch::kFloat32) return internal::BlasAvailable<float>();
-  if (dtype == torch::kFloat64) return internal::BlasAvailable<double>();
-  return false;
-}
-
 }  // namespace
 
 torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
                             const torch::Tensor& bias) {
   const bool ours =
       !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() &&
-      x.scalar_type() == weight.scalar_type() && BlasFor(x.scalar_type()) &&
+      x.scalar_type() == weight.scalar_type() && internal::BlasServes(x) &&
       weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1) &&
       x.numel() > 0 && !at::autocast::is_cpu_enabled();
   if (!ours) {

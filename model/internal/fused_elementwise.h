@@ -50,6 +50,11 @@ HLAB_FUSED_ELEMENTWISE(Bf16, float)
 
 #undef HLAB_FUSED_ELEMENTWISE
 
+// bf16 <-> float over n elements, vectorised; NarrowToBf16 rounds to nearest
+// even, as c10::BFloat16 (NaN stays NaN).
+void WidenBf16(const Bf16* x, float* y, int64_t n);
+void NarrowToBf16(const float* x, Bf16* y, int64_t n);
+
 }  // namespace hlab::model::internal
 
 #endif  // HLAB_MODEL_INTERNAL_FUSED_ELEMENTWISE_H_

@@ -57,6 +57,15 @@ inline bool RawLoopsTake(const torch::Tensor& x) {
                                  t == torch::kBFloat16);
 }
 
+// Whether direct GEMM calls (internal::Gemm) serve t: a CPU tensor of float
+// or double, with the BLAS entry points present in this process.
+inline bool BlasServes(const torch::Tensor& t) {
+  if (!t.device().is_cpu()) return false;
+  if (t.scalar_type() == torch::kFloat32) return BlasAvailable<float>();
+  if (t.scalar_type() == torch::kFloat64) return BlasAvailable<double>();
+  return false;
+}
+
 }  // namespace hlab::model::internal
 
 #endif  // HLAB_MODEL_INTERNAL_RAW_TENSOR_H_

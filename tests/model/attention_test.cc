@@ -19,6 +19,7 @@
 #include "model/attention_kernel.h"
 #include "model/config/model_config.h"
 #include "model/rope.h"
+#include "tests/model/model_test_util.h"
 
 namespace hlab::model {
 namespace {
@@ -26,12 +27,6 @@ namespace {
 using torch::Tensor;
 
 constexpr double kFp64Tol = 1e-10;
-
-// ||a - b|| / ||b||, in fp64.
-double RelErr(const Tensor& a, const Tensor& b) {
-  const Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
-  return (a64 - b64).norm().item<double>() / b64.norm().item<double>();
-}
 
 Tensor Randn(at::IntArrayRef sizes, torch::ScalarType dtype) {
   return torch::randn(sizes, torch::TensorOptions().dtype(dtype));

@@ -15,17 +15,12 @@
 #include "model/feed_forward.h"
 #include "model/norm.h"
 #include "model/rope.h"
+#include "tests/model/model_test_util.h"
 
 namespace hlab::model {
 namespace {
 
 using torch::Tensor;
-
-// ||a - b|| / ||b||, in fp64.
-double RelErr(const Tensor& a, const Tensor& b) {
-  const Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
-  return (a64 - b64).norm().item<double>() / b64.norm().item<double>();
-}
 
 // The output and the gradients of fn's inputs for the upstream gradient
 // `upstream` (loss = sum(fn(inputs) * upstream)).

@@ -12,15 +12,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tests/model/model_test_util.h"
+
 namespace hlab::model {
 namespace {
 
 using torch::Tensor;
-
-double RelErr(const Tensor& a, const Tensor& b) {
-  const Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
-  return (a64 - b64).norm().item<double>() / b64.norm().item<double>();
-}
 
 struct Result {
   Tensor y, dx, dw;
