@@ -32,6 +32,7 @@
 #include "eval/token_scorer.h"
 #include "model/config/model_config.h"
 #include "model/hybrid_lm.h"
+#include "train/malloc_reuse.h"
 #include "train/openmp_env.h"
 
 namespace {
@@ -88,6 +89,7 @@ struct Figures {
 
 int main(int argc, char** argv) {
   hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::train::KeepFreedMemoryForReuse();
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

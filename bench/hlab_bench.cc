@@ -33,6 +33,7 @@
 #include "model/config/architectures.h"
 #include "model/config/model_config.h"
 #include "model/config/param_count.h"
+#include "train/malloc_reuse.h"
 
 namespace {
 
@@ -229,6 +230,7 @@ std::string Fmt(double v, int precision = 0) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hlab::train::KeepFreedMemoryForReuse();
   Options o;
   std::string child_mode, child_arch;
   int64_t child_seq = 0, child_batch = 0;

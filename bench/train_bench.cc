@@ -22,6 +22,7 @@
 
 #include "absl/strings/numbers.h"
 #include "data/mixture.h"
+#include "train/malloc_reuse.h"
 #include "train/openmp_env.h"
 #include "train/trainer.h"
 #include "train/training_data.h"
@@ -60,6 +61,7 @@ Json TaskFor(const Options& o, const std::string& arch, int64_t steps) {
 
 int main(int argc, char** argv) {
   hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::train::KeepFreedMemoryForReuse();
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

@@ -18,6 +18,7 @@
 #include "common/task_flags.h"
 #include "eval/eval_task.h"
 #include "train/exit_codes.h"
+#include "train/malloc_reuse.h"
 #include "train/openmp_env.h"
 #include "train/records.h"
 #include "train/trainer.h"
@@ -98,6 +99,7 @@ class Records final {
 
 int main(int argc, char** argv) {
   hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::train::KeepFreedMemoryForReuse();
   absl::StatusOr<hlab::TaskFlags> flags = hlab::ParseTaskFlags(
       argc, argv, {{"--example-task", hlab::TaskFlag::kAction}});
   if (!flags.ok()) Fail(std::string(flags.status().message()));

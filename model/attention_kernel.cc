@@ -15,6 +15,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/ThreadLocalState.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/attention_args.h"
@@ -533,6 +534,8 @@ class BlockwiseAttentionFunction
                         const Tensor& v, const Tensor& sink_arg, int64_t window,
                         int64_t query_block, int64_t key_block,
                         bool fused_loops) {
+    RECORD_FUNCTION("hlab::BlockwiseAttentionFunction::forward",
+                    std::vector<c10::IValue>());
     ScopedCpuAutocastOff autocast_off;
     const Tensor sink = sink_arg.numel() > 0 ? sink_arg : Tensor();
     const Dims dims = CheckArgs(q, k, v, sink, window);

@@ -13,6 +13,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
@@ -139,6 +140,8 @@ class ParallelBaddbmmFunction
                                const c10::optional<torch::Tensor>& c,
                                const torch::Tensor& a, const torch::Tensor& b,
                                double beta, double alpha) {
+    RECORD_FUNCTION("hlab::ParallelBaddbmmFunction::forward",
+                    std::vector<c10::IValue>());
     const bool has_c = c.has_value() && c->defined();
     ctx->save_for_backward({a, b});
     ctx->saved_data["c_grad"] = has_c && c->requires_grad();
@@ -204,6 +207,8 @@ class UnitLowerInverseFunction
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
                                const torch::Tensor& a) {
+    RECORD_FUNCTION("hlab::UnitLowerInverseFunction::forward",
+                    std::vector<c10::IValue>());
     const int64_t n = a.size(0), c = a.size(1);
     torch::Tensor inverse = at::empty({n, c, c}, a.options());
     const bool raw =

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/fused_elementwise.h"
@@ -24,6 +25,8 @@ class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a_arg,
                                const torch::Tensor& b_arg) {
+    RECORD_FUNCTION("hlab::SwiGluFunction::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor a = a_arg.contiguous(), b = b_arg.contiguous();
     torch::Tensor y = at::empty_like(a);
     internal::DispatchRaw(a.scalar_type(), [&](auto tag) {

@@ -16,10 +16,23 @@ namespace {
 // Row loops. The float versions get vector clones (HLAB_VECTOR_CLONES,
 // model/internal/vec_math.h).
 
+// GCC 12 leaves an `omp simd reduction(max)` loop scalar (a chain of vmaxss,
+// ~4 cycles per element), so the lanes are explicit: kLanes running maxima,
+// an element-wise loop that vectorises, then one scalar pass over them.
 HLAB_VECTOR_CLONES float RowMax(const float* x, int64_t lo, int64_t hi) {
+  constexpr int64_t kLanes = 16;
+  float lanes[kLanes];
+  std::fill_n(lanes, kLanes, -std::numeric_limits<float>::infinity());
+  int64_t j = lo;
+  for (; j + kLanes <= hi; j += kLanes) {
+#pragma omp simd
+    for (int64_t l = 0; l < kLanes; ++l) {
+      lanes[l] = lanes[l] < x[j + l] ? x[j + l] : lanes[l];
+    }
+  }
   float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = lo; j < hi; ++j) m = std::max(m, x[j]);
+  for (; j < hi; ++j) m = std::max(m, x[j]);
+  for (int64_t l = 0; l < kLanes; ++l) m = std::max(m, lanes[l]);
   return m;
 }
 double RowMax(const double* x, int64_t lo, int64_t hi) {

@@ -6,6 +6,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "model/internal/vec_math.h"
 
 namespace hlab::model::internal {
@@ -114,7 +118,8 @@ HLAB_VECTOR_CLONES void WidenBf16(const Bf16* x, float* y, int64_t n) {
   }
 }
 
-HLAB_VECTOR_CLONES void NarrowToBf16(const float* x, Bf16* y, int64_t n) {
+HLAB_VECTOR_CLONES void NarrowToBf16Portable(const float* x, Bf16* y,
+                                             int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
@@ -122,6 +127,46 @@ HLAB_VECTOR_CLONES void NarrowToBf16(const float* x, Bf16* y, int64_t n) {
     const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     y[i].bits = static_cast<uint16_t>(x[i] != x[i] ? 0x7fc0u : rounded);
   }
+}
+
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// AVX512-BF16's vcvtneps2bf16: 16 floats per instruction, against ~8 integer
+// operations per 8 floats in the portable loop (which perf showed at ~3% of
+// a bf16 training step). Same rounding (nearest even); it flushes subnormal
+// inputs (|x| < 1.2e-38) to zero and keeps a NaN's payload.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void
+NarrowToBf16Native(const float* x, Bf16* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        reinterpret_cast<const __m256i&>(b));
+  }
+  if (i < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m256bh b = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x + i));
+    _mm256_mask_storeu_epi16(y + i, mask, reinterpret_cast<const __m256i&>(b));
+  }
+}
+
+bool HasNativeBf16Narrowing() {
+  static const bool has = __builtin_cpu_supports("avx512bf16") != 0;
+  return has;
+}
+#endif
+
+}  // namespace
+
+void NarrowToBf16(const float* x, Bf16* y, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (HasNativeBf16Narrowing()) {
+    NarrowToBf16Native(x, y, n);
+    return;
+  }
+#endif
+  NarrowToBf16Portable(x, y, n);
 }
 
 // float gets vector clones; double stays scalar (tests and references only).

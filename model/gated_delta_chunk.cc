@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
@@ -118,6 +119,8 @@ class ChunkInputsFunction
       torch::autograd::AutogradContext* ctx, const torch::Tensor& q_arg,
       const torch::Tensor& k_arg, const torch::Tensor& v_arg,
       const torch::Tensor& beta_arg, const torch::Tensor& cum_arg) {
+    RECORD_FUNCTION("hlab::ChunkInputsFunction::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor q = q_arg.contiguous(), k = k_arg.contiguous(),
                         v = v_arg.contiguous(), beta = beta_arg.contiguous(),
                         cum = cum_arg.contiguous();
@@ -270,6 +273,8 @@ class DecayedScoresFunction
       torch::autograd::AutogradContext* ctx, const torch::Tensor& kb_arg,
       const torch::Tensor& q_arg, const torch::Tensor& k_arg,
       const torch::Tensor& cum_arg) {
+    RECORD_FUNCTION("hlab::DecayedScoresFunction::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor kb = kb_arg.contiguous(), q = q_arg.contiguous(),
                         k = k_arg.contiguous(), cum = cum_arg.contiguous();
     const InputDims d{q.size(0), q.size(1), q.size(2), 0};

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
@@ -164,6 +165,8 @@ class ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
       torch::autograd::AutogradContext* ctx, const torch::Tensor& u_arg,
       const torch::Tensor& w_arg, const torch::Tensor& kd_arg,
       const torch::Tensor& decay_arg) {
+    RECORD_FUNCTION("hlab::ChunkScanFunction::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor u = u_arg.contiguous(), w = w_arg.contiguous(),
                         kd = kd_arg.contiguous(),
                         decay = decay_arg.contiguous();

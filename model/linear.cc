@@ -6,6 +6,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
@@ -39,6 +40,8 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
   // x: (M, in) contiguous; weight: (out, in) contiguous. Returns (M, out).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight) {
+    RECORD_FUNCTION("hlab::LinearFunction::forward",
+                    std::vector<c10::IValue>());
     const int64_t m = x.size(0), in = x.size(1), out = weight.size(0);
     torch::Tensor y = at::empty({m, out}, x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "LinearForward", [&] {
@@ -99,6 +102,8 @@ class LinearBf16Function
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight) {
+    RECORD_FUNCTION("hlab::LinearBf16Function::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor xb = x.to(torch::kBFloat16).contiguous();
     const torch::Tensor wb = weight.to(torch::kBFloat16).contiguous();
     const int64_t m = xb.size(0), in = xb.size(1), out = wb.size(0);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/fused_elementwise.h"
@@ -30,6 +31,8 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_arg,
                                const torch::Tensor& weight, double eps) {
+    RECORD_FUNCTION("hlab::RmsNormFunction::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor x = x_arg.contiguous();
     const int64_t d = x.size(-1), rows = x.numel() / d;
     const auto accum =

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/fused_elementwise.h"
@@ -99,6 +100,7 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
                                const torch::Tensor& x_arg,
                                const torch::Tensor& cos,
                                const torch::Tensor& sin) {
+    RECORD_FUNCTION("hlab::RopeFunction::forward", std::vector<c10::IValue>());
     const torch::Tensor x = x_arg.stride(3) == 1 ? x_arg : x_arg.contiguous();
     torch::Tensor y = EmptyLike(x);
     RotateRows(x, y, cos, sin, 1.0);

@@ -6,6 +6,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 namespace hlab::model {
@@ -110,6 +111,8 @@ class StateScanFunction : public torch::autograd::Function<StateScanFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
                                const torch::Tensor& ds_arg,
                                const torch::Tensor& decay_arg) {
+    RECORD_FUNCTION("hlab::StateScanFunction::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor ds = ds_arg.contiguous(),
                         decay = decay_arg.contiguous();
     const int64_t bh = ds.size(0), n = ds.size(1), size = ds.size(2);

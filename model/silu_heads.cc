@@ -8,6 +8,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/internal/vec_math.h"
@@ -155,6 +156,8 @@ class SiluToHeadsFunction
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
                                const torch::Tensor& x_arg, int64_t heads,
                                bool l2_normalize) {
+    RECORD_FUNCTION("hlab::SiluToHeadsFunction::forward",
+                    std::vector<c10::IValue>());
     const torch::Tensor x = x_arg.stride(2) == 1 ? x_arg : x_arg.contiguous();
     const Dims d = DimsOf(x, heads);
     const auto acc =

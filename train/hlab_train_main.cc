@@ -24,6 +24,7 @@
 #include "common/task_flags.h"
 #include "train/devices.h"
 #include "train/exit_codes.h"
+#include "train/malloc_reuse.h"
 #include "train/openmp_env.h"
 #include "train/records.h"
 #include "train/task.h"
@@ -98,6 +99,7 @@ void PrintBuildInfo() {
 
 int main(int argc, char** argv) {
   hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::train::KeepFreedMemoryForReuse();
   absl::StatusOr<hlab::TaskFlags> flags =
       hlab::ParseTaskFlags(argc, argv,
                            {{"--example-task", hlab::TaskFlag::kAction},

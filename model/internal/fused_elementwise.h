@@ -51,9 +51,13 @@ HLAB_FUSED_ELEMENTWISE(Bf16, float)
 #undef HLAB_FUSED_ELEMENTWISE
 
 // bf16 <-> float over n elements, vectorised; NarrowToBf16 rounds to nearest
-// even, as c10::BFloat16 (NaN stays NaN).
+// even, as c10::BFloat16 (NaN stays NaN), with AVX512-BF16's conversion
+// instruction where the CPU has it (which flushes subnormal inputs, |x| <
+// 1.2e-38, to zero).
 void WidenBf16(const Bf16* x, float* y, int64_t n);
 void NarrowToBf16(const float* x, Bf16* y, int64_t n);
+// The loop NarrowToBf16 takes on CPUs without AVX512-BF16 (for tests).
+void NarrowToBf16Portable(const float* x, Bf16* y, int64_t n);
 
 }  // namespace hlab::model::internal
 

@@ -3,8 +3,11 @@
 // the plain LibTorch formulas in fp64, in fp64 (1e-12), fp32 and bf16, with
 // odd sizes, non-contiguous inputs, extreme gate values, and a weight
 // gradient that does not depend on the thread count.
+#include "model/internal/fused_elementwise.h"
+
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "model/feed_forward.h"
+#include "model/internal/blas.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "tests/model/model_test_util.h"
@@ -246,6 +250,49 @@ TEST(FusedRopeTest, KeepsTheMemoryOrderOfADenseInput) {
   EXPECT_EQ(y.strides(), x.strides());
   const Tensor c = torch::randn({1, 2, 9, 6});
   EXPECT_TRUE(ApplyRope(c, 1e4).is_contiguous());
+}
+
+// ------------------------------------------------------- bf16 conversions
+
+// NarrowToBf16 (the AVX512-BF16 instruction where the CPU has it) and the
+// portable loop round as LibTorch does: to nearest, ties to even, over
+// random values, exact ties, the largest finite floats and infinities.
+TEST(Bf16ConversionTest, NarrowRoundsAsLibTorchAndWidenIsExact) {
+  std::vector<float> x;
+  const Tensor r = torch::randn({4099}) * torch::exp(torch::randn({4099}) * 8);
+  for (int64_t i = 0; i < r.numel(); ++i) x.push_back(r[i].item<float>());
+  for (uint32_t u : {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x7f7fffffu,
+                     0xff7fffffu, 0x7f800000u, 0xff800000u, 0x00800000u}) {
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    x.push_back(f);
+  }
+  x.push_back(0.0f);
+  x.push_back(-0.0f);
+  const auto n = static_cast<int64_t>(x.size());
+  const Tensor want = torch::from_blob(x.data(), {n}).to(torch::kBFloat16);
+  std::vector<internal::Bf16> y(x.size()), portable(x.size());
+  internal::NarrowToBf16(x.data(), y.data(), n);
+  internal::NarrowToBf16Portable(x.data(), portable.data(), n);
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(y[i].bits, want[i].item<at::BFloat16>().x)
+        << "element " << i << " = " << x[i];
+    ASSERT_EQ(portable[i].bits, want[i].item<at::BFloat16>().x)
+        << "portable loop, element " << i << " = " << x[i];
+  }
+  std::vector<float> back(x.size());
+  internal::WidenBf16(y.data(), back.data(), static_cast<int64_t>(x.size()));
+  const Tensor want_back = want.to(torch::kFloat32);
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(back[i], want_back[i].item<float>()) << "element " << i;
+  }
+  // NaN stays NaN.
+  const float nan = std::nanf("");
+  internal::Bf16 nan_bf16;
+  internal::NarrowToBf16(&nan, &nan_bf16, 1);
+  float nan_back;
+  internal::WidenBf16(&nan_bf16, &nan_back, 1);
+  EXPECT_TRUE(std::isnan(nan_back));
 }
 
 // The comparisons above test the fused loops only if the CPU takes them.
