@@ -151,17 +151,22 @@ NarrowToBf16Native(const float* x, Bf16* y, int64_t n) {
   }
 }
 
-bool HasNativeBf16Narrowing() {
-  static const bool has = __builtin_cpu_supports("avx512bf16") != 0;
-  return has;
-}
 #endif
 
 }  // namespace
 
+bool NativeBf16Narrowing() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx512bf16") != 0;
+  return has;
+#else
+  return false;
+#endif
+}
+
 void NarrowToBf16(const float* x, Bf16* y, int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (HasNativeBf16Narrowing()) {
+  if (NativeBf16Narrowing()) {
     NarrowToBf16Native(x, y, n);
     return;
   }
