@@ -90,13 +90,19 @@ torch::Tensor Attention::Forward(const torch::Tensor& x, bool reference) {
   TORCH_CHECK(x.dim() == 3, "Attention: x must be (B, T, d), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t group_size = n_heads_ / n_kv_heads_;
-  // (B, T, heads * dh) -> (B, heads, T, dh), views.
+  // One product for q, k and v; (B, T, heads * dh) -> (B, heads, T, dh),
+  // views.
+  const std::vector<torch::Tensor> qkv =
+      ConcatenatedLinear(x, {q_proj_, k_proj_, v_proj_})
+          .split_with_sizes({n_heads_ * head_dim_, n_kv_heads_ * head_dim_,
+                             n_kv_heads_ * head_dim_},
+                            -1);
   const torch::Tensor q =
-      q_proj_(x).view({b, t, n_heads_, head_dim_}).transpose(1, 2);
+      qkv[0].view({b, t, n_heads_, head_dim_}).transpose(1, 2);
   const torch::Tensor k =
-      k_proj_(x).view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);
+      qkv[1].view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);
   const torch::Tensor v =
-      v_proj_(x).view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);
+      qkv[2].view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);
 
   // One split per tensor (not a narrow per group), so each gets one backward.
   std::vector<int64_t> head_sizes, kv_sizes;

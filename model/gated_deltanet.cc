@@ -55,25 +55,27 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t h = n_heads_, dh = head_dim_, inner = h * dh;
 
-  torch::Tensor q = q_proj_(x), k = k_proj_(x), v = v_proj_(x);  // (B,T,inner)
-  if (conv_) {
-    // One depthwise conv over the concatenated q, k, v channels.
-    const std::vector<torch::Tensor> parts =
-        conv_(torch::cat({q, k, v}, -1)).split(inner, -1);
-    q = parts[0];
-    k = parts[1];
-    v = parts[2];
-  }
+  // One product for all six projections: q, k, v, the output gate
+  // (B, T, inner each), beta and the decay (B, T, Hg each).
+  const std::vector<torch::Tensor> proj =
+      ConcatenatedLinear(x,
+                         {q_proj_, k_proj_, v_proj_, g_proj_, b_proj_, a_proj_})
+          .split_with_sizes({3 * inner, inner, h, h}, -1);
+  torch::Tensor qkv = proj[0];
+  // One depthwise conv over the q, k, v channels.
+  if (conv_) qkv = conv_(qkv);
+  const std::vector<torch::Tensor> parts = qkv.split(inner, -1);
+  torch::Tensor q = parts[0], k = parts[1], v = parts[2];
   // SiLU, heads, q and k L2-normalised, in one pass each: (B, Hg, T, dh)
   // contiguous, fp32 (fp64 for fp64 input).
   q = SiluToHeads(q, h, /*l2_normalize=*/true);
   k = SiluToHeads(k, h, /*l2_normalize=*/true);
   v = SiluToHeads(v, h, /*l2_normalize=*/false);
   const torch::Tensor beta =
-      torch::sigmoid(AtLeastFp32(b_proj_(x))).transpose(1, 2);  // (B, Hg, T)
-  const torch::Tensor g = (-torch::exp(a_log_) *
-                           torch::softplus(AtLeastFp32(a_proj_(x)) + dt_bias_))
-                              .transpose(1, 2);  // (B, Hg, T)
+      torch::sigmoid(AtLeastFp32(proj[2])).transpose(1, 2);  // (B, Hg, T)
+  const torch::Tensor g =
+      (-torch::exp(a_log_) * torch::softplus(AtLeastFp32(proj[3]) + dt_bias_))
+          .transpose(1, 2);  // (B, Hg, T)
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   const torch::Tensor o =
       use_chunked ? ChunkedGatedDelta(q, k, v, g, beta, scale, chunk_)
@@ -84,7 +86,7 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   const torch::Tensor normed = RmsNorm(o.transpose(1, 2), o_norm_, eps_);
   // silu(gate) * normed in one fused pass (model/feed_forward.h).
   const torch::Tensor y = SwiGluProduct(
-      AtLeastFp32(g_proj_(x).view({b, t, h, dh})).to(normed.scalar_type()),
+      AtLeastFp32(proj[1].view({b, t, h, dh})).to(normed.scalar_type()),
       normed);  // (B, T, Hg, dv)
   return o_proj_(y.reshape({b, t, inner}).to(x.scalar_type()));
 }

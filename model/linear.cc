@@ -238,4 +238,26 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   return LinearProduct(x, weight, bias);
 }
 
+torch::Tensor ConcatenatedLinear(const torch::Tensor& x,
+                                 const std::vector<Linear>& layers) {
+  TORCH_CHECK(!layers.empty(), "ConcatenatedLinear: no layers");
+  if (layers.size() == 1) {
+    return LinearProduct(x, layers[0]->weight, layers[0]->bias);
+  }
+  std::vector<torch::Tensor> weights;
+  bool any_bias = false;
+  for (const Linear& layer : layers) {
+    weights.push_back(layer->weight);
+    any_bias = any_bias || layer->bias.defined();
+  }
+  if (any_bias) {
+    std::vector<torch::Tensor> outputs;
+    for (const Linear& layer : layers) {
+      outputs.push_back(LinearProduct(x, layer->weight, layer->bias));
+    }
+    return torch::cat(outputs, -1);
+  }
+  return LinearProduct(x, torch::cat(weights, 0));
+}
+
 }  // namespace hlab::model

@@ -20,8 +20,11 @@
 //   Linear proj(LinearOptions(256, 512).bias(false));
 //   torch::Tensor y = proj->forward(x);           // (..., 256) -> (..., 512)
 //   torch::Tensor z = LinearProduct(x, w);        // x w^T, w: (512, 256)
+//   torch::Tensor qk = ConcatenatedLinear(x, {q_proj, k_proj});
 #ifndef HLAB_MODEL_LINEAR_H_
 #define HLAB_MODEL_LINEAR_H_
+
+#include <vector>
 
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -42,6 +45,16 @@ class LinearImpl : public torch::nn::LinearImpl {
   torch::Tensor forward(const torch::Tensor& x);
 };
 TORCH_MODULE(Linear);
+
+// The products of one input x (..., in) with several layers, as one product
+// with their weights concatenated (out_1 + ... + out_n, in): one GEMM reads
+// x once, and the backward takes one dx product where separate layers take
+// n products and n - 1 sums of their gradients. Returns (..., out_1 + ... +
+// out_n), the layers' outputs side by side (split_with_sizes gives them);
+// the layers keep their own parameters and names. Layers with a bias take
+// separate products, concatenated. Requires at least one layer.
+torch::Tensor ConcatenatedLinear(const torch::Tensor& x,
+                                 const std::vector<Linear>& layers);
 
 }  // namespace hlab::model
 

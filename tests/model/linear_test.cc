@@ -106,6 +106,42 @@ TEST(LinearTest, BiasTakesAtLinear) {
       1e-6);
 }
 
+// One product over concatenated weights gives each layer's output and the
+// same gradients as separate layers (whose dx sum), with and without bias.
+TEST(LinearTest, ConcatenatedLinearMatchesSeparateLayers) {
+  torch::manual_seed(4);
+  for (bool bias : {false, true}) {
+    std::vector<Linear> layers;
+    for (int64_t out : {16, 8, 3}) {
+      layers.push_back(Linear(LinearOptions(12, out).bias(bias)));
+    }
+    const Tensor x0 = torch::randn({2, 33, 12});
+    const Tensor upstream = torch::randn({2, 33, 27});
+    auto run = [&](bool concatenated) {
+      for (Linear& l : layers) l->zero_grad();
+      const Tensor x = x0.clone().requires_grad_(true);
+      Tensor y;
+      if (concatenated) {
+        y = ConcatenatedLinear(x, layers);
+      } else {
+        std::vector<Tensor> outs;
+        for (Linear& l : layers) outs.push_back(l->forward(x));
+        y = torch::cat(outs, -1);
+      }
+      (y * upstream).sum().backward();
+      std::vector<Tensor> got = {y.detach(), x.grad()};
+      for (Linear& l : layers) got.push_back(l->weight.grad().clone());
+      return got;
+    };
+    const std::vector<Tensor> want = run(false), got = run(true);
+    EXPECT_EQ(got[0].sizes(), want[0].sizes());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_LT(RelErr(got[i], want[i]), 1e-6)
+          << (bias ? "bias, " : "") << "tensor " << i;
+    }
+  }
+}
+
 // Under bf16 autocast: a bf16 output like autocast's linear, within bf16
 // rounding of the fp64 product, and gradients in the inputs' dtypes (dw in
 // fp32 from the fp32 accumulator).
