@@ -1,6 +1,5 @@
 #include "model/feed_forward.h"
 
-#include <algorithm>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -64,73 +63,7 @@ class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
   }
 };
 
-// SwiGluFunction over rows of ab = [a | b] (rows, 2h): y (rows, h), and
-// d(ab) (rows, 2h) in one tensor.
-class SwiGluHalvesFunction
-    : public torch::autograd::Function<SwiGluHalvesFunction> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx,
-                               const torch::Tensor& ab_arg) {
-    RECORD_FUNCTION("hlab::SwiGluHalvesFunction::forward",
-                    std::vector<c10::IValue>());
-    const torch::Tensor ab = ab_arg.contiguous();
-    const int64_t h = ab.size(-1) / 2, rows = ab.numel() / (2 * h);
-    std::vector<int64_t> shape = ab.sizes().vec();
-    shape.back() = h;
-    torch::Tensor y = at::empty(shape, ab.options());
-    internal::DispatchRaw(ab.scalar_type(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* abp = internal::RawData<const T>(ab);
-      T* yp = internal::RawData<T>(y);
-      at::parallel_for(0, rows, RowGrain(h), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          internal::SwiGluForward(abp + r * 2 * h, abp + r * 2 * h + h, h,
-                                  yp + r * h);
-        }
-      });
-    });
-    ctx->save_for_backward({ab});
-    return y;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const torch::Tensor ab = ctx->get_saved_variables()[0];
-    const int64_t h = ab.size(-1) / 2, rows = ab.numel() / (2 * h);
-    const torch::Tensor dy = grads[0].to(ab.scalar_type()).contiguous();
-    torch::Tensor dab = at::empty_like(ab);
-    internal::DispatchRaw(ab.scalar_type(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* abp = internal::RawData<const T>(ab);
-      const T* gp = internal::RawData<const T>(dy);
-      T* dp = internal::RawData<T>(dab);
-      at::parallel_for(0, rows, RowGrain(h), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          internal::SwiGluBackward(abp + r * 2 * h, abp + r * 2 * h + h,
-                                   gp + r * h, h, dp + r * 2 * h,
-                                   dp + r * 2 * h + h);
-        }
-      });
-    });
-    return {dab};
-  }
-
- private:
-  static int64_t RowGrain(int64_t h) {
-    return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, h));
-  }
-};
-
 }  // namespace
-
-torch::Tensor SwiGluOfHalves(const torch::Tensor& ab) {
-  TORCH_CHECK(ab.dim() >= 1 && ab.size(-1) % 2 == 0,
-              "SwiGluOfHalves: the last dim must be even, got ", ab.sizes());
-  if (internal::RawLoopsTake(ab) && ab.numel() > 0) {
-    return SwiGluHalvesFunction::apply(ab);
-  }
-  const std::vector<torch::Tensor> halves = ab.chunk(2, -1);
-  return torch::silu(halves[0]) * halves[1];
-}
 
 torch::Tensor SwiGluProduct(const torch::Tensor& a, const torch::Tensor& b) {
   if (internal::RawLoopsTake(a) && a.sizes() == b.sizes() &&
@@ -155,7 +88,9 @@ SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t hidden, double init_std,
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
-  return down_proj(SwiGluOfHalves(ConcatenatedLinear(x, {gate_proj, up_proj})));
+  // gate and up stay two products: one over their concatenated weights
+  // (1408 outputs) measured slower (ConcatenatedLinear, model/linear.h).
+  return down_proj(SwiGluProduct(gate_proj(x), up_proj(x)));
 }
 
 }  // namespace hlab::model

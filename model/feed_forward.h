@@ -22,12 +22,6 @@ namespace hlab::model {
 // rounded once; elsewhere the LibTorch ops. Differentiable once.
 torch::Tensor SwiGluProduct(const torch::Tensor& a, const torch::Tensor& b);
 
-// silu(a) * b for ab = [a, b] along the last dim (..., 2h) -> (..., h):
-// SwiGluProduct of the two halves without splitting ab, and the gradient
-// comes back as one (..., 2h) tensor (the halves as two views would each
-// take a zero-filled (..., 2h) gradient and a sum). Differentiable once.
-torch::Tensor SwiGluOfHalves(const torch::Tensor& ab);
-
 class SwiGLUImpl : public torch::nn::Module {
  public:
   // gate_proj, up_proj ~ N(0, init_std); down_proj ~ N(0, out_std).

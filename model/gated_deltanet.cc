@@ -55,12 +55,12 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t h = n_heads_, dh = head_dim_, inner = h * dh;
 
-  // One product for all six projections: q, k, v, the output gate
-  // (B, T, inner each), beta and the decay (B, T, Hg each).
+  // One product for q, k, v (B, T, inner each), beta and the decay (B, T, Hg
+  // each); the output gate's product stays apart (ConcatenatedLinear,
+  // model/linear.h: wider concatenations measured slower).
   const std::vector<torch::Tensor> proj =
-      ConcatenatedLinear(x,
-                         {q_proj_, k_proj_, v_proj_, g_proj_, b_proj_, a_proj_})
-          .split_with_sizes({3 * inner, inner, h, h}, -1);
+      ConcatenatedLinear(x, {q_proj_, k_proj_, v_proj_, b_proj_, a_proj_})
+          .split_with_sizes({3 * inner, h, h}, -1);
   torch::Tensor qkv = proj[0];
   // One depthwise conv over the q, k, v channels.
   if (conv_) qkv = conv_(qkv);
@@ -72,9 +72,9 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   k = SiluToHeads(k, h, /*l2_normalize=*/true);
   v = SiluToHeads(v, h, /*l2_normalize=*/false);
   const torch::Tensor beta =
-      torch::sigmoid(AtLeastFp32(proj[2])).transpose(1, 2);  // (B, Hg, T)
+      torch::sigmoid(AtLeastFp32(proj[1])).transpose(1, 2);  // (B, Hg, T)
   const torch::Tensor g =
-      (-torch::exp(a_log_) * torch::softplus(AtLeastFp32(proj[3]) + dt_bias_))
+      (-torch::exp(a_log_) * torch::softplus(AtLeastFp32(proj[2]) + dt_bias_))
           .transpose(1, 2);  // (B, Hg, T)
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   const torch::Tensor o =
@@ -86,7 +86,7 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   const torch::Tensor normed = RmsNorm(o.transpose(1, 2), o_norm_, eps_);
   // silu(gate) * normed in one fused pass (model/feed_forward.h).
   const torch::Tensor y = SwiGluProduct(
-      AtLeastFp32(proj[1].view({b, t, h, dh})).to(normed.scalar_type()),
+      AtLeastFp32(g_proj_(x).view({b, t, h, dh})).to(normed.scalar_type()),
       normed);  // (B, T, Hg, dv)
   return o_proj_(y.reshape({b, t, inner}).to(x.scalar_type()));
 }

@@ -53,6 +53,13 @@ TORCH_MODULE(Linear);
 // out_n), the layers' outputs side by side (split_with_sizes gives them);
 // the layers keep their own parameters and names. Layers with a bias take
 // separate products, concatenated. Requires at least one layer.
+//
+// Worth it for narrow groups only. Measured fwd + bwd, x (8192, 256), 2
+// threads, separate vs concatenated: fp32 outputs 256+128+128 42.4 vs 38.6
+// ms, 3 x 256 59.5 vs 55.8, 4 x 256 79.1 vs 85.9, 704+704 106 vs 127; bf16
+// 3 x 256 29.7 vs 28.5, 704+704 56.3 vs 60.6, 1024+1024 83 vs 109. So
+// attention's q, k, v and GDN's q, k, v, beta, decay are one product each,
+// and the SwiGLU gate and up stay apart.
 torch::Tensor ConcatenatedLinear(const torch::Tensor& x,
                                  const std::vector<Linear>& layers);
 

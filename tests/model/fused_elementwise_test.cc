@@ -197,28 +197,6 @@ TEST(FusedSwiGluTest, ExtremeGatesStayFinite) {
   }
 }
 
-// The halves form: ab = [a, b] along the last dim, for rows of odd and
-// even half widths, and the gradient as one tensor.
-TEST(FusedSwiGluTest, OfHalvesMatchesFormula) {
-  torch::manual_seed(7);
-  for (const std::vector<int64_t>& shape :
-       std::vector<std::vector<int64_t>>{{1, 2}, {3, 5, 34}, {2, 700, 128}}) {
-    const Tensor ab = torch::randn(shape, torch::kFloat64) * 3;
-    for (const DtypeTol& dt : kDtypes) {
-      ExpectMatches(
-          [](const std::vector<Tensor>& in) { return SwiGluOfHalves(in[0]); },
-          [](const std::vector<Tensor>& in) {
-            const std::vector<Tensor> h = in[0].chunk(2, -1);
-            return torch::silu(h[0]) * h[1];
-          },
-          {ab}, dt.dtype, dt.tol,
-          "swiglu halves " + std::to_string(ab.numel()) + " " +
-              std::string(c10::toString(dt.dtype)));
-    }
-  }
-  EXPECT_THROW(SwiGluOfHalves(torch::randn({2, 3})), c10::Error);
-}
-
 TEST(FusedSwiGluTest, FeedForwardUsesIt) {
   torch::manual_seed(5);
   SwiGLU ffn(8, 12, 0.5, 0.5);
