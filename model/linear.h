@@ -9,10 +9,11 @@
 // its element-wise and attention loops. Here all of a step's work shares one
 // pool (the first call makes OpenBLAS single-threaded for the process:
 // internal::UseOneThreadPool), and --threads N means N threads for
-// everything. Under CPU bf16 autocast the product is one call of oneDNN's
-// bf16 x bf16 -> fp32 GEMM (threaded by oneDNN on the same OpenMP threads)
-// with the output rounded to bf16 once, as autocast's linear gives, and the
-// weight gradient left in fp32. With a bias, other autocast dtypes or on
+// everything. Under CPU bf16 autocast the product is oneDNN's bf16 x bf16
+// -> fp32 GEMM, rows split over the same OpenMP threads and taken in
+// 256-row chunks that are rounded to bf16 while in cache (x on the way in,
+// the product on the way out, once, as autocast's linear gives); the weight
+// gradient stays fp32. With a bias, other autocast dtypes or on
 // other devices, it is at::linear.
 //
 // Not thread-safe (a module); LinearProduct is.
