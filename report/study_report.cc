@@ -40,6 +40,18 @@ std::vector<std::string> LawLines(const StudyData& study) {
       absl::StrAppendFormat(&line, ", verify %.4f", *f.r2_verify);
     }
     if (f.r2_fit) line += ")";
+    if (!f.warnings.empty()) {
+      // A law whose coefficients the data do not determine reads like any
+      // other; say so here, not only in the report's table.
+      constexpr size_t kMaxShown = 90;
+      const std::string& first = f.warnings.front();
+      absl::StrAppend(
+          &line, " [", f.warnings.size(),
+          f.warnings.size() == 1 ? " warning: " : " warnings, the first: ",
+          first.size() <= kMaxShown ? first
+                                    : first.substr(0, kMaxShown) + "...",
+          "; the report's fits table lists them]");
+    }
     lines.push_back(std::move(line));
   }
   return lines;

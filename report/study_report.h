@@ -54,8 +54,9 @@ absl::StatusOr<StudyReport> WriteStudyReport(const StudyData& study,
                                              const StudyReportOptions& options);
 
 // One line per fitted law: "full / loss: L(N, D) = 1.61 + 402/N^0.341 +
-// 405/D^0.279 (R^2 fit 0.9999, verify 0.9991)"; a line with the reason for
-// each fit that failed.
+// 405/D^0.279 (R^2 fit 0.9999, verify 0.9991)", followed by "[3 warnings,
+// the first: badly conditioned: ...]" when the fit has warnings; a line
+// with the reason for each fit that failed.
 std::vector<std::string> LawLines(const StudyData& study);
 
 }  // namespace hlab::report

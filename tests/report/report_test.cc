@@ -74,6 +74,37 @@ class ReportTest : public ::testing::Test {
   std::string pending_run_;
 };
 
+// A law with warnings says so on its line; one without does not.
+TEST(LawLinesTest, FlagsFitsWithWarnings) {
+  StudyData study;
+  FitRow clean;
+  clean.arch = "full";
+  clean.target = "loss";
+  clean.E = 1.6;
+  clean.A = 400;
+  clean.alpha = 0.34;
+  clean.B = 410;
+  clean.beta = 0.28;
+  clean.r2_fit = 0.99;
+  FitRow flagged = clean;
+  flagged.arch = "gdn";
+  flagged.warnings = {
+      "badly conditioned: only 2 distinct N value(s); A and "
+      "alpha need at least 3 to be identified",
+      "fitted alpha = 3.8e5 lies outside the start grid"};
+  study.fits = {clean, flagged};
+  const std::vector<std::string> lines = LawLines(study);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].find("warning"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("[2 warnings, the first: badly conditioned: only 2 "
+                          "distinct N value(s)"),
+            std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[1].find("...; the report's fits table lists them]"),
+            std::string::npos)
+      << lines[1];
+}
+
 TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
   const int64_t sweep_id = StoreDemoSweep({});
   StoreTrueFits(sweep_id, "loss");
