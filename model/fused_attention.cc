@@ -6,10 +6,6 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "model/internal/fused_elementwise.h"
 #include "model/internal/vec_math.h"
 
@@ -95,11 +91,6 @@ __attribute__((target("avx512f"))) inline __m512 Exp16(__m512 v, __mmask16 in) {
   return _mm512_maskz_scalef_ps(live, p, n);
 }
 
-__attribute__((target("avx512f"))) inline __mmask16 TailMask(int64_t left) {
-  return left >= 16 ? __mmask16(0xffff)
-                    : static_cast<__mmask16>((1u << left) - 1u);
-}
-
 __attribute__((target("avx512f"))) float ExpRowAvx512(float* x, int64_t lo,
                                                       int64_t hi, int64_t size,
                                                       float shift) {
@@ -108,7 +99,7 @@ __attribute__((target("avx512f"))) float ExpRowAvx512(float* x, int64_t lo,
   const __m512 vshift = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = lo; j < hi; j += 16) {
-    const __mmask16 in = TailMask(hi - j);
+    const __mmask16 in = TailMask16(hi - j);
     const __m512 e =
         Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, x + j), vshift), in);
     _mm512_mask_storeu_ps(x + j, in, e);
@@ -132,12 +123,11 @@ ExpRowToBf16Native(float* x, int64_t lo, int64_t hi, int64_t size, float shift,
   const __m512 vshift = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = lo; j < hi; j += 16) {
-    const __mmask16 in = TailMask(hi - j);
+    const __mmask16 in = TailMask16(hi - j);
     const __m512 e =
         Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, x + j), vshift), in);
     if (keep_fp32) _mm512_mask_storeu_ps(x + j, in, e);
-    const __m256bh b = _mm512_cvtneps_pbh(e);
-    _mm256_mask_storeu_epi16(y + j, in, reinterpret_cast<const __m256i&>(b));
+    StoreAsBf16(y + j, in, e);
     sum = _mm512_add_ps(sum, e);
   }
   return _mm512_reduce_add_ps(sum);
@@ -149,25 +139,20 @@ GradRowToBf16Native(const float* p, const float* ds, int64_t size, float drow,
                     Bf16* y) {
   const __m512 vdrow = _mm512_set1_ps(drow);
   for (int64_t j = 0; j < size; j += 16) {
-    const __mmask16 in = TailMask(size - j);
+    const __mmask16 in = TailMask16(size - j);
     const __m512 g =
         _mm512_mul_ps(_mm512_maskz_loadu_ps(in, p + j),
                       _mm512_sub_ps(_mm512_maskz_loadu_ps(in, ds + j), vdrow));
-    const __m256bh b = _mm512_cvtneps_pbh(g);
-    _mm256_mask_storeu_epi16(y + j, in, reinterpret_cast<const __m256i&>(b));
+    StoreAsBf16(y + j, in, g);
   }
 }
 #pragma GCC diagnostic pop
 
-bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") != 0;
-  return has;
-}
 #endif
 
 float ExpRow(float* x, int64_t lo, int64_t hi, int64_t size, float shift) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (HasAvx512()) return ExpRowAvx512(x, lo, hi, size, shift);
+  if (CpuHasAvx512()) return ExpRowAvx512(x, lo, hi, size, shift);
 #endif
   return ExpRowPortable(x, lo, hi, size, shift);
 }
@@ -209,7 +194,7 @@ void ScaleRow(double* x, int64_t size, double s) {
 float ExpRowToBf16(float* x, int64_t lo, int64_t hi, int64_t size, float shift,
                    Bf16* y, bool keep_fp32) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (NativeBf16Narrowing()) {
+  if (CpuHasAvx512Bf16()) {
     return ExpRowToBf16Native(x, lo, hi, size, shift, y, keep_fp32);
   }
 #endif
@@ -222,7 +207,7 @@ float ExpRowToBf16(float* x, int64_t lo, int64_t hi, int64_t size, float shift,
 void GradRowToBf16(const float* p, float* ds, int64_t size, float drow,
                    Bf16* y) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (NativeBf16Narrowing()) {
+  if (CpuHasAvx512Bf16()) {
     GradRowToBf16Native(p, ds, size, drow, y);
     return;
   }

@@ -6,10 +6,6 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "model/internal/vec_math.h"
 
 namespace hlab::model::internal {
@@ -138,35 +134,18 @@ namespace {
 // inputs (|x| < 1.2e-38) to zero and keeps a NaN's payload.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void
 NarrowToBf16Native(const float* x, Bf16* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
-                        reinterpret_cast<const __m256i&>(b));
-  }
-  if (i < n) {
-    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    const __m256bh b = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x + i));
-    _mm256_mask_storeu_epi16(y + i, mask, reinterpret_cast<const __m256i&>(b));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 in = TailMask16(n - i);
+    StoreAsBf16(y + i, in, _mm512_maskz_loadu_ps(in, x + i));
   }
 }
-
 #endif
 
 }  // namespace
 
-bool NativeBf16Narrowing() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool has = __builtin_cpu_supports("avx512bf16") != 0;
-  return has;
-#else
-  return false;
-#endif
-}
-
 void NarrowToBf16(const float* x, Bf16* y, int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (NativeBf16Narrowing()) {
+  if (CpuHasAvx512Bf16()) {
     NarrowToBf16Native(x, y, n);
     return;
   }

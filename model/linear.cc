@@ -155,8 +155,7 @@ class LinearBf16Function
       }
     });
     ctx->save_for_backward({xb, wb});
-    ctx->saved_data["x_dtype"] = x.scalar_type();
-    ctx->saved_data["w_dtype"] = weight.scalar_type();
+    ctx->saved_data["x_bf16"] = x_bf16;  // else fp32
     return y;
   }
 
@@ -167,9 +166,7 @@ class LinearBf16Function
     const int64_t m = xb.size(0), in = xb.size(1), out = wb.size(0);
     torch::Tensor dx, dw;
     if (ctx->needs_input_grad(0)) {
-      const auto x_dtype =
-          static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-      const bool dx_bf16 = x_dtype == torch::kBFloat16;
+      const bool dx_bf16 = ctx->saved_data["x_bf16"].toBool();
       dx = at::empty({m, in}, xb.options().dtype(dx_bf16 ? torch::kBFloat16
                                                          : torch::kFloat32));
       float* dx32 = dx_bf16 ? nullptr : dx.data_ptr<float>();
@@ -187,16 +184,11 @@ class LinearBf16Function
           if (dx_bf16) internal::NarrowToBf16(c, dx16 + r0 * in, rows * in);
         }
       });
-      if (x_dtype != torch::kBFloat16 && x_dtype != torch::kFloat32) {
-        dx = dx.to(x_dtype);
-      }
     }
     if (ctx->needs_input_grad(1)) {
       dw = at::empty({out, in}, xb.options().dtype(torch::kFloat32));
       internal::Gemm(true, false, out, in, m, 1.0f, Bf16Data(g), out,
                      Bf16Data(xb), in, 0.0f, dw.data_ptr<float>(), in);
-      dw = dw.to(
-          static_cast<torch::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
     }
     return {dx, dw};
   }

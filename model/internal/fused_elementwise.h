@@ -58,10 +58,6 @@ void WidenBf16(const Bf16* x, float* y, int64_t n);
 void NarrowToBf16(const float* x, Bf16* y, int64_t n);
 // The loop NarrowToBf16 takes on CPUs without AVX512-BF16 (for tests).
 void NarrowToBf16Portable(const float* x, Bf16* y, int64_t n);
-// Whether this CPU has AVX512-BF16 (x86-64; false elsewhere): NarrowToBf16
-// then uses its conversion instruction, and loops compiled for it
-// (target "avx512bf16") may run.
-bool NativeBf16Narrowing();
 
 }  // namespace hlab::model::internal
 

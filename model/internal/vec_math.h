@@ -19,6 +19,10 @@
 
 #include "model/internal/blas.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 // On x86-64 a function with this attribute is compiled for AVX-512, AVX2 and
 // the baseline, and the loader picks one; elsewhere it is compiled once.
 // OpenMP simd pragmas (reductions included) let the compiler vectorise the
@@ -64,6 +68,45 @@ inline double Sigmoid(double x) {
   const double inv = 1.0 / (1.0 + e);
   return x >= 0 ? inv : e * inv;
 }
+
+// Whether this CPU has AVX-512F, and AVX512-BF16 with AVX-512BW/VL (false
+// off x86-64). Code compiled for them (target "avx512f", or
+// "avx512f,avx512bw,avx512vl,avx512bf16") runs only when they say so.
+inline bool CpuHasAvx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx512f") != 0;
+  return has;
+#else
+  return false;
+#endif
+}
+inline bool CpuHasAvx512Bf16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx512bf16") != 0 &&
+                          __builtin_cpu_supports("avx512bw") != 0 &&
+                          __builtin_cpu_supports("avx512vl") != 0;
+  return has;
+#else
+  return false;
+#endif
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The lanes [0, min(left, 16)) of a 16-float step: a loop's tail is one
+// masked step.
+__attribute__((target("avx512f"))) inline __mmask16 TailMask16(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff)
+                    : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// Rounds v to bf16 (nearest even, vcvtneps2bf16: subnormal inputs flush to
+// zero) and stores the lanes in `in` at y.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void
+StoreAsBf16(Bf16* y, __mmask16 in, __m512 v) {
+  const __m256bh b = _mm512_cvtneps_pbh(v);
+  _mm256_mask_storeu_epi16(y, in, reinterpret_cast<const __m256i&>(b));
+}
+#endif
 
 }  // namespace hlab::model::internal
 
