@@ -18,6 +18,7 @@
 
 #include "model/internal/blas.h"
 #include "model/internal/raw_tensor.h"
+#include "model/internal/unit_lower.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
@@ -173,23 +174,6 @@ class ParallelBaddbmmFunction
   }
 };
 
-// x (C x C, row-major) = (I + strict_lower(a))^-1 for a row-major C x C `a`,
-// by forward substitution: row i of x is e_i - sum_{j<i} a_ij x_j, and row j
-// of x is zero past column j.
-template <typename T>
-void InvertUnitLower(const T* a, int64_t c, T* x) {
-  for (int64_t i = 0; i < c; ++i) {
-    T* xi = x + i * c;
-    std::fill_n(xi, c, T(0));
-    xi[i] = T(1);
-    for (int64_t j = 0; j < i; ++j) {
-      const T aij = a[i * c + j];
-      const T* xj = x + j * c;
-      for (int64_t col = 0; col <= j; ++col) xi[col] -= aij * xj[col];
-    }
-  }
-}
-
 // grad_a (C x C) = strict_lower(-x^T g x^T) for the inverse x and the
 // output gradient g, both row-major; tmp: C x C scratch.
 template <typename T>
@@ -221,7 +205,7 @@ class UnitLowerInverseFunction
         scalar_t* out = inverse.data_ptr<scalar_t>();
         ParallelOverBatch(n, c * c * c / 6, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
-            InvertUnitLower(in + i * c * c, c, out + i * c * c);
+            internal::InvertUnitLower(in + i * c * c, c, out + i * c * c);
           }
         });
       });

@@ -11,6 +11,7 @@
 
 #include "model/internal/blas.h"
 #include "model/internal/gated_delta_chunk.h"
+#include "model/internal/gated_delta_fused.h"
 #include "model/internal/raw_tensor.h"
 #include "model/scalar_gla_kernel.h"
 
@@ -239,6 +240,23 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   CheckShapes(q, k, v, g, beta);
   TORCH_CHECK(chunk > 0, "gated delta: chunk must be > 0, got ", chunk);
   ScopedCpuAutocastOff no_autocast;
+  if (internal::FusedGatedDeltaServes({q, k, v, g, beta})) {
+    return internal::FusedChunkedGatedDelta(q, k, v, g, beta, scale, chunk);
+  }
+  return internal::ChunkedGatedDeltaComposed(q, k, v, g, beta, scale, chunk);
+}
+
+namespace internal {
+
+torch::Tensor ChunkedGatedDeltaComposed(const torch::Tensor& q,
+                                        const torch::Tensor& k,
+                                        const torch::Tensor& v,
+                                        const torch::Tensor& g,
+                                        const torch::Tensor& beta, double scale,
+                                        int64_t chunk) {
+  CheckShapes(q, k, v, g, beta);
+  TORCH_CHECK(chunk > 0, "gated delta: chunk must be > 0, got ", chunk);
+  ScopedCpuAutocastOff no_autocast;
   const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g, beta});
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), dk = q.size(3),
                 dv = v.size(3);
@@ -298,6 +316,8 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
                       /*beta=*/1.0, /*alpha=*/scale);
   return UnpadTime(out.view({b, h, t_padded, dv}), t).to(v.scalar_type());
 }
+
+}  // namespace internal
 
 torch::Tensor RecurrentGatedDelta(const torch::Tensor& q,
                                   const torch::Tensor& k,

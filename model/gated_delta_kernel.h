@@ -8,15 +8,16 @@
 //   o_t = (scale * q_t)^T S
 // i.e. S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T.
 //
-// Both forms are differentiable with respect to every input: LibTorch ops
-// under autograd, plus the thread-split batched matmuls of
-// model/scalar_gla_kernel.h (custom autograd Functions). The chunked form's
-// sequential scan over chunks is one custom autograd Function on the CPU,
-// with a hand-written backward and direct GEMM calls per chunk
-// (model/internal/blas.h), batch-heads split across threads; so are its
-// gated inputs and decayed intra-chunk products
-// (model/internal/gated_delta_chunk.h). They run with CPU autocast disabled,
-// compute in fp32 (fp64 when any input is fp64) and return v's dtype.
+// Both forms are differentiable with respect to every input. On the CPU
+// (fp32, fp64 or bf16 inputs) the chunked form is one fused custom autograd
+// Function (model/internal/gated_delta_fused.h): per batch-head, chunk by
+// chunk, with direct GEMM calls (model/internal/blas.h), batch-heads split
+// across threads. Elsewhere it is a composition over all chunks at once:
+// custom Functions for the gated inputs and decayed intra-chunk products
+// (model/internal/gated_delta_chunk.h), the batched matmuls and triangular
+// inverse of model/scalar_gla_kernel.h, and the sequential scan over chunks.
+// Both run with CPU autocast disabled, compute in fp32 (fp64 when any input
+// is fp64) and return v's dtype.
 //
 // Thread-safe: pure functions of their inputs.
 //
@@ -34,14 +35,14 @@
 
 namespace hlab::model {
 
-// Chunked WY/UT form (fla naive_chunk_gated_delta_rule): the intra-chunk
-// work, including one batched unit-lower-triangular solve per chunk, runs in
-// parallel over all chunks; only the state update (T / chunk steps of two
-// small matmuls) is sequential. T is padded to a multiple of `chunk` with
-// g = beta = 0, k = v = 0 (steps that change nothing) and sliced back.
+// Chunked WY/UT form (fla naive_chunk_gated_delta_rule): within each chunk
+// the WY/UT representation comes from one unit-lower-triangular inverse; only
+// the state update (T / chunk steps of two small matmuls) is sequential. T
+// need not be a multiple of `chunk`.
 //
 // Shapes: q, k: (B, H, T, dk); v: (B, H, T, dv); g, beta: (B, H, T).
-// Returns (B, H, T, dv) in v's dtype.
+// Returns (B, H, T, dv) in v's dtype; on the CPU the transpose of a
+// contiguous (B, T, H, dv) tensor (o.transpose(1, 2) costs no copy).
 torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& g,
                                 const torch::Tensor& beta, double scale,

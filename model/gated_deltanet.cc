@@ -6,11 +6,11 @@
 
 #include "model/feed_forward.h"
 #include "model/gated_delta_kernel.h"
+#include "model/gdn_inputs.h"
 #include "model/internal/linear.h"
 #include "model/mamba2.h"
 #include "model/norm.h"
 #include "model/scalar_gla_kernel.h"
-#include "model/silu_heads.h"
 
 namespace hlab::model {
 
@@ -58,28 +58,23 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   // One product for q, k, v (B, T, inner each), beta and the decay (B, T, Hg
   // each); the output gate's product stays apart (ConcatenatedLinear,
   // model/linear.h: wider concatenations measured slower).
-  const std::vector<torch::Tensor> proj =
-      ConcatenatedLinear(x, {q_proj_, k_proj_, v_proj_, b_proj_, a_proj_})
-          .split_with_sizes({3 * inner, h, h}, -1);
-  torch::Tensor qkv = proj[0];
+  torch::Tensor proj =
+      ConcatenatedLinear(x, {q_proj_, k_proj_, v_proj_, b_proj_, a_proj_});
   // One depthwise conv over the q, k, v channels.
-  if (conv_) qkv = conv_(qkv);
-  const std::vector<torch::Tensor> parts = qkv.split(inner, -1);
-  torch::Tensor q = parts[0], k = parts[1], v = parts[2];
-  // SiLU, heads, q and k L2-normalised, in one pass each: (B, Hg, T, dh)
-  // contiguous, fp32 (fp64 for fp64 input).
-  q = SiluToHeads(q, h, /*l2_normalize=*/true);
-  k = SiluToHeads(k, h, /*l2_normalize=*/true);
-  v = SiluToHeads(v, h, /*l2_normalize=*/false);
-  const torch::Tensor beta =
-      torch::sigmoid(AtLeastFp32(proj[1])).transpose(1, 2);  // (B, Hg, T)
-  const torch::Tensor g =
-      (-torch::exp(a_log_) * torch::softplus(AtLeastFp32(proj[2]) + dt_bias_))
-          .transpose(1, 2);  // (B, Hg, T)
+  if (conv_) {
+    const std::vector<torch::Tensor> parts =
+        proj.split_with_sizes({3 * inner, 2 * h}, -1);
+    proj = torch::cat({conv_(parts[0]), parts[1]}, -1);
+  }
+  // SiLU, heads, q and k L2-normalised, beta and the log-decay g in one pass
+  // (model/gdn_inputs.h): q, k, v (B, Hg, T, dh), beta, g (B, Hg, T), fp32
+  // (fp64 for fp64 input).
+  const GdnInputTensors in = GdnInputs(proj, h, a_log_, dt_bias_);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   const torch::Tensor o =
-      use_chunked ? ChunkedGatedDelta(q, k, v, g, beta, scale, chunk_)
-                  : RecurrentGatedDelta(q, k, v, g, beta, scale);
+      use_chunked
+          ? ChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta, scale, chunk_)
+          : RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, scale);
 
   // fla's FusedRMSNormGated: per-head RMSNorm first, then the SiLU gate
   // (Mamba-2 gates first; see GatedRmsNorm).

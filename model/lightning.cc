@@ -25,16 +25,6 @@ std::vector<double> PowerOfTwoSlopes(int64_t n) {
   return slopes;
 }
 
-// (B, T, Hkv, dh) -> (B, T, Hkv * group, dh): query head h reads KV head
-// h / group.
-torch::Tensor RepeatKvHeads(const torch::Tensor& t, int64_t group) {
-  if (group == 1) return t;
-  const int64_t b = t.size(0), s = t.size(1), hkv = t.size(2), dh = t.size(3);
-  return t.unsqueeze(3)
-      .expand({b, s, hkv, group, dh})
-      .reshape({b, s, hkv * group, dh});
-}
-
 }  // namespace
 
 std::vector<double> AlibiSlopes(int64_t n_heads) {
@@ -87,29 +77,34 @@ torch::Tensor Lightning::Forward(const torch::Tensor& x, bool use_chunked) {
   TORCH_CHECK(x.dim() == 3, "Lightning: expected x (B, T, d), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t inner = n_heads_ * head_dim_;
-  const int64_t group = n_heads_ / n_kv_heads_;
+  const int64_t kv_inner = n_kv_heads_ * head_dim_;
 
+  // One product for q, k, v and the output gate (ConcatenatedLinear,
+  // model/linear.h): (B, T, inner + 2 kv_inner + inner).
+  const std::vector<torch::Tensor> proj =
+      ConcatenatedLinear(x, {q_proj_, k_proj_, v_proj_, gate_})
+          .split_with_sizes({inner, kv_inner, kv_inner, inner}, -1);
   const torch::Tensor q =
-      RmsNorm(q_proj_(x).view({b, t, n_heads_, head_dim_}), q_norm_, eps_);
-  const torch::Tensor k = RepeatKvHeads(
-      RmsNorm(k_proj_(x).view({b, t, n_kv_heads_, head_dim_}), k_norm_, eps_),
-      group);
-  const torch::Tensor v =
-      RepeatKvHeads(v_proj_(x).view({b, t, n_kv_heads_, head_dim_}), group);
+      RmsNorm(proj[0].view({b, t, n_heads_, head_dim_}), q_norm_, eps_);
+  // K and V keep their n_kv_heads heads: the kernel serves each to its
+  // group of query heads.
+  const torch::Tensor k =
+      RmsNorm(proj[1].view({b, t, n_kv_heads_, head_dim_}), k_norm_, eps_);
+  const torch::Tensor v = proj[2].view({b, t, n_kv_heads_, head_dim_});
 
   // Constant log-decay -s_h, shared by the batch: (1, H, T).
   const torch::Tensor g =
       (-slopes_).view({1, n_heads_, 1}).expand({1, n_heads_, t});
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const torch::Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2),
-                      vh = v.transpose(1, 2);  // (B, H, T, dh)
+                      vh = v.transpose(1, 2);  // (B, H or Hkv, T, dh)
   const torch::Tensor o =
       use_chunked ? ChunkedScalarGla(qh, kh, vh, g, scale, chunk_)
                   : RecurrentScalarGla(qh, kh, vh, g, scale);  // (B, H, T, dh)
 
   const torch::Tensor y =
       RmsNorm(o.transpose(1, 2).reshape({b, t, inner}), out_norm_, eps_) *
-      torch::sigmoid(gate_(x));
+      torch::sigmoid(proj[3]);
   return o_proj_(y);
 }
 

@@ -4,8 +4,9 @@
 //
 // For x: (B, T, d), with H = n_heads, Hkv = n_kv_heads, dh = head_dim:
 //   q = RmsNorm_dh(q_proj x)            (B, T, H, dh), q_norm shared by heads
-//   k = RmsNorm_dh(k_proj x), v = v_proj x   (B, T, Hkv, dh), repeated per
-//       GQA group so that each query head has its own state
+//   k = RmsNorm_dh(k_proj x), v = v_proj x   (B, T, Hkv, dh), each KV head
+//       serving its GQA group of query heads (each query head has its own
+//       state); q, k, v and the gate are one concatenated product
 //   o = ScalarGla(q, k, v, g_h = -s_h, scale = 1/sqrt(dh))   (B, T, H, dh)
 //   y = o_proj(RmsNorm_{H*dh}(o) * sigmoid(gate x))          (B, T, d)
 // with slopes s_h = 2^(-8h/H), h = 1..H (ALiBi; for H not a power of two the

@@ -9,6 +9,8 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/internal/scalar_gla_fused.h"
+
 namespace hlab::model {
 namespace {
 
@@ -16,14 +18,37 @@ void CheckShapes(const torch::Tensor& q, const torch::Tensor& k,
                  const torch::Tensor& v, const torch::Tensor& g) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && g.dim() == 3,
               "scalar GLA: q, k, v must be 4-D and g 3-D");
-  const int64_t b = v.size(0), h = v.size(1), t = v.size(2);
-  TORCH_CHECK(q.sizes() == k.sizes() && q.size(0) == b &&
-                  (q.size(1) == h || q.size(1) == 1) && q.size(2) == t,
-              "scalar GLA: q, k must both be (B, H or 1, T, dk), got q ",
-              q.sizes(), ", k ", k.sizes(), " with v ", v.sizes());
-  TORCH_CHECK(
-      (g.size(0) == b || g.size(0) == 1) && g.size(1) == h && g.size(2) == t,
-      "scalar GLA: g must be (B or 1, H, T), got ", g.sizes());
+  const int64_t b = v.size(0), h = g.size(1), t = v.size(2);
+  const auto heads_ok = [h](const torch::Tensor& x) {
+    return x.size(1) > 0 && h % x.size(1) == 0;
+  };
+  TORCH_CHECK(q.size(0) == b && k.size(0) == b && q.size(2) == t &&
+                  k.size(2) == t && q.size(3) == k.size(3) && heads_ok(q) &&
+                  heads_ok(k) && heads_ok(v),
+              "scalar GLA: expected q, k (B, Hq or Hk, T, dk) and v (B, Hv, "
+              "T, dv) with head counts dividing g's H = ",
+              h, "; got q ", q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
+  TORCH_CHECK((g.size(0) == b || g.size(0) == 1) && g.size(2) == t,
+              "scalar GLA: g must be (B or 1, H, T), got ", g.sizes(),
+              " with v ", v.sizes());
+}
+
+// t with its heads (dimension 1) repeated to `heads`, each in place
+// (GQA's grouping: head j serves heads j * group .. (j + 1) * group - 1).
+torch::Tensor RepeatHeadsTo(const torch::Tensor& t, int64_t heads) {
+  return t.size(1) == heads ? t : t.repeat_interleave(heads / t.size(1), 1);
+}
+
+// q, k, v with the head counts the ATen compositions take: v with all H
+// heads, q and k both with one (broadcast) or both with H.
+struct HeadsExpanded {
+  torch::Tensor q, k, v;
+};
+HeadsExpanded ExpandHeads(const torch::Tensor& q, const torch::Tensor& k,
+                          const torch::Tensor& v, int64_t heads) {
+  if (q.size(1) == 1 && k.size(1) == 1) return {q, k, RepeatHeadsTo(v, heads)};
+  return {RepeatHeadsTo(q, heads), RepeatHeadsTo(k, heads),
+          RepeatHeadsTo(v, heads)};
 }
 
 // (b, h, n * c, d) -> (b, h, n, c, d).
@@ -202,6 +227,22 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   CheckShapes(q, k, v, g);
   TORCH_CHECK(chunk > 0, "scalar GLA: chunk must be > 0, got ", chunk);
   ScopedCpuAutocastOff no_autocast;
+  if (internal::FusedScalarGlaServes(q, k, v, g)) {
+    return internal::FusedChunkedScalarGla(q, k, v, g, scale, chunk);
+  }
+  return internal::ChunkedScalarGlaWithAten(q, k, v, g, scale, chunk);
+}
+
+namespace internal {
+
+torch::Tensor ChunkedScalarGlaWithAten(const torch::Tensor& q_arg,
+                                       const torch::Tensor& k_arg,
+                                       const torch::Tensor& v_arg,
+                                       const torch::Tensor& g, double scale,
+                                       int64_t chunk) {
+  CheckShapes(q_arg, k_arg, v_arg, g);
+  const auto [q, k, v] = ExpandHeads(q_arg, k_arg, v_arg, g.size(1));
+  ScopedCpuAutocastOff no_autocast;
   const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g});
   const int64_t b = v.size(0), h = v.size(1), t = v.size(2), dv = v.size(3);
   const int64_t n = (t + chunk - 1) / chunk;
@@ -254,10 +295,14 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   return UnpadTime(out.view({b, h, t_padded, dv}), t).to(v.scalar_type());
 }
 
-torch::Tensor RecurrentScalarGla(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v, const torch::Tensor& g,
-                                 double scale) {
-  CheckShapes(q, k, v, g);
+}  // namespace internal
+
+torch::Tensor RecurrentScalarGla(const torch::Tensor& q_arg,
+                                 const torch::Tensor& k_arg,
+                                 const torch::Tensor& v_arg,
+                                 const torch::Tensor& g, double scale) {
+  CheckShapes(q_arg, k_arg, v_arg, g);
+  const auto [q, k, v] = ExpandHeads(q_arg, k_arg, v_arg, g.size(1));
   ScopedCpuAutocastOff no_autocast;
   const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g});
   const int64_t b = v.size(0), h = v.size(1), dk = q.size(3), dv = v.size(3);

@@ -31,16 +31,22 @@
 namespace hlab::model {
 
 // Chunked form (fla naive_chunk_simple_gla, mamba ssd_minimal): within each
-// chunk of `chunk` tokens the output is computed in parallel for all chunks
-// with batched matmuls; only the per-chunk state recurrence (T / chunk steps)
-// is sequential. T need not be a multiple of `chunk` (the kernel pads).
+// chunk of `chunk` tokens the output is computed from the chunk's own products
+// and the state entering it; only the per-chunk state recurrence (T / chunk
+// steps) is sequential. T need not be a multiple of `chunk`. On the CPU (fp32,
+// fp64 or bf16 inputs) one fused autograd Function computes it per batch-head,
+// chunk by chunk (model/internal/scalar_gla_fused.h); elsewhere batched ATen
+// matmuls over all chunks at once.
 //
-// Shapes (broadcast dimensions of size 1 are allowed where noted, so that
-// Mamba-2 can share B and C across heads and Lightning its constant decay
-// across the batch without copies):
-//   q, k: (B, H or 1, T, dk), the same shape   v: (B, H, T, dv)
+// Shapes. H, the number of heads, is g's; q, k and v may have fewer heads,
+// each a divisor of H, input head j serving heads j * H / Hx .. (j + 1) * H /
+// Hx - 1 (GQA's grouping), so that Mamba-2 can share B and C across heads,
+// Lightning its K/V heads across query heads and its constant decay across the
+// batch, without copies:
+//   q: (B, Hq, T, dk)   k: (B, Hk, T, dk)   v: (B, Hv, T, dv)
 //   g: (B or 1, H, T)
-//   returns (B, H, T, dv) in v's dtype.
+//   returns (B, H, T, dv) in v's dtype. On the CPU it is the transpose of a
+//   contiguous (B, T, H, dv) tensor: o.transpose(1, 2) costs no copy.
 torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& g,
                                double scale, int64_t chunk);

@@ -19,12 +19,13 @@
 #include "model/config/param_count.h"
 #include "model/gated_delta_kernel.h"
 #include "model/gated_deltanet.h"
+#include "model/gdn_inputs.h"
+#include "model/internal/scalar_gla_fused.h"
 #include "model/lightning.h"
 #include "model/mamba2.h"
 #include "model/mixer.h"
 #include "model/scalar_gla_kernel.h"
 #include "model/short_conv.h"
-#include "model/silu_heads.h"
 
 namespace hlab::model {
 namespace {
@@ -201,6 +202,107 @@ TEST(KernelEdgeTest, ScalarGlaBroadcastsSharedQkAndDecay) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     ASSERT_EQ(got.grads[i].sizes(), inputs[i].sizes());
     EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), kFp64Tolerance)
+        << "d" << kInputNames[i];
+  }
+}
+
+// Lightning's GQA: K and V with fewer heads than Q, each serving its group
+// of query heads (as repeat_interleave would lay them out).
+TEST(KernelEdgeTest, ScalarGlaServesGroupedKvHeads) {
+  torch::manual_seed(5);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor q = torch::randn({2, 4, 50, 8}, opts).requires_grad_();
+  const torch::Tensor k = torch::randn({2, 2, 50, 8}, opts).requires_grad_();
+  const torch::Tensor v = torch::randn({2, 2, 50, 6}, opts).requires_grad_();
+  const torch::Tensor g = (-torch::rand({2, 4, 50}, opts)).requires_grad_();
+  const torch::Tensor dout = torch::randn({2, 4, 50, 6}, opts);
+  const std::vector<torch::Tensor> inputs = {q, k, v, g};
+  const Result ref = RunWithGrads(
+      [&] {
+        return RecurrentScalarGla(q, k.repeat_interleave(2, 1),
+                                  v.repeat_interleave(2, 1), g, 0.5);
+      },
+      inputs, dout);
+  const Result recurrent = RunWithGrads(
+      [&] { return RecurrentScalarGla(q, k, v, g, 0.5); }, inputs, dout);
+  const Result chunked = RunWithGrads(
+      [&] { return ChunkedScalarGla(q, k, v, g, 0.5, 16); }, inputs, dout);
+  const Result aten = RunWithGrads(
+      [&] { return internal::ChunkedScalarGlaWithAten(q, k, v, g, 0.5, 16); },
+      inputs, dout);
+  for (const Result* got : {&recurrent, &chunked, &aten}) {
+    EXPECT_LT(MaxRelError(got->out, ref.out), kFp64Tolerance);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ASSERT_EQ(got->grads[i].sizes(), inputs[i].sizes());
+      EXPECT_LT(MaxRelError(got->grads[i], ref.grads[i]), kFp64Tolerance)
+          << "d" << kInputNames[i];
+    }
+  }
+}
+
+TEST(KernelEdgeTest, ScalarGlaRejectsHeadsThatDoNotDivide) {
+  const torch::Tensor q = torch::randn({1, 3, 8, 4});
+  const torch::Tensor v = torch::randn({1, 4, 8, 4});
+  const torch::Tensor g = -torch::rand({1, 4, 8});
+  EXPECT_THROW(ChunkedScalarGla(q, q, v, g, 1.0, 4), c10::Error);
+  EXPECT_THROW(RecurrentScalarGla(q, q, v, g, 1.0), c10::Error);
+}
+
+// The fused CPU kernel against the ATen composition it replaces, with every
+// broadcast at once (shared q, k heads, shared g batch, T = 75 in chunks of
+// 16): the same sums, to rounding.
+TEST(KernelEdgeTest, FusedScalarGlaMatchesAtenComposition) {
+  torch::manual_seed(6);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor q = torch::randn({2, 1, 75, 8}, opts).requires_grad_();
+  const torch::Tensor k = torch::randn({2, 1, 75, 8}, opts).requires_grad_();
+  const torch::Tensor v = torch::randn({2, 3, 75, 5}, opts).requires_grad_();
+  const torch::Tensor g = (-torch::rand({1, 3, 75}, opts)).requires_grad_();
+  const torch::Tensor dout = torch::randn({2, 3, 75, 5}, opts);
+  const std::vector<torch::Tensor> inputs = {q, k, v, g};
+  ASSERT_TRUE(internal::FusedScalarGlaServes(q, k, v, g));
+  const Result fused = RunWithGrads(
+      [&] { return internal::FusedChunkedScalarGla(q, k, v, g, 0.3, 16); },
+      inputs, dout);
+  const Result aten = RunWithGrads(
+      [&] { return internal::ChunkedScalarGlaWithAten(q, k, v, g, 0.3, 16); },
+      inputs, dout);
+  EXPECT_LT(MaxRelError(fused.out, aten.out), 1e-12);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(fused.grads[i].sizes(), inputs[i].sizes());
+    EXPECT_LT(MaxRelError(fused.grads[i], aten.grads[i]), 1e-12)
+        << "d" << kInputNames[i];
+  }
+}
+
+// Under autocast the projections hand the kernel bf16 (B, T, H, d) tensors
+// viewed as (B, H, T, d): the fused kernel reads them through their strides
+// and writes a bf16 output whose (B, T, H, dv) transpose is contiguous. It
+// computes in fp32 as the ATen path does: the outputs differ by bf16
+// rounding of fp32 results that differ in summation order only.
+TEST(KernelFp32Test, FusedScalarGlaReadsStridedBf16) {
+  torch::manual_seed(7);
+  const auto make = [](int64_t heads, int64_t d) {
+    return (torch::randn({2, 70, heads, d}) * 0.5)
+        .to(torch::kBFloat16)
+        .transpose(1, 2)
+        .requires_grad_();
+  };
+  const torch::Tensor q = make(4, 16), k = make(2, 16), v = make(2, 16);
+  const torch::Tensor g = -torch::rand({1, 4, 70});
+  const torch::Tensor dout = torch::randn({2, 4, 70, 16});
+  const std::vector<torch::Tensor> inputs = {q, k, v};
+  const Result fused = RunWithGrads(
+      [&] { return ChunkedScalarGla(q, k, v, g, 0.25, 32); }, inputs, dout);
+  const Result aten = RunWithGrads(
+      [&] { return internal::ChunkedScalarGlaWithAten(q, k, v, g, 0.25, 32); },
+      inputs, dout);
+  EXPECT_EQ(fused.out.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(fused.out.transpose(1, 2).is_contiguous());
+  EXPECT_LT(RelRmsError(fused.out, aten.out), 2e-3);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_EQ(fused.grads[i].scalar_type(), torch::kBFloat16);
+    EXPECT_LT(RelRmsError(fused.grads[i], aten.grads[i]), 5e-3)
         << "d" << kInputNames[i];
   }
 }
@@ -555,71 +657,134 @@ TEST(BatchedHelpersTest, KernelsRunWithoutAutograd) {
 }
 
 // ---------------------------------------------------------------------------
-// SiluToHeads (the GDN input activations).
+// GdnInputs (the GDN input activations from its concatenated projection).
 
-// The ATen formula SiluToHeads replaces, in x's dtype upcast to fp32 / fp64.
-torch::Tensor SiluToHeadsReference(const torch::Tensor& x, int64_t heads,
-                                   bool l2_normalize) {
+// The formula GdnInputs replaces, written out here in ATen ops.
+GdnInputTensors GdnInputsReference(const torch::Tensor& x, int64_t heads,
+                                   const torch::Tensor& a_log,
+                                   const torch::Tensor& dt_bias) {
   const torch::Tensor xf =
       x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
-  torch::Tensor y =
-      torch::silu(xf).view({x.size(0), x.size(1), heads, x.size(2) / heads});
-  if (l2_normalize) {
-    y = y * torch::rsqrt(y.norm(2, -1, /*keepdim=*/true).square() + 1e-6);
-  }
-  return y.transpose(1, 2);
+  const int64_t inner = (x.size(2) - 2 * heads) / 3;
+  const auto act = [&](int64_t part, bool l2) {
+    torch::Tensor y = torch::silu(xf.narrow(2, part * inner, inner))
+                          .view({x.size(0), x.size(1), heads, -1});
+    if (l2) {
+      y = y / torch::sqrt(y.norm(2, -1, /*keepdim=*/true).square() + 1e-6);
+    }
+    return y.transpose(1, 2);
+  };
+  const torch::Tensor xb = xf.narrow(2, 3 * inner, heads);
+  const torch::Tensor xa = xf.narrow(2, 3 * inner + heads, heads);
+  return {act(0, true), act(1, true), act(2, false),
+          torch::sigmoid(xb).transpose(1, 2),
+          (-a_log.exp() * torch::softplus(xa + dt_bias)).transpose(1, 2)};
 }
 
-TEST(SiluToHeadsTest, MatchesAtenFormulaWithGradients) {
+// Outputs and the gradients of sum_i <out_i, w_i> for random w_i, w.r.t.
+// x, a_log and dt_bias.
+struct GdnInputsResult {
+  std::vector<torch::Tensor> outs, grads;
+};
+template <typename Fn>
+GdnInputsResult RunGdnInputs(Fn fn, const torch::Tensor& x,
+                             const torch::Tensor& a_log,
+                             const torch::Tensor& dt_bias, uint64_t seed) {
+  const GdnInputTensors in = fn();
+  GdnInputsResult r;
+  r.outs = {in.q, in.k, in.v, in.beta, in.g};
+  torch::manual_seed(seed);
+  torch::Tensor loss = torch::zeros({}, in.q.options());
+  for (const torch::Tensor& o : r.outs) {
+    loss = loss + (o * torch::randn(o.sizes(), o.options())).sum();
+  }
+  r.grads = torch::autograd::grad({loss}, {x, a_log, dt_bias});
+  for (torch::Tensor& o : r.outs) o = o.detach();
+  return r;
+}
+
+TEST(GdnInputsTest, MatchesFormulaWithGradients) {
   TwoThreads two_threads;
-  torch::manual_seed(21);
+  const char* const names[] = {"q", "k", "v", "beta", "g"};
+  const char* const grad_names[] = {"dx", "da_log", "ddt_bias"};
   for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
     const double tolerance = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
-    for (const bool l2 : {true, false}) {
-      for (const bool strided : {false, true}) {
-        // Strided: a slice of a wider tensor (as after the short conv's split),
-        // with large entries so that SiLU's both branches and saturation show.
-        const torch::Tensor wide =
-            4 * torch::randn({3, 37, strided ? 3 * 24 : 24},
-                             torch::TensorOptions().dtype(dtype));
-        const torch::Tensor x =
-            wide.narrow(2, strided ? 24 : 0, 24).detach().requires_grad_();
-        const torch::Tensor dout = torch::randn({3, 4, 37, 6}, dtype);
-        const Result got =
-            RunWithGrads([&] { return SiluToHeads(x, 4, l2); }, {x}, dout);
-        const Result ref = RunWithGrads(
-            [&] { return SiluToHeadsReference(x, 4, l2); }, {x}, dout);
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    torch::manual_seed(21);
+    // Large entries so that SiLU's and the sigmoid's both branches show, and
+    // decay inputs past softplus's threshold (20) in some rows.
+    torch::Tensor x0 = 4 * torch::randn({3, 37, 3 * 24 + 8}, opts);
+    x0.narrow(2, 3 * 24 + 4, 4).narrow(1, 0, 5).fill_(25.0);
+    for (const bool strided : {false, true}) {
+      // Strided: time steps with a row stride wider than the width.
+      const torch::Tensor x =
+          (strided ? torch::cat({x0, x0}, 2).narrow(2, 0, 3 * 24 + 8) : x0)
+              .detach()
+              .requires_grad_();
+      const torch::Tensor a_log =
+          torch::randn({4}, opts).detach().requires_grad_();
+      const torch::Tensor dt_bias =
+          torch::randn({4}, opts).detach().requires_grad_();
+      const GdnInputsResult ref =
+          RunGdnInputs([&] { return GdnInputsReference(x, 4, a_log, dt_bias); },
+                       x, a_log, dt_bias, 5);
+      const GdnInputsResult fused =
+          RunGdnInputs([&] { return GdnInputs(x, 4, a_log, dt_bias); }, x,
+                       a_log, dt_bias, 5);
+      const GdnInputsResult aten =
+          RunGdnInputs([&] { return GdnInputsWithAten(x, 4, a_log, dt_bias); },
+                       x, a_log, dt_bias, 5);
+      for (const GdnInputsResult* got : {&fused, &aten}) {
         const std::string where = std::string(c10::toString(dtype)) +
-                                  (l2 ? " l2" : "") +
-                                  (strided ? " strided" : "");
-        EXPECT_EQ(got.out.sizes(), torch::IntArrayRef({3, 4, 37, 6})) << where;
-        EXPECT_TRUE(got.out.is_contiguous()) << where;
-        EXPECT_EQ(got.out.scalar_type(), dtype) << where;
-        EXPECT_LT(MaxRelError(got.out, ref.out), tolerance) << where;
-        EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), tolerance) << where;
+                                  (strided ? " strided" : "") +
+                                  (got == &fused ? " fused" : " aten");
+        for (size_t i = 0; i < got->outs.size(); ++i) {
+          EXPECT_TRUE(got->outs[i].is_contiguous()) << where << names[i];
+          EXPECT_EQ(got->outs[i].scalar_type(), dtype) << where << names[i];
+          EXPECT_LT(MaxRelError(got->outs[i], ref.outs[i]), tolerance)
+              << where << " " << names[i];
+        }
+        for (size_t i = 0; i < got->grads.size(); ++i) {
+          EXPECT_LT(MaxRelError(got->grads[i], ref.grads[i]), tolerance)
+              << where << " " << grad_names[i];
+        }
       }
     }
   }
 }
 
-// bf16 input (a projection under autocast): fp32 output, bf16 gradient.
-TEST(SiluToHeadsTest, Bf16InputGivesFp32OutputAndBf16Gradient) {
+// bf16 projection (under autocast): fp32 outputs, a bf16 gradient for x and
+// fp32 gradients for the fp32 parameters.
+TEST(GdnInputsTest, Bf16InputGivesFp32OutputsAndBf16Gradient) {
   torch::manual_seed(22);
   const torch::Tensor x =
-      torch::randn({2, 9, 16}).to(torch::kBFloat16).requires_grad_();
-  const torch::Tensor dout = torch::randn({2, 2, 9, 8});
-  const Result got =
-      RunWithGrads([&] { return SiluToHeads(x, 2, true); }, {x}, dout);
-  const Result ref =
-      RunWithGrads([&] { return SiluToHeadsReference(x, 2, true); }, {x}, dout);
-  EXPECT_EQ(got.out.scalar_type(), torch::kFloat32);
+      torch::randn({2, 9, 3 * 16 + 4}).to(torch::kBFloat16).requires_grad_();
+  const torch::Tensor a_log = torch::randn({2}).requires_grad_();
+  const torch::Tensor dt_bias = torch::randn({2}).requires_grad_();
+  const GdnInputsResult got = RunGdnInputs(
+      [&] { return GdnInputs(x, 2, a_log, dt_bias); }, x, a_log, dt_bias, 6);
+  const GdnInputsResult ref =
+      RunGdnInputs([&] { return GdnInputsReference(x, 2, a_log, dt_bias); }, x,
+                   a_log, dt_bias, 6);
+  for (size_t i = 0; i < got.outs.size(); ++i) {
+    EXPECT_EQ(got.outs[i].scalar_type(), torch::kFloat32);
+    EXPECT_LT(MaxRelError(got.outs[i], ref.outs[i]), 1e-5) << i;
+  }
   EXPECT_EQ(got.grads[0].scalar_type(), torch::kBFloat16);
-  EXPECT_LT(MaxRelError(got.out, ref.out), 1e-5);
+  EXPECT_EQ(got.grads[1].scalar_type(), torch::kFloat32);
   EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), 1e-2);
+  EXPECT_LT(MaxRelError(got.grads[1], ref.grads[1]), 1e-5);
+  EXPECT_LT(MaxRelError(got.grads[2], ref.grads[2]), 1e-5);
 }
 
-TEST(SiluToHeadsTest, RejectsHeadsThatDoNotDivideWidth) {
-  EXPECT_THROW(SiluToHeads(torch::randn({1, 4, 10}), 3, true), c10::Error);
+TEST(GdnInputsTest, RejectsWidthsThatDoNotSplit) {
+  const torch::Tensor a_log = torch::zeros({3}), dt_bias = torch::zeros({3});
+  // 3 * 3 * dh + 2 * 3 = 40 has no integer dh.
+  EXPECT_THROW(GdnInputs(torch::randn({1, 4, 40}), 3, a_log, dt_bias),
+               c10::Error);
+  EXPECT_THROW(
+      GdnInputs(torch::randn({1, 4, 42}), 3, torch::zeros({2}), dt_bias),
+      c10::Error);
 }
 
 // ---------------------------------------------------------------------------

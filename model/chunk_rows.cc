@@ -1,0 +1,145 @@
+#include "model/internal/chunk_rows.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include <torch/torch.h>
+
+#include "model/internal/blas.h"
+#include "model/internal/fused_elementwise.h"
+#include "model/internal/vec_math.h"
+
+namespace hlab::model::internal {
+
+Rows RowsOf(const torch::Tensor& t, int64_t heads) {
+  return {t.data_ptr(), t.scalar_type(), t.stride(0),
+          t.stride(1),  t.stride(2),     heads / t.size(1)};
+}
+
+torch::Tensor RowsReadable(const torch::Tensor& t) {
+  return t.stride(-1) == 1 ? t : t.contiguous();
+}
+
+template <typename T>
+void LoadRows(const Rows& src, int64_t b, int64_t h, int64_t t0, int64_t rows,
+              int64_t width, T* dst) {
+  const int64_t base = b * src.sb + (h / src.group) * src.sh + t0 * src.st;
+  switch (src.dtype) {
+    case torch::kFloat32: {
+      const float* p = static_cast<const float*>(src.data) + base;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(p + r * src.st, width, dst + r * width);
+      }
+      break;
+    }
+    case torch::kFloat64: {
+      const double* p = static_cast<const double*>(src.data) + base;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(p + r * src.st, width, dst + r * width);
+      }
+      break;
+    }
+    case torch::kBFloat16: {
+      const Bf16* p = static_cast<const Bf16*>(src.data) + base;
+      for (int64_t r = 0; r < rows; ++r) {
+        if constexpr (std::is_same_v<T, float>) {
+          WidenBf16(p + r * src.st, dst + r * width, width);
+        } else {
+          for (int64_t c = 0; c < width; ++c) {
+            const uint32_t bits = uint32_t{p[r * src.st + c].bits} << 16;
+            float x;
+            std::memcpy(&x, &bits, sizeof(x));
+            dst[r * width + c] = x;
+          }
+        }
+      }
+      break;
+    }
+    default:
+      TORCH_CHECK(false, "LoadRows: unsupported dtype ", src.dtype);
+  }
+}
+
+template <typename T>
+void StoreRowsBthd(const T* src, int64_t rows, int64_t width,
+                   const torch::Tensor& out, int64_t b, int64_t h, int64_t t0) {
+  const int64_t st = out.size(2) * width;
+  const int64_t base = (b * out.size(1) + t0) * st + h * width;
+  switch (out.scalar_type()) {
+    case torch::kFloat32: {
+      float* p = out.data_ptr<float>() + base;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(src + r * width, width, p + r * st);
+      }
+      break;
+    }
+    case torch::kFloat64: {
+      double* p = out.data_ptr<double>() + base;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(src + r * width, width, p + r * st);
+      }
+      break;
+    }
+    case torch::kBFloat16: {
+      Bf16* p = reinterpret_cast<Bf16*>(out.data_ptr<at::BFloat16>()) + base;
+      for (int64_t r = 0; r < rows; ++r) {
+        if constexpr (std::is_same_v<T, float>) {
+          NarrowToBf16(src + r * width, p + r * st, width);
+        } else {
+          for (int64_t c = 0; c < width; ++c) {
+            const c10::BFloat16 x(static_cast<float>(src[r * width + c]));
+            std::memcpy(&p[r * st + c], &x, sizeof(x));
+          }
+        }
+      }
+      break;
+    }
+    default:
+      TORCH_CHECK(false, "StoreRowsBthd: unsupported dtype ",
+                  out.scalar_type());
+  }
+}
+
+template void LoadRows<float>(const Rows&, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, float*);
+template void LoadRows<double>(const Rows&, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, double*);
+template void StoreRowsBthd<float>(const float*, int64_t, int64_t,
+                                   const torch::Tensor&, int64_t, int64_t,
+                                   int64_t);
+template void StoreRowsBthd<double>(const double*, int64_t, int64_t,
+                                    const torch::Tensor&, int64_t, int64_t,
+                                    int64_t);
+
+HLAB_VECTOR_CLONES void DecayRow(const float* cum, float ci, float* row,
+                                 float* d, int64_t len) {
+#pragma omp simd
+  for (int64_t c = 0; c < len; ++c) {
+    const float x = ExpNonPositive(ci - cum[c]);
+    d[c] = x;
+    row[c] *= x;
+  }
+}
+void DecayRow(const double* cum, double ci, double* row, double* d,
+              int64_t len) {
+  for (int64_t c = 0; c < len; ++c) {
+    d[c] = ExpNonPositive(ci - cum[c]);
+    row[c] *= d[c];
+  }
+}
+
+HLAB_VECTOR_CLONES float Dot(const float* a, const float* b, int64_t n) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < n; ++c) sum += a[c] * b[c];
+  return sum;
+}
+double Dot(const double* a, const double* b, int64_t n) {
+  double sum = 0;
+  for (int64_t c = 0; c < n; ++c) sum += a[c] * b[c];
+  return sum;
+}
+
+}  // namespace hlab::model::internal

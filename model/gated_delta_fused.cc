@@ -1,0 +1,439 @@
+#include "model/internal/gated_delta_fused.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include "model/internal/blas.h"
+#include "model/internal/chunk_rows.h"
+#include "model/internal/unit_lower.h"
+#include "model/internal/vec_math.h"
+#include "model/scalar_gla_kernel.h"
+
+namespace hlab::model::internal {
+namespace {
+
+struct Dims {
+  int64_t b = 0, h = 0, t = 0, dk = 0, dv = 0, c = 0, n = 0;
+};
+
+// One chunk of one batch-head in per-thread buffers (row-major; the C x C
+// matrices with row stride len, the chunk's length):
+//   q, k, v          the rows;  beta, cum (log-decay since the chunk start)
+//   e = exp(cum), f = exp(cum_last - cum)
+//   kb = beta k, kbe = kb e, vb = beta v, kd = k f, qe = q e
+//   decay D_rc = exp(cum_r - cum_c) for c <= r, 0 above
+//   a = strict_lower((kb k^T) * D),  s = (q k^T) * D (lower with diagonal)
+//   tinv = (I + a)^-1,  w = tinv kbe,  u = tinv vb, then V' = u - w S
+template <typename T>
+struct Chunk {
+  explicit Chunk(const Dims& d)
+      : q(d.c * d.dk),
+        k(d.c * d.dk),
+        v(d.c * d.dv),
+        kb(d.c * d.dk),
+        kbe(d.c * d.dk),
+        vb(d.c * d.dv),
+        kd(d.c * d.dk),
+        qe(d.c * d.dk),
+        w(d.c * d.dk),
+        u(d.c * d.dv),
+        decay(d.c * d.c),
+        a(d.c * d.c),
+        s(d.c * d.c),
+        tinv(d.c * d.c),
+        beta(d.c),
+        cum(d.c),
+        e(d.c),
+        f(d.c) {}
+  std::vector<T> q, k, v, kb, kbe, vb, kd, qe, w, u, decay, a, s, tinv, beta,
+      cum, e, f;
+  int64_t len = 0;
+};
+
+// Fills x for chunk i of batch-head (b, h) up to w and u (not yet V').
+template <typename T>
+void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
+               const T* g, const T* beta, int64_t b, int64_t h, int64_t i,
+               Chunk<T>& x) {
+  const int64_t t0 = i * d.c;
+  const int64_t len = std::min(d.c, d.t - t0);
+  x.len = len;
+  LoadRows(q, b, h, t0, len, d.dk, x.q.data());
+  LoadRows(k, b, h, t0, len, d.dk, x.k.data());
+  LoadRows(v, b, h, t0, len, d.dv, x.v.data());
+  const int64_t row0 = (b * d.h + h) * d.t + t0;
+  T acc = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    x.cum[j] = acc += g[row0 + j];
+    x.beta[j] = beta[row0 + j];
+  }
+  const T last = x.cum[len - 1];
+  for (int64_t j = 0; j < len; ++j) {
+    const T bj = x.beta[j];
+    const T ej = ExpNonPositive(x.cum[j]);
+    const T fj = ExpNonPositive(last - x.cum[j]);
+    x.e[j] = ej;
+    x.f[j] = fj;
+    const int64_t o = j * d.dk;
+    for (int64_t c = 0; c < d.dk; ++c) {
+      const T kb = x.k[o + c] * bj;
+      x.kb[o + c] = kb;
+      x.kbe[o + c] = kb * ej;
+      x.kd[o + c] = x.k[o + c] * fj;
+      x.qe[o + c] = x.q[o + c] * ej;
+    }
+    const int64_t ov = j * d.dv;
+    for (int64_t c = 0; c < d.dv; ++c) x.vb[ov + c] = x.v[ov + c] * bj;
+  }
+  Gemm(false, true, len, len, d.dk, T(1), x.kb.data(), d.dk, x.k.data(), d.dk,
+       T(0), x.a.data(), len);
+  Gemm(false, true, len, len, d.dk, T(1), x.q.data(), d.dk, x.k.data(), d.dk,
+       T(0), x.s.data(), len);
+  for (int64_t r = 0; r < len; ++r) {
+    T* sr = x.s.data() + r * len;
+    T* dr = x.decay.data() + r * len;
+    T* ar = x.a.data() + r * len;
+    DecayRow(x.cum.data(), x.cum[r], sr, dr, r + 1);
+    for (int64_t c = 0; c < r; ++c) ar[c] *= dr[c];
+    std::fill(ar + r, ar + len, T(0));
+    std::fill(sr + r + 1, sr + len, T(0));
+    std::fill(dr + r + 1, dr + len, T(0));
+  }
+  InvertUnitLower(x.a.data(), len, x.tinv.data());
+  Gemm(false, false, len, d.dk, len, T(1), x.tinv.data(), len, x.kbe.data(),
+       d.dk, T(0), x.w.data(), d.dk);
+  Gemm(false, false, len, d.dv, len, T(1), x.tinv.data(), len, x.vb.data(),
+       d.dv, T(0), x.u.data(), d.dv);
+}
+
+// x.u = V' = U - W S for the state S entering the chunk.
+template <typename T>
+void NewValues(const Dims& d, const T* state, Chunk<T>& x) {
+  Gemm(false, false, x.len, d.dv, d.dk, T(-1), x.w.data(), d.dk, state, d.dv,
+       T(1), x.u.data(), d.dv);
+}
+
+// Forward of batch-heads [bh0, bh1): the output and the state entering each
+// chunk, states: (B * H, n, dk, dv).
+template <typename T>
+void ForwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
+                  const Rows& v, const T* g, const T* beta,
+                  const torch::Tensor& out, T* states, int64_t bh0,
+                  int64_t bh1) {
+  Chunk<T> x(d);
+  std::vector<T> o(d.c * d.dv);
+  const T alpha = static_cast<T>(scale);
+  const int64_t size = d.dk * d.dv;
+  for (int64_t bh = bh0; bh < bh1; ++bh) {
+    const int64_t b = bh / d.h, h = bh % d.h;
+    T* first = states + bh * d.n * size;
+    std::fill_n(first, size, T(0));
+    for (int64_t i = 0; i < d.n; ++i) {
+      const T* state = first + i * size;
+      LoadChunk(d, q, k, v, g, beta, b, h, i, x);
+      const int64_t len = x.len;
+      NewValues(d, state, x);
+      // O = scale (Qe S + s V').
+      Gemm(false, false, len, d.dv, d.dk, alpha, x.qe.data(), d.dk, state, d.dv,
+           T(0), o.data(), d.dv);
+      Gemm(false, false, len, d.dv, len, alpha, x.s.data(), len, x.u.data(),
+           d.dv, T(1), o.data(), d.dv);
+      StoreRowsBthd(o.data(), len, d.dv, out, b, h, i * d.c);
+      if (i + 1 < d.n) {
+        // S_next = exp(cum_last) S + Kd^T V'.
+        T* next = first + (i + 1) * size;
+        const T decay = ExpNonPositive(x.cum[len - 1]);
+        for (int64_t j = 0; j < size; ++j) next[j] = decay * state[j];
+        Gemm(true, false, d.dk, d.dv, len, T(1), x.kd.data(), d.dk, x.u.data(),
+             d.dv, T(1), next, d.dv);
+      }
+    }
+  }
+}
+
+// Gradient buffers, contiguous in the compute dtype: q, k (B, H, T, dk),
+// v (B, H, T, dv), g, beta (B, H, T).
+template <typename T>
+struct Grads {
+  T *q, *k, *v, *g, *beta;
+};
+
+// Backward of batch-heads [bh0, bh1), chunks last to first, with G = dL/dS
+// of the state leaving the current chunk carried back.
+template <typename T>
+void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
+                   const Rows& v, const Rows& dout, const T* g, const T* beta,
+                   const T* states, const Grads<T>& grads, int64_t bh0,
+                   int64_t bh1) {
+  Chunk<T> x(d);
+  const int64_t cc = d.c * d.c, ck = d.c * d.dk, cv = d.c * d.dv;
+  std::vector<T> dout_c(cv), dvp(cv), dvb(cv), dv(cv), dkd(ck), dqe(ck), dw(ck),
+      dkbe(ck), dkb(ck), dq(ck), dk(ck), ds(cc), dtinv(cc), tmp(cc), da(cc),
+      dcum(d.c), carried(d.dk * d.dv);
+  const T alpha = static_cast<T>(scale);
+  const int64_t size = d.dk * d.dv;
+  for (int64_t bh = bh0; bh < bh1; ++bh) {
+    const int64_t b = bh / d.h, h = bh % d.h;
+    std::fill(carried.begin(), carried.end(), T(0));
+    for (int64_t i = d.n - 1; i >= 0; --i) {
+      const T* state = states + (bh * d.n + i) * size;
+      LoadChunk(d, q, k, v, g, beta, b, h, i, x);
+      NewValues(d, state, x);
+      const int64_t len = x.len;
+      const int64_t t0 = i * d.c;
+      LoadRows(dout, b, h, t0, len, d.dv, dout_c.data());
+      const T last_decay = ExpNonPositive(x.cum[len - 1]);
+
+      // Through O = scale (Qe S + s V') and S_next = exp(cum_last) S +
+      // Kd^T V' (nothing leaves the last chunk):
+      //   dV' = scale s^T dO + Kd G,  dKd = V' G^T,  dexp(cum_last) = <G, S>.
+      Gemm(true, false, len, d.dv, len, alpha, x.s.data(), len, dout_c.data(),
+           d.dv, T(0), dvp.data(), d.dv);
+      T d_last_decay = 0;
+      if (i + 1 < d.n) {
+        Gemm(false, false, len, d.dv, d.dk, T(1), x.kd.data(), d.dk,
+             carried.data(), d.dv, T(1), dvp.data(), d.dv);
+        Gemm(false, true, len, d.dk, d.dv, T(1), x.u.data(), d.dv,
+             carried.data(), d.dv, T(0), dkd.data(), d.dk);
+        d_last_decay = Dot(carried.data(), state, size);
+      } else {
+        std::fill_n(dkd.begin(), len * d.dk, T(0));
+      }
+      //   dQe = scale dO S^T,  ds = scale dO V'^T.
+      Gemm(false, true, len, d.dk, d.dv, alpha, dout_c.data(), d.dv, state,
+           d.dv, T(0), dqe.data(), d.dk);
+      Gemm(false, true, len, len, d.dv, alpha, dout_c.data(), d.dv, x.u.data(),
+           d.dv, T(0), ds.data(), len);
+      // Through V' = U - W S:  dW = -dV' S^T,  dU = dV'; and G for the state
+      // entering the chunk: exp(cum_last) G + scale Qe^T dO - W^T dV'.
+      Gemm(false, true, len, d.dk, d.dv, T(-1), dvp.data(), d.dv, state, d.dv,
+           T(0), dw.data(), d.dk);
+      if (i > 0) {
+        for (int64_t j = 0; j < size; ++j) carried[j] *= last_decay;
+        Gemm(true, false, d.dk, d.dv, len, alpha, x.qe.data(), d.dk,
+             dout_c.data(), d.dv, T(1), carried.data(), d.dv);
+        Gemm(true, false, d.dk, d.dv, len, T(-1), x.w.data(), d.dk, dvp.data(),
+             d.dv, T(1), carried.data(), d.dv);
+      }
+      // Through W = Tinv Kbe and U = Tinv Vb:
+      //   dKbe = Tinv^T dW,  dVb = Tinv^T dU,  dTinv = dW Kbe^T + dU Vb^T;
+      // through Tinv = (I + A)^-1:  dA = -Tinv^T dTinv Tinv^T.
+      Gemm(true, false, len, d.dk, len, T(1), x.tinv.data(), len, dw.data(),
+           d.dk, T(0), dkbe.data(), d.dk);
+      Gemm(true, false, len, d.dv, len, T(1), x.tinv.data(), len, dvp.data(),
+           d.dv, T(0), dvb.data(), d.dv);
+      Gemm(false, true, len, len, d.dk, T(1), dw.data(), d.dk, x.kbe.data(),
+           d.dk, T(0), dtinv.data(), len);
+      Gemm(false, true, len, len, d.dv, T(1), dvp.data(), d.dv, x.vb.data(),
+           d.dv, T(1), dtinv.data(), len);
+      Gemm(true, false, len, len, len, T(-1), x.tinv.data(), len, dtinv.data(),
+           len, T(0), tmp.data(), len);
+      Gemm(false, true, len, len, len, T(1), tmp.data(), len, x.tinv.data(),
+           len, T(0), da.data(), len);
+      // Through A = strict_lower((Kb K^T) * D) and s = (Q K^T) * D: with
+      // Ha = dA * D (strict lower), Hs = ds * D (lower),
+      //   dKb = Ha K,  dK = Ha^T Kb + Hs^T Q,  dQ = Hs K,
+      // and through D, dcum_r += sum_c E_rc, dcum_c -= E_rc for
+      // E = dA * A + ds * s.
+      std::fill_n(dcum.begin(), len, T(0));
+      for (int64_t r = 0; r < len; ++r) {
+        T* har = da.data() + r * len;
+        T* hsr = ds.data() + r * len;
+        const T* ar = x.a.data() + r * len;
+        const T* sr = x.s.data() + r * len;
+        const T* dr = x.decay.data() + r * len;
+        T row = 0;
+        for (int64_t c = 0; c < r; ++c) {
+          const T e = har[c] * ar[c] + hsr[c] * sr[c];
+          row += e;
+          dcum[c] -= e;
+          har[c] *= dr[c];
+          hsr[c] *= dr[c];
+        }
+        // The diagonal: D_rr = 1 and E_rr cancels in dcum; A has none.
+        std::fill(har + r, har + len, T(0));
+        std::fill(hsr + r + 1, hsr + len, T(0));
+        dcum[r] += row;
+      }
+      Gemm(false, false, len, d.dk, len, T(1), da.data(), len, x.k.data(), d.dk,
+           T(0), dkb.data(), d.dk);
+      Gemm(true, false, len, d.dk, len, T(1), da.data(), len, x.kb.data(), d.dk,
+           T(0), dk.data(), d.dk);
+      Gemm(true, false, len, d.dk, len, T(1), ds.data(), len, x.q.data(), d.dk,
+           T(1), dk.data(), d.dk);
+      Gemm(false, false, len, d.dk, len, T(1), ds.data(), len, x.k.data(), d.dk,
+           T(0), dq.data(), d.dk);
+      // Through Kb = beta K, Kbe = Kb e, Vb = beta V, Kd = K f, Qe = Q e.
+      T last_total = d_last_decay * last_decay;
+      T* dbeta = grads.beta + (bh * d.t + t0);
+      for (int64_t j = 0; j < len; ++j) {
+        const int64_t o = j * d.dk;
+        const T bj = x.beta[j], ej = x.e[j], fj = x.f[j];
+        T s_beta = 0, s_e = 0, s_f = 0;
+        for (int64_t c = 0; c < d.dk; ++c) {
+          const T kj = x.k[o + c];
+          const T g_kb = dkb[o + c] + dkbe[o + c] * ej;  // dL/d(beta k)
+          dk[o + c] += bj * g_kb + dkd[o + c] * fj;
+          s_beta += kj * g_kb;
+          s_e += dkbe[o + c] * x.kb[o + c] + dqe[o + c] * x.q[o + c];
+          s_f += dkd[o + c] * kj;
+          dq[o + c] += dqe[o + c] * ej;
+        }
+        const int64_t ov = j * d.dv;
+        for (int64_t c = 0; c < d.dv; ++c) {
+          dv[ov + c] = dvb[ov + c] * bj;
+          s_beta += x.v[ov + c] * dvb[ov + c];
+        }
+        dbeta[j] = s_beta;
+        dcum[j] += s_e * ej - s_f * fj;
+        last_total += s_f * fj;
+      }
+      dcum[len - 1] += last_total;
+      // cum = cumsum(g) within the chunk: dg_j = sum_{r >= j} dcum_r.
+      T* dg = grads.g + (bh * d.t + t0);
+      T acc = 0;
+      for (int64_t j = len - 1; j >= 0; --j) dg[j] = acc += dcum[j];
+      const int64_t row0 = bh * d.t + t0;
+      std::copy_n(dq.begin(), len * d.dk, grads.q + row0 * d.dk);
+      std::copy_n(dk.begin(), len * d.dk, grads.k + row0 * d.dk);
+      std::copy_n(dv.begin(), len * d.dv, grads.v + row0 * d.dv);
+    }
+  }
+}
+
+// Runs fn(bh0, bh1) over ranges of batch-heads on the intra-op threads, each
+// calling a single-threaded BLAS.
+template <typename Fn>
+void ForEachBatchHead(int64_t bh, const Fn& fn) {
+  UseOneThreadPool();
+  at::parallel_for(0, bh, 1, fn);
+}
+
+Dims DimsOf(const torch::Tensor& q, const torch::Tensor& v, int64_t chunk) {
+  Dims d;
+  d.b = v.size(0);
+  d.h = v.size(1);
+  d.t = v.size(2);
+  d.dk = q.size(3);
+  d.dv = v.size(3);
+  d.c = chunk;
+  d.n = (d.t + chunk - 1) / chunk;
+  return d;
+}
+
+class FusedGatedDeltaFunction
+    : public torch::autograd::Function<FusedGatedDeltaFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               const torch::Tensor& q_arg,
+                               const torch::Tensor& k_arg,
+                               const torch::Tensor& v_arg,
+                               const torch::Tensor& g_arg,
+                               const torch::Tensor& beta_arg, double scale,
+                               int64_t chunk) {
+    RECORD_FUNCTION("hlab::FusedGatedDeltaFunction::forward",
+                    std::vector<c10::IValue>());
+    const torch::Tensor q = RowsReadable(q_arg), k = RowsReadable(k_arg),
+                        v = RowsReadable(v_arg);
+    const torch::ScalarType dtype =
+        KernelComputeDtype({q, k, v, g_arg, beta_arg});
+    const torch::Tensor g = g_arg.to(dtype).contiguous();
+    const torch::Tensor beta = beta_arg.to(dtype).contiguous();
+    const Dims d = DimsOf(q, v, chunk);
+    torch::Tensor out = at::empty({d.b, d.t, d.h, d.dv}, v.options());
+    torch::Tensor states =
+        at::empty({d.b * d.h, d.n, d.dk, d.dv}, v.options().dtype(dtype));
+    AT_DISPATCH_FLOATING_TYPES(dtype, "FusedGatedDelta", [&] {
+      const Rows qr = RowsOf(q, d.h), kr = RowsOf(k, d.h), vr = RowsOf(v, d.h);
+      ForEachBatchHead(d.b * d.h, [&](int64_t bh0, int64_t bh1) {
+        ForwardRange<scalar_t>(d, scale, qr, kr, vr, g.data_ptr<scalar_t>(),
+                               beta.data_ptr<scalar_t>(), out,
+                               states.data_ptr<scalar_t>(), bh0, bh1);
+      });
+    });
+    ctx->save_for_backward({q, k, v, g, beta, states});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["g_dtype"] = static_cast<int64_t>(g_arg.scalar_type());
+    ctx->saved_data["beta_dtype"] =
+        static_cast<int64_t>(beta_arg.scalar_type());
+    return out.transpose(1, 2);
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grad_outputs) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2],
+                        &g = saved[3], &beta = saved[4], &states = saved[5];
+    if (!grad_outputs[0].defined()) {
+      return torch::autograd::variable_list(7);
+    }
+    const torch::Tensor dout = RowsReadable(grad_outputs[0]);
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const Dims d = DimsOf(q, v, ctx->saved_data["chunk"].toInt());
+    const auto options = states.options();
+    torch::Tensor dq = at::empty({d.b, d.h, d.t, d.dk}, options);
+    torch::Tensor dk = at::empty({d.b, d.h, d.t, d.dk}, options);
+    torch::Tensor dv = at::empty({d.b, d.h, d.t, d.dv}, options);
+    torch::Tensor dg = at::empty({d.b, d.h, d.t}, options);
+    torch::Tensor dbeta = at::empty({d.b, d.h, d.t}, options);
+    AT_DISPATCH_FLOATING_TYPES(
+        states.scalar_type(), "FusedGatedDeltaBack", [&] {
+          const Rows qr = RowsOf(q, d.h), kr = RowsOf(k, d.h),
+                     vr = RowsOf(v, d.h), dr = RowsOf(dout, d.h);
+          const Grads<scalar_t> grads{
+              dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
+              dv.data_ptr<scalar_t>(), dg.data_ptr<scalar_t>(),
+              dbeta.data_ptr<scalar_t>()};
+          ForEachBatchHead(d.b * d.h, [&](int64_t bh0, int64_t bh1) {
+            BackwardRange<scalar_t>(
+                d, scale, qr, kr, vr, dr, g.data_ptr<scalar_t>(),
+                beta.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(), grads,
+                bh0, bh1);
+          });
+        });
+    const auto dtype_of = [&](const char* key) {
+      return static_cast<torch::ScalarType>(ctx->saved_data[key].toInt());
+    };
+    return {dq.to(q.scalar_type()),
+            dk.to(k.scalar_type()),
+            dv.to(v.scalar_type()),
+            dg.to(dtype_of("g_dtype")),
+            dbeta.to(dtype_of("beta_dtype")),
+            torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+bool TakesDtype(const torch::Tensor& t) {
+  const torch::ScalarType s = t.scalar_type();
+  return t.device().is_cpu() && (s == torch::kFloat32 || s == torch::kFloat64 ||
+                                 s == torch::kBFloat16);
+}
+
+}  // namespace
+
+bool FusedGatedDeltaServes(std::initializer_list<torch::Tensor> inputs) {
+  for (const torch::Tensor& t : inputs) {
+    if (!TakesDtype(t)) return false;
+  }
+  return KernelComputeDtype(inputs) == torch::kFloat64 ? BlasAvailable<double>()
+                                                       : BlasAvailable<float>();
+}
+
+torch::Tensor FusedChunkedGatedDelta(const torch::Tensor& q,
+                                     const torch::Tensor& k,
+                                     const torch::Tensor& v,
+                                     const torch::Tensor& g,
+                                     const torch::Tensor& beta, double scale,
+                                     int64_t chunk) {
+  return FusedGatedDeltaFunction::apply(q, k, v, g, beta, scale, chunk);
+}
+
+}  // namespace hlab::model::internal

@@ -1,0 +1,328 @@
+#include "model/gdn_inputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include "model/internal/chunk_rows.h"
+#include "model/internal/vec_math.h"
+#include "model/scalar_gla_kernel.h"
+
+namespace hlab::model {
+namespace {
+
+using internal::Dot;      // model/internal/chunk_rows.h
+using internal::Sigmoid;  // model/internal/vec_math.h
+
+constexpr double kL2Eps = 1e-6;  // fla's l2norm
+// torch.nn.functional.softplus's default: x itself above it.
+constexpr double kSoftplusThreshold = 20;
+
+// ---------------------------------------------------------------------------
+// Whole-row loops.
+
+// sig = sigmoid(x), s = x sig.
+HLAB_VECTOR_CLONES void SiluRow(const float* x, float* s, float* sig,
+                                int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = Sigmoid(x[i]);
+    sig[i] = g;
+    s[i] = x[i] * g;
+  }
+}
+void SiluRow(const double* x, double* s, double* sig, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    sig[i] = Sigmoid(x[i]);
+    s[i] = x[i] * sig[i];
+  }
+}
+
+// dx = ds d(silu)/dx = ds sig (1 + x (1 - sig)).
+HLAB_VECTOR_CLONES void SiluGradRow(const float* x, const float* sig,
+                                    const float* ds, float* dx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = ds[i] * sig[i] * (1.0f + x[i] * (1.0f - sig[i]));
+  }
+}
+void SiluGradRow(const double* x, const double* sig, const double* ds,
+                 double* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = ds[i] * sig[i] * (1.0 + x[i] * (1.0 - sig[i]));
+  }
+}
+
+template <typename Acc>
+Acc Softplus(Acc z) {
+  return z > Acc(kSoftplusThreshold) ? z : std::log1p(std::exp(z));
+}
+
+// ---------------------------------------------------------------------------
+// Whole tensors. x: (B, T, width) with strides (sb, st, 1); outputs
+// heads-major in the accumulator type Acc.
+
+struct Dims {
+  int64_t b = 0, t = 0, h = 0, dh = 0;
+  int64_t inner = 0, width = 0;  // inner = h * dh, width = 3 inner + 2 h
+  int64_t sb = 0, st = 0;
+};
+
+Dims DimsOf(const torch::Tensor& x, int64_t heads) {
+  Dims d;
+  d.b = x.size(0);
+  d.t = x.size(1);
+  d.h = heads;
+  d.width = x.size(2);
+  d.inner = (d.width - 2 * heads) / 3;
+  d.dh = d.inner / heads;
+  d.sb = x.stride(0);
+  d.st = x.stride(1);
+  return d;
+}
+
+template <typename In, typename Acc>
+void LoadRow(const In* x, Acc* xa, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) xa[i] = static_cast<Acc>(x[i]);
+}
+
+template <typename Acc>
+struct Outputs {
+  Acc *q, *k, *v, *beta, *g;
+};
+
+template <typename In, typename Acc>
+void Forward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
+             const Outputs<Acc>& out) {
+  const int64_t n = 3 * d.inner;
+  at::parallel_for(
+      0, d.b * d.t, std::max<int64_t>(1, 4096 / d.width),
+      [&](int64_t begin, int64_t end) {
+        std::vector<Acc> xa(d.width), s(n), sig(n);
+        for (int64_t row = begin; row < end; ++row) {
+          const int64_t b = row / d.t, t = row % d.t;
+          LoadRow(x + b * d.sb + t * d.st, xa.data(), d.width);
+          SiluRow(xa.data(), s.data(), sig.data(), n);
+          Acc* const parts[3] = {out.q, out.k, out.v};
+          for (int64_t part = 0; part < 3; ++part) {
+            for (int64_t h = 0; h < d.h; ++h) {
+              const Acc* sh = s.data() + part * d.inner + h * d.dh;
+              Acc* y = parts[part] + ((b * d.h + h) * d.t + t) * d.dh;
+              const Acc r =
+                  part < 2 ? Acc(1) / std::sqrt(Dot(sh, sh, d.dh) + Acc(kL2Eps))
+                           : Acc(1);
+              for (int64_t c = 0; c < d.dh; ++c) y[c] = sh[c] * r;
+            }
+          }
+          for (int64_t h = 0; h < d.h; ++h) {
+            const int64_t o = (b * d.h + h) * d.t + t;
+            out.beta[o] = Sigmoid(xa[n + h]);
+            out.g[o] =
+                -std::exp(a_log[h]) * Softplus(xa[n + d.h + h] + dt_bias[h]);
+          }
+        }
+      });
+}
+
+// Gradients of the outputs (any may be null: zero).
+template <typename Acc>
+struct OutputGrads {
+  const Acc *q, *k, *v, *beta, *g;
+};
+
+// dx (B, T, width) contiguous in In; the parameter gradients summed into
+// per-thread rows of partial: (threads, 2 h), d(a_log) then d(dt_bias).
+template <typename In, typename Acc>
+void Backward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
+              const OutputGrads<Acc>& grads, In* dx, Acc* partial) {
+  const int64_t n = 3 * d.inner;
+  at::parallel_for(
+      0, d.b * d.t, std::max<int64_t>(1, 4096 / d.width),
+      [&](int64_t begin, int64_t end) {
+        std::vector<Acc> xa(d.width), s(n), sig(n), ds(n), dxa(d.width);
+        Acc* part_sums = partial + at::get_thread_num() * 2 * d.h;
+        for (int64_t row = begin; row < end; ++row) {
+          const int64_t b = row / d.t, t = row % d.t;
+          LoadRow(x + b * d.sb + t * d.st, xa.data(), d.width);
+          SiluRow(xa.data(), s.data(), sig.data(), n);
+          const Acc* const parts[3] = {grads.q, grads.k, grads.v};
+          for (int64_t part = 0; part < 3; ++part) {
+            for (int64_t h = 0; h < d.h; ++h) {
+              const int64_t o = part * d.inner + h * d.dh;
+              const Acc* sh = s.data() + o;
+              Acc* dsh = ds.data() + o;
+              if (parts[part] == nullptr) {
+                std::fill_n(dsh, d.dh, Acc(0));
+                continue;
+              }
+              const Acc* dy = parts[part] + ((b * d.h + h) * d.t + t) * d.dh;
+              if (part == 2) {
+                std::copy_n(dy, d.dh, dsh);
+                continue;
+              }
+              // y = r s with r = (|s|^2 + eps)^-1/2:
+              // ds = r dy - r^3 (s . dy) s.
+              const Acc r = Acc(1) / std::sqrt(Dot(sh, sh, d.dh) + Acc(kL2Eps));
+              const Acc c = r * r * r * Dot(sh, dy, d.dh);
+              for (int64_t i = 0; i < d.dh; ++i) dsh[i] = r * dy[i] - c * sh[i];
+            }
+          }
+          SiluGradRow(xa.data(), sig.data(), ds.data(), dxa.data(), n);
+          for (int64_t h = 0; h < d.h; ++h) {
+            const int64_t o = (b * d.h + h) * d.t + t;
+            const Acc beta = Sigmoid(xa[n + h]);
+            dxa[n + h] = grads.beta != nullptr
+                             ? grads.beta[o] * beta * (Acc(1) - beta)
+                             : Acc(0);
+            // g = -A softplus(z), A = exp(a_log), z = x_a + dt_bias:
+            // dz = dg (-A) softplus'(z), d(a_log) = dg g.
+            const Acc z = xa[n + d.h + h] + dt_bias[h];
+            const Acc a = std::exp(a_log[h]);
+            const Acc dg = grads.g != nullptr ? grads.g[o] : Acc(0);
+            const Acc slope = z > Acc(kSoftplusThreshold) ? Acc(1) : Sigmoid(z);
+            const Acc dz = -dg * a * slope;
+            dxa[n + d.h + h] = dz;
+            part_sums[h] += -dg * a * Softplus(z);
+            part_sums[d.h + h] += dz;
+          }
+          In* dxr = dx + row * d.width;
+          for (int64_t i = 0; i < d.width; ++i) {
+            dxr[i] = static_cast<In>(dxa[i]);
+          }
+        }
+      });
+}
+
+torch::ScalarType AccDtype(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+}
+
+class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
+ public:
+  static torch::autograd::variable_list forward(
+      torch::autograd::AutogradContext* ctx, const torch::Tensor& x_arg,
+      int64_t heads, const torch::Tensor& a_log_arg,
+      const torch::Tensor& dt_bias_arg) {
+    RECORD_FUNCTION("hlab::GdnInputsFunction::forward",
+                    std::vector<c10::IValue>());
+    const torch::Tensor x = internal::RowsReadable(x_arg);
+    const Dims d = DimsOf(x, heads);
+    const auto acc = x.options().dtype(AccDtype(x));
+    const torch::Tensor a_log = a_log_arg.to(acc.dtype()).contiguous();
+    const torch::Tensor dt_bias = dt_bias_arg.to(acc.dtype()).contiguous();
+    torch::Tensor q = at::empty({d.b, d.h, d.t, d.dh}, acc);
+    torch::Tensor k = at::empty({d.b, d.h, d.t, d.dh}, acc);
+    torch::Tensor v = at::empty({d.b, d.h, d.t, d.dh}, acc);
+    torch::Tensor beta = at::empty({d.b, d.h, d.t}, acc);
+    torch::Tensor g = at::empty({d.b, d.h, d.t}, acc);
+    AT_DISPATCH_FLOATING_TYPES_AND(
+        at::kBFloat16, x.scalar_type(), "GdnInputs", [&] {
+          using Acc = std::conditional_t<std::is_same_v<scalar_t, double>,
+                                         double, float>;
+          Forward<scalar_t, Acc>(
+              d, x.data_ptr<scalar_t>(), a_log.data_ptr<Acc>(),
+              dt_bias.data_ptr<Acc>(),
+              {q.data_ptr<Acc>(), k.data_ptr<Acc>(), v.data_ptr<Acc>(),
+               beta.data_ptr<Acc>(), g.data_ptr<Acc>()});
+        });
+    ctx->save_for_backward({x, a_log, dt_bias});
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["a_log_dtype"] =
+        static_cast<int64_t>(a_log_arg.scalar_type());
+    ctx->saved_data["dt_bias_dtype"] =
+        static_cast<int64_t>(dt_bias_arg.scalar_type());
+    return {q, k, v, beta, g};
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &a_log = saved[1], &dt_bias = saved[2];
+    const Dims d = DimsOf(x, ctx->saved_data["heads"].toInt());
+    const auto acc = AccDtype(x);
+    std::vector<torch::Tensor> g(5);
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (grads[i].defined()) g[i] = grads[i].to(acc).contiguous();
+    }
+    torch::Tensor dx = at::empty({d.b, d.t, d.width}, x.options());
+    const int64_t threads = at::get_num_threads();
+    torch::Tensor partial =
+        at::zeros({threads, 2 * d.h}, x.options().dtype(acc));
+    AT_DISPATCH_FLOATING_TYPES_AND(
+        at::kBFloat16, x.scalar_type(), "GdnInputsBackward", [&] {
+          using Acc = std::conditional_t<std::is_same_v<scalar_t, double>,
+                                         double, float>;
+          const auto ptr = [](const torch::Tensor& t) -> const Acc* {
+            return t.defined() ? t.data_ptr<Acc>() : nullptr;
+          };
+          Backward<scalar_t, Acc>(
+              d, x.data_ptr<scalar_t>(), a_log.data_ptr<Acc>(),
+              dt_bias.data_ptr<Acc>(),
+              {ptr(g[0]), ptr(g[1]), ptr(g[2]), ptr(g[3]), ptr(g[4])},
+              dx.data_ptr<scalar_t>(), partial.data_ptr<Acc>());
+        });
+    const torch::Tensor sums = partial.sum(0);
+    const auto dtype_of = [&](const char* key) {
+      return static_cast<torch::ScalarType>(ctx->saved_data[key].toInt());
+    };
+    return {dx, torch::Tensor(),
+            sums.narrow(0, 0, d.h).to(dtype_of("a_log_dtype")),
+            sums.narrow(0, d.h, d.h).to(dtype_of("dt_bias_dtype"))};
+  }
+};
+
+}  // namespace
+
+GdnInputTensors GdnInputsWithAten(const torch::Tensor& x, int64_t heads,
+                                  const torch::Tensor& a_log,
+                                  const torch::Tensor& dt_bias) {
+  const int64_t b = x.size(0), t = x.size(1);
+  const int64_t inner = (x.size(2) - 2 * heads) / 3, dh = inner / heads;
+  const std::vector<torch::Tensor> parts =
+      AtLeastFp32(x).split_with_sizes({inner, inner, inner, heads, heads}, -1);
+  const auto act = [&](const torch::Tensor& p, bool l2) {
+    torch::Tensor y = torch::silu(p).view({b, t, heads, dh});
+    if (l2) y = y * torch::rsqrt(y.square().sum(-1, /*keepdim=*/true) + kL2Eps);
+    return y.transpose(1, 2).contiguous();
+  };
+  GdnInputTensors out;
+  out.q = act(parts[0], true);
+  out.k = act(parts[1], true);
+  out.v = act(parts[2], false);
+  out.beta = torch::sigmoid(parts[3]).transpose(1, 2).contiguous();
+  out.g = (-torch::exp(a_log) * torch::softplus(parts[4] + dt_bias))
+              .transpose(1, 2)
+              .contiguous();
+  return out;
+}
+
+GdnInputTensors GdnInputs(const torch::Tensor& x, int64_t heads,
+                          const torch::Tensor& a_log,
+                          const torch::Tensor& dt_bias) {
+  TORCH_CHECK(x.dim() == 3 && heads > 0 && x.size(2) > 2 * heads &&
+                  (x.size(2) - 2 * heads) % (3 * heads) == 0,
+              "GdnInputs: expected x (B, T, 3 * heads * dh + 2 * heads) with "
+              "heads = ",
+              heads, ", got ", x.sizes());
+  TORCH_CHECK(a_log.numel() == heads && dt_bias.numel() == heads,
+              "GdnInputs: a_log and dt_bias must have ", heads,
+              " elements, got ", a_log.numel(), " and ", dt_bias.numel());
+  const torch::ScalarType s = x.scalar_type();
+  const bool fused =
+      x.device().is_cpu() &&
+      (s == torch::kFloat32 || s == torch::kFloat64 || s == torch::kBFloat16);
+  if (!fused) return GdnInputsWithAten(x, heads, a_log, dt_bias);
+  const torch::autograd::variable_list out =
+      GdnInputsFunction::apply(x, heads, a_log, dt_bias);
+  return {out[0], out[1], out[2], out[3], out[4]};
+}
+
+}  // namespace hlab::model

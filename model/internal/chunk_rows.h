@@ -1,0 +1,59 @@
+// Row access and per-row vector loops shared by the fused chunked kernels
+// (model/scalar_gla_fused.cc, model/gated_delta_fused.cc), which walk each
+// batch-head's sequence chunk by chunk and keep a chunk's rows in per-thread
+// buffers. Private to model/.
+//
+// Thread-safety: pure functions; the buffers are the caller's.
+//
+//   const internal::Rows q_rows = internal::RowsOf(q, heads);
+//   internal::LoadRows(q_rows, b, h, t0, len, dk, buffer);  // len x dk
+#ifndef HLAB_MODEL_INTERNAL_CHUNK_ROWS_H_
+#define HLAB_MODEL_INTERNAL_CHUNK_ROWS_H_
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace hlab::model::internal {
+
+// Rows of a (B, Hx, T, d) tensor read through its strides (the last must be
+// 1: see RowsReadable), in the tensor's dtype (fp32, fp64 or bf16), for a
+// kernel over H = Hx * group heads: head h reads head h / group (GQA's
+// grouping; group = H for a head-broadcast input).
+struct Rows {
+  const void* data = nullptr;
+  torch::ScalarType dtype = torch::kFloat32;
+  int64_t sb = 0, sh = 0, st = 0, group = 1;
+};
+Rows RowsOf(const torch::Tensor& t, int64_t heads);
+
+// t when its last dimension has stride 1, else a contiguous copy.
+torch::Tensor RowsReadable(const torch::Tensor& t);
+
+// dst (rows x width, contiguous; T float or double) = rows t0 .. t0 + rows - 1
+// of batch b, head h of src, converted.
+template <typename T>
+void LoadRows(const Rows& src, int64_t b, int64_t h, int64_t t0, int64_t rows,
+              int64_t width, T* dst);
+
+// Rows t0 .. of batch b, head h of `out`, a contiguous (B, T, H, width)
+// tensor of fp32, fp64 or bf16 (rounded to nearest even), from src (rows x
+// width, contiguous).
+template <typename T>
+void StoreRowsBthd(const T* src, int64_t rows, int64_t width,
+                   const torch::Tensor& out, int64_t b, int64_t h, int64_t t0);
+
+// One row of intra-chunk decays D_rc = exp(cum_r - cum_c), c <= r, applied
+// to a row of a product: d[c] = exp(ci - cum[c]) and row[c] *= d[c] for
+// c < len. Expects ci - cum[c] <= 0 (log-decays are not positive).
+void DecayRow(const float* cum, float ci, float* row, float* d, int64_t len);
+void DecayRow(const double* cum, double ci, double* row, double* d,
+              int64_t len);
+
+// sum_c a[c] b[c].
+float Dot(const float* a, const float* b, int64_t n);
+double Dot(const double* a, const double* b, int64_t n);
+
+}  // namespace hlab::model::internal
+
+#endif  // HLAB_MODEL_INTERNAL_CHUNK_ROWS_H_
