@@ -142,4 +142,34 @@ double Dot(const double* a, const double* b, int64_t n) {
   return sum;
 }
 
+HLAB_VECTOR_CLONES void SiluRow(const float* x, float* s, float* sig,
+                                int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = Sigmoid(x[i]);
+    sig[i] = g;
+    s[i] = x[i] * g;
+  }
+}
+void SiluRow(const double* x, double* s, double* sig, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    sig[i] = Sigmoid(x[i]);
+    s[i] = x[i] * sig[i];
+  }
+}
+
+HLAB_VECTOR_CLONES void SiluGradRow(const float* x, const float* sig,
+                                    const float* ds, float* dx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = ds[i] * sig[i] * (1.0f + x[i] * (1.0f - sig[i]));
+  }
+}
+void SiluGradRow(const double* x, const double* sig, const double* ds,
+                 double* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = ds[i] * sig[i] * (1.0 + x[i] * (1.0 - sig[i]));
+  }
+}
+
 }  // namespace hlab::model::internal

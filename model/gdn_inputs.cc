@@ -11,59 +11,24 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/internal/blas.h"
 #include "model/internal/chunk_rows.h"
+#include "model/internal/fused_elementwise.h"
 #include "model/internal/vec_math.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
 namespace {
 
-using internal::Dot;      // model/internal/chunk_rows.h
+using internal::Dot;  // model/internal/chunk_rows.h
+using internal::LoadRow;
 using internal::Sigmoid;  // model/internal/vec_math.h
+using internal::SiluGradRow;
+using internal::SiluRow;
+using internal::Softplus;
+using internal::StoreRow;
 
 constexpr double kL2Eps = 1e-6;  // fla's l2norm
-// torch.nn.functional.softplus's default: x itself above it.
-constexpr double kSoftplusThreshold = 20;
-
-// ---------------------------------------------------------------------------
-// Whole-row loops.
-
-// sig = sigmoid(x), s = x sig.
-HLAB_VECTOR_CLONES void SiluRow(const float* x, float* s, float* sig,
-                                int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = Sigmoid(x[i]);
-    sig[i] = g;
-    s[i] = x[i] * g;
-  }
-}
-void SiluRow(const double* x, double* s, double* sig, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    sig[i] = Sigmoid(x[i]);
-    s[i] = x[i] * sig[i];
-  }
-}
-
-// dx = ds d(silu)/dx = ds sig (1 + x (1 - sig)).
-HLAB_VECTOR_CLONES void SiluGradRow(const float* x, const float* sig,
-                                    const float* ds, float* dx, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    dx[i] = ds[i] * sig[i] * (1.0f + x[i] * (1.0f - sig[i]));
-  }
-}
-void SiluGradRow(const double* x, const double* sig, const double* ds,
-                 double* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    dx[i] = ds[i] * sig[i] * (1.0 + x[i] * (1.0 - sig[i]));
-  }
-}
-
-template <typename Acc>
-Acc Softplus(Acc z) {
-  return z > Acc(kSoftplusThreshold) ? z : std::log1p(std::exp(z));
-}
 
 // ---------------------------------------------------------------------------
 // Whole tensors. x: (B, T, width) with strides (sb, st, 1); outputs
@@ -86,11 +51,6 @@ Dims DimsOf(const torch::Tensor& x, int64_t heads) {
   d.sb = x.stride(0);
   d.st = x.stride(1);
   return d;
-}
-
-template <typename In, typename Acc>
-void LoadRow(const In* x, Acc* xa, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) xa[i] = static_cast<Acc>(x[i]);
 }
 
 template <typename Acc>
@@ -186,16 +146,13 @@ void Backward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
             const Acc z = xa[n + d.h + h] + dt_bias[h];
             const Acc a = std::exp(a_log[h]);
             const Acc dg = grads.g != nullptr ? grads.g[o] : Acc(0);
-            const Acc slope = z > Acc(kSoftplusThreshold) ? Acc(1) : Sigmoid(z);
+            const Acc slope = internal::SoftplusSlope(z);
             const Acc dz = -dg * a * slope;
             dxa[n + d.h + h] = dz;
             part_sums[h] += -dg * a * Softplus(z);
             part_sums[d.h + h] += dz;
           }
-          In* dxr = dx + row * d.width;
-          for (int64_t i = 0; i < d.width; ++i) {
-            dxr[i] = static_cast<In>(dxa[i]);
-          }
+          StoreRow(dxa.data(), dx + row * d.width, d.width);
         }
       });
 }

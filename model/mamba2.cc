@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/linear.h"
+#include "model/mamba2_inputs.h"
 #include "model/norm.h"
 #include "model/scalar_gla_kernel.h"
 
@@ -64,34 +65,26 @@ torch::Tensor Mamba2::Forward(const torch::Tensor& x, bool use_chunked) {
   TORCH_CHECK(x.dim() == 3, "Mamba2: expected x (B, T, d), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
 
-  const std::vector<torch::Tensor> parts = in_proj_(x).split_with_sizes(
-      {d_inner_, d_inner_ + 2 * state_, n_heads_}, -1);
-  const torch::Tensor& z = parts[0];  // (B, T, di)
-  torch::Tensor xbc = parts[1];       // (B, T, di + 2N)
-  if (conv_) xbc = conv_(xbc);
-  xbc = torch::silu(xbc);
-  const std::vector<torch::Tensor> xbc_parts =
-      xbc.split_with_sizes({d_inner_, state_, state_}, -1);
-  const torch::Tensor xh =
-      xbc_parts[0].reshape({b, t, n_heads_, head_dim_});  // (B, T, Hm, P)
-
-  // Gates in fp32 (fp64 for fp64 input): dt (B, T, Hm), A (Hm).
-  const torch::Tensor dt = torch::softplus(AtLeastFp32(parts[2]) + dt_bias_);
-  const torch::Tensor a = -torch::exp(a_log_);
-  const torch::Tensor v =
-      (xh * dt.unsqueeze(-1)).transpose(1, 2);       // (B,Hm,T,P)
-  const torch::Tensor g = (dt * a).transpose(1, 2);  // (B,Hm,T)
-  // ngroups = 1: C and B are shared by all heads, (B, 1, T, N).
-  const torch::Tensor q = xbc_parts[2].unsqueeze(1);
-  const torch::Tensor k = xbc_parts[1].unsqueeze(1);
+  torch::Tensor proj = in_proj_(x);  // [z, x, Bm, Cm, dt]
+  if (conv_) {
+    const std::vector<torch::Tensor> parts =
+        proj.split_with_sizes({d_inner_, d_inner_ + 2 * state_, n_heads_}, -1);
+    proj = torch::cat({parts[0], conv_(parts[1]), parts[2]}, -1);
+  }
+  // SiLU, dt, the decays and the D skip term in one pass (model/
+  // mamba2_inputs.h), in fp32 (fp64 for fp64 input). ngroups = 1: C and B
+  // are shared by all heads, (B, 1, T, N).
+  const Mamba2InputTensors in =
+      Mamba2Inputs(proj, n_heads_, state_, a_log_, dt_bias_, d_skip_);
+  const torch::Tensor q = in.q.unsqueeze(1), k = in.k.unsqueeze(1);
+  const torch::Tensor v = in.v.transpose(1, 2);  // (B, Hm, T, P)
   const torch::Tensor ssd = use_chunked
-                                ? ChunkedScalarGla(q, k, v, g, 1.0, chunk_)
-                                : RecurrentScalarGla(q, k, v, g, 1.0);
+                                ? ChunkedScalarGla(q, k, v, in.g, 1.0, chunk_)
+                                : RecurrentScalarGla(q, k, v, in.g, 1.0);
 
-  const torch::Tensor y =
-      ssd.transpose(1, 2) + xh * d_skip_.view({n_heads_, 1});  // (B,T,Hm,P)
+  const torch::Tensor y = ssd.transpose(1, 2) + in.skip;  // (B, T, Hm, P)
   return out_proj_(
-      GatedRmsNorm(y.reshape({b, t, d_inner_}), z, norm_weight_, eps_)
+      GatedRmsNorm(y.reshape({b, t, d_inner_}), in.z, norm_weight_, eps_)
           .to(x.scalar_type()));
 }
 

@@ -1,7 +1,9 @@
-// Row access and per-row vector loops shared by the fused chunked kernels
-// (model/scalar_gla_fused.cc, model/gated_delta_fused.cc), which walk each
-// batch-head's sequence chunk by chunk and keep a chunk's rows in per-thread
-// buffers. Private to model/.
+// Row access and per-row vector loops shared by the fused kernels of model/:
+// the chunked linear-attention kernels (model/scalar_gla_fused.cc,
+// model/gated_delta_fused.cc), which walk each batch-head's sequence chunk by
+// chunk and keep a chunk's rows in per-thread buffers, and the mixers' input
+// passes (model/gdn_inputs.cc, model/mamba2_inputs.cc), which walk rows of a
+// projection. Private to model/.
 //
 // Thread-safety: pure functions; the buffers are the caller's.
 //
@@ -10,9 +12,15 @@
 #ifndef HLAB_MODEL_INTERNAL_CHUNK_ROWS_H_
 #define HLAB_MODEL_INTERNAL_CHUNK_ROWS_H_
 
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include <torch/types.h>
+
+#include "model/internal/blas.h"
+#include "model/internal/fused_elementwise.h"
+#include "model/internal/vec_math.h"
 
 namespace hlab::model::internal {
 
@@ -53,6 +61,50 @@ void DecayRow(const double* cum, double ci, double* row, double* d,
 // sum_c a[c] b[c].
 float Dot(const float* a, const float* b, int64_t n);
 double Dot(const double* a, const double* b, int64_t n);
+
+// sig = sigmoid(x), s = x sig = silu(x), n values.
+void SiluRow(const float* x, float* s, float* sig, int64_t n);
+void SiluRow(const double* x, double* s, double* sig, int64_t n);
+
+// dx = ds d(silu)/dx = ds sig (1 + x (1 - sig)), n values.
+void SiluGradRow(const float* x, const float* sig, const float* ds, float* dx,
+                 int64_t n);
+void SiluGradRow(const double* x, const double* sig, const double* ds,
+                 double* dx, int64_t n);
+
+// torch.nn.functional.softplus with its default threshold (x itself above
+// 20), and its derivative.
+template <typename T>
+T Softplus(T z) {
+  return z > T(20) ? z : std::log1p(std::exp(z));
+}
+template <typename T>
+T SoftplusSlope(T z) {
+  return z > T(20) ? T(1) : Sigmoid(z);
+}
+
+// xa = x, n values of In (float, double or at::BFloat16) as Acc (float or
+// double); bf16 widened in vector steps.
+template <typename In, typename Acc>
+void LoadRow(const In* x, Acc* xa, int64_t n) {
+  if constexpr (std::is_same_v<In, at::BFloat16> &&
+                std::is_same_v<Acc, float>) {
+    WidenBf16(reinterpret_cast<const Bf16*>(x), xa, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) xa[i] = static_cast<Acc>(x[i]);
+  }
+}
+
+// x = xa, n values; bf16 rounded to nearest even in vector steps.
+template <typename In, typename Acc>
+void StoreRow(const Acc* xa, In* x, int64_t n) {
+  if constexpr (std::is_same_v<In, at::BFloat16> &&
+                std::is_same_v<Acc, float>) {
+    NarrowToBf16(xa, reinterpret_cast<Bf16*>(x), n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<In>(xa[i]);
+  }
+}
 
 }  // namespace hlab::model::internal
 

@@ -123,6 +123,26 @@ TEST(FusedRmsNormTest, TakesLeadingDimsAndNonContiguousInput) {
   EXPECT_EQ(RmsNorm(xt, w, 1e-5).sizes(), xt.sizes());
 }
 
+// Mamba-2's gated norm: RMSNorm(x * silu(gate)) * w, x and gate of the same
+// dtype (fp64, fp32, bf16), with every input's gradient.
+TEST(FusedRmsNormTest, GatedMatchesFormula) {
+  torch::manual_seed(4);
+  const Tensor x = torch::randn({2, 30, 24}, torch::kFloat64) * 2;
+  const Tensor gate = torch::randn({2, 30, 24}, torch::kFloat64) * 3;
+  const Tensor w = torch::randn({24}, torch::kFloat64);
+  for (const DtypeTol& dt : kDtypes) {
+    ExpectMatches(
+        [](const std::vector<Tensor>& in) {
+          return GatedRmsNorm(in[0], in[1], in[2], 1e-6);
+        },
+        [](const std::vector<Tensor>& in) {
+          return RmsNormFormula(in[0] * torch::silu(in[1]), in[2], 1e-6);
+        },
+        {x, gate, w}, dt.dtype, dt.tol,
+        "gated rmsnorm " + std::string(c10::toString(dt.dtype)));
+  }
+}
+
 TEST(FusedRmsNormTest, WeightGradientDoesNotDependOnThreads) {
   torch::manual_seed(3);
   const Tensor x = torch::randn({1500, 40});

@@ -4,6 +4,7 @@
 // vs reference forward, causality, parameter counts).
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -23,6 +24,7 @@
 #include "model/internal/scalar_gla_fused.h"
 #include "model/lightning.h"
 #include "model/mamba2.h"
+#include "model/mamba2_inputs.h"
 #include "model/mixer.h"
 #include "model/scalar_gla_kernel.h"
 #include "model/short_conv.h"
@@ -784,6 +786,144 @@ TEST(GdnInputsTest, RejectsWidthsThatDoNotSplit) {
                c10::Error);
   EXPECT_THROW(
       GdnInputs(torch::randn({1, 4, 42}), 3, torch::zeros({2}), dt_bias),
+      c10::Error);
+}
+
+// Mamba2Inputs (Mamba-2's inputs from its projection).
+
+// The formula Mamba2Inputs replaces, written out here in ATen ops.
+std::vector<torch::Tensor> Mamba2InputsReference(const torch::Tensor& p,
+                                                 int64_t heads, int64_t state,
+                                                 const torch::Tensor& a_log,
+                                                 const torch::Tensor& dt_bias,
+                                                 const torch::Tensor& d_skip) {
+  const torch::Tensor pf =
+      p.scalar_type() == torch::kFloat64 ? p : p.to(torch::kFloat32);
+  const int64_t di = (p.size(2) - 2 * state - heads) / 2;
+  const torch::Tensor x =
+      torch::silu(pf.narrow(2, di, di)).view({p.size(0), p.size(1), heads, -1});
+  const torch::Tensor dt =
+      torch::softplus(pf.narrow(2, 2 * di + 2 * state, heads) + dt_bias);
+  return {pf.narrow(2, 0, di),
+          torch::silu(pf.narrow(2, 2 * di + state, state)),
+          torch::silu(pf.narrow(2, 2 * di, state)),
+          x * dt.unsqueeze(-1),
+          x * d_skip.view({heads, 1}),
+          (dt * -a_log.exp()).transpose(1, 2)};
+}
+
+std::vector<torch::Tensor> Mamba2InputsList(const Mamba2InputTensors& in) {
+  return {in.z, in.q, in.k, in.v, in.skip, in.g};
+}
+
+// Outputs and the gradients of sum_i <out_i, w_i> for random w_i, w.r.t. p
+// and the three parameters.
+GdnInputsResult RunMamba2Inputs(
+    const std::function<std::vector<torch::Tensor>()>& fn,
+    const std::vector<torch::Tensor>& inputs, uint64_t seed) {
+  GdnInputsResult r;
+  r.outs = fn();
+  torch::manual_seed(seed);
+  torch::Tensor loss = torch::zeros({}, r.outs[0].options());
+  for (const torch::Tensor& o : r.outs) {
+    loss = loss + (o * torch::randn(o.sizes(), o.options())).sum();
+  }
+  r.grads = torch::autograd::grad({loss}, inputs);
+  for (torch::Tensor& o : r.outs) o = o.detach();
+  return r;
+}
+
+TEST(Mamba2InputsTest, MatchesFormulaWithGradients) {
+  TwoThreads two_threads;
+  const char* const names[] = {"z", "q", "k", "v", "skip", "g"};
+  const char* const grad_names[] = {"dp", "dA_log", "ddt_bias", "dD"};
+  // heads 3, head dim 8, state 5: width 2 * 24 + 10 + 3 = 61.
+  for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tolerance = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    torch::manual_seed(23);
+    torch::Tensor p0 = 4 * torch::randn({2, 29, 61}, opts);
+    p0.narrow(2, 58, 3).narrow(1, 0, 4).fill_(25.0);  // past softplus's 20
+    for (const bool strided : {false, true}) {
+      const torch::Tensor p =
+          (strided ? torch::cat({p0, p0}, 2).narrow(2, 0, 61) : p0)
+              .detach()
+              .requires_grad_();
+      const torch::Tensor a_log = torch::randn({3}, opts).requires_grad_();
+      const torch::Tensor dt_bias = torch::randn({3}, opts).requires_grad_();
+      const torch::Tensor d_skip = torch::randn({3}, opts).requires_grad_();
+      const std::vector<torch::Tensor> inputs = {p, a_log, dt_bias, d_skip};
+      const GdnInputsResult ref = RunMamba2Inputs(
+          [&] {
+            return Mamba2InputsReference(p, 3, 5, a_log, dt_bias, d_skip);
+          },
+          inputs, 7);
+      const GdnInputsResult fused = RunMamba2Inputs(
+          [&] {
+            return Mamba2InputsList(
+                Mamba2Inputs(p, 3, 5, a_log, dt_bias, d_skip));
+          },
+          inputs, 7);
+      const GdnInputsResult aten = RunMamba2Inputs(
+          [&] {
+            return Mamba2InputsList(
+                Mamba2InputsWithAten(p, 3, 5, a_log, dt_bias, d_skip));
+          },
+          inputs, 7);
+      for (const GdnInputsResult* got : {&fused, &aten}) {
+        const std::string where = std::string(c10::toString(dtype)) +
+                                  (strided ? " strided" : "") +
+                                  (got == &fused ? " fused" : " aten");
+        for (size_t i = 0; i < got->outs.size(); ++i) {
+          EXPECT_TRUE(got->outs[i].is_contiguous()) << where << names[i];
+          EXPECT_EQ(got->outs[i].scalar_type(), dtype) << where << names[i];
+          EXPECT_LT(MaxRelError(got->outs[i], ref.outs[i]), tolerance)
+              << where << " " << names[i];
+        }
+        for (size_t i = 0; i < got->grads.size(); ++i) {
+          EXPECT_LT(MaxRelError(got->grads[i], ref.grads[i]), tolerance)
+              << where << " " << grad_names[i];
+        }
+      }
+    }
+  }
+}
+
+TEST(Mamba2InputsTest, Bf16InputGivesFp32OutputsAndBf16Gradient) {
+  torch::manual_seed(24);
+  const torch::Tensor p =
+      torch::randn({2, 9, 61}).to(torch::kBFloat16).requires_grad_();
+  const torch::Tensor a_log = torch::randn({3}).requires_grad_();
+  const torch::Tensor dt_bias = torch::randn({3}).requires_grad_();
+  const torch::Tensor d_skip = torch::randn({3}).requires_grad_();
+  const std::vector<torch::Tensor> inputs = {p, a_log, dt_bias, d_skip};
+  const GdnInputsResult got = RunMamba2Inputs(
+      [&] {
+        return Mamba2InputsList(Mamba2Inputs(p, 3, 5, a_log, dt_bias, d_skip));
+      },
+      inputs, 8);
+  const GdnInputsResult ref = RunMamba2Inputs(
+      [&] { return Mamba2InputsReference(p, 3, 5, a_log, dt_bias, d_skip); },
+      inputs, 8);
+  for (size_t i = 0; i < got.outs.size(); ++i) {
+    EXPECT_EQ(got.outs[i].scalar_type(), torch::kFloat32);
+    EXPECT_LT(MaxRelError(got.outs[i], ref.outs[i]), 1e-5) << i;
+  }
+  EXPECT_EQ(got.grads[0].scalar_type(), torch::kBFloat16);
+  EXPECT_LT(MaxRelError(got.grads[0], ref.grads[0]), 1e-2);
+  for (size_t i = 1; i < got.grads.size(); ++i) {
+    EXPECT_EQ(got.grads[i].scalar_type(), torch::kFloat32);
+    EXPECT_LT(MaxRelError(got.grads[i], ref.grads[i]), 1e-5) << i;
+  }
+}
+
+TEST(Mamba2InputsTest, RejectsWidthsThatDoNotSplit) {
+  const torch::Tensor w = torch::zeros({3});
+  // 2 * 3 * P + 2 * 5 + 3 = 60 has no integer P.
+  EXPECT_THROW(Mamba2Inputs(torch::randn({1, 4, 60}), 3, 5, w, w, w),
+               c10::Error);
+  EXPECT_THROW(
+      Mamba2Inputs(torch::randn({1, 4, 61}), 3, 5, torch::zeros({2}), w, w),
       c10::Error);
 }
 
