@@ -21,38 +21,47 @@ struct Dims {
   int64_t b = 0, h = 0, t = 0, dk = 0, dv = 0, c = 0, n = 0;
 };
 
-// One chunk of one batch-head in per-thread buffers (row-major; the C x C
-// matrices with row stride len, the chunk's length):
-//   q, k, v          the rows;  beta, cum (log-decay since the chunk start)
-//   e = exp(cum), f = exp(cum_last - cum)
-//   kb = beta k, kbe = kb e, vb = beta v, kd = k f, qe = q e
-//   decay D_rc = exp(cum_r - cum_c) for c <= r, 0 above
-//   a = strict_lower((kb k^T) * D),  s = (q k^T) * D (lower with diagonal)
-//   tinv = (I + a)^-1,  w = tinv kbe,  u = tinv vb, then V' = u - w S
+// One chunk of one batch-head in per-thread buffers, row-major. Products
+// that share an operand are one GEMM over stacked or side-by-side buffers
+// (fewer, larger calls: these matrices are 32 x 64). With len the chunk's
+// length and dkv = dk + dv:
+//   kbq   [kb; q] (2 len x dk): kb = beta k, then the rows of q
+//   k, v  the rows;  beta, cum (log-decay since the chunk start)
+//   e = exp(cum), f = exp(cum_last - cum),  kd = k f,  qe = q e
+//   kv    [kbe | vb] (len x dkv): kbe = kb e, vb = beta v
+//   as    [a; s] (2 len x len): a = strict_lower((kb k^T) * D),
+//         s = (q k^T) * D (lower with diagonal)
+//   decay D_rc = exp(cum_r - cum_c) for c <= r, 0 above (len x len)
+//   tinv  (I + a)^-1 (len x len)
+//   wu    [w | u] (len x dkv) = tinv [kbe | vb]; then u becomes V' = u - w S
 template <typename T>
 struct Chunk {
   explicit Chunk(const Dims& d)
-      : q(d.c * d.dk),
+      : kbq(2 * d.c * d.dk),
         k(d.c * d.dk),
         v(d.c * d.dv),
-        kb(d.c * d.dk),
-        kbe(d.c * d.dk),
-        vb(d.c * d.dv),
         kd(d.c * d.dk),
         qe(d.c * d.dk),
-        w(d.c * d.dk),
-        u(d.c * d.dv),
+        kv(d.c * (d.dk + d.dv)),
+        wu(d.c * (d.dk + d.dv)),
+        as(2 * d.c * d.c),
         decay(d.c * d.c),
-        a(d.c * d.c),
-        s(d.c * d.c),
         tinv(d.c * d.c),
         beta(d.c),
         cum(d.c),
         e(d.c),
-        f(d.c) {}
-  std::vector<T> q, k, v, kb, kbe, vb, kd, qe, w, u, decay, a, s, tinv, beta,
-      cum, e, f;
+        f(d.c),
+        dk(d.dk) {}
+  std::vector<T> kbq, k, v, kd, qe, kv, wu, as, decay, tinv, beta, cum, e, f;
+  int64_t dk;
   int64_t len = 0;
+
+  T* kb() { return kbq.data(); }
+  T* q() { return kbq.data() + len * dk; }
+  T* a() { return as.data(); }
+  T* s() { return as.data() + len * len; }
+  T* w() { return wu.data(); }
+  T* u() { return wu.data() + dk; }  // V' after NewValues
 };
 
 // Fills x for chunk i of batch-head (b, h) up to w and u (not yet V').
@@ -62,8 +71,11 @@ void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
                Chunk<T>& x) {
   const int64_t t0 = i * d.c;
   const int64_t len = std::min(d.c, d.t - t0);
+  const int64_t dkv = d.dk + d.dv;
   x.len = len;
-  LoadRows(q, b, h, t0, len, d.dk, x.q.data());
+  T* kb = x.kb();
+  T* qr = x.q();
+  LoadRows(q, b, h, t0, len, d.dk, qr);
   LoadRows(k, b, h, t0, len, d.dk, x.k.data());
   LoadRows(v, b, h, t0, len, d.dv, x.v.data());
   const int64_t row0 = (b * d.h + h) * d.t + t0;
@@ -80,42 +92,45 @@ void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
     x.e[j] = ej;
     x.f[j] = fj;
     const int64_t o = j * d.dk;
+    T* kbe = x.kv.data() + j * dkv;
+    T* vb = kbe + d.dk;
     for (int64_t c = 0; c < d.dk; ++c) {
-      const T kb = x.k[o + c] * bj;
-      x.kb[o + c] = kb;
-      x.kbe[o + c] = kb * ej;
+      const T kbc = x.k[o + c] * bj;
+      kb[o + c] = kbc;
+      kbe[c] = kbc * ej;
       x.kd[o + c] = x.k[o + c] * fj;
-      x.qe[o + c] = x.q[o + c] * ej;
+      x.qe[o + c] = qr[o + c] * ej;
     }
-    const int64_t ov = j * d.dv;
-    for (int64_t c = 0; c < d.dv; ++c) x.vb[ov + c] = x.v[ov + c] * bj;
+    const T* vr = x.v.data() + j * d.dv;
+    for (int64_t c = 0; c < d.dv; ++c) vb[c] = vr[c] * bj;
   }
-  Gemm(false, true, len, len, d.dk, T(1), x.kb.data(), d.dk, x.k.data(), d.dk,
-       T(0), x.a.data(), len);
-  Gemm(false, true, len, len, d.dk, T(1), x.q.data(), d.dk, x.k.data(), d.dk,
-       T(0), x.s.data(), len);
+  // [a; s] = [kb; q] k^T, then the decays.
+  Gemm(false, true, 2 * len, len, d.dk, T(1), kb, d.dk, x.k.data(), d.dk, T(0),
+       x.as.data(), len);
+  T* a = x.a();
+  T* s = x.s();
   for (int64_t r = 0; r < len; ++r) {
-    T* sr = x.s.data() + r * len;
+    T* sr = s + r * len;
     T* dr = x.decay.data() + r * len;
-    T* ar = x.a.data() + r * len;
+    T* ar = a + r * len;
     DecayRow(x.cum.data(), x.cum[r], sr, dr, r + 1);
     for (int64_t c = 0; c < r; ++c) ar[c] *= dr[c];
     std::fill(ar + r, ar + len, T(0));
     std::fill(sr + r + 1, sr + len, T(0));
     std::fill(dr + r + 1, dr + len, T(0));
   }
-  InvertUnitLower(x.a.data(), len, x.tinv.data());
-  Gemm(false, false, len, d.dk, len, T(1), x.tinv.data(), len, x.kbe.data(),
-       d.dk, T(0), x.w.data(), d.dk);
-  Gemm(false, false, len, d.dv, len, T(1), x.tinv.data(), len, x.vb.data(),
-       d.dv, T(0), x.u.data(), d.dv);
+  InvertUnitLower(a, len, x.tinv.data());
+  // [w | u] = tinv [kbe | vb].
+  Gemm(false, false, len, dkv, len, T(1), x.tinv.data(), len, x.kv.data(), dkv,
+       T(0), x.wu.data(), dkv);
 }
 
-// x.u = V' = U - W S for the state S entering the chunk.
+// u = V' = U - W S for the state S entering the chunk.
 template <typename T>
 void NewValues(const Dims& d, const T* state, Chunk<T>& x) {
-  Gemm(false, false, x.len, d.dv, d.dk, T(-1), x.w.data(), d.dk, state, d.dv,
-       T(1), x.u.data(), d.dv);
+  const int64_t dkv = d.dk + d.dv;
+  Gemm(false, false, x.len, d.dv, d.dk, T(-1), x.w(), dkv, state, d.dv, T(1),
+       x.u(), dkv);
 }
 
 // Forward of batch-heads [bh0, bh1): the output and the state entering each
@@ -128,7 +143,7 @@ void ForwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
   Chunk<T> x(d);
   std::vector<T> o(d.c * d.dv);
   const T alpha = static_cast<T>(scale);
-  const int64_t size = d.dk * d.dv;
+  const int64_t size = d.dk * d.dv, dkv = d.dk + d.dv;
   for (int64_t bh = bh0; bh < bh1; ++bh) {
     const int64_t b = bh / d.h, h = bh % d.h;
     T* first = states + bh * d.n * size;
@@ -141,16 +156,16 @@ void ForwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       // O = scale (Qe S + s V').
       Gemm(false, false, len, d.dv, d.dk, alpha, x.qe.data(), d.dk, state, d.dv,
            T(0), o.data(), d.dv);
-      Gemm(false, false, len, d.dv, len, alpha, x.s.data(), len, x.u.data(),
-           d.dv, T(1), o.data(), d.dv);
+      Gemm(false, false, len, d.dv, len, alpha, x.s(), len, x.u(), dkv, T(1),
+           o.data(), d.dv);
       StoreRowsBthd(o.data(), len, d.dv, out, b, h, i * d.c);
       if (i + 1 < d.n) {
         // S_next = exp(cum_last) S + Kd^T V'.
         T* next = first + (i + 1) * size;
         const T decay = ExpNonPositive(x.cum[len - 1]);
         for (int64_t j = 0; j < size; ++j) next[j] = decay * state[j];
-        Gemm(true, false, d.dk, d.dv, len, T(1), x.kd.data(), d.dk, x.u.data(),
-             d.dv, T(1), next, d.dv);
+        Gemm(true, false, d.dk, d.dv, len, T(1), x.kd.data(), d.dk, x.u(), dkv,
+             T(1), next, d.dv);
       }
     }
   }
@@ -172,9 +187,12 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
                    int64_t bh1) {
   Chunk<T> x(d);
   const int64_t cc = d.c * d.c, ck = d.c * d.dk, cv = d.c * d.dv;
-  std::vector<T> dout_c(cv), dvp(cv), dvb(cv), dv(cv), dkd(ck), dqe(ck), dw(ck),
-      dkbe(ck), dkb(ck), dq(ck), dk(ck), ds(cc), dtinv(cc), tmp(cc), da(cc),
-      dcum(d.c), carried(d.dk * d.dv);
+  const int64_t dkv = d.dk + d.dv;
+  // dwu = [dW | dV'], dkv_in = [dKbe | dVb] (len x dkv); dh = [dA; ds]
+  // (2 len x len), turned into [Ha; Hs]; dkbq = [dKb; dQ] (2 len x dk).
+  std::vector<T> dout_c(cv), dwu(d.c * dkv), dkv_in(d.c * dkv), dv(cv), dkd(ck),
+      dqe(ck), dkbq(2 * ck), dk(ck), dh(2 * cc), dtinv(cc), tmp(cc), dcum(d.c),
+      carried(d.dk * d.dv);
   const T alpha = static_cast<T>(scale);
   const int64_t size = d.dk * d.dv;
   for (int64_t bh = bh0; bh < bh1; ++bh) {
@@ -188,18 +206,23 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       const int64_t t0 = i * d.c;
       LoadRows(dout, b, h, t0, len, d.dv, dout_c.data());
       const T last_decay = ExpNonPositive(x.cum[len - 1]);
+      T* dw = dwu.data();
+      T* dvp = dwu.data() + d.dk;
+      T* da = dh.data();
+      T* ds = dh.data() + len * len;
+      const T* vp = x.u();
 
       // Through O = scale (Qe S + s V') and S_next = exp(cum_last) S +
       // Kd^T V' (nothing leaves the last chunk):
       //   dV' = scale s^T dO + Kd G,  dKd = V' G^T,  dexp(cum_last) = <G, S>.
-      Gemm(true, false, len, d.dv, len, alpha, x.s.data(), len, dout_c.data(),
-           d.dv, T(0), dvp.data(), d.dv);
+      Gemm(true, false, len, d.dv, len, alpha, x.s(), len, dout_c.data(), d.dv,
+           T(0), dvp, dkv);
       T d_last_decay = 0;
       if (i + 1 < d.n) {
         Gemm(false, false, len, d.dv, d.dk, T(1), x.kd.data(), d.dk,
-             carried.data(), d.dv, T(1), dvp.data(), d.dv);
-        Gemm(false, true, len, d.dk, d.dv, T(1), x.u.data(), d.dv,
-             carried.data(), d.dv, T(0), dkd.data(), d.dk);
+             carried.data(), d.dv, T(1), dvp, dkv);
+        Gemm(false, true, len, d.dk, d.dv, T(1), vp, dkv, carried.data(), d.dv,
+             T(0), dkd.data(), d.dk);
         d_last_decay = Dot(carried.data(), state, size);
       } else {
         std::fill_n(dkd.begin(), len * d.dk, T(0));
@@ -207,45 +230,43 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       //   dQe = scale dO S^T,  ds = scale dO V'^T.
       Gemm(false, true, len, d.dk, d.dv, alpha, dout_c.data(), d.dv, state,
            d.dv, T(0), dqe.data(), d.dk);
-      Gemm(false, true, len, len, d.dv, alpha, dout_c.data(), d.dv, x.u.data(),
-           d.dv, T(0), ds.data(), len);
+      Gemm(false, true, len, len, d.dv, alpha, dout_c.data(), d.dv, vp, dkv,
+           T(0), ds, len);
       // Through V' = U - W S:  dW = -dV' S^T,  dU = dV'; and G for the state
       // entering the chunk: exp(cum_last) G + scale Qe^T dO - W^T dV'.
-      Gemm(false, true, len, d.dk, d.dv, T(-1), dvp.data(), d.dv, state, d.dv,
-           T(0), dw.data(), d.dk);
+      Gemm(false, true, len, d.dk, d.dv, T(-1), dvp, dkv, state, d.dv, T(0), dw,
+           dkv);
       if (i > 0) {
         for (int64_t j = 0; j < size; ++j) carried[j] *= last_decay;
         Gemm(true, false, d.dk, d.dv, len, alpha, x.qe.data(), d.dk,
              dout_c.data(), d.dv, T(1), carried.data(), d.dv);
-        Gemm(true, false, d.dk, d.dv, len, T(-1), x.w.data(), d.dk, dvp.data(),
-             d.dv, T(1), carried.data(), d.dv);
+        Gemm(true, false, d.dk, d.dv, len, T(-1), x.w(), dkv, dvp, dkv, T(1),
+             carried.data(), d.dv);
       }
-      // Through W = Tinv Kbe and U = Tinv Vb:
-      //   dKbe = Tinv^T dW,  dVb = Tinv^T dU,  dTinv = dW Kbe^T + dU Vb^T;
+      // Through [W | U] = Tinv [Kbe | Vb]:
+      //   [dKbe | dVb] = Tinv^T [dW | dU],  dTinv = [dW | dU] [Kbe | Vb]^T;
       // through Tinv = (I + A)^-1:  dA = -Tinv^T dTinv Tinv^T.
-      Gemm(true, false, len, d.dk, len, T(1), x.tinv.data(), len, dw.data(),
-           d.dk, T(0), dkbe.data(), d.dk);
-      Gemm(true, false, len, d.dv, len, T(1), x.tinv.data(), len, dvp.data(),
-           d.dv, T(0), dvb.data(), d.dv);
-      Gemm(false, true, len, len, d.dk, T(1), dw.data(), d.dk, x.kbe.data(),
-           d.dk, T(0), dtinv.data(), len);
-      Gemm(false, true, len, len, d.dv, T(1), dvp.data(), d.dv, x.vb.data(),
-           d.dv, T(1), dtinv.data(), len);
+      Gemm(true, false, len, dkv, len, T(1), x.tinv.data(), len, dwu.data(),
+           dkv, T(0), dkv_in.data(), dkv);
+      Gemm(false, true, len, len, dkv, T(1), dwu.data(), dkv, x.kv.data(), dkv,
+           T(0), dtinv.data(), len);
       Gemm(true, false, len, len, len, T(-1), x.tinv.data(), len, dtinv.data(),
            len, T(0), tmp.data(), len);
       Gemm(false, true, len, len, len, T(1), tmp.data(), len, x.tinv.data(),
-           len, T(0), da.data(), len);
+           len, T(0), da, len);
       // Through A = strict_lower((Kb K^T) * D) and s = (Q K^T) * D: with
       // Ha = dA * D (strict lower), Hs = ds * D (lower),
-      //   dKb = Ha K,  dK = Ha^T Kb + Hs^T Q,  dQ = Hs K,
+      //   [dKb; dQ] = [Ha; Hs] K,  dK = [Ha; Hs]^T [Kb; Q],
       // and through D, dcum_r += sum_c E_rc, dcum_c -= E_rc for
       // E = dA * A + ds * s.
       std::fill_n(dcum.begin(), len, T(0));
+      const T* a = x.a();
+      const T* s = x.s();
       for (int64_t r = 0; r < len; ++r) {
-        T* har = da.data() + r * len;
-        T* hsr = ds.data() + r * len;
-        const T* ar = x.a.data() + r * len;
-        const T* sr = x.s.data() + r * len;
+        T* har = da + r * len;
+        T* hsr = ds + r * len;
+        const T* ar = a + r * len;
+        const T* sr = s + r * len;
         const T* dr = x.decay.data() + r * len;
         T row = 0;
         for (int64_t c = 0; c < r; ++c) {
@@ -260,34 +281,36 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         std::fill(hsr + r + 1, hsr + len, T(0));
         dcum[r] += row;
       }
-      Gemm(false, false, len, d.dk, len, T(1), da.data(), len, x.k.data(), d.dk,
-           T(0), dkb.data(), d.dk);
-      Gemm(true, false, len, d.dk, len, T(1), da.data(), len, x.kb.data(), d.dk,
-           T(0), dk.data(), d.dk);
-      Gemm(true, false, len, d.dk, len, T(1), ds.data(), len, x.q.data(), d.dk,
-           T(1), dk.data(), d.dk);
-      Gemm(false, false, len, d.dk, len, T(1), ds.data(), len, x.k.data(), d.dk,
-           T(0), dq.data(), d.dk);
+      Gemm(false, false, 2 * len, d.dk, len, T(1), dh.data(), len, x.k.data(),
+           d.dk, T(0), dkbq.data(), d.dk);
+      Gemm(true, false, len, d.dk, 2 * len, T(1), dh.data(), len, x.kbq.data(),
+           d.dk, T(0), dk.data(), d.dk);
+      T* dkb = dkbq.data();
+      T* dq = dkbq.data() + len * d.dk;
+      const T* qr = x.q();
+      const T* kb = x.kb();
       // Through Kb = beta K, Kbe = Kb e, Vb = beta V, Kd = K f, Qe = Q e.
       T last_total = d_last_decay * last_decay;
       T* dbeta = grads.beta + (bh * d.t + t0);
       for (int64_t j = 0; j < len; ++j) {
         const int64_t o = j * d.dk;
+        const T* dkbe = dkv_in.data() + j * dkv;
+        const T* dvb = dkbe + d.dk;
         const T bj = x.beta[j], ej = x.e[j], fj = x.f[j];
         T s_beta = 0, s_e = 0, s_f = 0;
         for (int64_t c = 0; c < d.dk; ++c) {
           const T kj = x.k[o + c];
-          const T g_kb = dkb[o + c] + dkbe[o + c] * ej;  // dL/d(beta k)
+          const T g_kb = dkb[o + c] + dkbe[c] * ej;  // dL/d(beta k)
           dk[o + c] += bj * g_kb + dkd[o + c] * fj;
           s_beta += kj * g_kb;
-          s_e += dkbe[o + c] * x.kb[o + c] + dqe[o + c] * x.q[o + c];
+          s_e += dkbe[c] * kb[o + c] + dqe[o + c] * qr[o + c];
           s_f += dkd[o + c] * kj;
           dq[o + c] += dqe[o + c] * ej;
         }
         const int64_t ov = j * d.dv;
         for (int64_t c = 0; c < d.dv; ++c) {
-          dv[ov + c] = dvb[ov + c] * bj;
-          s_beta += x.v[ov + c] * dvb[ov + c];
+          dv[ov + c] = dvb[c] * bj;
+          s_beta += x.v[ov + c] * dvb[c];
         }
         dbeta[j] = s_beta;
         dcum[j] += s_e * ej - s_f * fj;
@@ -299,7 +322,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       T acc = 0;
       for (int64_t j = len - 1; j >= 0; --j) dg[j] = acc += dcum[j];
       const int64_t row0 = bh * d.t + t0;
-      std::copy_n(dq.begin(), len * d.dk, grads.q + row0 * d.dk);
+      std::copy_n(dq, len * d.dk, grads.q + row0 * d.dk);
       std::copy_n(dk.begin(), len * d.dk, grads.k + row0 * d.dk);
       std::copy_n(dv.begin(), len * d.dv, grads.v + row0 * d.dv);
     }
