@@ -102,6 +102,37 @@ void StoreRowsBthd(const T* src, int64_t rows, int64_t width,
   }
 }
 
+template <typename T>
+RowBlock<T> ViewOrLoadRows(const Rows& src, int64_t b, int64_t h, int64_t t0,
+                           int64_t rows, int64_t width, T* buf) {
+  if (src.dtype == torch::CppTypeToScalarType<T>::value) {
+    const int64_t base = b * src.sb + (h / src.group) * src.sh + t0 * src.st;
+    return {static_cast<const T*>(src.data) + base, src.st};
+  }
+  LoadRows(src, b, h, t0, rows, width, buf);
+  return {buf, width};
+}
+
+template <typename T>
+T* RowsBthdIfDtype(const torch::Tensor& out, int64_t b, int64_t h, int64_t t0,
+                   int64_t width) {
+  if (out.scalar_type() != torch::CppTypeToScalarType<T>::value) {
+    return nullptr;
+  }
+  const int64_t st = out.size(2) * width;
+  return out.data_ptr<T>() + (b * out.size(1) + t0) * st + h * width;
+}
+
+template RowBlock<float> ViewOrLoadRows<float>(const Rows&, int64_t, int64_t,
+                                               int64_t, int64_t, int64_t,
+                                               float*);
+template RowBlock<double> ViewOrLoadRows<double>(const Rows&, int64_t, int64_t,
+                                                 int64_t, int64_t, int64_t,
+                                                 double*);
+template float* RowsBthdIfDtype<float>(const torch::Tensor&, int64_t, int64_t,
+                                       int64_t, int64_t);
+template double* RowsBthdIfDtype<double>(const torch::Tensor&, int64_t, int64_t,
+                                         int64_t, int64_t);
 template void LoadRows<float>(const Rows&, int64_t, int64_t, int64_t, int64_t,
                               int64_t, float*);
 template void LoadRows<double>(const Rows&, int64_t, int64_t, int64_t, int64_t,

@@ -26,7 +26,9 @@ struct Dims {
 // (fewer, larger calls: these matrices are 32 x 64). With len the chunk's
 // length and dkv = dk + dv:
 //   kbq   [kb; q] (2 len x dk): kb = beta k, then the rows of q
-//   k, v  the rows;  beta, cum (log-decay since the chunk start)
+//   kr, vr the rows of k, v (views into the inputs when they are already
+//         T, else converted into k, v);  beta, cum (log-decay since the
+//         chunk start)
 //   e = exp(cum), f = exp(cum_last - cum),  kd = k f,  qe = q e
 //   kv    [kbe | vb] (len x dkv): kbe = kb e, vb = beta v
 //   as    [a; s] (2 len x len): a = strict_lower((kb k^T) * D),
@@ -55,6 +57,7 @@ struct Chunk {
   std::vector<T> kbq, k, v, kd, qe, kv, wu, as, decay, tinv, beta, cum, e, f;
   int64_t dk;
   int64_t len = 0;
+  RowBlock<T> kr, vr;  // the rows of k and v: views, or k / v converted
 
   T* kb() { return kbq.data(); }
   T* q() { return kbq.data() + len * dk; }
@@ -76,8 +79,10 @@ void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
   T* kb = x.kb();
   T* qr = x.q();
   LoadRows(q, b, h, t0, len, d.dk, qr);
-  LoadRows(k, b, h, t0, len, d.dk, x.k.data());
-  LoadRows(v, b, h, t0, len, d.dv, x.v.data());
+  x.kr = ViewOrLoadRows(k, b, h, t0, len, d.dk, x.k.data());
+  x.vr = ViewOrLoadRows(v, b, h, t0, len, d.dv, x.v.data());
+  const T* kp = x.kr.data;
+  const int64_t ldk = x.kr.ld;
   const int64_t row0 = (b * d.h + h) * d.t + t0;
   T acc = 0;
   for (int64_t j = 0; j < len; ++j) {
@@ -92,20 +97,21 @@ void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
     x.e[j] = ej;
     x.f[j] = fj;
     const int64_t o = j * d.dk;
+    const T* kj = kp + j * ldk;
     T* kbe = x.kv.data() + j * dkv;
     T* vb = kbe + d.dk;
     for (int64_t c = 0; c < d.dk; ++c) {
-      const T kbc = x.k[o + c] * bj;
+      const T kbc = kj[c] * bj;
       kb[o + c] = kbc;
       kbe[c] = kbc * ej;
-      x.kd[o + c] = x.k[o + c] * fj;
+      x.kd[o + c] = kj[c] * fj;
       x.qe[o + c] = qr[o + c] * ej;
     }
-    const T* vr = x.v.data() + j * d.dv;
+    const T* vr = x.vr.data + j * x.vr.ld;
     for (int64_t c = 0; c < d.dv; ++c) vb[c] = vr[c] * bj;
   }
   // [a; s] = [kb; q] k^T, then the decays.
-  Gemm(false, true, 2 * len, len, d.dk, T(1), kb, d.dk, x.k.data(), d.dk, T(0),
+  Gemm(false, true, 2 * len, len, d.dk, T(1), kb, d.dk, kp, ldk, T(0),
        x.as.data(), len);
   T* a = x.a();
   T* s = x.s();
@@ -153,12 +159,15 @@ void ForwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       LoadChunk(d, q, k, v, g, beta, b, h, i, x);
       const int64_t len = x.len;
       NewValues(d, state, x);
-      // O = scale (Qe S + s V').
+      // O = scale (Qe S + s V'), straight into the output when it is T.
+      T* direct = RowsBthdIfDtype<T>(out, b, h, i * d.c, d.dv);
+      T* op = direct != nullptr ? direct : o.data();
+      const int64_t ldo = direct != nullptr ? d.h * d.dv : d.dv;
       Gemm(false, false, len, d.dv, d.dk, alpha, x.qe.data(), d.dk, state, d.dv,
-           T(0), o.data(), d.dv);
+           T(0), op, ldo);
       Gemm(false, false, len, d.dv, len, alpha, x.s(), len, x.u(), dkv, T(1),
-           o.data(), d.dv);
-      StoreRowsBthd(o.data(), len, d.dv, out, b, h, i * d.c);
+           op, ldo);
+      if (direct == nullptr) StoreRowsBthd(op, len, d.dv, out, b, h, i * d.c);
       if (i + 1 < d.n) {
         // S_next = exp(cum_last) S + Kd^T V'.
         T* next = first + (i + 1) * size;
@@ -190,8 +199,8 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
   const int64_t dkv = d.dk + d.dv;
   // dwu = [dW | dV'], dkv_in = [dKbe | dVb] (len x dkv); dh = [dA; ds]
   // (2 len x len), turned into [Ha; Hs]; dkbq = [dKb; dQ] (2 len x dk).
-  std::vector<T> dout_c(cv), dwu(d.c * dkv), dkv_in(d.c * dkv), dv(cv), dkd(ck),
-      dqe(ck), dkbq(2 * ck), dk(ck), dh(2 * cc), dtinv(cc), tmp(cc), dcum(d.c),
+  std::vector<T> dout_c(cv), dwu(d.c * dkv), dkv_in(d.c * dkv), dkd(ck),
+      dqe(ck), dkbq(2 * ck), dh(2 * cc), dtinv(cc), tmp(cc), dcum(d.c),
       carried(d.dk * d.dv);
   const T alpha = static_cast<T>(scale);
   const int64_t size = d.dk * d.dv;
@@ -204,7 +213,12 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       NewValues(d, state, x);
       const int64_t len = x.len;
       const int64_t t0 = i * d.c;
-      LoadRows(dout, b, h, t0, len, d.dv, dout_c.data());
+      const RowBlock<T> dor =
+          ViewOrLoadRows(dout, b, h, t0, len, d.dv, dout_c.data());
+      const int64_t row0 = bh * d.t + t0;
+      // dK and dV go straight into their gradients' rows.
+      T* dk = grads.k + row0 * d.dk;
+      T* dv = grads.v + row0 * d.dv;
       const T last_decay = ExpNonPositive(x.cum[len - 1]);
       T* dw = dwu.data();
       T* dvp = dwu.data() + d.dk;
@@ -215,7 +229,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       // Through O = scale (Qe S + s V') and S_next = exp(cum_last) S +
       // Kd^T V' (nothing leaves the last chunk):
       //   dV' = scale s^T dO + Kd G,  dKd = V' G^T,  dexp(cum_last) = <G, S>.
-      Gemm(true, false, len, d.dv, len, alpha, x.s(), len, dout_c.data(), d.dv,
+      Gemm(true, false, len, d.dv, len, alpha, x.s(), len, dor.data, dor.ld,
            T(0), dvp, dkv);
       T d_last_decay = 0;
       if (i + 1 < d.n) {
@@ -228,18 +242,18 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         std::fill_n(dkd.begin(), len * d.dk, T(0));
       }
       //   dQe = scale dO S^T,  ds = scale dO V'^T.
-      Gemm(false, true, len, d.dk, d.dv, alpha, dout_c.data(), d.dv, state,
-           d.dv, T(0), dqe.data(), d.dk);
-      Gemm(false, true, len, len, d.dv, alpha, dout_c.data(), d.dv, vp, dkv,
-           T(0), ds, len);
+      Gemm(false, true, len, d.dk, d.dv, alpha, dor.data, dor.ld, state, d.dv,
+           T(0), dqe.data(), d.dk);
+      Gemm(false, true, len, len, d.dv, alpha, dor.data, dor.ld, vp, dkv, T(0),
+           ds, len);
       // Through V' = U - W S:  dW = -dV' S^T,  dU = dV'; and G for the state
       // entering the chunk: exp(cum_last) G + scale Qe^T dO - W^T dV'.
       Gemm(false, true, len, d.dk, d.dv, T(-1), dvp, dkv, state, d.dv, T(0), dw,
            dkv);
       if (i > 0) {
         for (int64_t j = 0; j < size; ++j) carried[j] *= last_decay;
-        Gemm(true, false, d.dk, d.dv, len, alpha, x.qe.data(), d.dk,
-             dout_c.data(), d.dv, T(1), carried.data(), d.dv);
+        Gemm(true, false, d.dk, d.dv, len, alpha, x.qe.data(), d.dk, dor.data,
+             dor.ld, T(1), carried.data(), d.dv);
         Gemm(true, false, d.dk, d.dv, len, T(-1), x.w(), dkv, dvp, dkv, T(1),
              carried.data(), d.dv);
       }
@@ -281,10 +295,10 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         std::fill(hsr + r + 1, hsr + len, T(0));
         dcum[r] += row;
       }
-      Gemm(false, false, 2 * len, d.dk, len, T(1), dh.data(), len, x.k.data(),
-           d.dk, T(0), dkbq.data(), d.dk);
+      Gemm(false, false, 2 * len, d.dk, len, T(1), dh.data(), len, x.kr.data,
+           x.kr.ld, T(0), dkbq.data(), d.dk);
       Gemm(true, false, len, d.dk, 2 * len, T(1), dh.data(), len, x.kbq.data(),
-           d.dk, T(0), dk.data(), d.dk);
+           d.dk, T(0), dk, d.dk);
       T* dkb = dkbq.data();
       T* dq = dkbq.data() + len * d.dk;
       const T* qr = x.q();
@@ -294,12 +308,14 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       T* dbeta = grads.beta + (bh * d.t + t0);
       for (int64_t j = 0; j < len; ++j) {
         const int64_t o = j * d.dk;
+        const T* kr = x.kr.data + j * x.kr.ld;
+        const T* vr = x.vr.data + j * x.vr.ld;
         const T* dkbe = dkv_in.data() + j * dkv;
         const T* dvb = dkbe + d.dk;
         const T bj = x.beta[j], ej = x.e[j], fj = x.f[j];
         T s_beta = 0, s_e = 0, s_f = 0;
         for (int64_t c = 0; c < d.dk; ++c) {
-          const T kj = x.k[o + c];
+          const T kj = kr[c];
           const T g_kb = dkb[o + c] + dkbe[c] * ej;  // dL/d(beta k)
           dk[o + c] += bj * g_kb + dkd[o + c] * fj;
           s_beta += kj * g_kb;
@@ -310,7 +326,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         const int64_t ov = j * d.dv;
         for (int64_t c = 0; c < d.dv; ++c) {
           dv[ov + c] = dvb[c] * bj;
-          s_beta += x.v[ov + c] * dvb[c];
+          s_beta += vr[c] * dvb[c];
         }
         dbeta[j] = s_beta;
         dcum[j] += s_e * ej - s_f * fj;
@@ -321,10 +337,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
       T* dg = grads.g + (bh * d.t + t0);
       T acc = 0;
       for (int64_t j = len - 1; j >= 0; --j) dg[j] = acc += dcum[j];
-      const int64_t row0 = bh * d.t + t0;
       std::copy_n(dq, len * d.dk, grads.q + row0 * d.dk);
-      std::copy_n(dk.begin(), len * d.dk, grads.k + row0 * d.dk);
-      std::copy_n(dv.begin(), len * d.dv, grads.v + row0 * d.dv);
     }
   }
 }

@@ -179,7 +179,7 @@ int64_t EffectiveFfnHidden(const ModelConfig& config, const MixerSpec& spec) {
 
 int64_t EffectiveChunk(const MixerSpec& spec) {
   if (spec.chunk > 0) return spec.chunk;
-  return spec.kind == MixerKind::kGatedDeltaNet ? 32 : 64;
+  return spec.kind == MixerKind::kGatedDeltaNet ? 16 : 64;
 }
 
 int64_t EffectiveWindowedHeads(const ModelConfig& config,

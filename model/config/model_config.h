@@ -72,7 +72,8 @@ struct MixerSpec {
   int64_t gdn_heads = 0;
 
   // Chunk length of the chunked linear-attention kernels; 0 = kind default
-  // (lightning/mamba2 64, gdn 32).
+  // (lightning/mamba2 64, gdn 16: measured fastest on the CPU,
+  // docs/performance.md).
   int64_t chunk = 0;
 
   // Per-layer SwiGLU hidden size override, used by parameter matching

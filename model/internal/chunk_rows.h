@@ -44,6 +44,27 @@ template <typename T>
 void LoadRows(const Rows& src, int64_t b, int64_t h, int64_t t0, int64_t rows,
               int64_t width, T* dst);
 
+// Rows of a chunk as the kernel reads them: data with row stride ld.
+template <typename T>
+struct RowBlock {
+  const T* data = nullptr;
+  int64_t ld = 0;
+};
+
+// Rows t0 .. t0 + rows - 1 of batch b, head h of src as T: a view into src
+// (its own row stride, no copy) when its dtype is T, else converted into buf
+// (rows x width, contiguous).
+template <typename T>
+RowBlock<T> ViewOrLoadRows(const Rows& src, int64_t b, int64_t h, int64_t t0,
+                           int64_t rows, int64_t width, T* buf);
+
+// Where rows t0 .. of batch b, head h of `out`, a contiguous (B, T, H, width)
+// tensor, begin when its dtype is T (their row stride is H * width), else
+// null.
+template <typename T>
+T* RowsBthdIfDtype(const torch::Tensor& out, int64_t b, int64_t h, int64_t t0,
+                   int64_t width);
+
 // Rows t0 .. of batch b, head h of `out`, a contiguous (B, T, H, width)
 // tensor of fp32, fp64 or bf16 (rounded to nearest even), from src (rows x
 // width, contiguous).

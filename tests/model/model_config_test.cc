@@ -253,7 +253,7 @@ TEST(ParamCountTest, FlopsPerTokenMatchesTheAnchorsFormula) {
   // SWA counts only its window: 25.2M at T=1024.
   EXPECT_NEAR(TrainingFlopsPerToken(AnchorConfig("swa-128"), 1024) / 1e6, 25.2,
               0.05);
-  // The anchors ran GDN with chunk 64 (hlab's default is 32).
+  // The anchors ran GDN with chunk 64 (hlab's default is 16).
   ModelConfig gdn = AnchorConfig("gdn");
   for (MixerSpec& spec : gdn.layers) {
     if (spec.kind == MixerKind::kGatedDeltaNet) spec.chunk = 64;

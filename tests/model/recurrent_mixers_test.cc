@@ -21,6 +21,7 @@
 #include "model/gated_delta_kernel.h"
 #include "model/gated_deltanet.h"
 #include "model/gdn_inputs.h"
+#include "model/internal/gated_delta_fused.h"
 #include "model/internal/scalar_gla_fused.h"
 #include "model/lightning.h"
 #include "model/mamba2.h"
@@ -305,6 +306,64 @@ TEST(KernelFp32Test, FusedScalarGlaReadsStridedBf16) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_EQ(fused.grads[i].scalar_type(), torch::kBFloat16);
     EXPECT_LT(RelRmsError(fused.grads[i], aten.grads[i]), 5e-3)
+        << "d" << kInputNames[i];
+  }
+}
+
+// The fused gated-delta kernel against the composition it replaces: fp64 to
+// rounding, and bf16 inputs read through their strides (the composition
+// converts them to fp32 first) to bf16 rounding of the same fp32 sums.
+TEST(KernelEdgeTest, FusedGatedDeltaMatchesComposition) {
+  const KernelInputs in =
+      MakeKernelInputs(2, 3, 75, 16, 12, 1.0, torch::kFloat64, 17);
+  const torch::Tensor dout = torch::randn({2, 3, 75, 12}, torch::kFloat64);
+  ASSERT_TRUE(
+      internal::FusedGatedDeltaServes({in.q, in.k, in.v, in.g, in.beta}));
+  const Result fused = RunWithGrads(
+      [&] {
+        return internal::FusedChunkedGatedDelta(in.q, in.k, in.v, in.g, in.beta,
+                                                0.3, 16);
+      },
+      in.All(), dout);
+  const Result composed = RunWithGrads(
+      [&] {
+        return internal::ChunkedGatedDeltaComposed(in.q, in.k, in.v, in.g,
+                                                   in.beta, 0.3, 16);
+      },
+      in.All(), dout);
+  EXPECT_LT(MaxRelError(fused.out, composed.out), 1e-12);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_LT(MaxRelError(fused.grads[i], composed.grads[i]), 1e-12)
+        << "d" << kInputNames[i];
+  }
+
+  const auto bf16_rows = [](const torch::Tensor& x) {
+    return x.detach()
+        .transpose(1, 2)
+        .contiguous()
+        .to(torch::kBFloat16)
+        .transpose(1, 2)
+        .requires_grad_();
+  };
+  const torch::Tensor q = bf16_rows(in.q), k = bf16_rows(in.k),
+                      v = bf16_rows(in.v);
+  const torch::Tensor g = in.g.detach().to(torch::kFloat32).requires_grad_();
+  const torch::Tensor beta =
+      in.beta.detach().to(torch::kFloat32).requires_grad_();
+  const std::vector<torch::Tensor> inputs = {q, k, v, g, beta};
+  const Result fused16 =
+      RunWithGrads([&] { return ChunkedGatedDelta(q, k, v, g, beta, 0.3, 16); },
+                   inputs, dout);
+  const Result composed16 = RunWithGrads(
+      [&] {
+        return internal::ChunkedGatedDeltaComposed(q, k, v, g, beta, 0.3, 16);
+      },
+      inputs, dout);
+  EXPECT_EQ(fused16.out.scalar_type(), torch::kBFloat16);
+  EXPECT_LT(RelRmsError(fused16.out, composed16.out), 2e-3);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_EQ(fused16.grads[i].scalar_type(), inputs[i].scalar_type());
+    EXPECT_LT(RelRmsError(fused16.grads[i], composed16.grads[i]), 5e-3)
         << "d" << kInputNames[i];
   }
 }
