@@ -1185,6 +1185,58 @@ INSTANTIATE_TEST_SUITE_P(Mixers, MixerModuleTest,
                            return param_info.param.name;
                          });
 
+// The module against its definition written out in ATen ops: separate
+// projections, K/V heads repeated per GQA group, the step-by-step
+// recurrence. Catches a misordered concatenated projection or GQA mapping,
+// which the chunked-vs-reference test (both share the projections) cannot.
+TEST(LightningTest, MatchesDefinitionWrittenOut) {
+  ModelConfig config;
+  config.d_model = 64;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.head_dim = 16;
+  MixerSpec spec;
+  spec.kind = MixerKind::kLightning;
+  spec.chunk = 16;
+  config.layers.assign(2, spec);
+  torch::manual_seed(25);
+  auto mixer = std::make_shared<Lightning>(config, spec);
+  mixer->to(torch::kFloat64);
+  auto params = mixer->named_parameters();
+  {
+    torch::NoGradGuard no_grad;
+    for (const char* norm : {"q_norm", "k_norm", "out_norm"}) {
+      params[norm].uniform_(0.5, 1.5);
+    }
+  }
+  const int64_t b = 2, t = 50, h = 4, hkv = 2, dh = 16;
+  const torch::Tensor x = torch::randn({b, t, 64}, torch::kFloat64);
+  const auto proj = [&](const char* name) {
+    return torch::matmul(x, params[name].t());
+  };
+  const auto rms = [](const torch::Tensor& v, const torch::Tensor& w) {
+    return v * torch::rsqrt(v.pow(2).mean(-1, true) + 1e-6) * w;
+  };
+  const torch::Tensor q =
+      rms(proj("q_proj.weight").view({b, t, h, dh}), params["q_norm"]);
+  const torch::Tensor k =
+      rms(proj("k_proj.weight").view({b, t, hkv, dh}), params["k_norm"])
+          .repeat_interleave(h / hkv, 2);
+  const torch::Tensor v =
+      proj("v_proj.weight").view({b, t, hkv, dh}).repeat_interleave(h / hkv, 2);
+  const torch::Tensor g = -torch::tensor(AlibiSlopes(h), torch::kFloat64)
+                               .view({1, h, 1})
+                               .expand({b, h, t});
+  const torch::Tensor o =
+      RecurrentScalarGla(q.transpose(1, 2), k.transpose(1, 2),
+                         v.transpose(1, 2), g, 1.0 / std::sqrt(double(dh)));
+  const torch::Tensor y =
+      rms(o.transpose(1, 2).reshape({b, t, h * dh}), params["out_norm"]) *
+      torch::sigmoid(proj("gate.weight"));
+  const torch::Tensor want = torch::matmul(y, params["o_proj.weight"].t());
+  EXPECT_LT(MaxRelError(mixer->forward(x), want), kFp64Tolerance);
+}
+
 TEST(LightningTest, AlibiSlopes) {
   const std::vector<double> eight = AlibiSlopes(8);
   ASSERT_EQ(eight.size(), 8u);
