@@ -1237,6 +1237,101 @@ TEST(LightningTest, MatchesDefinitionWrittenOut) {
   EXPECT_LT(MaxRelError(mixer->forward(x), want), kFp64Tolerance);
 }
 
+// GDN and Mamba-2 against their definitions written out in ATen ops, from
+// their separate (or unsplit) projections: catches a misordered
+// concatenation or split, which chunked-vs-reference cannot.
+TEST(GatedDeltaNetTest, MatchesDefinitionWrittenOut) {
+  ModelConfig config;
+  config.d_model = 48;
+  config.n_heads = 3;
+  config.n_kv_heads = 3;
+  config.head_dim = 16;
+  MixerSpec spec;
+  spec.kind = MixerKind::kGatedDeltaNet;
+  spec.chunk = 16;
+  config.layers.assign(2, spec);
+  torch::manual_seed(26);
+  auto mixer = std::make_shared<GatedDeltaNet>(config, spec);
+  mixer->to(torch::kFloat64);
+  auto params = mixer->named_parameters();
+  {
+    torch::NoGradGuard no_grad;
+    params["o_norm"].uniform_(0.5, 1.5);
+  }
+  const int64_t b = 2, t = 40, h = 3, dh = 16;
+  const torch::Tensor x = torch::randn({b, t, 48}, torch::kFloat64);
+  const auto proj = [&](const char* name) {
+    return torch::matmul(x, params[name].t());
+  };
+  const auto heads = [&](const torch::Tensor& y, bool l2) {
+    torch::Tensor z = torch::silu(y).view({b, t, h, dh});
+    if (l2) z = z / torch::sqrt(z.pow(2).sum(-1, true) + 1e-6);
+    return z.transpose(1, 2);
+  };
+  const torch::Tensor q = heads(proj("q_proj.weight"), true);
+  const torch::Tensor k = heads(proj("k_proj.weight"), true);
+  const torch::Tensor v = heads(proj("v_proj.weight"), false);
+  const torch::Tensor beta =
+      torch::sigmoid(proj("b_proj.weight")).transpose(1, 2);
+  const torch::Tensor g =
+      (-params["A_log"].exp() *
+       torch::softplus(proj("a_proj.weight") + params["dt_bias"]))
+          .transpose(1, 2);
+  const torch::Tensor o =
+      RecurrentGatedDelta(q, k, v, g, beta, 1.0 / std::sqrt(double(dh)))
+          .transpose(1, 2);  // (B, T, H, dh)
+  const torch::Tensor normed =
+      o * torch::rsqrt(o.pow(2).mean(-1, true) + 1e-6) * params["o_norm"];
+  const torch::Tensor y =
+      (torch::silu(proj("g_proj.weight").view({b, t, h, dh})) * normed)
+          .reshape({b, t, h * dh});
+  const torch::Tensor want = torch::matmul(y, params["o_proj.weight"].t());
+  EXPECT_LT(MaxRelError(mixer->forward(x), want), kFp64Tolerance);
+}
+
+TEST(Mamba2Test, MatchesDefinitionWrittenOut) {
+  ModelConfig config;
+  config.d_model = 32;
+  MixerSpec spec;
+  spec.kind = MixerKind::kMamba2;
+  spec.ssm_state = 4;
+  spec.ssm_head_dim = 8;
+  spec.chunk = 16;
+  config.layers.assign(2, spec);
+  torch::manual_seed(27);
+  auto mixer = std::make_shared<Mamba2>(config, spec);
+  mixer->to(torch::kFloat64);
+  auto params = mixer->named_parameters();
+  {
+    torch::NoGradGuard no_grad;
+    params["D"].uniform_(0.5, 1.5);
+    params["norm_weight"].uniform_(0.5, 1.5);
+  }
+  const int64_t b = 2, t = 40, di = 32, n = 4, h = 4, p = 8;
+  const torch::Tensor x = torch::randn({b, t, 32}, torch::kFloat64);
+  const torch::Tensor zxbcdt = torch::matmul(x, params["in_proj.weight"].t());
+  const torch::Tensor z = zxbcdt.narrow(2, 0, di);
+  const torch::Tensor xs =
+      torch::silu(zxbcdt.narrow(2, di, di)).view({b, t, h, p});
+  const torch::Tensor bm = torch::silu(zxbcdt.narrow(2, 2 * di, n));
+  const torch::Tensor cm = torch::silu(zxbcdt.narrow(2, 2 * di + n, n));
+  const torch::Tensor dt =
+      torch::softplus(zxbcdt.narrow(2, 2 * di + 2 * n, h) + params["dt_bias"]);
+  const torch::Tensor ssd =
+      RecurrentScalarGla(cm.unsqueeze(1).expand({b, h, t, n}),
+                         bm.unsqueeze(1).expand({b, h, t, n}),
+                         (xs * dt.unsqueeze(-1)).transpose(1, 2),
+                         (dt * -params["A_log"].exp()).transpose(1, 2), 1.0);
+  const torch::Tensor y = (ssd.transpose(1, 2) + xs * params["D"].view({h, 1}))
+                              .reshape({b, t, di}) *
+                          torch::silu(z);
+  const torch::Tensor normed =
+      y * torch::rsqrt(y.pow(2).mean(-1, true) + 1e-6) * params["norm_weight"];
+  const torch::Tensor want =
+      torch::matmul(normed, params["out_proj.weight"].t());
+  EXPECT_LT(MaxRelError(mixer->forward(x), want), kFp64Tolerance);
+}
+
 TEST(LightningTest, AlibiSlopes) {
   const std::vector<double> eight = AlibiSlopes(8);
   ASSERT_EQ(eight.size(), 8u);
