@@ -6,10 +6,12 @@
 //   S_t = exp(g_t) * S_{t-1} + k_t v_t^T ;  o_t = (scale * q_t)^T S_t
 // with log-decays g_t <= 0 and S_{-1} = 0.
 //
-// Both forms are differentiable with respect to every input: LibTorch ops
-// under autograd, plus the thread-split batched matmuls declared below
-// (custom autograd Functions). They run with CPU autocast disabled, compute in
-// fp32 (fp64 when any input is fp64) and return v's dtype.
+// Both forms are differentiable with respect to every input. On the CPU the
+// chunked form is one fused custom autograd Function
+// (model/internal/scalar_gla_fused.h); elsewhere, and for the recurrent
+// form, LibTorch ops under autograd plus the thread-split batched matmuls
+// declared below. They run with CPU autocast disabled, compute in fp32 (fp64
+// when any input is fp64) and return v's dtype.
 //
 // Thread-safe: pure functions of their inputs.
 //

@@ -1,9 +1,10 @@
-// The intra-chunk element-wise and product steps of the chunked gated-delta
-// kernel (model/gated_delta_kernel.cc), each one custom autograd Function
-// with a hand-written backward on the CPU (raw loops and direct GEMM calls,
-// chunks split across the intra-op threads) and LibTorch ops elsewhere.
-// They replace some fifteen broadcast ATen ops and their autograd nodes per
-// kernel call. Private to model/.
+// The intra-chunk element-wise and product steps of the composed chunked
+// gated-delta kernel (internal::ChunkedGatedDeltaComposed,
+// model/gated_delta_kernel.cc: the path for devices other than the CPU, and
+// the fused CPU kernel's second reference in tests), each one custom autograd
+// Function with a hand-written backward on the CPU (raw loops and direct
+// GEMM calls, chunks split across the intra-op threads) and LibTorch ops
+// elsewhere. Private to model/.
 //
 // Shapes: rows = batch * heads * chunks, C = chunk length;
 // q, k: (rows, C, dk); v: (rows, C, dv); beta, cum: (rows, C), cum the
