@@ -1,17 +1,25 @@
 #include "model/internal/chunk_rows.h"
 
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
+#include <ATen/Dispatch.h>
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
 #include "model/internal/fused_elementwise.h"
+#include "model/internal/raw_tensor.h"
 #include "model/internal/vec_math.h"
+#include "model/scalar_gla_kernel.h"
 
 namespace hlab::model::internal {
+
+bool FusedKernelsTake(std::initializer_list<torch::Tensor> inputs) {
+  for (const torch::Tensor& t : inputs) {
+    if (!RawLoopsTake(t)) return false;
+  }
+  return KernelComputeDtype(inputs) == torch::kFloat64 ? BlasAvailable<double>()
+                                                       : BlasAvailable<float>();
+}
 
 Rows RowsOf(const torch::Tensor& t, int64_t heads) {
   return {t.data_ptr(), t.scalar_type(), t.stride(0),
@@ -26,40 +34,12 @@ template <typename T>
 void LoadRows(const Rows& src, int64_t b, int64_t h, int64_t t0, int64_t rows,
               int64_t width, T* dst) {
   const int64_t base = b * src.sb + (h / src.group) * src.sh + t0 * src.st;
-  switch (src.dtype) {
-    case torch::kFloat32: {
-      const float* p = static_cast<const float*>(src.data) + base;
-      for (int64_t r = 0; r < rows; ++r) {
-        std::copy_n(p + r * src.st, width, dst + r * width);
-      }
-      break;
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, src.dtype, "LoadRows", [&] {
+    const scalar_t* p = static_cast<const scalar_t*>(src.data) + base;
+    for (int64_t r = 0; r < rows; ++r) {
+      LoadRow(p + r * src.st, dst + r * width, width);
     }
-    case torch::kFloat64: {
-      const double* p = static_cast<const double*>(src.data) + base;
-      for (int64_t r = 0; r < rows; ++r) {
-        std::copy_n(p + r * src.st, width, dst + r * width);
-      }
-      break;
-    }
-    case torch::kBFloat16: {
-      const Bf16* p = static_cast<const Bf16*>(src.data) + base;
-      for (int64_t r = 0; r < rows; ++r) {
-        if constexpr (std::is_same_v<T, float>) {
-          WidenBf16(p + r * src.st, dst + r * width, width);
-        } else {
-          for (int64_t c = 0; c < width; ++c) {
-            const uint32_t bits = uint32_t{p[r * src.st + c].bits} << 16;
-            float x;
-            std::memcpy(&x, &bits, sizeof(x));
-            dst[r * width + c] = x;
-          }
-        }
-      }
-      break;
-    }
-    default:
-      TORCH_CHECK(false, "LoadRows: unsupported dtype ", src.dtype);
-  }
+  });
 }
 
 template <typename T>
@@ -67,39 +47,13 @@ void StoreRowsBthd(const T* src, int64_t rows, int64_t width,
                    const torch::Tensor& out, int64_t b, int64_t h, int64_t t0) {
   const int64_t st = out.size(2) * width;
   const int64_t base = (b * out.size(1) + t0) * st + h * width;
-  switch (out.scalar_type()) {
-    case torch::kFloat32: {
-      float* p = out.data_ptr<float>() + base;
-      for (int64_t r = 0; r < rows; ++r) {
-        std::copy_n(src + r * width, width, p + r * st);
-      }
-      break;
-    }
-    case torch::kFloat64: {
-      double* p = out.data_ptr<double>() + base;
-      for (int64_t r = 0; r < rows; ++r) {
-        std::copy_n(src + r * width, width, p + r * st);
-      }
-      break;
-    }
-    case torch::kBFloat16: {
-      Bf16* p = reinterpret_cast<Bf16*>(out.data_ptr<at::BFloat16>()) + base;
-      for (int64_t r = 0; r < rows; ++r) {
-        if constexpr (std::is_same_v<T, float>) {
-          NarrowToBf16(src + r * width, p + r * st, width);
-        } else {
-          for (int64_t c = 0; c < width; ++c) {
-            const c10::BFloat16 x(static_cast<float>(src[r * width + c]));
-            std::memcpy(&p[r * st + c], &x, sizeof(x));
-          }
+  AT_DISPATCH_FLOATING_TYPES_AND(
+      at::kBFloat16, out.scalar_type(), "StoreRowsBthd", [&] {
+        scalar_t* p = out.data_ptr<scalar_t>() + base;
+        for (int64_t r = 0; r < rows; ++r) {
+          StoreRow(src + r * width, p + r * st, width);
         }
-      }
-      break;
-    }
-    default:
-      TORCH_CHECK(false, "StoreRowsBthd: unsupported dtype ",
-                  out.scalar_type());
-  }
+      });
 }
 
 template <typename T>

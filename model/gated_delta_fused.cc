@@ -342,14 +342,6 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
   }
 }
 
-// Runs fn(bh0, bh1) over ranges of batch-heads on the intra-op threads, each
-// calling a single-threaded BLAS.
-template <typename Fn>
-void ForEachBatchHead(int64_t bh, const Fn& fn) {
-  UseOneThreadPool();
-  at::parallel_for(0, bh, 1, fn);
-}
-
 Dims DimsOf(const torch::Tensor& q, const torch::Tensor& v, int64_t chunk) {
   Dims d;
   d.b = v.size(0);
@@ -447,20 +439,10 @@ class FusedGatedDeltaFunction
   }
 };
 
-bool TakesDtype(const torch::Tensor& t) {
-  const torch::ScalarType s = t.scalar_type();
-  return t.device().is_cpu() && (s == torch::kFloat32 || s == torch::kFloat64 ||
-                                 s == torch::kBFloat16);
-}
-
 }  // namespace
 
 bool FusedGatedDeltaServes(std::initializer_list<torch::Tensor> inputs) {
-  for (const torch::Tensor& t : inputs) {
-    if (!TakesDtype(t)) return false;
-  }
-  return KernelComputeDtype(inputs) == torch::kFloat64 ? BlasAvailable<double>()
-                                                       : BlasAvailable<float>();
+  return FusedKernelsTake(inputs);
 }
 
 torch::Tensor FusedChunkedGatedDelta(const torch::Tensor& q,

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/blas.h"
+#include "model/internal/chunk_rows.h"
 #include "model/internal/gated_delta_chunk.h"
 #include "model/internal/gated_delta_fused.h"
 #include "model/internal/raw_tensor.h"
@@ -152,14 +153,6 @@ void ScanBackward(const ScanDims& dims, int64_t b0, int64_t b1, const T* w,
   }
 }
 
-// Runs fn(b0, b1) over ranges of batch-heads on the intra-op threads (each
-// calling a single-threaded BLAS).
-template <typename Fn>
-void ForEachBatchHead(int64_t bh, const Fn& fn) {
-  internal::UseOneThreadPool();
-  at::parallel_for(0, bh, 1, [&](int64_t b0, int64_t b1) { fn(b0, b1); });
-}
-
 class ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
  public:
   static torch::autograd::variable_list forward(
@@ -176,7 +169,7 @@ class ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
         at::empty({dims.bh, dims.n, dims.dk, dims.dv}, u.options());
     torch::Tensor values = at::empty_like(u);
     AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "ChunkScan", [&] {
-      ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
+      internal::ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
         ScanForward<scalar_t>(
             dims, b0, b1, u.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
             kd.data_ptr<scalar_t>(), decay.data_ptr<scalar_t>(),
@@ -202,7 +195,7 @@ class ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
     torch::Tensor gu = at::empty_like(values), gw = at::empty_like(w),
                   gkd = at::empty_like(kd), gdecay = at::empty_like(decay);
     AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "ChunkScanBackward", [&] {
-      ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
+      internal::ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
         ScanBackward<scalar_t>(
             dims, b0, b1, w.data_ptr<scalar_t>(), kd.data_ptr<scalar_t>(),
             decay.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(),

@@ -14,6 +14,7 @@
 #include "model/internal/blas.h"
 #include "model/internal/chunk_rows.h"
 #include "model/internal/fused_elementwise.h"
+#include "model/internal/raw_tensor.h"
 #include "model/internal/vec_math.h"
 #include "model/scalar_gla_kernel.h"
 
@@ -157,10 +158,6 @@ void Backward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
       });
 }
 
-torch::ScalarType AccDtype(const torch::Tensor& x) {
-  return x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-}
-
 class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
  public:
   static torch::autograd::variable_list forward(
@@ -171,7 +168,7 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
                     std::vector<c10::IValue>());
     const torch::Tensor x = internal::RowsReadable(x_arg);
     const Dims d = DimsOf(x, heads);
-    const auto acc = x.options().dtype(AccDtype(x));
+    const auto acc = x.options().dtype(KernelComputeDtype({x}));
     const torch::Tensor a_log = a_log_arg.to(acc.dtype()).contiguous();
     const torch::Tensor dt_bias = dt_bias_arg.to(acc.dtype()).contiguous();
     torch::Tensor q = at::empty({d.b, d.h, d.t, d.dh}, acc);
@@ -181,8 +178,7 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
     torch::Tensor g = at::empty({d.b, d.h, d.t}, acc);
     AT_DISPATCH_FLOATING_TYPES_AND(
         at::kBFloat16, x.scalar_type(), "GdnInputs", [&] {
-          using Acc = std::conditional_t<std::is_same_v<scalar_t, double>,
-                                         double, float>;
+          using Acc = internal::AccumOf<scalar_t>;
           Forward<scalar_t, Acc>(
               d, x.data_ptr<scalar_t>(), a_log.data_ptr<Acc>(),
               dt_bias.data_ptr<Acc>(),
@@ -204,7 +200,7 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
     const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &a_log = saved[1], &dt_bias = saved[2];
     const Dims d = DimsOf(x, ctx->saved_data["heads"].toInt());
-    const auto acc = AccDtype(x);
+    const auto acc = KernelComputeDtype({x});
     std::vector<torch::Tensor> g(5);
     for (size_t i = 0; i < g.size(); ++i) {
       if (grads[i].defined()) g[i] = grads[i].to(acc).contiguous();
@@ -215,8 +211,7 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
         at::zeros({threads, 2 * d.h}, x.options().dtype(acc));
     AT_DISPATCH_FLOATING_TYPES_AND(
         at::kBFloat16, x.scalar_type(), "GdnInputsBackward", [&] {
-          using Acc = std::conditional_t<std::is_same_v<scalar_t, double>,
-                                         double, float>;
+          using Acc = internal::AccumOf<scalar_t>;
           const auto ptr = [](const torch::Tensor& t) -> const Acc* {
             return t.defined() ? t.data_ptr<Acc>() : nullptr;
           };
@@ -272,11 +267,8 @@ GdnInputTensors GdnInputs(const torch::Tensor& x, int64_t heads,
   TORCH_CHECK(a_log.numel() == heads && dt_bias.numel() == heads,
               "GdnInputs: a_log and dt_bias must have ", heads,
               " elements, got ", a_log.numel(), " and ", dt_bias.numel());
-  const torch::ScalarType s = x.scalar_type();
-  const bool fused =
-      x.device().is_cpu() &&
-      (s == torch::kFloat32 || s == torch::kFloat64 || s == torch::kBFloat16);
-  if (!fused) return GdnInputsWithAten(x, heads, a_log, dt_bias);
+  if (!internal::RawLoopsTake(x))
+    return GdnInputsWithAten(x, heads, a_log, dt_bias);
   const torch::autograd::variable_list out =
       GdnInputsFunction::apply(x, heads, a_log, dt_bias);
   return {out[0], out[1], out[2], out[3], out[4]};

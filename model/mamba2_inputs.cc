@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "model/internal/chunk_rows.h"
+#include "model/internal/raw_tensor.h"
 #include "model/scalar_gla_kernel.h"
 
 namespace hlab::model {
@@ -154,10 +155,6 @@ void Backward(const Dims& d, const In* x, const Params<Acc>& w,
   });
 }
 
-torch::ScalarType AccDtype(const torch::Tensor& x) {
-  return x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-}
-
 class Mamba2InputsFunction
     : public torch::autograd::Function<Mamba2InputsFunction> {
  public:
@@ -169,7 +166,7 @@ class Mamba2InputsFunction
                     std::vector<c10::IValue>());
     const torch::Tensor x = internal::RowsReadable(x_arg);
     const Dims d = DimsOf(x, heads, state);
-    const auto acc = x.options().dtype(AccDtype(x));
+    const auto acc = x.options().dtype(KernelComputeDtype({x}));
     const torch::Tensor a = -a_log_arg.to(acc.dtype()).exp().contiguous();
     const torch::Tensor dt_bias = dt_bias_arg.to(acc.dtype()).contiguous();
     const torch::Tensor d_skip = d_skip_arg.to(acc.dtype()).contiguous();
@@ -181,8 +178,7 @@ class Mamba2InputsFunction
     torch::Tensor g = at::empty({d.b, d.h, d.t}, acc);
     AT_DISPATCH_FLOATING_TYPES_AND(
         at::kBFloat16, x.scalar_type(), "Mamba2Inputs", [&] {
-          using Acc = std::conditional_t<std::is_same_v<scalar_t, double>,
-                                         double, float>;
+          using Acc = internal::AccumOf<scalar_t>;
           Forward<scalar_t, Acc>(
               d, x.data_ptr<scalar_t>(),
               {a.data_ptr<Acc>(), dt_bias.data_ptr<Acc>(),
@@ -206,7 +202,7 @@ class Mamba2InputsFunction
                         &d_skip = saved[3];
     const Dims d = DimsOf(x, ctx->saved_data["heads"].toInt(),
                           ctx->saved_data["state"].toInt());
-    const auto acc = AccDtype(x);
+    const auto acc = KernelComputeDtype({x});
     std::vector<torch::Tensor> g(6);
     for (size_t i = 0; i < g.size(); ++i) {
       if (grads[i].defined()) g[i] = grads[i].to(acc).contiguous();
@@ -216,8 +212,7 @@ class Mamba2InputsFunction
         at::zeros({at::get_num_threads(), 3 * d.h}, x.options().dtype(acc));
     AT_DISPATCH_FLOATING_TYPES_AND(
         at::kBFloat16, x.scalar_type(), "Mamba2InputsBackward", [&] {
-          using Acc = std::conditional_t<std::is_same_v<scalar_t, double>,
-                                         double, float>;
+          using Acc = internal::AccumOf<scalar_t>;
           const auto ptr = [](const torch::Tensor& t) -> const Acc* {
             return t.defined() ? t.data_ptr<Acc>() : nullptr;
           };
@@ -279,11 +274,7 @@ Mamba2InputTensors Mamba2Inputs(const torch::Tensor& p, int64_t heads,
               "Mamba2Inputs: A_log, dt_bias and D must have ", heads,
               " elements, got ", a_log.numel(), ", ", dt_bias.numel(), " and ",
               d_skip.numel());
-  const torch::ScalarType s = p.scalar_type();
-  const bool fused =
-      p.device().is_cpu() &&
-      (s == torch::kFloat32 || s == torch::kFloat64 || s == torch::kBFloat16);
-  if (!fused) {
+  if (!internal::RawLoopsTake(p)) {
     return Mamba2InputsWithAten(p, heads, state, a_log, dt_bias, d_skip);
   }
   const torch::autograd::variable_list out =

@@ -211,14 +211,6 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
   }
 }
 
-// Runs fn(bh0, bh1) over ranges of batch-heads on the intra-op threads, each
-// calling a single-threaded BLAS.
-template <typename Fn>
-void ForEachBatchHead(int64_t bh, const Fn& fn) {
-  UseOneThreadPool();
-  at::parallel_for(0, bh, 1, fn);
-}
-
 class FusedScalarGlaFunction
     : public torch::autograd::Function<FusedScalarGlaFunction> {
  public:
@@ -315,22 +307,11 @@ class FusedScalarGlaFunction
   }
 };
 
-bool TakesDtype(const torch::Tensor& t) {
-  const torch::ScalarType s = t.scalar_type();
-  return t.device().is_cpu() && (s == torch::kFloat32 || s == torch::kFloat64 ||
-                                 s == torch::kBFloat16);
-}
-
 }  // namespace
 
 bool FusedScalarGlaServes(const torch::Tensor& q, const torch::Tensor& k,
                           const torch::Tensor& v, const torch::Tensor& g) {
-  if (!TakesDtype(q) || !TakesDtype(k) || !TakesDtype(v) || !TakesDtype(g)) {
-    return false;
-  }
-  return KernelComputeDtype({q, k, v, g}) == torch::kFloat64
-             ? BlasAvailable<double>()
-             : BlasAvailable<float>();
+  return FusedKernelsTake({q, k, v, g});
 }
 
 torch::Tensor FusedChunkedScalarGla(const torch::Tensor& q,

@@ -14,8 +14,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
+#include <ATen/Parallel.h>
 #include <torch/types.h>
 
 #include "model/internal/blas.h"
@@ -23,6 +25,19 @@
 #include "model/internal/vec_math.h"
 
 namespace hlab::model::internal {
+
+// Whether the fused kernels take these inputs: CPU tensors of fp32, fp64 or
+// bf16 (RawLoopsTake), with the GEMM of their compute dtype (fp64 when any
+// input is fp64, else fp32) available.
+bool FusedKernelsTake(std::initializer_list<torch::Tensor> inputs);
+
+// Runs fn(bh0, bh1) over ranges of batch-heads [0, bh) on the intra-op
+// threads, each calling a single-threaded BLAS (UseOneThreadPool).
+template <typename Fn>
+void ForEachBatchHead(int64_t bh, const Fn& fn) {
+  UseOneThreadPool();
+  at::parallel_for(0, bh, 1, fn);
+}
 
 // Rows of a (B, Hx, T, d) tensor read through its strides (the last must be
 // 1: see RowsReadable), in the tensor's dtype (fp32, fp64 or bf16), for a

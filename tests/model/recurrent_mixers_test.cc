@@ -742,26 +742,37 @@ GdnInputTensors GdnInputsReference(const torch::Tensor& x, int64_t heads,
           (-a_log.exp() * torch::softplus(xa + dt_bias)).transpose(1, 2)};
 }
 
-// Outputs and the gradients of sum_i <out_i, w_i> for random w_i, w.r.t.
-// x, a_log and dt_bias.
-struct GdnInputsResult {
+// Outputs and the gradients of sum_i <out_i, w_i> for random w_i (seeded)
+// w.r.t. `inputs`: for the input passes, which return several tensors.
+struct OutputsResult {
   std::vector<torch::Tensor> outs, grads;
 };
-template <typename Fn>
-GdnInputsResult RunGdnInputs(Fn fn, const torch::Tensor& x,
-                             const torch::Tensor& a_log,
-                             const torch::Tensor& dt_bias, uint64_t seed) {
-  const GdnInputTensors in = fn();
-  GdnInputsResult r;
-  r.outs = {in.q, in.k, in.v, in.beta, in.g};
+OutputsResult RunOutputs(const std::function<std::vector<torch::Tensor>()>& fn,
+                         const std::vector<torch::Tensor>& inputs,
+                         uint64_t seed) {
+  OutputsResult r;
+  r.outs = fn();
   torch::manual_seed(seed);
-  torch::Tensor loss = torch::zeros({}, in.q.options());
+  torch::Tensor loss = torch::zeros({}, r.outs[0].options());
   for (const torch::Tensor& o : r.outs) {
     loss = loss + (o * torch::randn(o.sizes(), o.options())).sum();
   }
-  r.grads = torch::autograd::grad({loss}, {x, a_log, dt_bias});
+  r.grads = torch::autograd::grad({loss}, inputs);
   for (torch::Tensor& o : r.outs) o = o.detach();
   return r;
+}
+
+// RunOutputs for GdnInputs-shaped functions, w.r.t. x, a_log and dt_bias.
+template <typename Fn>
+OutputsResult RunGdnInputs(Fn fn, const torch::Tensor& x,
+                           const torch::Tensor& a_log,
+                           const torch::Tensor& dt_bias, uint64_t seed) {
+  return RunOutputs(
+      [&] {
+        const GdnInputTensors in = fn();
+        return std::vector<torch::Tensor>{in.q, in.k, in.v, in.beta, in.g};
+      },
+      {x, a_log, dt_bias}, seed);
 }
 
 TEST(GdnInputsTest, MatchesFormulaWithGradients) {
@@ -786,16 +797,16 @@ TEST(GdnInputsTest, MatchesFormulaWithGradients) {
           torch::randn({4}, opts).detach().requires_grad_();
       const torch::Tensor dt_bias =
           torch::randn({4}, opts).detach().requires_grad_();
-      const GdnInputsResult ref =
+      const OutputsResult ref =
           RunGdnInputs([&] { return GdnInputsReference(x, 4, a_log, dt_bias); },
                        x, a_log, dt_bias, 5);
-      const GdnInputsResult fused =
+      const OutputsResult fused =
           RunGdnInputs([&] { return GdnInputs(x, 4, a_log, dt_bias); }, x,
                        a_log, dt_bias, 5);
-      const GdnInputsResult aten =
+      const OutputsResult aten =
           RunGdnInputs([&] { return GdnInputsWithAten(x, 4, a_log, dt_bias); },
                        x, a_log, dt_bias, 5);
-      for (const GdnInputsResult* got : {&fused, &aten}) {
+      for (const OutputsResult* got : {&fused, &aten}) {
         const std::string where = std::string(c10::toString(dtype)) +
                                   (strided ? " strided" : "") +
                                   (got == &fused ? " fused" : " aten");
@@ -822,9 +833,9 @@ TEST(GdnInputsTest, Bf16InputGivesFp32OutputsAndBf16Gradient) {
       torch::randn({2, 9, 3 * 16 + 4}).to(torch::kBFloat16).requires_grad_();
   const torch::Tensor a_log = torch::randn({2}).requires_grad_();
   const torch::Tensor dt_bias = torch::randn({2}).requires_grad_();
-  const GdnInputsResult got = RunGdnInputs(
+  const OutputsResult got = RunGdnInputs(
       [&] { return GdnInputs(x, 2, a_log, dt_bias); }, x, a_log, dt_bias, 6);
-  const GdnInputsResult ref =
+  const OutputsResult ref =
       RunGdnInputs([&] { return GdnInputsReference(x, 2, a_log, dt_bias); }, x,
                    a_log, dt_bias, 6);
   for (size_t i = 0; i < got.outs.size(); ++i) {
@@ -875,23 +886,6 @@ std::vector<torch::Tensor> Mamba2InputsList(const Mamba2InputTensors& in) {
   return {in.z, in.q, in.k, in.v, in.skip, in.g};
 }
 
-// Outputs and the gradients of sum_i <out_i, w_i> for random w_i, w.r.t. p
-// and the three parameters.
-GdnInputsResult RunMamba2Inputs(
-    const std::function<std::vector<torch::Tensor>()>& fn,
-    const std::vector<torch::Tensor>& inputs, uint64_t seed) {
-  GdnInputsResult r;
-  r.outs = fn();
-  torch::manual_seed(seed);
-  torch::Tensor loss = torch::zeros({}, r.outs[0].options());
-  for (const torch::Tensor& o : r.outs) {
-    loss = loss + (o * torch::randn(o.sizes(), o.options())).sum();
-  }
-  r.grads = torch::autograd::grad({loss}, inputs);
-  for (torch::Tensor& o : r.outs) o = o.detach();
-  return r;
-}
-
 TEST(Mamba2InputsTest, MatchesFormulaWithGradients) {
   TwoThreads two_threads;
   const char* const names[] = {"z", "q", "k", "v", "skip", "g"};
@@ -912,24 +906,24 @@ TEST(Mamba2InputsTest, MatchesFormulaWithGradients) {
       const torch::Tensor dt_bias = torch::randn({3}, opts).requires_grad_();
       const torch::Tensor d_skip = torch::randn({3}, opts).requires_grad_();
       const std::vector<torch::Tensor> inputs = {p, a_log, dt_bias, d_skip};
-      const GdnInputsResult ref = RunMamba2Inputs(
+      const OutputsResult ref = RunOutputs(
           [&] {
             return Mamba2InputsReference(p, 3, 5, a_log, dt_bias, d_skip);
           },
           inputs, 7);
-      const GdnInputsResult fused = RunMamba2Inputs(
+      const OutputsResult fused = RunOutputs(
           [&] {
             return Mamba2InputsList(
                 Mamba2Inputs(p, 3, 5, a_log, dt_bias, d_skip));
           },
           inputs, 7);
-      const GdnInputsResult aten = RunMamba2Inputs(
+      const OutputsResult aten = RunOutputs(
           [&] {
             return Mamba2InputsList(
                 Mamba2InputsWithAten(p, 3, 5, a_log, dt_bias, d_skip));
           },
           inputs, 7);
-      for (const GdnInputsResult* got : {&fused, &aten}) {
+      for (const OutputsResult* got : {&fused, &aten}) {
         const std::string where = std::string(c10::toString(dtype)) +
                                   (strided ? " strided" : "") +
                                   (got == &fused ? " fused" : " aten");
@@ -956,12 +950,12 @@ TEST(Mamba2InputsTest, Bf16InputGivesFp32OutputsAndBf16Gradient) {
   const torch::Tensor dt_bias = torch::randn({3}).requires_grad_();
   const torch::Tensor d_skip = torch::randn({3}).requires_grad_();
   const std::vector<torch::Tensor> inputs = {p, a_log, dt_bias, d_skip};
-  const GdnInputsResult got = RunMamba2Inputs(
+  const OutputsResult got = RunOutputs(
       [&] {
         return Mamba2InputsList(Mamba2Inputs(p, 3, 5, a_log, dt_bias, d_skip));
       },
       inputs, 8);
-  const GdnInputsResult ref = RunMamba2Inputs(
+  const OutputsResult ref = RunOutputs(
       [&] { return Mamba2InputsReference(p, 3, 5, a_log, dt_bias, d_skip); },
       inputs, 8);
   for (size_t i = 0; i < got.outs.size(); ++i) {
