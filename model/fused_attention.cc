@@ -56,41 +56,15 @@ HLAB_VECTOR_CLONES float ExpRowPortable(float* x, int64_t lo, int64_t hi,
   return sum;
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-// ExpRowPortable's AVX-512 form, written out: the compiler's vectorisation
-// of ExpNonPositive took ~27 instructions per 16 elements (clamps as blends,
-// the exponent built with integer ops, a scalar loop for the row's tail);
-// here 2^n comes from vscalefps, the zero below -87 from the same
-// instruction's mask, and the tail is one masked step. Same polynomial
-// (Cephes' expf, ~2 ulp), so the same values up to the summation order.
+// ExpRowPortable's AVX-512 form: Exp16 (model/internal/vec_math.h) with
+// the row's tail as one masked step. Same polynomial, so the same values up
+// to the summation order.
 //
-// GCC 12's own intrinsics (max, roundscale, reduce) pass an undefined vector
-// as their unused source and trip -Wuninitialized there.
+// GCC 12's own intrinsics (reduce) pass an undefined vector as their unused
+// source and trip -Wuninitialized there.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// exp(v) for v <= 0 in 16 lanes (lanes at or below -87 give 0, NaN stays
-// NaN), masked to `in`.
-__attribute__((target("avx512f"))) inline __m512 Exp16(__m512 v, __mmask16 in) {
-  const __m512 floor = _mm512_set1_ps(-87.0f);
-  const __mmask16 live = _mm512_mask_cmp_ps_mask(in, v, floor, _CMP_NLE_UQ);
-  v = _mm512_max_ps(floor, v);  // NaN passes through
-  const __m512 n = _mm512_roundscale_ps(
-      _mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
-      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r =
-      _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f),
-                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v));
-  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r,
-                             _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r),
-                    _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(live, p, n);
-}
-
 __attribute__((target("avx512f"))) float ExpRowAvx512(float* x, int64_t lo,
                                                       int64_t hi, int64_t size,
                                                       float shift) {

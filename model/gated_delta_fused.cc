@@ -69,9 +69,10 @@ struct Chunk {
 
 // Fills x for chunk i of batch-head (b, h) up to w and u (not yet V').
 template <typename T>
-void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
-               const T* g, const T* beta, int64_t b, int64_t h, int64_t i,
-               Chunk<T>& x) {
+HLAB_VECTOR_CLONES void LoadChunk(const Dims& d, const Rows& q, const Rows& k,
+                                  const Rows& v, const T* g, const T* beta,
+                                  int64_t b, int64_t h, int64_t i,
+                                  Chunk<T>& x) {
   const int64_t t0 = i * d.c;
   const int64_t len = std::min(d.c, d.t - t0);
   const int64_t dkv = d.dk + d.dv;
@@ -100,6 +101,7 @@ void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
     const T* kj = kp + j * ldk;
     T* kbe = x.kv.data() + j * dkv;
     T* vb = kbe + d.dk;
+#pragma omp simd
     for (int64_t c = 0; c < d.dk; ++c) {
       const T kbc = kj[c] * bj;
       kb[o + c] = kbc;
@@ -108,6 +110,7 @@ void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
       x.qe[o + c] = qr[o + c] * ej;
     }
     const T* vr = x.vr.data + j * x.vr.ld;
+#pragma omp simd
     for (int64_t c = 0; c < d.dv; ++c) vb[c] = vr[c] * bj;
   }
   // [a; s] = [kb; q] k^T, then the decays.
@@ -120,6 +123,7 @@ void LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
     T* dr = x.decay.data() + r * len;
     T* ar = a + r * len;
     DecayRow(x.cum.data(), x.cum[r], sr, dr, r + 1);
+#pragma omp simd
     for (int64_t c = 0; c < r; ++c) ar[c] *= dr[c];
     std::fill(ar + r, ar + len, T(0));
     std::fill(sr + r + 1, sr + len, T(0));
@@ -142,10 +146,10 @@ void NewValues(const Dims& d, const T* state, Chunk<T>& x) {
 // Forward of batch-heads [bh0, bh1): the output and the state entering each
 // chunk, states: (B * H, n, dk, dv).
 template <typename T>
-void ForwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
-                  const Rows& v, const T* g, const T* beta,
-                  const torch::Tensor& out, T* states, int64_t bh0,
-                  int64_t bh1) {
+HLAB_VECTOR_CLONES void ForwardRange(const Dims& d, double scale, const Rows& q,
+                                     const Rows& k, const Rows& v, const T* g,
+                                     const T* beta, const torch::Tensor& out,
+                                     T* states, int64_t bh0, int64_t bh1) {
   Chunk<T> x(d);
   std::vector<T> o(d.c * d.dv);
   const T alpha = static_cast<T>(scale);
@@ -190,10 +194,12 @@ struct Grads {
 // Backward of batch-heads [bh0, bh1), chunks last to first, with G = dL/dS
 // of the state leaving the current chunk carried back.
 template <typename T>
-void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
-                   const Rows& v, const Rows& dout, const T* g, const T* beta,
-                   const T* states, const Grads<T>& grads, int64_t bh0,
-                   int64_t bh1) {
+HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
+                                      const Rows& q, const Rows& k,
+                                      const Rows& v, const Rows& dout,
+                                      const T* g, const T* beta,
+                                      const T* states, const Grads<T>& grads,
+                                      int64_t bh0, int64_t bh1) {
   Chunk<T> x(d);
   const int64_t cc = d.c * d.c, ck = d.c * d.dk, cv = d.c * d.dv;
   const int64_t dkv = d.dk + d.dv;
@@ -283,6 +289,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         const T* sr = s + r * len;
         const T* dr = x.decay.data() + r * len;
         T row = 0;
+#pragma omp simd reduction(+ : row)
         for (int64_t c = 0; c < r; ++c) {
           const T e = har[c] * ar[c] + hsr[c] * sr[c];
           row += e;
@@ -314,6 +321,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         const T* dvb = dkbe + d.dk;
         const T bj = x.beta[j], ej = x.e[j], fj = x.f[j];
         T s_beta = 0, s_e = 0, s_f = 0;
+#pragma omp simd reduction(+ : s_beta, s_e, s_f)
         for (int64_t c = 0; c < d.dk; ++c) {
           const T kj = kr[c];
           const T g_kb = dkb[o + c] + dkbe[c] * ej;  // dL/d(beta k)
@@ -324,6 +332,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
           dq[o + c] += dqe[o + c] * ej;
         }
         const int64_t ov = j * d.dv;
+#pragma omp simd reduction(+ : s_beta)
         for (int64_t c = 0; c < d.dv; ++c) {
           dv[ov + c] = dvb[c] * bj;
           s_beta += vr[c] * dvb[c];

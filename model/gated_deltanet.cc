@@ -4,7 +4,6 @@
 
 #include <torch/torch.h>
 
-#include "model/feed_forward.h"
 #include "model/gated_delta_kernel.h"
 #include "model/gdn_inputs.h"
 #include "model/internal/linear.h"
@@ -77,13 +76,13 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
           : RecurrentGatedDelta(in.q, in.k, in.v, in.g, in.beta, scale);
 
   // fla's FusedRMSNormGated: per-head RMSNorm first, then the SiLU gate
-  // (Mamba-2 gates first; see GatedRmsNorm).
-  const torch::Tensor normed = RmsNorm(o.transpose(1, 2), o_norm_, eps_);
-  // silu(gate) * normed in one fused pass (model/feed_forward.h).
-  const torch::Tensor y = SwiGluProduct(
-      AtLeastFp32(g_proj_(x).view({b, t, h, dh})).to(normed.scalar_type()),
-      normed);  // (B, T, Hg, dv)
-  return o_proj_(y.reshape({b, t, inner}).to(x.scalar_type()));
+  // (Mamba-2 gates first), in one fused pass (model/norm.h), written in the
+  // dtype o_proj multiplies in.
+  const torch::Tensor y = GatedRmsNorm(
+      o.transpose(1, 2), g_proj_(x).view({b, t, h, dh}), o_norm_, eps_,
+      {.order = GatedNormOrder::kNormThenGate,
+       .out_dtype = LinearInputDtype(x.scalar_type())});  // (B, T, Hg, dv)
+  return o_proj_(y.reshape({b, t, inner}));
 }
 
 }  // namespace hlab::model

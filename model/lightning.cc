@@ -102,9 +102,13 @@ torch::Tensor Lightning::Forward(const torch::Tensor& x, bool use_chunked) {
       use_chunked ? ChunkedScalarGla(qh, kh, vh, g, scale, chunk_)
                   : RecurrentScalarGla(qh, kh, vh, g, scale);  // (B, H, T, dh)
 
-  const torch::Tensor y =
-      RmsNorm(o.transpose(1, 2).reshape({b, t, inner}), out_norm_, eps_) *
-      torch::sigmoid(proj[3]);
+  // RmsNorm(o) * sigmoid(gate) in one fused pass (model/norm.h), written in
+  // the dtype o_proj multiplies in.
+  const torch::Tensor y = GatedRmsNorm(
+      o.transpose(1, 2).reshape({b, t, inner}), proj[3], out_norm_, eps_,
+      {.order = GatedNormOrder::kNormThenGate,
+       .activation = GateActivation::kSigmoid,
+       .out_dtype = LinearInputDtype(x.scalar_type())});
   return o_proj_(y);
 }
 

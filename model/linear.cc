@@ -226,6 +226,15 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
       .view(shape);
 }
 
+torch::ScalarType LinearInputDtype(torch::ScalarType t) {
+  const bool bf16_autocast =
+      at::autocast::is_cpu_enabled() &&
+      at::autocast::get_autocast_cpu_dtype() == torch::kBFloat16;
+  return bf16_autocast && (t == torch::kFloat32 || t == torch::kBFloat16)
+             ? torch::kBFloat16
+             : t;
+}
+
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   return LinearProduct(x, weight, bias);
 }

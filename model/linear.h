@@ -40,6 +40,12 @@ using torch::nn::LinearOptions;
 torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
                             const torch::Tensor& bias = {});
 
+// The dtype LinearProduct multiplies an input of dtype t in: bf16 for an
+// fp32 or bf16 input under CPU bf16 autocast, else t. A producer that
+// writes its output in this dtype spares the product a rounding pass (the
+// values are the same).
+torch::ScalarType LinearInputDtype(torch::ScalarType t);
+
 class LinearImpl : public torch::nn::LinearImpl {
  public:
   using torch::nn::LinearImpl::LinearImpl;

@@ -83,9 +83,10 @@ torch::Tensor Mamba2::Forward(const torch::Tensor& x, bool use_chunked) {
                                 : RecurrentScalarGla(q, k, v, in.g, 1.0);
 
   const torch::Tensor y = ssd.transpose(1, 2) + in.skip;  // (B, T, Hm, P)
+  // Written in the dtype out_proj multiplies in (model/linear.h).
   return out_proj_(
-      GatedRmsNorm(y.reshape({b, t, d_inner_}), in.z, norm_weight_, eps_)
-          .to(x.scalar_type()));
+      GatedRmsNorm(y.reshape({b, t, d_inner_}), in.z, norm_weight_, eps_,
+                   {.out_dtype = LinearInputDtype(x.scalar_type())}));
 }
 
 }  // namespace hlab::model

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "model/feed_forward.h"
+#include "model/internal/chunk_rows.h"
 #include "model/internal/fused_elementwise.h"
 #include "model/internal/raw_tensor.h"
 
@@ -95,6 +96,162 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
 };
 
+// A contiguous tensor of fp32, fp64 or bf16 read and written a row at a time
+// in the compute dtype A (float, or double for fp64 tensors): in place when
+// the tensor's dtype is A, else through a row buffer.
+class RowAccess {
+ public:
+  explicit RowAccess(const torch::Tensor& t)
+      : dtype_(t.scalar_type()), data_(t.data_ptr()) {}
+
+  // The n values at offset, as A (in buf when converted).
+  template <typename A>
+  const A* Read(int64_t offset, int64_t n, A* buf) const {
+    if (dtype_ == c10::CppTypeToScalarType<A>::value) {
+      return static_cast<const A*>(data_) + offset;
+    }
+    internal::DispatchRaw(dtype_, [&](auto tag) {
+      using S = internal::StorageOf<decltype(tag)>;
+      internal::LoadRow<S, A>(static_cast<const S*>(data_) + offset, buf, n);
+    });
+    return buf;
+  }
+  // Where to write the n values at offset: the tensor itself, or buf, which
+  // Flush then converts into it.
+  template <typename A>
+  A* Target(int64_t offset, A* buf) const {
+    return dtype_ == c10::CppTypeToScalarType<A>::value
+               ? static_cast<A*>(data_) + offset
+               : buf;
+  }
+  template <typename A>
+  void Flush(const A* row, int64_t offset, int64_t n) const {
+    if (dtype_ == c10::CppTypeToScalarType<A>::value) return;
+    internal::DispatchRaw(dtype_, [&](auto tag) {
+      using S = internal::StorageOf<decltype(tag)>;
+      internal::StoreRow<S, A>(row, static_cast<S*>(data_) + offset, n);
+    });
+  }
+
+ private:
+  torch::ScalarType dtype_;
+  void* data_;
+};
+
+// Per-thread rows of GatedRmsNormFunction, d values each.
+template <typename A>
+struct GatedRows {
+  explicit GatedRows(int64_t d) : x(d), z(d), y(d), dx(d), dz(d) {}
+  std::vector<A> x, z, y, dx, dz;
+};
+
+// Gated RMSNorm (GatedNormOptions) as one autograd node: one pass over the
+// rows forward, one back (the gate and 1/rms recomputed), saving x, the
+// gate and 1/rms. x and the gate are contiguous (rows, d) of fp32 or bf16 (or
+// both fp64), the output of out_dtype; arithmetic in fp32 (fp64). Replaces
+// the gate's activation, the product, RMSNorm and their dtype casts as
+// separate passes.
+class GatedRmsNormFunction
+    : public torch::autograd::Function<GatedRmsNormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_arg,
+                               const torch::Tensor& gate_arg,
+                               const torch::Tensor& weight, double eps,
+                               bool norm_first, bool silu,
+                               torch::ScalarType out_dtype) {
+    RECORD_FUNCTION("hlab::GatedRmsNormFunction::forward",
+                    std::vector<c10::IValue>());
+    const torch::Tensor x = x_arg.contiguous(), gate = gate_arg.contiguous();
+    const int64_t d = x.size(-1), rows = x.numel() / d;
+    const auto accum =
+        x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    const torch::Tensor w = weight.to(accum).contiguous();
+    torch::Tensor y = at::empty(x.sizes(), x.options().dtype(out_dtype));
+    torch::Tensor rstd = at::empty({rows}, x.options().dtype(accum));
+    const RowAccess xr(x), zr(gate), yr(y);
+    Dispatch(accum, [&](auto tag) {
+      using A = decltype(tag);
+      const A* wp = w.data_ptr<A>();
+      A* rp = rstd.data_ptr<A>();
+      at::parallel_for(0, rows, RowGrain(d), [&](int64_t r0, int64_t r1) {
+        GatedRows<A> b(d);
+        for (int64_t i = r0; i < r1; ++i) {
+          A* yi = yr.Target(i * d, b.y.data());
+          rp[i] = internal::GatedRmsNormForwardRow(
+              xr.Read(i * d, d, b.x.data()), zr.Read(i * d, d, b.z.data()), wp,
+              d, static_cast<A>(eps), norm_first, silu, yi);
+          yr.Flush(yi, i * d, d);
+        }
+      });
+    });
+    ctx->save_for_backward({x, gate, w, rstd});
+    ctx->saved_data["norm_first"] = norm_first;
+    ctx->saved_data["silu"] = silu;
+    ctx->saved_data["weight_dtype"] = weight.scalar_type();
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &gate = saved[1], &w = saved[2],
+                        &rstd = saved[3];
+    const bool norm_first = ctx->saved_data["norm_first"].toBool();
+    const bool silu = ctx->saved_data["silu"].toBool();
+    const torch::Tensor dy = grads[0].contiguous();
+    const int64_t d = x.size(-1), rows = x.numel() / d;
+    const int64_t blocks =
+        (rows + kWeightGradBlockRows - 1) / kWeightGradBlockRows;
+    torch::Tensor dx = at::empty_like(x), dz = at::empty_like(gate);
+    torch::Tensor partial = at::zeros({blocks, d}, w.options());
+    const RowAccess xr(x), zr(gate), gr(dy), dxr(dx), dzr(dz);
+    Dispatch(w.scalar_type(), [&](auto tag) {
+      using A = decltype(tag);
+      const A* wp = w.data_ptr<A>();
+      const A* rp = rstd.data_ptr<A>();
+      A* pp = partial.data_ptr<A>();
+      at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+        GatedRows<A> b(d);
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const int64_t end = std::min(rows, (blk + 1) * kWeightGradBlockRows);
+          for (int64_t i = blk * kWeightGradBlockRows; i < end; ++i) {
+            A* dxi = dxr.Target(i * d, b.dx.data());
+            A* dzi = dzr.Target(i * d, b.dz.data());
+            internal::GatedRmsNormBackwardRow(
+                xr.Read(i * d, d, b.x.data()), zr.Read(i * d, d, b.z.data()),
+                wp, rp[i], gr.Read(i * d, d, b.y.data()), d, norm_first, silu,
+                dxi, dzi, pp + blk * d);
+            dxr.Flush(dxi, i * d, d);
+            dzr.Flush(dzi, i * d, d);
+          }
+        }
+      });
+      for (int64_t blk = 1; blk < blocks; ++blk) {
+        for (int64_t j = 0; j < d; ++j) pp[j] += pp[blk * d + j];
+      }
+    });
+    const auto weight_dtype =
+        static_cast<torch::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
+    return {dx,
+            dz,
+            partial[0].to(weight_dtype),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
+  }
+
+ private:
+  // Calls fn(A{}) for the compute dtype: double for fp64, else float.
+  template <typename Fn>
+  static void Dispatch(torch::ScalarType accum, Fn&& fn) {
+    if (accum == torch::kFloat64) {
+      fn(double{});
+    } else {
+      fn(float{});
+    }
+  }
+};
+
 }  // namespace
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
@@ -111,13 +268,33 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
 }
 
 torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& gate,
-                           const torch::Tensor& weight, double eps) {
-  const auto stat_dtype =
-      x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  // silu(gate) * x in one fused pass each way (model/feed_forward.h).
-  const torch::Tensor gated =
-      SwiGluProduct(gate.to(stat_dtype), x.to(stat_dtype));
-  return RmsNorm(gated, weight, eps).to(x.scalar_type());
+                           const torch::Tensor& weight, double eps,
+                           const GatedNormOptions& options) {
+  const torch::ScalarType out_dtype =
+      options.out_dtype.value_or(x.scalar_type());
+  const bool fp64 = x.scalar_type() == torch::kFloat64;
+  const auto narrow_or = [&](torch::ScalarType t) {
+    return fp64 ? t == torch::kFloat64
+                : t == torch::kFloat32 || t == torch::kBFloat16;
+  };
+  if (internal::RawLoopsTake(x) && internal::RawLoopsTake(gate) &&
+      narrow_or(gate.scalar_type()) && narrow_or(out_dtype) &&
+      weight.device().is_cpu() && x.dim() > 0 && x.numel() > 0 &&
+      gate.sizes() == x.sizes() && weight.dim() == 1 &&
+      weight.size(0) == x.size(-1)) {
+    return GatedRmsNormFunction::apply(
+        x, gate, weight, eps, options.order == GatedNormOrder::kNormThenGate,
+        options.activation == GateActivation::kSilu, out_dtype);
+  }
+  const auto stat_dtype = fp64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor xs = x.to(stat_dtype), zs = gate.to(stat_dtype);
+  const torch::Tensor a = options.activation == GateActivation::kSilu
+                              ? torch::silu(zs)
+                              : torch::sigmoid(zs);
+  const torch::Tensor y = options.order == GatedNormOrder::kNormThenGate
+                              ? RmsNorm(xs, weight, eps) * a
+                              : RmsNorm(a * xs, weight, eps);
+  return y.to(out_dtype);
 }
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {

@@ -8,12 +8,12 @@
 //
 //   RMSNorm norm(256, 1e-6);
 //   torch::Tensor y = norm->forward(x);            // x: (..., 256)
-//   torch::Tensor z = GatedRmsNorm(y, gate, w, eps);  // norm(y * silu(gate)) *
-//   w
+//   torch::Tensor z = GatedRmsNorm(y, gate, w, eps);  // norm(y silu(gate)) w
 #ifndef HLAB_MODEL_NORM_H_
 #define HLAB_MODEL_NORM_H_
 
 #include <cstdint>
+#include <optional>
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -26,10 +26,36 @@ namespace hlab::model {
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
                       double eps);
 
-// Mamba-2 / GDN output norm with norm_before_gate=False:
-// RmsNorm(x * silu(gate)) * weight.
+// Where a gated RMSNorm applies its gate a = act(gate).
+enum class GatedNormOrder {
+  // RmsNorm(x * a) * weight: Mamba-2's (norm_before_gate=False).
+  kGateThenNorm,
+  // RmsNorm(x) * weight * a: GDN's (fla's FusedRMSNormGated), Lightning's.
+  kNormThenGate,
+};
+
+// The gate's activation.
+enum class GateActivation {
+  kSilu,     // Mamba-2's and GDN's
+  kSigmoid,  // Lightning's output gate
+};
+
+struct GatedNormOptions {
+  GatedNormOrder order = GatedNormOrder::kGateThenNorm;
+  GateActivation activation = GateActivation::kSilu;
+  // The result's dtype; x's when unset. bf16 for a bf16 consumer (a linear
+  // under autocast) saves it a rounding pass, with the same values.
+  std::optional<torch::ScalarType> out_dtype;
+};
+
+// The mixers' gated output norm over the last dimension; x and gate have
+// the same shape. Statistics and arithmetic in fp32 (fp64 for fp64 input).
+// On the CPU (x and gate fp32 or bf16, or both fp64) one fused pass each
+// way, differentiable once, with a weight gradient summed in a fixed order;
+// elsewhere LibTorch ops.
 torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& gate,
-                           const torch::Tensor& weight, double eps);
+                           const torch::Tensor& weight, double eps,
+                           const GatedNormOptions& options = {});
 
 class RMSNormImpl : public torch::nn::Module {
  public:

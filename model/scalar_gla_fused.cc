@@ -44,8 +44,10 @@ struct Scratch {
 // kd = k f, and s = (q k^T) * D with D in w.decay (lower triangle; zero
 // above). Returns the chunk's length.
 template <typename T>
-int64_t LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
-                  const T* g, int64_t b, int64_t h, int64_t i, Scratch<T>& w) {
+HLAB_VECTOR_CLONES int64_t LoadChunk(const Dims& d, const Rows& q,
+                                     const Rows& k, const Rows& v, const T* g,
+                                     int64_t b, int64_t h, int64_t i,
+                                     Scratch<T>& w) {
   const int64_t t0 = i * d.c;
   const int64_t len = std::min(d.c, d.t - t0);
   LoadRows(q, b, h, t0, len, d.dk, w.q.data());
@@ -58,6 +60,7 @@ int64_t LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
   for (int64_t j = 0; j < len; ++j) {
     w.e[j] = ExpNonPositive(w.cum[j]);
     w.f[j] = ExpNonPositive(last - w.cum[j]);
+#pragma omp simd
     for (int64_t c = 0; c < d.dk; ++c) {
       w.qe[j * d.dk + c] = w.q[j * d.dk + c] * w.e[j];
       w.kd[j * d.dk + c] = w.k[j * d.dk + c] * w.f[j];
@@ -78,9 +81,10 @@ int64_t LoadChunk(const Dims& d, const Rows& q, const Rows& k, const Rows& v,
 // Forward of batch-heads [bh0, bh1): the output and the state entering each
 // chunk, states: (B * H, n, dk, dv).
 template <typename T>
-void ForwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
-                  const Rows& v, const T* g, const torch::Tensor& out,
-                  T* states, int64_t bh0, int64_t bh1) {
+HLAB_VECTOR_CLONES void ForwardRange(const Dims& d, double scale, const Rows& q,
+                                     const Rows& k, const Rows& v, const T* g,
+                                     const torch::Tensor& out, T* states,
+                                     int64_t bh0, int64_t bh1) {
   Scratch<T> w(d);
   const T alpha = static_cast<T>(scale);
   const int64_t size = d.dk * d.dv;
@@ -119,9 +123,12 @@ struct Grads {
 // Backward of batch-heads [bh0, bh1), chunks last to first, with G = dL/dS
 // of the state leaving the current chunk carried back.
 template <typename T>
-void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
-                   const Rows& v, const Rows& dout, const T* g, const T* states,
-                   const Grads<T>& grads, int64_t bh0, int64_t bh1) {
+HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
+                                      const Rows& q, const Rows& k,
+                                      const Rows& v, const Rows& dout,
+                                      const T* g, const T* states,
+                                      const Grads<T>& grads, int64_t bh0,
+                                      int64_t bh1) {
   Scratch<T> w(d);
   std::vector<T> dout_c(d.c * d.dv), dqe(d.c * d.dk), dkd(d.c * d.dk),
       ds(d.c * d.c), dq(d.c * d.dk), dk(d.c * d.dk), dv(d.c * d.dv), dcum(d.c),
@@ -171,6 +178,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         const T* sr = w.s.data() + r * len;
         const T* dr = w.decay.data() + r * len;
         T row = 0;
+#pragma omp simd reduction(+ : row)
         for (int64_t c = 0; c <= r; ++c) {
           const T e = hr[c] * sr[c];
           row += e;
@@ -190,6 +198,7 @@ void BackwardRange(const Dims& d, double scale, const Rows& q, const Rows& k,
         const int64_t o = j * d.dk;
         const T sq = Dot(dqe.data() + o, w.q.data() + o, d.dk);
         const T sk = Dot(dkd.data() + o, w.k.data() + o, d.dk);
+#pragma omp simd
         for (int64_t c = 0; c < d.dk; ++c) {
           dq[o + c] += dqe[o + c] * w.e[j];
           dk[o + c] += dkd[o + c] * w.f[j];

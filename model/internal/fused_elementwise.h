@@ -50,6 +50,26 @@ HLAB_FUSED_ELEMENTWISE(Bf16, float)
 
 #undef HLAB_FUSED_ELEMENTWISE
 
+// One row (d values, float or double) of the mixers' gated RMSNorm
+// (GatedRmsNorm, model/norm.h) with gate a = silu(z) (silu) or sigmoid(z).
+// norm_first: y = x r w a with r = 1 / sqrt(mean(x^2) + eps); else
+// y = u r w with u = x a and r of u. Returns r.
+float GatedRmsNormForwardRow(const float* x, const float* z, const float* w,
+                             int64_t d, float eps, bool norm_first, bool silu,
+                             float* y);
+double GatedRmsNormForwardRow(const double* x, const double* z, const double* w,
+                              int64_t d, double eps, bool norm_first, bool silu,
+                              double* y);
+// Its backward for the row's r: dx, dz; dw += the row's weight gradient.
+void GatedRmsNormBackwardRow(const float* x, const float* z, const float* w,
+                             float r, const float* dy, int64_t d,
+                             bool norm_first, bool silu, float* dx, float* dz,
+                             float* dw);
+void GatedRmsNormBackwardRow(const double* x, const double* z, const double* w,
+                             double r, const double* dy, int64_t d,
+                             bool norm_first, bool silu, double* dx, double* dz,
+                             double* dw);
+
 // bf16 <-> float over n elements, vectorised; NarrowToBf16 rounds to nearest
 // even, as c10::BFloat16 (NaN stays NaN), with AVX512-BF16's conversion
 // instruction where the CPU has it (which flushes subnormal inputs, |x| <
@@ -58,6 +78,11 @@ void WidenBf16(const Bf16* x, float* y, int64_t n);
 void NarrowToBf16(const float* x, Bf16* y, int64_t n);
 // The loop NarrowToBf16 takes on CPUs without AVX512-BF16 (for tests).
 void NarrowToBf16Portable(const float* x, Bf16* y, int64_t n);
+// The loops the float SwiGLU takes on CPUs without AVX-512 (for tests; the
+// bf16 one there widens to float buffers and runs these).
+void SwiGluForwardPortable(const float* a, const float* b, int64_t n, float* y);
+void SwiGluBackwardPortable(const float* a, const float* b, const float* dy,
+                            int64_t n, float* da, float* db);
 
 }  // namespace hlab::model::internal
 

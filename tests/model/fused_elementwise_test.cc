@@ -1,10 +1,11 @@
 // Tests of the fused element-wise ops (model/internal/fused_elementwise.h
-// behind RmsNorm, SwiGluProduct and ApplyRope): outputs and gradients against
-// the plain LibTorch formulas in fp64, in fp64 (1e-12), fp32 and bf16, with
-// odd sizes, non-contiguous inputs, extreme gate values, and a weight
-// gradient that does not depend on the thread count.
+// behind RmsNorm, GatedRmsNorm, SwiGluProduct and ApplyRope): outputs and
+// gradients against the plain LibTorch formulas in fp64, in fp64 (1e-12), fp32
+// and bf16, with odd sizes, non-contiguous inputs, extreme gate values, and a
+// weight gradient that does not depend on the thread count.
 #include "model/internal/fused_elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -143,6 +144,101 @@ TEST(FusedRmsNormTest, GatedMatchesFormula) {
   }
 }
 
+// GDN's order, RMSNorm(x) * w * silu(gate), and Lightning's, with
+// sigmoid(gate), over more rows than one block of the weight gradient's
+// fixed-order sum.
+TEST(FusedRmsNormTest, NormThenGateMatchesFormula) {
+  torch::manual_seed(7);
+  const Tensor x = torch::randn({2, 300, 24}, torch::kFloat64) * 2;
+  const Tensor gate = torch::randn({2, 300, 24}, torch::kFloat64) * 3;
+  const Tensor w = torch::randn({24}, torch::kFloat64);
+  for (const GateActivation act :
+       {GateActivation::kSilu, GateActivation::kSigmoid}) {
+    const auto activate = [act](const Tensor& z) {
+      return act == GateActivation::kSilu ? torch::silu(z) : torch::sigmoid(z);
+    };
+    for (const DtypeTol& dt : kDtypes) {
+      ExpectMatches(
+          [act](const std::vector<Tensor>& in) {
+            return GatedRmsNorm(in[0], in[1], in[2], 1e-6,
+                                {.order = GatedNormOrder::kNormThenGate,
+                                 .activation = act,
+                                 .out_dtype = std::nullopt});
+          },
+          [&](const std::vector<Tensor>& in) {
+            return RmsNormFormula(in[0], in[2], 1e-6) * activate(in[1]);
+          },
+          {x, gate, w}, dt.dtype, dt.tol,
+          std::string(act == GateActivation::kSilu ? "silu" : "sigmoid") +
+              " norm-then-gate " + std::string(c10::toString(dt.dtype)));
+    }
+  }
+}
+
+// The mixers under bf16 autocast: x fp32 with the gate fp32 (Mamba-2) or
+// bf16 (GDN, Lightning), the result written in bf16, either activation; each
+// gradient in its input's dtype, against the formula in fp64 on the same
+// values.
+TEST(FusedRmsNormTest, GatedTakesMixedDtypes) {
+  torch::manual_seed(8);
+  const Tensor x = torch::randn({3, 100, 32}, torch::kFloat64) * 2;
+  const Tensor gate64 = torch::randn({3, 100, 32}, torch::kFloat64) * 3;
+  const Tensor w = torch::randn({32}, torch::kFloat64);
+  for (const GatedNormOrder order :
+       {GatedNormOrder::kGateThenNorm, GatedNormOrder::kNormThenGate}) {
+    for (const torch::ScalarType gate_dtype :
+         {torch::kFloat32, torch::kBFloat16}) {
+      for (const GateActivation act :
+           {GateActivation::kSilu, GateActivation::kSigmoid}) {
+        for (const torch::ScalarType out_dtype :
+             {torch::kFloat32, torch::kBFloat16}) {
+          const std::string what =
+              std::string(order == GatedNormOrder::kNormThenGate
+                              ? "norm first"
+                              : "gate first") +
+              " gate " + c10::toString(gate_dtype) + " out " +
+              c10::toString(out_dtype) +
+              (act == GateActivation::kSilu ? " silu" : " sigmoid");
+          const std::vector<Tensor> in = {x.to(torch::kFloat32),
+                                          gate64.to(gate_dtype),
+                                          w.to(torch::kFloat32)};
+          std::vector<Tensor> in64;
+          for (const Tensor& t : in) in64.push_back(t.to(torch::kFloat64));
+          const Tensor upstream = torch::randn(x.sizes(), torch::kFloat64);
+          const Result got = RunWithGrads(
+              [&](const std::vector<Tensor>& v) {
+                return GatedRmsNorm(v[0], v[1], v[2], 1e-6,
+                                    {.order = order,
+                                     .activation = act,
+                                     .out_dtype = out_dtype});
+              },
+              in, upstream);
+          const Result want = RunWithGrads(
+              [&](const std::vector<Tensor>& v) {
+                const Tensor a = act == GateActivation::kSilu
+                                     ? torch::silu(v[1])
+                                     : torch::sigmoid(v[1]);
+                return order == GatedNormOrder::kNormThenGate
+                           ? RmsNormFormula(v[0], v[2], 1e-6) * a
+                           : RmsNormFormula(v[0] * a, v[2], 1e-6);
+              },
+              in64, upstream);
+          EXPECT_EQ(got.out.scalar_type(), out_dtype) << what;
+          const bool any_bf16 =
+              gate_dtype == torch::kBFloat16 || out_dtype == torch::kBFloat16;
+          const double tol = any_bf16 ? 1e-2 : 2e-6;
+          EXPECT_LT(RelErr(got.out, want.out), tol) << what << ": output";
+          for (int i = 0; i < 3; ++i) {
+            EXPECT_EQ(got.grads[i].scalar_type(), in[i].scalar_type()) << what;
+            EXPECT_LT(RelErr(got.grads[i], want.grads[i]), tol)
+                << what << ": gradient of input " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(FusedRmsNormTest, WeightGradientDoesNotDependOnThreads) {
   torch::manual_seed(3);
   const Tensor x = torch::randn({1500, 40});
@@ -161,6 +257,32 @@ TEST(FusedRmsNormTest, WeightGradientDoesNotDependOnThreads) {
   }
   at::set_num_threads(threads);
   EXPECT_TRUE(torch::equal(dw[0], dw[1]));
+}
+
+TEST(FusedRmsNormTest, GatedWeightGradientDoesNotDependOnThreads) {
+  torch::manual_seed(9);
+  const Tensor x = torch::randn({1500, 40});
+  const Tensor gate = torch::randn({1500, 40});
+  const Tensor w = torch::randn({40});
+  const Tensor upstream = torch::randn({1500, 40}, torch::kFloat64);
+  const int threads = at::get_num_threads();
+  for (const GatedNormOrder order :
+       {GatedNormOrder::kGateThenNorm, GatedNormOrder::kNormThenGate}) {
+    std::vector<Tensor> dw;
+    for (int n : {1, 3}) {
+      at::set_num_threads(n);
+      dw.push_back(RunWithGrads(
+                       [&](const std::vector<Tensor>& in) {
+                         return GatedRmsNorm(
+                             in[0], in[1], in[2], 1e-6,
+                             {.order = order, .out_dtype = std::nullopt});
+                       },
+                       {x, gate, w}, upstream)
+                       .grads[2]);
+    }
+    at::set_num_threads(threads);
+    EXPECT_TRUE(torch::equal(dw[0], dw[1]));
+  }
 }
 
 // ------------------------------------------------------------------- SwiGLU
@@ -217,6 +339,56 @@ TEST(FusedSwiGluTest, ExtremeGatesStayFinite) {
   }
 }
 
+TEST(FusedSwiGluTest, ExtremeGatesStayFiniteInBf16) {
+  const Tensor a = torch::tensor({-1000.0, -100.0, -88.0, -87.0, -20.0, -1e-3,
+                                  0.0, 1e-3, 20.0, 87.0, 100.0, 1000.0},
+                                 torch::kFloat64)
+                       .to(torch::kBFloat16)
+                       .to(torch::kFloat64);
+  const Tensor b = torch::ones_like(a) * 0.5;
+  const Tensor upstream = torch::ones_like(a);
+  const Result got = RunWithGrads(
+      [](const std::vector<Tensor>& in) { return SwiGluProduct(in[0], in[1]); },
+      {a.to(torch::kBFloat16), b.to(torch::kBFloat16)}, upstream);
+  const Result want = RunWithGrads(
+      [](const std::vector<Tensor>& in) { return torch::silu(in[0]) * in[1]; },
+      {a, b}, upstream);
+  EXPECT_TRUE(
+      torch::allclose(got.out.to(torch::kFloat64), want.out, 1e-2, 1e-30));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(torch::allclose(got.grads[i].to(torch::kFloat64), want.grads[i],
+                                1e-2, 1e-30))
+        << "gradient " << i << ": " << got.grads[i] << " vs " << want.grads[i];
+  }
+}
+
+// The float loops for CPUs without AVX-512 against the ones this CPU takes
+// (the same where it has none), over every tail length of a 16-lane step.
+TEST(FusedSwiGluTest, PortableLoopsMatchTheDispatchedOnes) {
+  torch::manual_seed(6);
+  for (int64_t n = 1; n <= 40; ++n) {
+    const Tensor a = torch::randn({n}) * 6;
+    const Tensor b = torch::randn({n});
+    const Tensor g = torch::randn({n});
+    const float* ap = a.data_ptr<float>();
+    const float* bp = b.data_ptr<float>();
+    const float* gp = g.data_ptr<float>();
+    std::vector<float> y0(n), y1(n), da0(n), da1(n), db0(n), db1(n);
+    internal::SwiGluForwardPortable(ap, bp, n, y0.data());
+    internal::SwiGluForward(ap, bp, n, y1.data());
+    internal::SwiGluBackwardPortable(ap, bp, gp, n, da0.data(), db0.data());
+    internal::SwiGluBackward(ap, bp, gp, n, da1.data(), db1.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const auto near = [](float x, float y) {
+        return std::fabs(x - y) <= 1e-6f * std::max(std::fabs(x), 1e-30f);
+      };
+      EXPECT_TRUE(near(y0[i], y1[i])) << n << " " << i;
+      EXPECT_TRUE(near(da0[i], da1[i])) << n << " " << i;
+      EXPECT_TRUE(near(db0[i], db1[i])) << n << " " << i;
+    }
+  }
+}
+
 TEST(FusedSwiGluTest, FeedForwardUsesIt) {
   torch::manual_seed(5);
   SwiGLU ffn(8, 12, 0.5, 0.5);
@@ -240,27 +412,31 @@ Tensor RopeFormula(const Tensor& x, double theta) {
 
 TEST(FusedRopeTest, MatchesFormulaForProjectionViewsAndSplits) {
   torch::manual_seed(6);
-  // (B, T, H, D) as a projection's view, transposed to (B, H, T, D).
-  const Tensor base = torch::randn({2, 37, 4, 10}, torch::kFloat64);
-  for (const DtypeTol& dt : kDtypes) {
-    const std::string name(c10::toString(dt.dtype));
-    ExpectMatches(
-        [](const std::vector<Tensor>& in) {
-          return ApplyRope(in[0].transpose(1, 2), 500.0);
-        },
-        [](const std::vector<Tensor>& in) {
-          return RopeFormula(in[0].transpose(1, 2), 500.0);
-        },
-        {base}, dt.dtype, dt.tol, "rope view " + name);
-    // A split of the heads (as head-wise SWA makes): not dense.
-    ExpectMatches(
-        [](const std::vector<Tensor>& in) {
-          return ApplyRope(in[0].transpose(1, 2).narrow(1, 1, 2), 500.0);
-        },
-        [](const std::vector<Tensor>& in) {
-          return RopeFormula(in[0].transpose(1, 2).narrow(1, 1, 2), 500.0);
-        },
-        {base}, dt.dtype, dt.tol, "rope split " + name);
+  // (B, T, H, D) as a projection's view, transposed to (B, H, T, D); half
+  // of D below, at and past one 16-lane step.
+  for (const int64_t d : {10, 40, 64}) {
+    for (const DtypeTol& dt : kDtypes) {
+      const Tensor base = torch::randn({2, 37, 4, d}, torch::kFloat64);
+      const std::string name =
+          std::string(c10::toString(dt.dtype)) + " D=" + std::to_string(d);
+      ExpectMatches(
+          [](const std::vector<Tensor>& in) {
+            return ApplyRope(in[0].transpose(1, 2), 500.0);
+          },
+          [](const std::vector<Tensor>& in) {
+            return RopeFormula(in[0].transpose(1, 2), 500.0);
+          },
+          {base}, dt.dtype, dt.tol, "rope view " + name);
+      // A split of the heads (as head-wise SWA makes): not dense.
+      ExpectMatches(
+          [](const std::vector<Tensor>& in) {
+            return ApplyRope(in[0].transpose(1, 2).narrow(1, 1, 2), 500.0);
+          },
+          [](const std::vector<Tensor>& in) {
+            return RopeFormula(in[0].transpose(1, 2).narrow(1, 1, 2), 500.0);
+          },
+          {base}, dt.dtype, dt.tol, "rope split " + name);
+    }
   }
 }
 
@@ -327,6 +503,11 @@ TEST(FusedElementwiseTest, CpuTensorsTakeTheFusedNodes) {
     EXPECT_NE(SwiGluProduct(x, x).grad_fn()->name().find("SwiGluFunction"),
               std::string::npos);
     EXPECT_NE(ApplyRope(x, 1e4).grad_fn()->name().find("RopeFunction"),
+              std::string::npos);
+    EXPECT_NE(GatedRmsNorm(x, x, w, 1e-6)
+                  .grad_fn()
+                  ->name()
+                  .find("GatedRmsNormFunction"),
               std::string::npos);
   }
 }

@@ -176,5 +176,25 @@ TEST(LinearTest, Bf16AutocastMatchesTheProductWithinBf16Rounding) {
   EXPECT_LT(RelErr(w.grad(), exact.dw), 2e-2);
 }
 
+// The dtype a producer writes for a linear: bf16 under CPU bf16 autocast
+// for fp32 or bf16, else the dtype itself; a bf16 input gives the same
+// product as the fp32 one rounded.
+TEST(LinearTest, InputDtypeFollowsAutocast) {
+  EXPECT_EQ(LinearInputDtype(torch::kFloat32), torch::kFloat32);
+  EXPECT_EQ(LinearInputDtype(torch::kFloat64), torch::kFloat64);
+  at::autocast::set_cpu_enabled(true);
+  EXPECT_EQ(LinearInputDtype(torch::kFloat32), torch::kBFloat16);
+  EXPECT_EQ(LinearInputDtype(torch::kBFloat16), torch::kBFloat16);
+  EXPECT_EQ(LinearInputDtype(torch::kFloat64), torch::kFloat64);
+  torch::manual_seed(4);
+  const Tensor x = torch::randn({40, 32});
+  const Tensor w = torch::randn({24, 32});
+  const Tensor from_fp32 = LinearProduct(x, w);
+  const Tensor from_bf16 = LinearProduct(x.to(torch::kBFloat16), w);
+  at::autocast::set_cpu_enabled(false);
+  at::autocast::clear_cache();
+  EXPECT_TRUE(torch::equal(from_fp32, from_bf16));
+}
+
 }  // namespace
 }  // namespace hlab::model
