@@ -10,6 +10,7 @@
 
 #include "model/internal/blas.h"
 #include "model/internal/chunk_rows.h"
+#include "model/internal/small_bf16_gemm.h"
 #include "model/internal/unit_lower.h"
 #include "model/internal/vec_math.h"
 #include "model/scalar_gla_kernel.h"
@@ -19,6 +20,7 @@ namespace {
 
 struct Dims {
   int64_t b = 0, h = 0, t = 0, dk = 0, dv = 0, c = 0, n = 0;
+  bool bf16_products = false;  // the chunk GEMMs round operands to bf16
 };
 
 // One chunk of one batch-head in per-thread buffers, row-major. Products
@@ -53,9 +55,11 @@ struct Chunk {
         cum(d.c),
         e(d.c),
         f(d.c),
-        dk(d.dk) {}
+        dk(d.dk),
+        gemm(d.bf16_products) {}
   std::vector<T> kbq, k, v, kd, qe, kv, wu, as, decay, tinv, beta, cum, e, f;
   int64_t dk;
+  ChunkGemm<T> gemm;  // every product of the chunk goes through it
   int64_t len = 0;
   RowBlock<T> kr, vr;  // the rows of k and v: views, or k / v converted
 
@@ -114,8 +118,8 @@ HLAB_VECTOR_CLONES void LoadChunk(const Dims& d, const Rows& q, const Rows& k,
     for (int64_t c = 0; c < d.dv; ++c) vb[c] = vr[c] * bj;
   }
   // [a; s] = [kb; q] k^T, then the decays.
-  Gemm(false, true, 2 * len, len, d.dk, T(1), kb, d.dk, kp, ldk, T(0),
-       x.as.data(), len);
+  x.gemm(false, true, 2 * len, len, d.dk, T(1), kb, d.dk, kp, ldk, T(0),
+         x.as.data(), len);
   T* a = x.a();
   T* s = x.s();
   for (int64_t r = 0; r < len; ++r) {
@@ -131,16 +135,16 @@ HLAB_VECTOR_CLONES void LoadChunk(const Dims& d, const Rows& q, const Rows& k,
   }
   InvertUnitLower(a, len, x.tinv.data());
   // [w | u] = tinv [kbe | vb].
-  Gemm(false, false, len, dkv, len, T(1), x.tinv.data(), len, x.kv.data(), dkv,
-       T(0), x.wu.data(), dkv);
+  x.gemm(false, false, len, dkv, len, T(1), x.tinv.data(), len, x.kv.data(),
+         dkv, T(0), x.wu.data(), dkv);
 }
 
 // u = V' = U - W S for the state S entering the chunk.
 template <typename T>
 void NewValues(const Dims& d, const T* state, Chunk<T>& x) {
   const int64_t dkv = d.dk + d.dv;
-  Gemm(false, false, x.len, d.dv, d.dk, T(-1), x.w(), dkv, state, d.dv, T(1),
-       x.u(), dkv);
+  x.gemm(false, false, x.len, d.dv, d.dk, T(-1), x.w(), dkv, state, d.dv, T(1),
+         x.u(), dkv);
 }
 
 // Forward of batch-heads [bh0, bh1): the output and the state entering each
@@ -167,18 +171,18 @@ HLAB_VECTOR_CLONES void ForwardRange(const Dims& d, double scale, const Rows& q,
       T* direct = RowsBthdIfDtype<T>(out, b, h, i * d.c, d.dv);
       T* op = direct != nullptr ? direct : o.data();
       const int64_t ldo = direct != nullptr ? d.h * d.dv : d.dv;
-      Gemm(false, false, len, d.dv, d.dk, alpha, x.qe.data(), d.dk, state, d.dv,
-           T(0), op, ldo);
-      Gemm(false, false, len, d.dv, len, alpha, x.s(), len, x.u(), dkv, T(1),
-           op, ldo);
+      x.gemm(false, false, len, d.dv, d.dk, alpha, x.qe.data(), d.dk, state,
+             d.dv, T(0), op, ldo);
+      x.gemm(false, false, len, d.dv, len, alpha, x.s(), len, x.u(), dkv, T(1),
+             op, ldo);
       if (direct == nullptr) StoreRowsBthd(op, len, d.dv, out, b, h, i * d.c);
       if (i + 1 < d.n) {
         // S_next = exp(cum_last) S + Kd^T V'.
         T* next = first + (i + 1) * size;
         const T decay = ExpNonPositive(x.cum[len - 1]);
         for (int64_t j = 0; j < size; ++j) next[j] = decay * state[j];
-        Gemm(true, false, d.dk, d.dv, len, T(1), x.kd.data(), d.dk, x.u(), dkv,
-             T(1), next, d.dv);
+        x.gemm(true, false, d.dk, d.dv, len, T(1), x.kd.data(), d.dk, x.u(),
+               dkv, T(1), next, d.dv);
       }
     }
   }
@@ -235,45 +239,45 @@ HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
       // Through O = scale (Qe S + s V') and S_next = exp(cum_last) S +
       // Kd^T V' (nothing leaves the last chunk):
       //   dV' = scale s^T dO + Kd G,  dKd = V' G^T,  dexp(cum_last) = <G, S>.
-      Gemm(true, false, len, d.dv, len, alpha, x.s(), len, dor.data, dor.ld,
-           T(0), dvp, dkv);
+      x.gemm(true, false, len, d.dv, len, alpha, x.s(), len, dor.data, dor.ld,
+             T(0), dvp, dkv);
       T d_last_decay = 0;
       if (i + 1 < d.n) {
-        Gemm(false, false, len, d.dv, d.dk, T(1), x.kd.data(), d.dk,
-             carried.data(), d.dv, T(1), dvp, dkv);
-        Gemm(false, true, len, d.dk, d.dv, T(1), vp, dkv, carried.data(), d.dv,
-             T(0), dkd.data(), d.dk);
+        x.gemm(false, false, len, d.dv, d.dk, T(1), x.kd.data(), d.dk,
+               carried.data(), d.dv, T(1), dvp, dkv);
+        x.gemm(false, true, len, d.dk, d.dv, T(1), vp, dkv, carried.data(),
+               d.dv, T(0), dkd.data(), d.dk);
         d_last_decay = Dot(carried.data(), state, size);
       } else {
         std::fill_n(dkd.begin(), len * d.dk, T(0));
       }
       //   dQe = scale dO S^T,  ds = scale dO V'^T.
-      Gemm(false, true, len, d.dk, d.dv, alpha, dor.data, dor.ld, state, d.dv,
-           T(0), dqe.data(), d.dk);
-      Gemm(false, true, len, len, d.dv, alpha, dor.data, dor.ld, vp, dkv, T(0),
-           ds, len);
+      x.gemm(false, true, len, d.dk, d.dv, alpha, dor.data, dor.ld, state, d.dv,
+             T(0), dqe.data(), d.dk);
+      x.gemm(false, true, len, len, d.dv, alpha, dor.data, dor.ld, vp, dkv,
+             T(0), ds, len);
       // Through V' = U - W S:  dW = -dV' S^T,  dU = dV'; and G for the state
       // entering the chunk: exp(cum_last) G + scale Qe^T dO - W^T dV'.
-      Gemm(false, true, len, d.dk, d.dv, T(-1), dvp, dkv, state, d.dv, T(0), dw,
-           dkv);
+      x.gemm(false, true, len, d.dk, d.dv, T(-1), dvp, dkv, state, d.dv, T(0),
+             dw, dkv);
       if (i > 0) {
         for (int64_t j = 0; j < size; ++j) carried[j] *= last_decay;
-        Gemm(true, false, d.dk, d.dv, len, alpha, x.qe.data(), d.dk, dor.data,
-             dor.ld, T(1), carried.data(), d.dv);
-        Gemm(true, false, d.dk, d.dv, len, T(-1), x.w(), dkv, dvp, dkv, T(1),
-             carried.data(), d.dv);
+        x.gemm(true, false, d.dk, d.dv, len, alpha, x.qe.data(), d.dk, dor.data,
+               dor.ld, T(1), carried.data(), d.dv);
+        x.gemm(true, false, d.dk, d.dv, len, T(-1), x.w(), dkv, dvp, dkv, T(1),
+               carried.data(), d.dv);
       }
       // Through [W | U] = Tinv [Kbe | Vb]:
       //   [dKbe | dVb] = Tinv^T [dW | dU],  dTinv = [dW | dU] [Kbe | Vb]^T;
       // through Tinv = (I + A)^-1:  dA = -Tinv^T dTinv Tinv^T.
-      Gemm(true, false, len, dkv, len, T(1), x.tinv.data(), len, dwu.data(),
-           dkv, T(0), dkv_in.data(), dkv);
-      Gemm(false, true, len, len, dkv, T(1), dwu.data(), dkv, x.kv.data(), dkv,
-           T(0), dtinv.data(), len);
-      Gemm(true, false, len, len, len, T(-1), x.tinv.data(), len, dtinv.data(),
-           len, T(0), tmp.data(), len);
-      Gemm(false, true, len, len, len, T(1), tmp.data(), len, x.tinv.data(),
-           len, T(0), da, len);
+      x.gemm(true, false, len, dkv, len, T(1), x.tinv.data(), len, dwu.data(),
+             dkv, T(0), dkv_in.data(), dkv);
+      x.gemm(false, true, len, len, dkv, T(1), dwu.data(), dkv, x.kv.data(),
+             dkv, T(0), dtinv.data(), len);
+      x.gemm(true, false, len, len, len, T(-1), x.tinv.data(), len,
+             dtinv.data(), len, T(0), tmp.data(), len);
+      x.gemm(false, true, len, len, len, T(1), tmp.data(), len, x.tinv.data(),
+             len, T(0), da, len);
       // Through A = strict_lower((Kb K^T) * D) and s = (Q K^T) * D: with
       // Ha = dA * D (strict lower), Hs = ds * D (lower),
       //   [dKb; dQ] = [Ha; Hs] K,  dK = [Ha; Hs]^T [Kb; Q],
@@ -302,10 +306,10 @@ HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
         std::fill(hsr + r + 1, hsr + len, T(0));
         dcum[r] += row;
       }
-      Gemm(false, false, 2 * len, d.dk, len, T(1), dh.data(), len, x.kr.data,
-           x.kr.ld, T(0), dkbq.data(), d.dk);
-      Gemm(true, false, len, d.dk, 2 * len, T(1), dh.data(), len, x.kbq.data(),
-           d.dk, T(0), dk, d.dk);
+      x.gemm(false, false, 2 * len, d.dk, len, T(1), dh.data(), len, x.kr.data,
+             x.kr.ld, T(0), dkbq.data(), d.dk);
+      x.gemm(true, false, len, d.dk, 2 * len, T(1), dh.data(), len,
+             x.kbq.data(), d.dk, T(0), dk, d.dk);
       T* dkb = dkbq.data();
       T* dq = dkbq.data() + len * d.dk;
       const T* qr = x.q();
@@ -351,8 +355,10 @@ HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
   }
 }
 
-Dims DimsOf(const torch::Tensor& q, const torch::Tensor& v, int64_t chunk) {
+Dims DimsOf(const torch::Tensor& q, const torch::Tensor& v, int64_t chunk,
+            bool bf16_products) {
   Dims d;
+  d.bf16_products = bf16_products;
   d.b = v.size(0);
   d.h = v.size(1);
   d.t = v.size(2);
@@ -372,7 +378,7 @@ class FusedGatedDeltaFunction
                                const torch::Tensor& v_arg,
                                const torch::Tensor& g_arg,
                                const torch::Tensor& beta_arg, double scale,
-                               int64_t chunk) {
+                               int64_t chunk, bool bf16_products) {
     RECORD_FUNCTION("hlab::FusedGatedDeltaFunction::forward",
                     std::vector<c10::IValue>());
     const torch::Tensor q = RowsReadable(q_arg), k = RowsReadable(k_arg),
@@ -381,7 +387,8 @@ class FusedGatedDeltaFunction
         KernelComputeDtype({q, k, v, g_arg, beta_arg});
     const torch::Tensor g = g_arg.to(dtype).contiguous();
     const torch::Tensor beta = beta_arg.to(dtype).contiguous();
-    const Dims d = DimsOf(q, v, chunk);
+    const Dims d =
+        DimsOf(q, v, chunk, bf16_products && dtype == torch::kFloat32);
     torch::Tensor out = at::empty({d.b, d.t, d.h, d.dv}, v.options());
     torch::Tensor states =
         at::empty({d.b * d.h, d.n, d.dk, d.dv}, v.options().dtype(dtype));
@@ -396,6 +403,7 @@ class FusedGatedDeltaFunction
     ctx->save_for_backward({q, k, v, g, beta, states});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["bf16_products"] = d.bf16_products;
     ctx->saved_data["g_dtype"] = static_cast<int64_t>(g_arg.scalar_type());
     ctx->saved_data["beta_dtype"] =
         static_cast<int64_t>(beta_arg.scalar_type());
@@ -409,11 +417,12 @@ class FusedGatedDeltaFunction
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2],
                         &g = saved[3], &beta = saved[4], &states = saved[5];
     if (!grad_outputs[0].defined()) {
-      return torch::autograd::variable_list(7);
+      return torch::autograd::variable_list(8);
     }
     const torch::Tensor dout = RowsReadable(grad_outputs[0]);
     const double scale = ctx->saved_data["scale"].toDouble();
-    const Dims d = DimsOf(q, v, ctx->saved_data["chunk"].toInt());
+    const Dims d = DimsOf(q, v, ctx->saved_data["chunk"].toInt(),
+                          ctx->saved_data["bf16_products"].toBool());
     const auto options = states.options();
     torch::Tensor dq = at::empty({d.b, d.h, d.t, d.dk}, options);
     torch::Tensor dk = at::empty({d.b, d.h, d.t, d.dk}, options);
@@ -444,6 +453,7 @@ class FusedGatedDeltaFunction
             dg.to(dtype_of("g_dtype")),
             dbeta.to(dtype_of("beta_dtype")),
             torch::Tensor(),
+            torch::Tensor(),
             torch::Tensor()};
   }
 };
@@ -459,8 +469,9 @@ torch::Tensor FusedChunkedGatedDelta(const torch::Tensor& q,
                                      const torch::Tensor& v,
                                      const torch::Tensor& g,
                                      const torch::Tensor& beta, double scale,
-                                     int64_t chunk) {
-  return FusedGatedDeltaFunction::apply(q, k, v, g, beta, scale, chunk);
+                                     int64_t chunk, bool bf16_products) {
+  return FusedGatedDeltaFunction::apply(q, k, v, g, beta, scale, chunk,
+                                        bf16_products);
 }
 
 }  // namespace hlab::model::internal

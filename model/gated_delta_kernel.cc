@@ -232,9 +232,13 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
                                 int64_t chunk) {
   CheckShapes(q, k, v, g, beta);
   TORCH_CHECK(chunk > 0, "gated delta: chunk must be > 0, got ", chunk);
+  // Under bf16 autocast the chunk products take bf16 operands, as autocast
+  // would give the composition's matmuls; the rest stays fp32.
+  const bool bf16_products = internal::CpuAutocastToBf16();
   ScopedCpuAutocastOff no_autocast;
   if (internal::FusedGatedDeltaServes({q, k, v, g, beta})) {
-    return internal::FusedChunkedGatedDelta(q, k, v, g, beta, scale, chunk);
+    return internal::FusedChunkedGatedDelta(q, k, v, g, beta, scale, chunk,
+                                            bf16_products);
   }
   return internal::ChunkedGatedDeltaComposed(q, k, v, g, beta, scale, chunk);
 }

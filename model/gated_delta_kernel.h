@@ -17,7 +17,11 @@
 // (model/internal/gated_delta_chunk.h), the batched matmuls and triangular
 // inverse of model/scalar_gla_kernel.h, and the sequential scan over chunks.
 // Both run with CPU autocast disabled, compute in fp32 (fp64 when any input
-// is fp64) and return v's dtype.
+// is fp64) and return v's dtype. Called under CPU bf16 autocast, the fused
+// CPU form multiplies bf16 operands in its chunk products
+// (model/internal/small_bf16_gemm.h: what autocast would make of the
+// composition's matmuls), forward and backward; decays, sums, the triangular
+// inverse and the states stay fp32.
 //
 // Thread-safe: pure functions of their inputs.
 //

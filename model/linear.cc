@@ -9,6 +9,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/internal/autocast.h"
 #include "model/internal/blas.h"
 #include "model/internal/fused_elementwise.h"
 #include "model/internal/raw_tensor.h"
@@ -194,12 +195,6 @@ class LinearBf16Function
   }
 };
 
-// Whether CPU autocast is on with bf16, the case LinearBf16Function serves.
-bool CpuBf16Autocast() {
-  return at::autocast::is_cpu_enabled() &&
-         at::autocast::get_autocast_cpu_dtype() == torch::kBFloat16;
-}
-
 }  // namespace
 
 torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
@@ -211,8 +206,8 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
       x.numel() > 0 && !at::autocast::is_cpu_enabled();
   if (!ours) {
     const bool bf16_autocast =
-        CpuBf16Autocast() && !bias.defined() && x.device().is_cpu() &&
-        weight.device().is_cpu() &&
+        internal::CpuAutocastToBf16() && !bias.defined() &&
+        x.device().is_cpu() && weight.device().is_cpu() &&
         (x.scalar_type() == torch::kFloat32 ||
          x.scalar_type() == torch::kBFloat16) &&
         weight.scalar_type() == torch::kFloat32 && weight.dim() == 2 &&
@@ -232,7 +227,8 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
 }
 
 torch::ScalarType LinearInputDtype(torch::ScalarType t) {
-  return CpuBf16Autocast() && (t == torch::kFloat32 || t == torch::kBFloat16)
+  return internal::CpuAutocastToBf16() &&
+                 (t == torch::kFloat32 || t == torch::kBFloat16)
              ? torch::kBFloat16
              : t;
 }

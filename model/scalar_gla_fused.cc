@@ -10,6 +10,7 @@
 
 #include "model/internal/blas.h"
 #include "model/internal/chunk_rows.h"
+#include "model/internal/small_bf16_gemm.h"
 #include "model/internal/vec_math.h"
 #include "model/scalar_gla_kernel.h"
 
@@ -18,7 +19,8 @@ namespace {
 
 struct Dims {
   int64_t b = 0, h = 0, t = 0, dk = 0, dv = 0, c = 0, n = 0;
-  int64_t gb = 0;  // g's batch: 1 (shared) or b
+  int64_t gb = 0;              // g's batch: 1 (shared) or b
+  bool bf16_products = false;  // the chunk GEMMs round operands to bf16
 };
 
 // Per-chunk work buffers of one thread.
@@ -35,8 +37,10 @@ struct Scratch {
         decay(d.c * d.c),
         cum(d.c),
         e(d.c),
-        f(d.c) {}
+        f(d.c),
+        gemm(d.bf16_products) {}
   std::vector<T> q, k, v, qe, kd, o, s, decay, cum, e, f;
+  ChunkGemm<T> gemm;  // every product of the chunk goes through it
 };
 
 // Loads chunk i of batch-head (b, h) into w: q, k, v rows, cum (the log-decay
@@ -66,8 +70,8 @@ HLAB_VECTOR_CLONES int64_t LoadChunk(const Dims& d, const Rows& q,
       w.kd[j * d.dk + c] = w.k[j * d.dk + c] * w.f[j];
     }
   }
-  Gemm(false, true, len, len, d.dk, T(1), w.q.data(), d.dk, w.k.data(), d.dk,
-       T(0), w.s.data(), len);
+  w.gemm(false, true, len, len, d.dk, T(1), w.q.data(), d.dk, w.k.data(), d.dk,
+         T(0), w.s.data(), len);
   for (int64_t r = 0; r < len; ++r) {
     T* row = w.s.data() + r * len;
     T* dr = w.decay.data() + r * len;
@@ -96,18 +100,18 @@ HLAB_VECTOR_CLONES void ForwardRange(const Dims& d, double scale, const Rows& q,
       T* state = s_in + i * size;  // S entering chunk i
       const int64_t len = LoadChunk(d, q, k, v, g, b, h, i, w);
       // O = scale ((Q exp(G)) S + ((Q K^T) * D) V).
-      Gemm(false, false, len, d.dv, d.dk, alpha, w.qe.data(), d.dk, state, d.dv,
-           T(0), w.o.data(), d.dv);
-      Gemm(false, false, len, d.dv, len, alpha, w.s.data(), len, w.v.data(),
-           d.dv, T(1), w.o.data(), d.dv);
+      w.gemm(false, false, len, d.dv, d.dk, alpha, w.qe.data(), d.dk, state,
+             d.dv, T(0), w.o.data(), d.dv);
+      w.gemm(false, false, len, d.dv, len, alpha, w.s.data(), len, w.v.data(),
+             d.dv, T(1), w.o.data(), d.dv);
       StoreRowsBthd(w.o.data(), len, d.dv, out, b, h, i * d.c);
       if (i + 1 < d.n) {
         // S_next = exp(G_last) S + (K exp(G_last - G))^T V.
         T* next = state + size;
         const T decay = ExpNonPositive(w.cum[len - 1]);
         for (int64_t j = 0; j < size; ++j) next[j] = decay * state[j];
-        Gemm(true, false, d.dk, d.dv, len, T(1), w.kd.data(), d.dk, w.v.data(),
-             d.dv, T(1), next, d.dv);
+        w.gemm(true, false, d.dk, d.dv, len, T(1), w.kd.data(), d.dk,
+               w.v.data(), d.dv, T(1), next, d.dv);
       }
     }
   }
@@ -146,20 +150,20 @@ HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
       const T last_decay = ExpNonPositive(w.cum[len - 1]);
 
       // Through O = scale (Qe S + s V).
-      Gemm(false, true, len, d.dk, d.dv, alpha, dout_c.data(), d.dv, state,
-           d.dv, T(0), dqe.data(), d.dk);
-      Gemm(false, true, len, len, d.dv, alpha, dout_c.data(), d.dv, w.v.data(),
-           d.dv, T(0), ds.data(), len);
-      Gemm(true, false, len, d.dv, len, alpha, w.s.data(), len, dout_c.data(),
-           d.dv, T(0), dv.data(), d.dv);
+      w.gemm(false, true, len, d.dk, d.dv, alpha, dout_c.data(), d.dv, state,
+             d.dv, T(0), dqe.data(), d.dk);
+      w.gemm(false, true, len, len, d.dv, alpha, dout_c.data(), d.dv,
+             w.v.data(), d.dv, T(0), ds.data(), len);
+      w.gemm(true, false, len, d.dv, len, alpha, w.s.data(), len, dout_c.data(),
+             d.dv, T(0), dv.data(), d.dv);
       // Through S_next = exp(G_last) S + Kd^T V (nothing leaves the last
       // chunk): dKd = V G^T, dV += Kd G, dexp(G_last) = <G, S>.
       T d_last_decay = 0;
       if (i + 1 < d.n) {
-        Gemm(false, true, len, d.dk, d.dv, T(1), w.v.data(), d.dv,
-             carried.data(), d.dv, T(0), dkd.data(), d.dk);
-        Gemm(false, false, len, d.dv, d.dk, T(1), w.kd.data(), d.dk,
-             carried.data(), d.dv, T(1), dv.data(), d.dv);
+        w.gemm(false, true, len, d.dk, d.dv, T(1), w.v.data(), d.dv,
+               carried.data(), d.dv, T(0), dkd.data(), d.dk);
+        w.gemm(false, false, len, d.dv, d.dk, T(1), w.kd.data(), d.dk,
+               carried.data(), d.dv, T(1), dv.data(), d.dv);
         d_last_decay = Dot(carried.data(), state, size);
       } else {
         std::fill_n(dkd.begin(), len * d.dk, T(0));
@@ -167,8 +171,8 @@ HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
       // G for the state entering this chunk: exp(G_last) G + scale Qe^T dO.
       if (i > 0) {
         for (int64_t j = 0; j < size; ++j) carried[j] *= last_decay;
-        Gemm(true, false, d.dk, d.dv, len, alpha, w.qe.data(), d.dk,
-             dout_c.data(), d.dv, T(1), carried.data(), d.dv);
+        w.gemm(true, false, d.dk, d.dv, len, alpha, w.qe.data(), d.dk,
+               dout_c.data(), d.dv, T(1), carried.data(), d.dv);
       }
       // Through s = (Q K^T) * D: with H = ds * D, dQ = H K, dK = H^T Q, and
       // through D, dcum_r += sum_c E_rc, dcum_c -= E_rc for E = ds * s.
@@ -188,10 +192,10 @@ HLAB_VECTOR_CLONES void BackwardRange(const Dims& d, double scale,
         dcum[r] += row;
         std::fill(hr + r + 1, hr + len, T(0));
       }
-      Gemm(false, false, len, d.dk, len, T(1), ds.data(), len, w.k.data(), d.dk,
-           T(0), dq.data(), d.dk);
-      Gemm(true, false, len, d.dk, len, T(1), ds.data(), len, w.q.data(), d.dk,
-           T(0), dk.data(), d.dk);
+      w.gemm(false, false, len, d.dk, len, T(1), ds.data(), len, w.k.data(),
+             d.dk, T(0), dq.data(), d.dk);
+      w.gemm(true, false, len, d.dk, len, T(1), ds.data(), len, w.q.data(),
+             d.dk, T(0), dk.data(), d.dk);
       // Through Qe = Q exp(cum) and Kd = K exp(cum_last - cum).
       T last_total = d_last_decay * last_decay;
       for (int64_t j = 0; j < len; ++j) {
@@ -228,14 +232,15 @@ class FusedScalarGlaFunction
                                const torch::Tensor& k_arg,
                                const torch::Tensor& v_arg,
                                const torch::Tensor& g_arg, double scale,
-                               int64_t chunk) {
+                               int64_t chunk, bool bf16_products) {
     RECORD_FUNCTION("hlab::FusedScalarGlaFunction::forward",
                     std::vector<c10::IValue>());
     const torch::Tensor q = RowsReadable(q_arg), k = RowsReadable(k_arg),
                         v = RowsReadable(v_arg);
     const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g_arg});
     const torch::Tensor g = g_arg.to(dtype).contiguous();  // (1 or B, H, T)
-    const Dims d = DimsOf(q, v, g, chunk);
+    const Dims d =
+        DimsOf(q, v, g, chunk, bf16_products && dtype == torch::kFloat32);
     torch::Tensor out = at::empty({d.b, d.t, d.h, d.dv}, v.options());
     torch::Tensor states =
         at::empty({d.b * d.h, d.n, d.dk, d.dv}, v.options().dtype(dtype));
@@ -249,6 +254,7 @@ class FusedScalarGlaFunction
     ctx->save_for_backward({q, k, v, g, states});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["bf16_products"] = d.bf16_products;
     ctx->saved_data["g_dtype"] = static_cast<int64_t>(g_arg.scalar_type());
     return out.transpose(1, 2);
   }
@@ -260,12 +266,12 @@ class FusedScalarGlaFunction
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2],
                         &g = saved[3], &states = saved[4];
     if (!grad_outputs[0].defined()) {
-      return {torch::Tensor(), torch::Tensor(), torch::Tensor(),
-              torch::Tensor(), torch::Tensor(), torch::Tensor()};
+      return torch::autograd::variable_list(7);
     }
     const torch::Tensor dout = RowsReadable(grad_outputs[0]);
     const double scale = ctx->saved_data["scale"].toDouble();
-    const Dims d = DimsOf(q, v, g, ctx->saved_data["chunk"].toInt());
+    const Dims d = DimsOf(q, v, g, ctx->saved_data["chunk"].toInt(),
+                          ctx->saved_data["bf16_products"].toBool());
     const auto options = states.options();
     torch::Tensor dq = at::empty({d.b, d.h, d.t, d.dk}, options);
     torch::Tensor dk = at::empty({d.b, d.h, d.t, d.dk}, options);
@@ -297,13 +303,16 @@ class FusedScalarGlaFunction
         static_cast<torch::ScalarType>(ctx->saved_data["g_dtype"].toInt());
     return {dq.to(q.scalar_type()), dk.to(k.scalar_type()),
             dv.to(v.scalar_type()), dg.to(g_dtype),
-            torch::Tensor(),        torch::Tensor()};
+            torch::Tensor(),        torch::Tensor(),
+            torch::Tensor()};
   }
 
  private:
   static Dims DimsOf(const torch::Tensor& q, const torch::Tensor& v,
-                     const torch::Tensor& g, int64_t chunk) {
+                     const torch::Tensor& g, int64_t chunk,
+                     bool bf16_products) {
     Dims d;
+    d.bf16_products = bf16_products;
     d.b = v.size(0);
     d.h = g.size(1);
     d.t = v.size(2);
@@ -327,8 +336,8 @@ torch::Tensor FusedChunkedScalarGla(const torch::Tensor& q,
                                     const torch::Tensor& k,
                                     const torch::Tensor& v,
                                     const torch::Tensor& g, double scale,
-                                    int64_t chunk) {
-  return FusedScalarGlaFunction::apply(q, k, v, g, scale, chunk);
+                                    int64_t chunk, bool bf16_products) {
+  return FusedScalarGlaFunction::apply(q, k, v, g, scale, chunk, bf16_products);
 }
 
 }  // namespace hlab::model::internal

@@ -226,9 +226,13 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
                                double scale, int64_t chunk) {
   CheckShapes(q, k, v, g);
   TORCH_CHECK(chunk > 0, "scalar GLA: chunk must be > 0, got ", chunk);
+  // Under bf16 autocast the chunk products take bf16 operands, as autocast
+  // would give the composition's matmuls; the rest stays fp32.
+  const bool bf16_products = internal::CpuAutocastToBf16();
   ScopedCpuAutocastOff no_autocast;
   if (internal::FusedScalarGlaServes(q, k, v, g)) {
-    return internal::FusedChunkedScalarGla(q, k, v, g, scale, chunk);
+    return internal::FusedChunkedScalarGla(q, k, v, g, scale, chunk,
+                                           bf16_products);
   }
   return internal::ChunkedScalarGlaWithAten(q, k, v, g, scale, chunk);
 }

@@ -11,7 +11,11 @@
 // (model/internal/scalar_gla_fused.h); elsewhere, and for the recurrent
 // form, LibTorch ops under autograd plus the thread-split batched matmuls
 // declared below. They run with CPU autocast disabled, compute in fp32 (fp64
-// when any input is fp64) and return v's dtype.
+// when any input is fp64) and return v's dtype. Called under CPU bf16
+// autocast, the fused CPU form multiplies bf16 operands in its chunk
+// products (model/internal/small_bf16_gemm.h: what autocast would make of
+// the composition's matmuls), forward and backward; decays, sums and states
+// stay fp32.
 //
 // Thread-safe: pure functions of their inputs.
 //

@@ -1,7 +1,8 @@
 // ScopedCpuAutocastOff: turns CPU autocast off for its lifetime and restores
 // the previous setting, so a kernel chooses its own dtypes (softmax statistics
-// and recurrences stay fp32). Private to model/. Not thread-safe beyond
-// autocast's own thread-local state.
+// and recurrences stay fp32); CpuAutocastToBf16 says whether it was on with
+// bf16. Private to model/. Not thread-safe beyond autocast's own thread-local
+// state.
 //
 //   torch::Tensor MyKernel(const torch::Tensor& x) {
 //     internal::ScopedCpuAutocastOff no_autocast;
@@ -13,6 +14,13 @@
 #include <ATen/autocast_mode.h>
 
 namespace hlab::model::internal {
+
+// Whether CPU autocast is on with bf16: the case where a kernel's products
+// run with bf16 operands (model/linear.h, SmallBf16Gemm).
+inline bool CpuAutocastToBf16() {
+  return at::autocast::is_cpu_enabled() &&
+         at::autocast::get_autocast_cpu_dtype() == at::kBFloat16;
+}
 
 class ScopedCpuAutocastOff {
  public:

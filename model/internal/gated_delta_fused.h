@@ -18,7 +18,8 @@
 // Thread-safety: pure functions of their inputs.
 //
 //   if (internal::FusedGatedDeltaServes({q, k, v, g, beta})) {
-//     return internal::FusedChunkedGatedDelta(q, k, v, g, beta, scale, 32);
+//     return internal::FusedChunkedGatedDelta(q, k, v, g, beta, scale, 32,
+//                                             /*bf16_products=*/false);
 //   }
 #ifndef HLAB_MODEL_INTERNAL_GATED_DELTA_FUSED_H_
 #define HLAB_MODEL_INTERNAL_GATED_DELTA_FUSED_H_
@@ -36,13 +37,16 @@ bool FusedGatedDeltaServes(std::initializer_list<torch::Tensor> inputs);
 
 // ChunkedGatedDelta's contract (model/gated_delta_kernel.h), shapes already
 // checked: q, k (B, H, T, dk); v (B, H, T, dv); g, beta (B, H, T);
-// chunk > 0. Differentiable in q, k, v, g and beta.
+// chunk > 0. Differentiable in q, k, v, g and beta. With bf16_products and
+// an fp32 computation, every chunk product rounds its operands to bf16
+// (sums, decays, the inverse and the states stay fp32; SmallBf16Gemm,
+// model/internal/small_bf16_gemm.h), forward and backward.
 torch::Tensor FusedChunkedGatedDelta(const torch::Tensor& q,
                                      const torch::Tensor& k,
                                      const torch::Tensor& v,
                                      const torch::Tensor& g,
                                      const torch::Tensor& beta, double scale,
-                                     int64_t chunk);
+                                     int64_t chunk, bool bf16_products);
 
 // The same as the composition of the intra-chunk Functions
 // (model/internal/gated_delta_chunk.h), UnitLowerInverse, the batched

@@ -16,7 +16,8 @@
 // Thread-safety: pure functions of their inputs.
 //
 //   if (internal::FusedScalarGlaServes(q, k, v, g)) {
-//     return internal::FusedChunkedScalarGla(q, k, v, g, scale, chunk);
+//     return internal::FusedChunkedScalarGla(q, k, v, g, scale, chunk,
+//                                            /*bf16_products=*/false);
 //   }
 #ifndef HLAB_MODEL_INTERNAL_SCALAR_GLA_CHUNK_H_
 #define HLAB_MODEL_INTERNAL_SCALAR_GLA_CHUNK_H_
@@ -34,12 +35,15 @@ bool FusedScalarGlaServes(const torch::Tensor& q, const torch::Tensor& k,
 
 // ChunkedScalarGla's contract (model/scalar_gla_kernel.h), shapes already
 // checked: q, k (B, H or 1, T, dk); v (B, H, T, dv); g (B or 1, H, T);
-// chunk > 0. Differentiable in q, k, v and g.
+// chunk > 0. Differentiable in q, k, v and g. With bf16_products and an
+// fp32 computation, every chunk product rounds its operands to bf16 (sums,
+// decays and the states stay fp32; SmallBf16Gemm,
+// model/internal/small_bf16_gemm.h), forward and backward.
 torch::Tensor FusedChunkedScalarGla(const torch::Tensor& q,
                                     const torch::Tensor& k,
                                     const torch::Tensor& v,
                                     const torch::Tensor& g, double scale,
-                                    int64_t chunk);
+                                    int64_t chunk, bool bf16_products);
 
 // The same as a composition of LibTorch ops (batched matmuls through
 // ParallelBaddbmm) under autograd: the path for other devices and dtypes,
