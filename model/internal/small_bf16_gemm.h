@@ -3,7 +3,8 @@
 // and the products summed in fp32, through AVX512-BF16's pair dot product
 // (vdpbf16ps): the precision the kernels' products get under bf16 autocast,
 // as an autocast bmm of the same operands (or fla's Triton kernels) would
-// give, at about 1.5x the speed of OpenBLAS's fp32 GEMM on these shapes.
+// give, at 1.3-1.9x the speed of OpenBLAS's fp32 GEMM on these shapes
+// (docs/performance.md, "bf16 products in the chunked kernels").
 // ChunkGemm picks it or the fp32 / fp64 GEMM of model/internal/blas.h. No
 // LibTorch here. Private to model/.
 //
