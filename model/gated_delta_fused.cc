@@ -20,7 +20,7 @@ namespace {
 
 struct Dims {
   int64_t b = 0, h = 0, t = 0, dk = 0, dv = 0, c = 0, n = 0;
-  bool bf16_products = false;  // the chunk GEMMs round operands to bf16
+  bool bf16_products = false;  // ChunkGemm: bf16 operands when T is float
 };
 
 // One chunk of one batch-head in per-thread buffers, row-major. Products
@@ -387,8 +387,7 @@ class FusedGatedDeltaFunction
         KernelComputeDtype({q, k, v, g_arg, beta_arg});
     const torch::Tensor g = g_arg.to(dtype).contiguous();
     const torch::Tensor beta = beta_arg.to(dtype).contiguous();
-    const Dims d =
-        DimsOf(q, v, chunk, bf16_products && dtype == torch::kFloat32);
+    const Dims d = DimsOf(q, v, chunk, bf16_products);
     torch::Tensor out = at::empty({d.b, d.t, d.h, d.dv}, v.options());
     torch::Tensor states =
         at::empty({d.b * d.h, d.n, d.dk, d.dv}, v.options().dtype(dtype));

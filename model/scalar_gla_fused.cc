@@ -20,7 +20,7 @@ namespace {
 struct Dims {
   int64_t b = 0, h = 0, t = 0, dk = 0, dv = 0, c = 0, n = 0;
   int64_t gb = 0;              // g's batch: 1 (shared) or b
-  bool bf16_products = false;  // the chunk GEMMs round operands to bf16
+  bool bf16_products = false;  // ChunkGemm: bf16 operands when T is float
 };
 
 // Per-chunk work buffers of one thread.
@@ -239,8 +239,7 @@ class FusedScalarGlaFunction
                         v = RowsReadable(v_arg);
     const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g_arg});
     const torch::Tensor g = g_arg.to(dtype).contiguous();  // (1 or B, H, T)
-    const Dims d =
-        DimsOf(q, v, g, chunk, bf16_products && dtype == torch::kFloat32);
+    const Dims d = DimsOf(q, v, g, chunk, bf16_products);
     torch::Tensor out = at::empty({d.b, d.t, d.h, d.dv}, v.options());
     torch::Tensor states =
         at::empty({d.b * d.h, d.n, d.dk, d.dv}, v.options().dtype(dtype));

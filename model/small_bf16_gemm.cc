@@ -34,12 +34,6 @@ namespace {
 
 constexpr int kTileRows = 6;
 
-HLAB_BF16_TARGET inline __mmask16 Lanes(int64_t left) {
-  return left >= 16  ? __mmask16(0xffff)
-         : left <= 0 ? __mmask16(0)
-                     : static_cast<__mmask16>((1u << left) - 1u);
-}
-
 int64_t RoundUp16(int64_t x) { return (x + 15) / 16 * 16; }
 
 // Rows [0, rows) of x (rows x k floats, row stride ldx) as pairs:
@@ -57,11 +51,12 @@ HLAB_BF16_TARGET void PackRowPairs(const float* x, int64_t ldx, int64_t rows,
               _mm512_loadu_ps(src + c + 16), _mm512_loadu_ps(src + c))));
     }
     if (c < k) {
-      const __m512 lo = _mm512_maskz_loadu_ps(Lanes(k - c), src + c);
-      const __m512 hi = _mm512_maskz_loadu_ps(Lanes(k - c - 16), src + c + 16);
+      const __m512 lo = _mm512_maskz_loadu_ps(TailMask16(k - c), src + c);
+      const __m512 hi =
+          _mm512_maskz_loadu_ps(TailMask16(k - c - 16), src + c + 16);
       // 32 bf16 in order: lo's 16, then hi's.
       const __m512i v = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
-      _mm512_mask_storeu_epi32(dst + c / 2, Lanes((k - c + 1) / 2), v);
+      _mm512_mask_storeu_epi32(dst + c / 2, TailMask16((k - c + 1) / 2), v);
     }
   }
 }
@@ -80,7 +75,7 @@ HLAB_BF16_TARGET void PackColumnPairs(const float* x, int64_t ldx, int64_t k,
     const float* r1 = r0 + ldx;
     const bool second = 2 * p + 1 < k;
     for (int64_t j = 0; j < npad; j += 16) {
-      const __mmask16 in = Lanes(n - j);
+      const __mmask16 in = TailMask16(n - j);
       const __m512 x0 = _mm512_maskz_loadu_ps(in, r0 + j);
       const __m512 x1 =
           second ? _mm512_maskz_loadu_ps(in, r1 + j) : _mm512_setzero_ps();
@@ -103,7 +98,8 @@ HLAB_BF16_TARGET void PackTransposedPairs(const float* x, int64_t ldx,
   for (int64_t j0 = 0; j0 < npad; j0 += 16) {
     for (int64_t p0 = 0; p0 < kp; p0 += 16) {
       const int64_t c0 = 2 * p0;
-      const __mmask16 lo_in = Lanes(k - c0), hi_in = Lanes(k - c0 - 16);
+      const __mmask16 lo_in = TailMask16(k - c0),
+                      hi_in = TailMask16(k - c0 - 16);
       __m512i r[16];
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i) {
@@ -247,7 +243,7 @@ void SmallBf16Gemm::operator()(bool ta, bool tb, int64_t m, int64_t n,
   }
   for (int64_t j = 0; j < n; j += 64) {
     const int64_t vectors = std::min<int64_t>(4, (n - j + 15) / 16);
-    const __mmask16 last = Lanes(n - j - 16 * (vectors - 1));
+    const __mmask16 last = TailMask16(n - j - 16 * (vectors - 1));
     for (int64_t i = 0; i < m; i += kTileRows) {
       const int64_t rows = std::min<int64_t>(kTileRows, m - i);
       kTiles[rows - 1][vectors - 1](a_.data() + i * a_row, a_row, a_pair,

@@ -92,11 +92,12 @@ inline bool CpuHasAvx512Bf16() {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// The lanes [0, min(left, 16)) of a 16-float step: a loop's tail is one
-// masked step.
+// The lanes [0, min(left, 16)) of a 16-float step (none for left <= 0): a
+// loop's tail is one masked step.
 __attribute__((target("avx512f"))) inline __mmask16 TailMask16(int64_t left) {
-  return left >= 16 ? __mmask16(0xffff)
-                    : static_cast<__mmask16>((1u << left) - 1u);
+  return left >= 16  ? __mmask16(0xffff)
+         : left <= 0 ? __mmask16(0)
+                     : static_cast<__mmask16>((1u << left) - 1u);
 }
 
 // GCC 12's own intrinsics (max, roundscale) pass an undefined vector as
