@@ -196,6 +196,16 @@ constexpr int64_t kBf16Chunk = 1024;
 
 // The bf16 conversions stay out of the arithmetic loops: with them inside,
 // GCC did not vectorise the loops.
+HLAB_VECTOR_CLONES void AddVectors(const float* x, const float* y, int64_t n,
+                                   float* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
+}
+
+void AddVectors(const double* x, const double* y, int64_t n, double* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
+}
+
 HLAB_VECTOR_CLONES void WidenBf16(const Bf16* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -53,12 +55,32 @@ torch::Tensor BlockImpl::MixWithReceptiveField(const torch::Tensor& x) {
   return torch::cat({first, rest}, 1).narrow(1, 0, t);
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  torch::Tensor normed = mixer_norm(x);
+std::pair<torch::Tensor, torch::Tensor> BlockImpl::forward_split(
+    const torch::Tensor& x, const torch::Tensor& pending) {
+  // The norms write what the projections after them multiply in (bf16
+  // under autocast), and each residual add is made by the norm that reads
+  // its sum.
+  const torch::ScalarType normed_dtype = LinearInputDtype(x.scalar_type());
+  torch::Tensor stream, normed;
+  if (pending.defined()) {
+    NormedSum in = AddRmsNorm(x, pending, mixer_norm->weight, mixer_norm->eps(),
+                              normed_dtype);
+    stream = std::move(in.sum);
+    normed = std::move(in.normed);
+  } else {
+    stream = x;
+    normed = RmsNorm(x, mixer_norm->weight, mixer_norm->eps(), normed_dtype);
+  }
   torch::Tensor mixed = receptive_field_ > 0 ? MixWithReceptiveField(normed)
                                              : mixer->forward(normed);
-  torch::Tensor h = x + mixed;
-  return h + ffn(ffn_norm(h));
+  NormedSum h = AddRmsNorm(stream, mixed, ffn_norm->weight, ffn_norm->eps(),
+                           normed_dtype);
+  return {std::move(h.sum), ffn(h.normed)};
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto [h, ffn_out] = forward_split(x, torch::Tensor());
+  return h + ffn_out;
 }
 
 torch::Tensor BlockImpl::forward_reference(const torch::Tensor& x) {
@@ -97,15 +119,29 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config) : config_(config) {
 
 torch::Tensor HybridLMImpl::Run(const torch::Tensor& tokens, bool reference) {
   hidden_states_.clear();
+  // The residual stream after block i is x + pending: the add is left to
+  // the next norm (AddRmsNorm), which makes it in the same pass.
   torch::Tensor x = embedding(tokens);  // (B, T, d)
+  torch::Tensor pending;
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    x = reference ? blocks_[i]->forward_reference(x) : blocks_[i]->forward(x);
+    if (reference) {
+      x = blocks_[i]->forward_reference(x);
+    } else {
+      std::tie(x, pending) = blocks_[i]->forward_split(x, pending);
+    }
     if (std::find(hidden_layers_.begin(), hidden_layers_.end(),
                   static_cast<int64_t>(i)) != hidden_layers_.end()) {
-      hidden_states_[static_cast<int64_t>(i)] = x.detach();
+      torch::NoGradGuard no_grad;
+      hidden_states_[static_cast<int64_t>(i)] =
+          pending.defined() ? x + pending : x.detach();
     }
   }
-  x = final_norm(x);
+  const torch::ScalarType normed_dtype = LinearInputDtype(x.scalar_type());
+  x = pending.defined()
+          ? AddRmsNorm(x, pending, final_norm->weight, final_norm->eps(),
+                       normed_dtype)
+                .normed
+          : RmsNorm(x, final_norm->weight, final_norm->eps(), normed_dtype);
   torch::Tensor logits =
       lm_head ? lm_head(x) : LinearProduct(x, embedding->weight);
   return logits.to(torch::kFloat32);

@@ -4,6 +4,9 @@
 //   x += Mixer(RMSNorm(x));  x += SwiGLU(RMSNorm(x))
 // with the mixer of each layer taken from config.layers, a final RMSNorm and
 // the LM head (tied to the embedding unless config.tie_embeddings is false).
+// Each residual add is made by the norm that reads its sum (AddRmsNorm,
+// model/norm.h), and the norms write the dtype the projections after them
+// multiply in (bf16 under CPU autocast).
 //
 // Not thread-safe: one thread uses a model at a time (LibTorch's intra-op
 // threads parallelise inside ops). The config must be valid
@@ -32,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -53,6 +57,12 @@ class BlockImpl : public torch::nn::Module {
   BlockImpl(const ModelConfig& config, int64_t layer_index);
   // x: (B, T, d) -> (B, T, d)
   torch::Tensor forward(const torch::Tensor& x);
+  // The same with the residual adds left open: the block's input is x +
+  // pending (pending undefined: x alone) and its output h + ffn_out, returned
+  // as {h, ffn_out} for the next norm to add (AddRmsNorm). forward(x) is
+  // forward_split(x, {}) summed.
+  std::pair<torch::Tensor, torch::Tensor> forward_split(
+      const torch::Tensor& x, const torch::Tensor& pending);
   // The same block with the mixer's reference (recurrent) form.
   torch::Tensor forward_reference(const torch::Tensor& x);
 

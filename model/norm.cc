@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -244,19 +245,179 @@ class GatedRmsNormFunction
   }
 };
 
+// RMSNorm of x (+ delta) as one autograd node, for an x of the compute
+// dtype A (fp32, or fp64) whose result is wanted in another dtype, or with
+// the residual add before it: one pass forward, one back, with delta (A, or
+// bf16 for fp32), the result and the gradients read and written a row at a
+// time through RowAccess. Outputs {sum, normed} with a delta, {normed}
+// without. Saves the normalised rows (the sum, or x), the weight in A and
+// 1/rms per row. Without the add, delta is ignored (pass x: LibTorch 1.13
+// takes no undefined tensor arguments here).
+class AddRmsNormFunction
+    : public torch::autograd::Function<AddRmsNormFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x_arg,
+                               const torch::Tensor& delta_arg,
+                               const torch::Tensor& weight, double eps,
+                               torch::ScalarType out_dtype, bool add) {
+    RECORD_FUNCTION("hlab::AddRmsNormFunction::forward",
+                    std::vector<c10::IValue>());
+    const torch::Tensor x = x_arg.contiguous();
+    const torch::Tensor delta = add ? delta_arg.contiguous() : torch::Tensor();
+    const int64_t d = x.size(-1), rows = x.numel() / d;
+    const torch::Tensor w = weight.to(x.scalar_type()).contiguous();
+    const torch::Tensor sum = add ? at::empty_like(x) : x;
+    torch::Tensor y = at::empty(x.sizes(), x.options().dtype(out_dtype));
+    torch::Tensor rstd = at::empty({rows}, x.options());
+    const RowAccess yr(y);
+    std::optional<RowAccess> dr;
+    if (add) dr.emplace(delta);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "AddRmsNorm", [&] {
+      using A = scalar_t;
+      const A* xp = x.data_ptr<A>();
+      A* sp = sum.data_ptr<A>();
+      const A* wp = w.data_ptr<A>();
+      A* rp = rstd.data_ptr<A>();
+      at::parallel_for(0, rows, RowGrain(d), [&](int64_t r0, int64_t r1) {
+        std::vector<A> delta_row(add ? d : 0), y_row(d);
+        for (int64_t i = r0; i < r1; ++i) {
+          if (add) {
+            internal::AddVectors(xp + i * d,
+                                 dr->Read(i * d, d, delta_row.data()), d,
+                                 sp + i * d);
+          }
+          A* yi = yr.Target(i * d, y_row.data());
+          internal::RmsNormForwardRows(sp + i * d, wp, 1, d,
+                                       static_cast<A>(eps), yi, rp + i);
+          yr.Flush(yi, i * d, d);
+        }
+      });
+    });
+    ctx->save_for_backward({sum, w, rstd});
+    ctx->saved_data["weight_dtype"] = weight.scalar_type();
+    if (add) {
+      ctx->saved_data["delta_dtype"] = delta.scalar_type();
+      return {sum, y};
+    }
+    return {y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &h = saved[0], &w = saved[1], &rstd = saved[2];
+    const bool add = ctx->saved_data.count("delta_dtype") > 0;
+    const torch::Tensor g_sum =
+        add && grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
+    const torch::Tensor g_y = grads[add ? 1 : 0].defined()
+                                  ? grads[add ? 1 : 0].contiguous()
+                                  : torch::Tensor();
+    const auto weight_dtype =
+        static_cast<torch::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
+    const torch::ScalarType delta_dtype =
+        add ? static_cast<torch::ScalarType>(
+                  ctx->saved_data["delta_dtype"].toInt())
+            : h.scalar_type();
+    const int64_t d = h.size(-1), rows = h.numel() / d;
+    if (!g_y.defined()) {
+      // Only the sum was used: its gradient passes to x and delta as is.
+      const torch::Tensor gx = g_sum.defined() ? g_sum : at::zeros_like(h);
+      return {gx,
+              add ? gx.to(delta_dtype) : torch::Tensor(),
+              at::zeros(w.sizes(), w.options().dtype(weight_dtype)),
+              torch::Tensor(),
+              torch::Tensor(),
+              torch::Tensor()};
+    }
+    const int64_t blocks =
+        (rows + kWeightGradBlockRows - 1) / kWeightGradBlockRows;
+    torch::Tensor gx = at::empty_like(h);
+    const bool separate_delta = add && delta_dtype != h.scalar_type();
+    torch::Tensor g_delta =
+        separate_delta ? at::empty(h.sizes(), h.options().dtype(delta_dtype))
+                       : gx;
+    torch::Tensor partial = at::zeros({blocks, d}, w.options());
+    const RowAccess gyr(g_y), gdr(g_delta);
+    AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "AddRmsNormBack", [&] {
+      using A = scalar_t;
+      const A* hp = h.data_ptr<A>();
+      const A* wp = w.data_ptr<A>();
+      const A* rp = rstd.data_ptr<A>();
+      const A* gsp = g_sum.defined() ? g_sum.data_ptr<A>() : nullptr;
+      A* gxp = gx.data_ptr<A>();
+      A* pp = partial.data_ptr<A>();
+      at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+        std::vector<A> gy_row(d);
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const int64_t end = std::min(rows, (blk + 1) * kWeightGradBlockRows);
+          for (int64_t i = blk * kWeightGradBlockRows; i < end; ++i) {
+            A* gxi = gxp + i * d;
+            internal::RmsNormBackwardRows(hp + i * d, wp, rp + i,
+                                          gyr.Read(i * d, d, gy_row.data()), 1,
+                                          d, gxi, pp + blk * d);
+            if (gsp != nullptr) internal::AddVectors(gxi, gsp + i * d, d, gxi);
+            if (separate_delta) gdr.Flush(gxi, i * d, d);
+          }
+        }
+      });
+      for (int64_t blk = 1; blk < blocks; ++blk) {
+        for (int64_t j = 0; j < d; ++j) pp[j] += pp[blk * d + j];
+      }
+    });
+    return {gx,
+            add ? g_delta : torch::Tensor(),
+            partial[0].to(weight_dtype),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
-                      double eps) {
-  if (internal::RawLoopsTake(x) && weight.device().is_cpu() && x.dim() > 0 &&
-      x.numel() > 0 && weight.dim() == 1 && weight.size(0) == x.size(-1)) {
-    return RmsNormFunction::apply(x, weight, eps);
+                      double eps, std::optional<torch::ScalarType> out_dtype) {
+  const torch::ScalarType out = out_dtype.value_or(x.scalar_type());
+  const bool shapes_fit = weight.device().is_cpu() && x.dim() > 0 &&
+                          x.numel() > 0 && weight.dim() == 1 &&
+                          weight.size(0) == x.size(-1);
+  if (internal::RawLoopsTake(x) && shapes_fit) {
+    if (out == x.scalar_type()) return RmsNormFunction::apply(x, weight, eps);
+    if (x.scalar_type() == torch::kFloat32 &&
+        (out == torch::kFloat32 || out == torch::kBFloat16)) {
+      return AddRmsNormFunction::apply(x, x, weight, eps, out,
+                                       /*add=*/false)[0];
+    }
   }
   const auto stat_dtype =
       x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor xf = x.to(stat_dtype);
   const torch::Tensor inv = torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
-  return (xf * inv * weight.to(stat_dtype)).to(x.scalar_type());
+  return (xf * inv * weight.to(stat_dtype)).to(out);
+}
+
+NormedSum AddRmsNorm(const torch::Tensor& x, const torch::Tensor& delta,
+                     const torch::Tensor& weight, double eps,
+                     std::optional<torch::ScalarType> out_dtype) {
+  const torch::ScalarType out = out_dtype.value_or(x.scalar_type());
+  const torch::ScalarType t = x.scalar_type();
+  // fp64 throughout, or an fp32 sum with fp32 / bf16 for the rest.
+  const auto takes = [&](torch::ScalarType s) {
+    return t == torch::kFloat64
+               ? s == torch::kFloat64
+               : t == torch::kFloat32 &&
+                     (s == torch::kFloat32 || s == torch::kBFloat16);
+  };
+  if (internal::RawLoopsTake(x) && internal::RawLoopsTake(delta) &&
+      takes(delta.scalar_type()) && takes(out) && delta.sizes() == x.sizes() &&
+      weight.device().is_cpu() && x.dim() > 0 && x.numel() > 0 &&
+      weight.dim() == 1 && weight.size(0) == x.size(-1)) {
+    const variable_list outs =
+        AddRmsNormFunction::apply(x, delta, weight, eps, out, /*add=*/true);
+    return {outs[0], outs[1]};
+  }
+  torch::Tensor sum = x + delta;
+  torch::Tensor normed = RmsNorm(sum, weight, eps, out);
+  return {std::move(sum), std::move(normed)};
 }
 
 torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& gate,

@@ -70,6 +70,10 @@ void GatedRmsNormBackwardRow(const double* x, const double* z, const double* w,
                              bool norm_first, bool silu, double* dx, double* dz,
                              double* dw);
 
+// out = x + y over n elements (vectorised for float); out may be x or y.
+void AddVectors(const float* x, const float* y, int64_t n, float* out);
+void AddVectors(const double* x, const double* y, int64_t n, double* out);
+
 // bf16 <-> float over n elements, vectorised; NarrowToBf16 rounds to nearest
 // even, as c10::BFloat16 (NaN stays NaN), with AVX512-BF16's conversion
 // instruction where the CPU has it (which flushes subnormal inputs, |x| <

@@ -1,8 +1,8 @@
 // Tests of the fused element-wise ops (model/internal/fused_elementwise.h
-// behind RmsNorm, GatedRmsNorm, SwiGluProduct and ApplyRope): outputs and
-// gradients against the plain LibTorch formulas in fp64, in fp64 (1e-12), fp32
-// and bf16, with odd sizes, non-contiguous inputs, extreme gate values, and a
-// weight gradient that does not depend on the thread count.
+// behind RmsNorm, AddRmsNorm, GatedRmsNorm, SwiGluProduct and ApplyRope):
+// outputs and gradients against the plain LibTorch formulas in fp64, in fp64
+// (1e-12), fp32 and bf16, with odd sizes, non-contiguous inputs, extreme gate
+// values, and a weight gradient that does not depend on the thread count.
 #include "model/internal/fused_elementwise.h"
 
 #include <algorithm>
@@ -283,6 +283,164 @@ TEST(FusedRmsNormTest, GatedWeightGradientDoesNotDependOnThreads) {
     at::set_num_threads(threads);
     EXPECT_TRUE(torch::equal(dw[0], dw[1]));
   }
+}
+
+// The residual add with the norm after it (AddRmsNorm): both outputs and
+// the gradients of x, delta and the weight, with an upstream gradient on
+// the sum, the normed output or both, against the composition in fp64.
+// Cases: all fp64 (1e-12); an fp32 sum with delta and the normed output in
+// fp32 or bf16 (2e-6, or 1e-2 where a bf16 rounding enters: a bf16 output,
+// and a bf16 input's own gradient).
+struct AddNormCase {
+  torch::ScalarType x, delta, out;
+  double tol;
+};
+
+void ExpectAddRmsNormMatches(int64_t rows, int64_t d, const AddNormCase& c,
+                             bool use_sum, bool use_normed) {
+  const std::string what = std::to_string(rows) + "x" + std::to_string(d) +
+                           " x " + c10::toString(c.x) + " delta " +
+                           c10::toString(c.delta) + " out " +
+                           c10::toString(c.out) + (use_sum ? " sum" : "") +
+                           (use_normed ? " normed" : "");
+  const Tensor x64 = torch::randn({rows, d}, torch::kFloat64) * 2;
+  const Tensor delta64 = torch::randn({rows, d}, torch::kFloat64);
+  const Tensor w64 = torch::randn({d}, torch::kFloat64);
+  const Tensor up_sum = torch::randn({rows, d}, torch::kFloat64);
+  const Tensor up_normed = torch::randn({rows, d}, torch::kFloat64);
+  const double eps = 1e-6;
+  // loss = sum(sum * up_sum) + sum(normed * up_normed), as chosen.
+  const auto run = [&](const std::vector<Tensor>& inputs, bool fused) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : inputs) {
+      leaves.push_back(t.detach().clone().requires_grad_(true));
+    }
+    Tensor sum, normed;
+    if (fused) {
+      NormedSum r = AddRmsNorm(leaves[0], leaves[1], leaves[2], eps, c.out);
+      sum = r.sum;
+      normed = r.normed;
+    } else {
+      sum = leaves[0] + leaves[1];
+      normed = RmsNormFormula(sum, leaves[2], eps);
+    }
+    Tensor loss = torch::zeros({}, torch::kFloat64);
+    if (use_sum) loss = loss + (sum.to(torch::kFloat64) * up_sum).sum();
+    if (use_normed) {
+      loss = loss + (normed.to(torch::kFloat64) * up_normed).sum();
+    }
+    loss.backward();
+    Result r{sum.detach(), {}};
+    r.grads = {leaves[0].grad(), leaves[1].grad(), leaves[2].grad(),
+               normed.detach()};
+    return r;
+  };
+  const std::vector<Tensor> in = {x64.to(c.x), delta64.to(c.delta),
+                                  w64.to(c.x)};
+  std::vector<Tensor> in64;
+  for (const Tensor& t : in) in64.push_back(t.to(torch::kFloat64));
+  const Result got = run(in, /*fused=*/true);
+  const Result want = run(in64, /*fused=*/false);
+  EXPECT_EQ(got.out.scalar_type(), c.x) << what;
+  EXPECT_EQ(got.grads[3].scalar_type(), c.out) << what;
+  EXPECT_LT(RelErr(got.out, want.out), c.x == torch::kFloat64 ? 1e-14 : 1e-7)
+      << what << ": sum";
+  EXPECT_LT(RelErr(got.grads[3], want.grads[3]), c.tol) << what << ": normed";
+  for (int i = 0; i < 3; ++i) {
+    if (i == 2 && !use_normed) {
+      // The weight only reaches the loss through the normed output.
+      EXPECT_EQ(torch::count_nonzero(got.grads[2]).item<int64_t>(), 0) << what;
+      continue;
+    }
+    ASSERT_TRUE(got.grads[i].defined()) << what << ": grad " << i;
+    EXPECT_EQ(got.grads[i].scalar_type(), in[i].scalar_type()) << what;
+    // A bf16 input's gradient is rounded to bf16.
+    const double tol =
+        in[i].scalar_type() == torch::kBFloat16 ? std::max(c.tol, 1e-2) : c.tol;
+    EXPECT_LT(RelErr(got.grads[i], want.grads[i]), tol)
+        << what << ": gradient of input " << i;
+  }
+}
+
+TEST(FusedRmsNormTest, AddRmsNormMatchesTheComposition) {
+  torch::manual_seed(11);
+  const std::vector<AddNormCase> cases = {
+      {torch::kFloat64, torch::kFloat64, torch::kFloat64, 1e-12},
+      {torch::kFloat32, torch::kFloat32, torch::kFloat32, 2e-6},
+      {torch::kFloat32, torch::kBFloat16, torch::kFloat32, 2e-6},
+      {torch::kFloat32, torch::kFloat32, torch::kBFloat16, 1e-2},
+      {torch::kFloat32, torch::kBFloat16, torch::kBFloat16, 1e-2}};
+  for (const AddNormCase& c : cases) {
+    // 600 rows span three of the weight gradient's blocks of rows.
+    for (const auto& [rows, d] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {600, 64}, {7, 33}}) {
+      ExpectAddRmsNormMatches(rows, d, c, /*use_sum=*/true,
+                              /*use_normed=*/true);
+    }
+    ExpectAddRmsNormMatches(300, 16, c, /*use_sum=*/false, /*use_normed=*/true);
+    ExpectAddRmsNormMatches(300, 16, c, /*use_sum=*/true, /*use_normed=*/false);
+  }
+}
+
+TEST(FusedRmsNormTest, AddRmsNormTakesTheFusedNodeOnlyWhereItFits) {
+  const Tensor x = torch::randn({2, 3, 8}).requires_grad_(true);
+  const Tensor w = torch::ones({8}).requires_grad_(true);
+  const NormedSum fused =
+      AddRmsNorm(x, x.to(torch::kBFloat16), w, 1e-6, torch::kBFloat16);
+  EXPECT_NE(fused.normed.grad_fn()->name().find("AddRmsNormFunction"),
+            std::string::npos);
+  EXPECT_EQ(fused.normed.scalar_type(), torch::kBFloat16);
+  // A bf16 sum is not fused: the composition, with the same values.
+  const Tensor xb = x.detach().to(torch::kBFloat16).requires_grad_(true);
+  const NormedSum composed = AddRmsNorm(xb, xb, w, 1e-6);
+  EXPECT_EQ(composed.normed.grad_fn()->name().find("AddRmsNormFunction"),
+            std::string::npos);
+  EXPECT_EQ(composed.sum.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(composed.normed, RmsNorm(xb + xb, w, 1e-6)));
+}
+
+// An fp32 input normed into bf16 (the norm before a linear under autocast):
+// the fp32 norm rounded once; the gradient comes back in fp32.
+TEST(FusedRmsNormTest, WritesTheRequestedDtype) {
+  torch::manual_seed(12);
+  const Tensor x = torch::randn({300, 48}).requires_grad_(true);
+  const Tensor w = torch::randn({48}).requires_grad_(true);
+  const Tensor y = RmsNorm(x, w, 1e-6, torch::kBFloat16);
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(y, RmsNorm(x, w, 1e-6).to(torch::kBFloat16)));
+  const Tensor up = torch::randn({300, 48});
+  (y.to(torch::kFloat32) * up).sum().backward();
+  const Tensor gx = x.grad().clone(), gw = w.grad().clone();
+  EXPECT_EQ(gx.scalar_type(), torch::kFloat32);
+  x.mutable_grad().reset();
+  w.mutable_grad().reset();
+  // The reference: the fp32 norm's backward of the bf16-rounded upstream.
+  (RmsNorm(x, w, 1e-6) * up.to(torch::kBFloat16).to(torch::kFloat32))
+      .sum()
+      .backward();
+  EXPECT_LT(RelErr(gx, x.grad()), 1e-6);
+  EXPECT_LT(RelErr(gw, w.grad()), 1e-6);
+}
+
+TEST(FusedRmsNormTest, AddRmsNormWeightGradientDoesNotDependOnThreads) {
+  torch::manual_seed(13);
+  const Tensor x = torch::randn({1500, 40});
+  const Tensor delta = torch::randn({1500, 40}).to(torch::kBFloat16);
+  const Tensor w = torch::randn({40});
+  const Tensor upstream = torch::randn({1500, 40}, torch::kFloat64);
+  const int threads = at::get_num_threads();
+  std::vector<Tensor> dw;
+  for (int n : {1, 3}) {
+    at::set_num_threads(n);
+    dw.push_back(RunWithGrads(
+                     [](const std::vector<Tensor>& in) {
+                       return AddRmsNorm(in[0], in[1], in[2], 1e-6).normed;
+                     },
+                     {x, delta, w}, upstream)
+                     .grads[2]);
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(dw[0], dw[1]));
 }
 
 // ------------------------------------------------------------------- SwiGLU
