@@ -20,7 +20,9 @@
 
 #include "model/internal/attention_args.h"
 #include "model/internal/autocast.h"
+#include "model/internal/chunk_rows.h"
 #include "model/internal/fused_attention.h"
+#include "model/internal/fused_elementwise.h"
 #include "model/internal/raw_tensor.h"
 
 namespace hlab::model {
@@ -59,6 +61,81 @@ Tensor UnfoldHeads(const Tensor& x, const Dims& dims, torch::ScalarType dtype) {
   out.view({dims.b, dims.hkv, dims.g, dims.t, dims.d})
       .copy_(x.view({dims.b, dims.hkv, dims.t, dims.g, dims.d})
                  .permute({0, 1, 3, 2, 4}));
+  return out;
+}
+
+// D = rowsum(dO * O) in the stat dtype, (N, T * G) in FoldHeads' row
+// order; dout and out (B, H, T, D). On the CPU one pass over the two, where
+// the composition folds both into stat-dtype copies, multiplies and sums.
+Tensor RowDots(const Tensor& dout, const Tensor& out, const Dims& dims,
+               torch::ScalarType stat) {
+  if (!internal::RawLoopsTake(dout) || !internal::RawLoopsTake(out) ||
+      dout.scalar_type() != out.scalar_type()) {
+    return (FoldHeads(dout, dims, 1.0, stat) * FoldHeads(out, dims, 1.0, stat))
+        .sum(-1);
+  }
+  const Tensor a = dout.contiguous(), b = out.contiguous();
+  Tensor drow = at::empty({dims.n(), dims.t * dims.g}, a.options().dtype(stat));
+  internal::DispatchRaw(a.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    using S = internal::StorageOf<T>;
+    using Acc = internal::AccumOf<T>;
+    const S* ap = a.data_ptr<S>();
+    const S* bp = b.data_ptr<S>();
+    Acc* dp = drow.data_ptr<Acc>();
+    const int64_t d = dims.d, rows = dims.b * dims.h * dims.t;
+    at::parallel_for(0, rows, 256, [&](int64_t r0, int64_t r1) {
+      std::vector<Acc> x(d), y(d);
+      for (int64_t r = r0; r < r1; ++r) {
+        // Row r is (b, h, t); folded, it is row t G + g of matrix b Hkv + kv.
+        const int64_t t = r % dims.t, h = (r / dims.t) % dims.h,
+                      batch = r / (dims.t * dims.h);
+        const int64_t n = batch * dims.hkv + h / dims.g;
+        internal::LoadRow(ap + r * d, x.data(), d);
+        internal::LoadRow(bp + r * d, y.data(), d);
+        dp[n * dims.t * dims.g + t * dims.g + h % dims.g] =
+            internal::Dot(x.data(), y.data(), d);
+      }
+    });
+  });
+  return drow;
+}
+
+// Per-worker accumulators (workers, ...) summed over the workers, in dtype:
+// one pass on the CPU.
+Tensor SumWorkers(const Tensor& acc, torch::ScalarType dtype) {
+  const int64_t workers = acc.size(0);
+  if (workers == 1) return acc.select(0, 0).to(dtype);
+  if (!internal::RawLoopsTake(acc) || !acc.is_contiguous() ||
+      !(dtype == acc.scalar_type() ||
+        (acc.scalar_type() == torch::kFloat32 && dtype == torch::kBFloat16))) {
+    return acc.sum(0).to(dtype);
+  }
+  Tensor out = at::empty(acc.sizes().slice(1), acc.options().dtype(dtype));
+  const int64_t numel = out.numel();
+  AT_DISPATCH_FLOATING_TYPES(acc.scalar_type(), "SumWorkers", [&] {
+    using A = scalar_t;
+    const A* src = acc.data_ptr<A>();
+    internal::DispatchRaw(dtype, [&](auto tag) {
+      using S = internal::StorageOf<decltype(tag)>;
+      if constexpr (std::is_same_v<S, A> || (std::is_same_v<S, at::BFloat16> &&
+                                             std::is_same_v<A, float>)) {
+        S* dst = out.data_ptr<S>();
+        constexpr int64_t kChunk = 1024;
+        at::parallel_for(0, numel, 16 * kChunk, [&](int64_t i0, int64_t i1) {
+          A sum[kChunk];
+          for (int64_t i = i0; i < i1; i += kChunk) {
+            const int64_t m = std::min(kChunk, i1 - i);
+            std::copy_n(src + i, m, sum);
+            for (int64_t w = 1; w < workers; ++w) {
+              internal::AddVectors(sum, src + w * numel + i, m, sum);
+            }
+            internal::StoreRow(sum, dst + i, m);
+          }
+        });
+      }
+    });
+  });
   return out;
 }
 
@@ -468,13 +545,13 @@ std::vector<internal::AttentionScratch<T>> FusedScratch(
 template <typename T>
 void FusedForward(const std::vector<QueryBlock>& plan,
                   const std::vector<WorkItem>& items, int64_t threads,
-                  const Dims& dims, int64_t window,
+                  const Dims& dims, int64_t window, double scale,
                   const AttentionBlocks& blocks, const Tensor& qf,
                   const Tensor& kf, const Tensor& vf, const Tensor& sink_rows,
                   Tensor& out_f, Tensor& lse) {
   using A = internal::AccumOf<T>;
   const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
-  const internal::AttentionLoopShape shape{dims.g, dims.d, window};
+  const internal::AttentionLoopShape shape{dims.g, dims.d, window, scale};
   std::vector<internal::AttentionScratch<T>> scratch =
       FusedScratch<T>(threads, dims, blocks, /*backward=*/false);
   const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
@@ -494,19 +571,19 @@ void FusedForward(const std::vector<QueryBlock>& plan,
   });
 }
 
-// Backward pass of every item through the fused loops: dk, dv (threads, N,
-// T, D), one accumulator per worker.
+// Backward pass of every item through the fused loops: dq written, dk, dv
+// (threads, N, T, D), one accumulator per worker.
 template <typename T>
 void FusedBackward(const std::vector<QueryBlock>& plan,
                    const std::vector<WorkItem>& items, int64_t threads,
-                   const Dims& dims, int64_t window,
+                   const Dims& dims, int64_t window, double scale,
                    const AttentionBlocks& blocks, const Tensor& qf,
                    const Tensor& kf, const Tensor& vf, const Tensor& dof,
                    const Tensor& lse, const Tensor& drow, Tensor& dqf,
                    Tensor& dkf, Tensor& dvf) {
   using A = internal::AccumOf<T>;
   const std::vector<internal::AttentionBlockPlan> fused = FusedPlan(plan);
-  const internal::AttentionLoopShape shape{dims.g, dims.d, window};
+  const internal::AttentionLoopShape shape{dims.g, dims.d, window, scale};
   std::vector<internal::AttentionScratch<T>> scratch =
       FusedScratch<T>(threads, dims, blocks, /*backward=*/true);
   const auto q = AsMatrices<const T>(qf), k = AsMatrices<const T>(kf),
@@ -545,7 +622,9 @@ class BlockwiseAttentionFunction
     const torch::ScalarType stat = StatType(dtype);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
-    const Tensor qf = FoldHeads(q, dims, scale, dtype);
+    // The fused loops scale the scores in their products; the ATen loops
+    // take a scaled q.
+    const Tensor qf = FoldHeads(q, dims, fused ? 1.0 : scale, dtype);
     const Tensor kf =
         WithUnitColumnStride(k.detach().reshape({dims.n(), dims.t, dims.d}));
     const Tensor vf =
@@ -564,8 +643,8 @@ class BlockwiseAttentionFunction
     Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
     if (fused) {
       internal::DispatchRaw(dtype, [&](auto tag) {
-        FusedForward<decltype(tag)>(plan, items, threads, dims, window, blocks,
-                                    qf, kf, vf, sink_rows, out_f, lse);
+        FusedForward<decltype(tag)>(plan, items, threads, dims, window, scale,
+                                    blocks, qf, kf, vf, sink_rows, out_f, lse);
       });
     } else {
       std::vector<Scratch> scratch;
@@ -609,16 +688,13 @@ class BlockwiseAttentionFunction
     const torch::ScalarType stat = StatType(dtype);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dims.d));
 
-    const Tensor qf = FoldHeads(q, dims, scale, dtype);
+    const Tensor qf = FoldHeads(q, dims, fused ? 1.0 : scale, dtype);
     const Tensor kf =
         WithUnitColumnStride(k.detach().reshape({dims.n(), dims.t, dims.d}));
     const Tensor vf =
         WithUnitColumnStride(v.detach().reshape({dims.n(), dims.t, dims.d}));
     const Tensor dof = FoldHeads(grad_outputs[0], dims, 1.0, dtype);
-    // D = rowsum(dO * O), in the stat dtype: (N, T*G).
-    const Tensor drow = (FoldHeads(grad_outputs[0], dims, 1.0, stat) *
-                         FoldHeads(out, dims, 1.0, stat))
-                            .sum(-1);
+    const Tensor drow = RowDots(grad_outputs[0], out, dims, stat);
 
     const auto stat_options = q.options().dtype(stat);
     const std::vector<QueryBlock> plan =
@@ -626,15 +702,19 @@ class BlockwiseAttentionFunction
     const std::vector<WorkItem> items =
         ScheduleWork(plan, dims, BlockThreads());
     const int64_t threads = WorkerCount(items);
-    // dq rows belong to one item each; dk and dv get one accumulator per
-    // worker, summed at the end.
-    Tensor dqf = at::zeros({dims.n(), dims.t * dims.g, dims.d}, stat_options);
+    // dq rows belong to one item each (the fused loops write them, the ATen
+    // loops add); dk and dv get one accumulator per worker, summed at the
+    // end.
+    Tensor dqf =
+        fused ? at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options)
+              : at::zeros({dims.n(), dims.t * dims.g, dims.d}, stat_options);
     Tensor dkf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
     Tensor dvf = at::zeros({threads, dims.n(), dims.t, dims.d}, stat_options);
     if (fused) {
       internal::DispatchRaw(dtype, [&](auto tag) {
-        FusedBackward<decltype(tag)>(plan, items, threads, dims, window, blocks,
-                                     qf, kf, vf, dof, lse, drow, dqf, dkf, dvf);
+        FusedBackward<decltype(tag)>(plan, items, threads, dims, window, scale,
+                                     blocks, qf, kf, vf, dof, lse, drow, dqf,
+                                     dkf, dvf);
       });
     } else {
       std::vector<Scratch> scratch;
@@ -650,10 +730,7 @@ class BlockwiseAttentionFunction
                          dims.g, dqf, dk_worker, dv_worker);
           });
     }
-    dkf = threads == 1 ? dkf.select(0, 0) : dkf.sum(0);
-    dvf = threads == 1 ? dvf.select(0, 0) : dvf.sum(0);
-
-    dqf.mul_(scale);  // qf was scaled
+    if (!fused) dqf.mul_(scale);  // qf was scaled
     Tensor dsink;
     if (sink.defined()) {
       // d sink_h = -sum over rows of head h of p_sink * rowsum(dO * O).
@@ -665,8 +742,8 @@ class BlockwiseAttentionFunction
                    .to(sink.scalar_type());
     }
     return {UnfoldHeads(dqf, dims, dtype),
-            dkf.view({dims.b, dims.hkv, dims.t, dims.d}).to(dtype),
-            dvf.view({dims.b, dims.hkv, dims.t, dims.d}).to(dtype),
+            SumWorkers(dkf, dtype).view({dims.b, dims.hkv, dims.t, dims.d}),
+            SumWorkers(dvf, dtype).view({dims.b, dims.hkv, dims.t, dims.d}),
             dsink,
             Tensor(),
             Tensor(),

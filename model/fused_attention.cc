@@ -238,6 +238,7 @@ void AttentionForwardBlock(const AttentionLoopShape& shape,
   const int64_t rows = block.query_size * shape.g;
   const int64_t row0 = block.query_start * shape.g;
   const int64_t d = shape.d;
+  const A scale = static_cast<A>(shape.scale);
   A* m = scratch.max.data();
   A* l = scratch.sum.data();
   A* s = scratch.scores.data();
@@ -251,8 +252,8 @@ void AttentionForwardBlock(const AttentionLoopShape& shape,
       std::fill_n(ob + r * out.row, d, A(0));
     }
     for (const auto& [start, size] : block.keys) {
-      // S = Q K^T: (rows, size).
-      Gemm(false, true, rows, size, d, A(1), qb, q.row, k.at(i, start), k.row,
+      // S = scale Q K^T: (rows, size).
+      Gemm(false, true, rows, size, d, scale, qb, q.row, k.at(i, start), k.row,
            A(0), s, size);
       for (int64_t r = 0; r < rows; ++r) {
         A* row = s + r * size;
@@ -307,6 +308,7 @@ void AttentionBackwardBlock(const AttentionLoopShape& shape,
   const int64_t rows = block.query_size * shape.g;
   const int64_t row0 = block.query_start * shape.g;
   const int64_t d = shape.d;
+  const A scale = static_cast<A>(shape.scale);
   A* p = scratch.scores.data();
   A* ds = scratch.grads.data();
   for (int64_t i = n0; i < n0 + n; ++i) {
@@ -315,11 +317,12 @@ void AttentionBackwardBlock(const AttentionLoopShape& shape,
     const A* lse_b = lse.data + i * lse.batch + row0;
     const A* drow_b = drow.data + i * drow.batch + row0;
     A* dqb = dq.at(i, row0);
+    A dq_beta = A(0);  // the first key block writes dq, the rest add
     for (const auto& [start, size] : block.keys) {
       const T* kb = k.at(i, start);
       const T* vb = v.at(i, start);
-      // P = exp(Q K^T - lse), recomputed.
-      Gemm(false, true, rows, size, d, A(1), qb, q.row, kb, k.row, A(0), p,
+      // P = exp(scale Q K^T - lse), recomputed.
+      Gemm(false, true, rows, size, d, scale, qb, q.row, kb, k.row, A(0), p,
            size);
       for (int64_t r = 0; r < rows; ++r) {
         int64_t lo, hi;
@@ -347,10 +350,11 @@ void AttentionBackwardBlock(const AttentionLoopShape& shape,
         }
       }
       const T* ds_in = BlockInput(ds, scratch);
-      // dQ += dS K;  dK += dS^T Q.
-      Gemm(false, false, rows, d, size, A(1), ds_in, size, kb, k.row, A(1), dqb,
-           dq.row);
-      Gemm(true, false, size, d, rows, A(1), ds_in, size, qb, q.row, A(1),
+      // dQ += scale dS K;  dK += scale dS^T Q.
+      Gemm(false, false, rows, d, size, scale, ds_in, size, kb, k.row, dq_beta,
+           dqb, dq.row);
+      dq_beta = A(1);
+      Gemm(true, false, size, d, rows, scale, ds_in, size, qb, q.row, A(1),
            dk.at(i, start), dk.row);
     }
   }

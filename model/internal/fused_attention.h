@@ -52,6 +52,7 @@ struct AttentionLoopShape {
   int64_t g = 1;       // query heads per KV head
   int64_t d = 0;       // head dim
   int64_t window = 0;  // 0: causal; w > 0: the last w keys
+  double scale = 1;    // of the scores: s = scale q . k (1/sqrt(D))
 };
 
 // One query block [query_start, query_start + query_size) (positions) and the
@@ -73,11 +74,11 @@ struct AttentionScratch {
   std::vector<A> max, sum;  // per row (forward)
 };
 
-// Forward of query block `block` of matrices [n0, n0 + n): q (N, T*G, D)
-// already scaled by 1/sqrt(D); k, v (N, T, D); sink (N, rows) per-row sink
-// logits of the block (row r of matrix i at sink.at(i, 0)[r]) or data ==
-// nullptr for none. Writes the block's rows of out (N, T*G, D) normalised,
-// and of lse (N, T*G) (row stride ignored, use batch).
+// Forward of query block `block` of matrices [n0, n0 + n): q (N, T*G, D),
+// unscaled (the products take shape.scale); k, v (N, T, D); sink (N, rows)
+// per-row sink logits of the block (row r of matrix i at sink.at(i, 0)[r]) or
+// data == nullptr for none. Writes the block's rows of out (N, T*G, D)
+// normalised, and of lse (N, T*G) (row stride ignored, use batch).
 template <typename T>
 void AttentionForwardBlock(const AttentionLoopShape& shape,
                            const AttentionBlockPlan& block, int64_t n0,
@@ -87,8 +88,9 @@ void AttentionForwardBlock(const AttentionLoopShape& shape,
                            AttentionScratch<T>& scratch);
 
 // Backward of the same block: dO (N, T*G, D) in T; lse and drow =
-// rowsum(dO * O) (N, T*G). Adds into the block's rows of dq (N, T*G, D) and
-// into dk, dv (N, T, D), all accumulators (dq with respect to the scaled q).
+// rowsum(dO * O) (N, T*G). Writes the block's rows of dq (N, T*G, D), which
+// need no zeroing, and adds into dk, dv (N, T, D), accumulators; all in
+// the accumulator type, with respect to the unscaled q and k.
 template <typename T>
 void AttentionBackwardBlock(const AttentionLoopShape& shape,
                             const AttentionBlockPlan& block, int64_t n0,
