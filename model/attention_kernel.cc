@@ -84,17 +84,27 @@ Tensor RowDots(const Tensor& dout, const Tensor& out, const Dims& dims,
     const S* bp = b.data_ptr<S>();
     Acc* dp = drow.data_ptr<Acc>();
     const int64_t d = dims.d, rows = dims.b * dims.h * dims.t;
+    // Rows in the accumulator type are read in place, bf16 rows widened.
+    constexpr bool kInPlace = std::is_same_v<S, Acc>;
     at::parallel_for(0, rows, 256, [&](int64_t r0, int64_t r1) {
-      std::vector<Acc> x(d), y(d);
+      std::vector<Acc> x(kInPlace ? 0 : d), y(kInPlace ? 0 : d);
       for (int64_t r = r0; r < r1; ++r) {
         // Row r is (b, h, t); folded, it is row t G + g of matrix b Hkv + kv.
         const int64_t t = r % dims.t, h = (r / dims.t) % dims.h,
                       batch = r / (dims.t * dims.h);
         const int64_t n = batch * dims.hkv + h / dims.g;
-        internal::LoadRow(ap + r * d, x.data(), d);
-        internal::LoadRow(bp + r * d, y.data(), d);
+        const Acc *xr, *yr;
+        if constexpr (kInPlace) {
+          xr = ap + r * d;
+          yr = bp + r * d;
+        } else {
+          internal::LoadRow(ap + r * d, x.data(), d);
+          internal::LoadRow(bp + r * d, y.data(), d);
+          xr = x.data();
+          yr = y.data();
+        }
         dp[n * dims.t * dims.g + t * dims.g + h % dims.g] =
-            internal::Dot(x.data(), y.data(), d);
+            internal::Dot(xr, yr, d);
       }
     });
   });

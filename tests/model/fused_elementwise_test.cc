@@ -46,6 +46,19 @@ Result RunWithGrads(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
   return r;
 }
 
+// The gradient of input `index` from RunWithGrads on `threads` intra-op
+// threads (the count restored after).
+Tensor GradientOnThreads(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs, const Tensor& upstream, size_t index,
+    int threads) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(threads);
+  Tensor grad = RunWithGrads(fn, inputs, upstream).grads[index];
+  at::set_num_threads(before);
+  return grad;
+}
+
 // Runs `fused` with inputs cast to dtype and `reference` in fp64 on the same
 // (cast) values; expects outputs and every gradient within tol.
 void ExpectMatches(
@@ -244,19 +257,11 @@ TEST(FusedRmsNormTest, WeightGradientDoesNotDependOnThreads) {
   const Tensor x = torch::randn({1500, 40});
   const Tensor w = torch::randn({40});
   const Tensor upstream = torch::randn({1500, 40}, torch::kFloat64);
-  const int threads = at::get_num_threads();
-  std::vector<Tensor> dw;
-  for (int n : {1, 3}) {
-    at::set_num_threads(n);
-    dw.push_back(RunWithGrads(
-                     [](const std::vector<Tensor>& in) {
-                       return RmsNorm(in[0], in[1], 1e-6);
-                     },
-                     {x, w}, upstream)
-                     .grads[1]);
-  }
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(dw[0], dw[1]));
+  const auto norm = [](const std::vector<Tensor>& in) {
+    return RmsNorm(in[0], in[1], 1e-6);
+  };
+  EXPECT_TRUE(torch::equal(GradientOnThreads(norm, {x, w}, upstream, 1, 1),
+                           GradientOnThreads(norm, {x, w}, upstream, 1, 3)));
 }
 
 TEST(FusedRmsNormTest, GatedWeightGradientDoesNotDependOnThreads) {
@@ -265,23 +270,15 @@ TEST(FusedRmsNormTest, GatedWeightGradientDoesNotDependOnThreads) {
   const Tensor gate = torch::randn({1500, 40});
   const Tensor w = torch::randn({40});
   const Tensor upstream = torch::randn({1500, 40}, torch::kFloat64);
-  const int threads = at::get_num_threads();
   for (const GatedNormOrder order :
        {GatedNormOrder::kGateThenNorm, GatedNormOrder::kNormThenGate}) {
-    std::vector<Tensor> dw;
-    for (int n : {1, 3}) {
-      at::set_num_threads(n);
-      dw.push_back(RunWithGrads(
-                       [&](const std::vector<Tensor>& in) {
-                         return GatedRmsNorm(
-                             in[0], in[1], in[2], 1e-6,
-                             {.order = order, .out_dtype = std::nullopt});
-                       },
-                       {x, gate, w}, upstream)
-                       .grads[2]);
-    }
-    at::set_num_threads(threads);
-    EXPECT_TRUE(torch::equal(dw[0], dw[1]));
+    const auto norm = [&](const std::vector<Tensor>& in) {
+      return GatedRmsNorm(in[0], in[1], in[2], 1e-6,
+                          {.order = order, .out_dtype = std::nullopt});
+    };
+    EXPECT_TRUE(
+        torch::equal(GradientOnThreads(norm, {x, gate, w}, upstream, 2, 1),
+                     GradientOnThreads(norm, {x, gate, w}, upstream, 2, 3)));
   }
 }
 
@@ -428,19 +425,12 @@ TEST(FusedRmsNormTest, AddRmsNormWeightGradientDoesNotDependOnThreads) {
   const Tensor delta = torch::randn({1500, 40}).to(torch::kBFloat16);
   const Tensor w = torch::randn({40});
   const Tensor upstream = torch::randn({1500, 40}, torch::kFloat64);
-  const int threads = at::get_num_threads();
-  std::vector<Tensor> dw;
-  for (int n : {1, 3}) {
-    at::set_num_threads(n);
-    dw.push_back(RunWithGrads(
-                     [](const std::vector<Tensor>& in) {
-                       return AddRmsNorm(in[0], in[1], in[2], 1e-6).normed;
-                     },
-                     {x, delta, w}, upstream)
-                     .grads[2]);
-  }
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(dw[0], dw[1]));
+  const auto norm = [](const std::vector<Tensor>& in) {
+    return AddRmsNorm(in[0], in[1], in[2], 1e-6).normed;
+  };
+  EXPECT_TRUE(
+      torch::equal(GradientOnThreads(norm, {x, delta, w}, upstream, 2, 1),
+                   GradientOnThreads(norm, {x, delta, w}, upstream, 2, 3)));
 }
 
 // ------------------------------------------------------------------- SwiGLU
