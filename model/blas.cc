@@ -1,8 +1,13 @@
 #include "model/internal/blas.h"
 #include <dlfcn.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 namespace hlab::model::internal {
 namespace {
@@ -14,11 +19,13 @@ namespace {
 template <typename T>
 using CblasGemmFn = void (*)(int, int, int, int, int, int, T, const T*, int,
                              const T*, int, T, T*, int);
-// dnnl_gemm_bf16bf16f32 (row-major): transa, transb, M, N, K, alpha, A, lda,
-// B, ldb, beta, C, ldc; returns dnnl_status_t (0 = success).
-using DnnlBf16GemmFn = int (*)(char, char, int64_t, int64_t, int64_t, float,
-                               const uint16_t*, int64_t, const uint16_t*,
-                               int64_t, float, float*, int64_t);
+// dnnl_gemm_bf16bf16f32 and dnnl_sgemm (row-major): transa, transb, M, N,
+// K, alpha, A, lda, B, ldb, beta, C, ldc; return dnnl_status_t (0 =
+// success).
+template <typename In>
+using DnnlGemmFn = int (*)(char, char, int64_t, int64_t, int64_t, float,
+                           const In*, int64_t, const In*, int64_t, float,
+                           float*, int64_t);
 
 constexpr int kCblasRowMajor = 101;
 constexpr int kCblasNoTrans = 111;
@@ -37,9 +44,63 @@ CblasGemmFn<double> Dgemm() {
   static const auto fn = Lookup<CblasGemmFn<double>>("cblas_dgemm");
   return fn;
 }
-DnnlBf16GemmFn Bf16Gemm() {
-  static const auto fn = Lookup<DnnlBf16GemmFn>("dnnl_gemm_bf16bf16f32");
+DnnlGemmFn<uint16_t> Bf16Gemm() {
+  static const auto fn = Lookup<DnnlGemmFn<uint16_t>>("dnnl_gemm_bf16bf16f32");
   return fn;
+}
+DnnlGemmFn<float> DnnlSgemm() {
+  static const auto fn = Lookup<DnnlGemmFn<float>>("dnnl_sgemm");
+  return fn;
+}
+
+// fp32 products of at least this many multiply-adds go to oneDNN's sgemm,
+// smaller ones to OpenBLAS. One thread on this project's shapes (AVX-512,
+// docs/performance.md): oneDNN is 5-20% faster from attention's 128 x 256
+// x 64 blocks (2^21) up to the linear layers, and slower on the chunked
+// mixers' 64^3 (2^18: 89 against 108 GFLOP/s) and 16 x 64 x 64 products.
+constexpr int64_t kDnnlMinMultiplyAdds = int64_t{1} << 20;
+
+// The OpenMP runtime's entry points (libgomp, which LibTorch and oneDNN
+// load).
+struct OpenMp {
+  int (*in_parallel)() = Lookup<int (*)()>("omp_in_parallel");
+  int (*max_threads)() = Lookup<int (*)()>("omp_get_max_threads");
+  void (*set_threads)(int) = Lookup<void (*)(int)>("omp_set_num_threads");
+  bool ok() const {
+    return in_parallel != nullptr && max_threads != nullptr &&
+           set_threads != nullptr;
+  }
+};
+const OpenMp& Omp() {
+  static const OpenMp omp;
+  return omp;
+}
+
+// Runs fn with oneDNN on one thread. oneDNN threads a call made outside an
+// OpenMP parallel region over omp_get_max_threads() threads, and may then
+// split the sum over k among them, so its result would depend on the
+// thread count; inside a region it runs on the calling thread.
+template <typename Fn>
+void OnOneDnnlThread(const Fn& fn) {
+  const OpenMp& omp = Omp();
+  const int threads = omp.in_parallel() ? 1 : omp.max_threads();
+  if (threads > 1) omp.set_threads(1);
+  fn();
+  if (threads > 1) omp.set_threads(threads);
+}
+
+// Whether the CPU has AMX-BF16 (CPUID leaf 7, EDX bit 22), which oneDNN
+// 2.6's bf16 GEMM uses where the OS allows it. There it takes alpha != 1 on
+// a path ~10x slower (one thread, 128 x 256 x 64: 23 against 166 GFLOP/s,
+// docs/performance.md).
+bool AmxBf16() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (edx >> 22) & 1u;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -58,6 +119,14 @@ template bool BlasAvailable<Bf16>();
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
           float* c, int64_t ldc) {
+  static const bool dnnl = DnnlSgemm() != nullptr && Omp().ok();
+  if (dnnl && m * n * k >= kDnnlMinMultiplyAdds) {
+    OnOneDnnlThread([&] {
+      DnnlSgemm()(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                  ldb, beta, c, ldc);
+    });
+    return;
+  }
   Sgemm()(kCblasRowMajor, ta ? kCblasTrans : kCblasNoTrans,
           tb ? kCblasTrans : kCblasNoTrans, static_cast<int>(m),
           static_cast<int>(n), static_cast<int>(k), alpha, a,
@@ -76,9 +145,35 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta,
           float* c, int64_t ldc) {
-  Bf16Gemm()(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha,
-             reinterpret_cast<const uint16_t*>(a), lda,
-             reinterpret_cast<const uint16_t*>(b), ldb, beta, c, ldc);
+  const auto gemm = [&](float gemm_alpha, float gemm_beta, float* out,
+                        int64_t ldo) {
+    Bf16Gemm()(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, gemm_alpha,
+               reinterpret_cast<const uint16_t*>(a), lda,
+               reinterpret_cast<const uint16_t*>(b), ldb, gemm_beta, out, ldo);
+  };
+  static const bool amx = AmxBf16();
+  if (alpha == 1.0f || !amx || m <= 0 || n <= 0) {
+    gemm(alpha, beta, c, ldc);
+    return;
+  }
+  // alpha applied after an alpha = 1 product: on AMX, oneDNN 2.6 runs
+  // alpha != 1 on a slow path.
+  if (beta == 0.0f) {
+    gemm(1.0f, 0.0f, c, ldc);
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) row[j] *= alpha;
+    }
+    return;
+  }
+  thread_local std::vector<float> product;
+  product.resize(m * n);
+  gemm(1.0f, 0.0f, product.data(), n);
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    const float* p = product.data() + i * n;
+    for (int64_t j = 0; j < n; ++j) row[j] = alpha * p[j] + beta * row[j];
+  }
 }
 
 void UseOneThreadPool() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -37,6 +38,90 @@ void SplitRows(int64_t n, int64_t min_rows, const Fn& fn) {
 // Rows of a product's output below which a split does not pay.
 constexpr int64_t kMinRows = 64;
 
+// Rows per block of an fp32 product's output: about `target` blocks of a
+// multiple of `align` rows, at least `min_rows` and at most `max_rows`
+// (which wins). A function of the shape alone, never of the thread count.
+int64_t BlockRows(int64_t rows, int64_t target, int64_t align, int64_t min_rows,
+                  int64_t max_rows) {
+  const int64_t per_block = (rows + target - 1) / target;
+  const int64_t aligned = (per_block + align - 1) / align * align;
+  return std::min(std::max(aligned, min_rows), max_rows);
+}
+
+// Calls fn(begin, end) on the blocks [i * block, min(n, (i + 1) * block))
+// of [0, n), spread over the intra-op threads, each block one
+// single-threaded BLAS call. The blocks are fixed by n and block, not by the
+// thread count: oneDNN's sgemm picks its kernel, and with it the order of
+// each sum, by the shape of the call (a 999 x 200 x 96 product made in calls
+// of 1-16 rows differs in the last bits from one call), so every element
+// must come from the same call whatever the thread count.
+template <typename Fn>
+void ForEachBlock(int64_t n, int64_t block, const Fn& fn) {
+  internal::UseOneThreadPool();
+  const int64_t blocks = (n + block - 1) / block;
+  at::parallel_for(0, blocks, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      fn(i * block, std::min(n, (i + 1) * block));
+    }
+  });
+}
+
+// Rows per block of a product's output (y or dx): about 16 blocks of
+// 64-512 rows. Each call packs the weight again: one thread of oneDNN's
+// sgemm ran the FFN and QKV shapes (4096 rows) 5-18% slower in 64-row calls
+// than in one call, and as fast or 1-11% faster in 512-row calls
+// (docs/performance.md).
+int64_t ProductBlockRows(int64_t m) {
+  return BlockRows(m, 16, 64, kMinRows, 512);
+}
+
+// dw = dy^T x (dy: m x out, x: m x in, dw: out x in), without a split that
+// depends on the thread count. The sum over the m rows (tokens) is split
+// into groups of at least 1024 rows, at most 16 groups and 64 MiB of
+// partial sums (fixed by the shape): each group's product is one call, and
+// the groups' partial sums are added in group order. Splitting the sum
+// rather than dw's rows keeps each call's packing of dy and x to its own
+// rows: one thread of oneDNN ran the FFN and output projections' dw
+// (m = 8192) 7-17% faster in 1024-row groups than in quarters of dw's rows,
+// and 3-38% faster than OpenBLAS on half of dw's rows, the split this
+// replaces (docs/performance.md). Below two groups, blocks of dw's rows.
+template <typename T>
+void WeightGradient(int64_t m, int64_t in, int64_t out, const T* dy, const T* x,
+                    T* dw) {
+  constexpr int64_t kMinGroupRows = 1024, kMaxGroups = 16;
+  constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
+  const int64_t size = out * in;
+  const int64_t groups = std::min(
+      {kMaxGroups, m / kMinGroupRows,
+       1 + kMaxPartialBytes / std::max<int64_t>(1, size * int64_t{sizeof(T)})});
+  if (groups < 2) {
+    ForEachBlock(out, BlockRows(out, 4, 16, 16, out),
+                 [&](int64_t r0, int64_t r1) {
+                   internal::Gemm(true, false, r1 - r0, in, m, T(1), dy + r0,
+                                  out, x, in, T(0), dw + r0 * in, in);
+                 });
+    return;
+  }
+  const int64_t rows = (m + groups - 1) / groups;
+  const std::unique_ptr<T[]> partial(new T[(groups - 1) * size]);
+  ForEachBlock(groups, 1, [&](int64_t g, int64_t) {
+    const int64_t r0 = g * rows, r1 = std::min(m, r0 + rows);
+    T* c = g == 0 ? dw : partial.get() + (g - 1) * size;
+    if (r1 <= r0) {
+      std::fill(c, c + size, T(0));
+      return;
+    }
+    internal::Gemm(true, false, out, in, r1 - r0, T(1), dy + r0 * out, out,
+                   x + r0 * in, in, T(0), c, in);
+  });
+  at::parallel_for(0, size, 16384, [&](int64_t i0, int64_t i1) {
+    for (int64_t g = 0; g + 1 < groups; ++g) {
+      const T* p = partial.get() + g * size;
+      for (int64_t i = i0; i < i1; ++i) dw[i] += p[i];
+    }
+  });
+}
+
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
  public:
   // x: (M, in) contiguous; weight: (out, in) contiguous. Returns (M, out).
@@ -50,7 +135,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
       const scalar_t* xp = x.data_ptr<scalar_t>();
       const scalar_t* wp = weight.data_ptr<scalar_t>();
       scalar_t* yp = y.data_ptr<scalar_t>();
-      SplitRows(m, kMinRows, [&](int64_t r0, int64_t r1) {
+      ForEachBlock(m, ProductBlockRows(m), [&](int64_t r0, int64_t r1) {
         internal::Gemm(false, true, r1 - r0, out, in, scalar_t(1), xp + r0 * in,
                        in, wp, in, scalar_t(0), yp + r0 * out, out);
       });
@@ -73,21 +158,15 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
         // dx = dy w: rows of dx.
         dx = at::empty({m, in}, x.options());
         scalar_t* dxp = dx.data_ptr<scalar_t>();
-        SplitRows(m, kMinRows, [&](int64_t r0, int64_t r1) {
+        ForEachBlock(m, ProductBlockRows(m), [&](int64_t r0, int64_t r1) {
           internal::Gemm(false, false, r1 - r0, in, out, scalar_t(1),
                          gp + r0 * out, out, wp, in, scalar_t(0), dxp + r0 * in,
                          in);
         });
       }
       if (ctx->needs_input_grad(1)) {
-        // dw = dy^T x: rows of dw (output features), each the full sum
-        // over M, so the result does not depend on the thread count.
         dw = at::empty({out, in}, weight.options());
-        scalar_t* dwp = dw.data_ptr<scalar_t>();
-        SplitRows(out, 16, [&](int64_t r0, int64_t r1) {
-          internal::Gemm(true, false, r1 - r0, in, m, scalar_t(1), gp + r0, out,
-                         xp, in, scalar_t(0), dwp + r0 * in, in);
-        });
+        WeightGradient(m, in, out, gp, xp, dw.data_ptr<scalar_t>());
       }
     });
     return {dx, dw};

@@ -37,7 +37,7 @@ TEST(LinearTest, MatchesAtLinear) {
   const int threads = at::get_num_threads();
   at::set_num_threads(2);
   for (const auto& shape : std::vector<std::vector<int64_t>>{
-           {1, 3}, {5, 7}, {2, 301, 64}, {1, 1000, 48}}) {
+           {1, 3}, {5, 7}, {2, 301, 64}, {1, 1000, 48}, {3, 700, 40}}) {
     const int64_t in = shape.back();
     for (int64_t out : {1, 9, 130}) {
       for (const auto& [dtype, tol] :
@@ -64,22 +64,38 @@ TEST(LinearTest, MatchesAtLinear) {
   at::set_num_threads(threads);
 }
 
+// Bitwise, in fp32, over shapes for both BLAS (oneDNN takes products of
+// 2^20 multiply-adds and up) where a split by thread would give calls of
+// few rows: oneDNN's sgemm sums in another order for such calls.
 TEST(LinearTest, ResultsDoNotDependOnTheThreadCount) {
   torch::manual_seed(2);
-  const Tensor x = torch::randn({3, 333, 96});
-  const Tensor w = torch::randn({200, 96});
-  const Tensor upstream = torch::randn({3, 333, 200});
+  struct Shape {
+    int64_t m, in, out;
+  };
   const int threads = at::get_num_threads();
-  std::vector<Result> results;
-  for (int n : {1, 2, 3}) {
-    at::set_num_threads(n);
-    results.push_back(Product(true, x, w, upstream));
-  }
-  at::set_num_threads(threads);
-  for (size_t i = 1; i < results.size(); ++i) {
-    EXPECT_TRUE(torch::equal(results[i].y, results[0].y)) << i;
-    EXPECT_TRUE(torch::equal(results[i].dx, results[0].dx)) << i;
-    EXPECT_TRUE(torch::equal(results[i].dw, results[0].dw)) << i;
+  for (const Shape& s : std::vector<Shape>{{999, 96, 200},
+                                           {70, 512, 300},
+                                           {130, 256, 24},
+                                           {2000, 512, 40},
+                                           {4100, 64, 640},
+                                           {300, 32, 16}}) {
+    const Tensor x = torch::randn({1, s.m, s.in});
+    const Tensor w = torch::randn({s.out, s.in});
+    const Tensor upstream = torch::randn({1, s.m, s.out});
+    std::vector<Result> results;
+    for (int n : {1, 2, 3, 4}) {
+      at::set_num_threads(n);
+      results.push_back(Product(true, x, w, upstream));
+    }
+    at::set_num_threads(threads);
+    const std::string what = std::to_string(s.m) + " x " +
+                             std::to_string(s.in) + " -> " +
+                             std::to_string(s.out) + ", threads ";
+    for (size_t i = 1; i < results.size(); ++i) {
+      EXPECT_TRUE(torch::equal(results[i].y, results[0].y)) << what << i + 1;
+      EXPECT_TRUE(torch::equal(results[i].dx, results[0].dx)) << what << i + 1;
+      EXPECT_TRUE(torch::equal(results[i].dw, results[0].dw)) << what << i + 1;
+    }
   }
 }
 
