@@ -771,9 +771,14 @@ torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
   // Custom functions take defined tensors only: "no sink" travels as an empty
   // tensor and is turned back into an undefined one inside.
   const Tensor sink_arg = sink.defined() ? sink : at::empty({0}, q.options());
-  const int64_t query_block = blocks.query != 0
-                                  ? blocks.query
-                                  : (window > 0 && window <= 256 ? 32 : 64);
+  // Default query blocks: 32 positions for windows up to 256; else 64, or
+  // 128 in bf16, where each block product's fixed cost is a larger share
+  // (with AMX, a bf16 step of full at T=8192 took 13% less time with 128
+  // rows than with 64; fp32 showed no difference; docs/performance.md).
+  const int64_t query_block = blocks.query != 0                  ? blocks.query
+                              : window > 0 && window <= 256      ? 32
+                              : q.scalar_type() == at::kBFloat16 ? 128
+                                                                 : 64;
   return BlockwiseAttentionFunction::apply(
       q, k, v, sink_arg, window, query_block, blocks.key, blocks.fused_loops);
 }

@@ -50,8 +50,12 @@ namespace hlab::model {
 // `query` positions of every query head of a KV group (G * query rows); key
 // blocks hold `key` positions. T need not be a multiple of either.
 //
-// query = 0 (the default) picks by window: 32 for 0 < window <= 256, else
-// 64. Measured (ATen loops: fwd+bwd, 2 threads, 2-core target, H=4, Hkv=2,
+// query = 0 (the default) picks by window and dtype: 32 for 0 < window <=
+// 256, else 64, or 128 for bf16 (on an AMX CPU, bf16 steps with 128 took
+// 13-16% less time for full at T=8192 than with 64, 7% for the gdn and
+// swa-128 hybrids, 4% for full at T=1024; fp32 steps showed no difference;
+// docs/performance.md, "oneDNN's fp32 GEMM, and bf16 on AMX"). Measured
+// earlier (ATen loops: fwd+bwd, 2 threads, 2-core target, H=4, Hkv=2,
 // D=64; sizes tried: query 32-256, key 128-512): query 64 / key 256 is the
 // fastest, or within 3% of it, for B=8, T=1024 full attention in fp32 and
 // bf16, and within ~10% of the best for B=1, T=8192 without a window (query
@@ -60,8 +64,9 @@ namespace hlab::model {
 // one thread, query 32 took 75 ms fp32 / 52 ms bf16 against 97 / 63 ms for
 // query 64 and 89 / 58 ms for query 16.
 //
-// fused_loops: run each block pair as direct GEMM calls (OpenBLAS for fp32
-// and fp64, oneDNN's bf16 x bf16 -> fp32 GEMM for bf16) and plain row loops
+// fused_loops: run each block pair as direct GEMM calls (model/internal/
+// blas.h: OpenBLAS or oneDNN for fp32, OpenBLAS for fp64, oneDNN's bf16 x
+// bf16 -> fp32 GEMM for bf16) and plain row loops
 // for the softmax (model/internal/fused_attention.h), instead of a dozen ATen
 // ops per block. On by default; the ATen loop runs when it is off, for
 // non-CPU tensors, or when the GEMM entry points are not in the process.
