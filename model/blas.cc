@@ -83,6 +83,10 @@ const OpenMp& Omp() {
 template <typename Fn>
 void OnOneDnnlThread(const Fn& fn) {
   const OpenMp& omp = Omp();
+  if (!omp.ok()) {
+    fn();
+    return;
+  }
   const int threads = omp.in_parallel() ? 1 : omp.max_threads();
   if (threads > 1) omp.set_threads(1);
   fn();
@@ -153,13 +157,13 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   };
   static const bool amx = AmxBf16();
   if (alpha == 1.0f || !amx || m <= 0 || n <= 0) {
-    gemm(alpha, beta, c, ldc);
+    OnOneDnnlThread([&] { gemm(alpha, beta, c, ldc); });
     return;
   }
   // alpha applied after an alpha = 1 product: on AMX, oneDNN 2.6 runs
   // alpha != 1 on a slow path.
   if (beta == 0.0f) {
-    gemm(1.0f, 0.0f, c, ldc);
+    OnOneDnnlThread([&] { gemm(1.0f, 0.0f, c, ldc); });
     for (int64_t i = 0; i < m; ++i) {
       float* row = c + i * ldc;
       for (int64_t j = 0; j < n; ++j) row[j] *= alpha;
@@ -168,7 +172,7 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   }
   thread_local std::vector<float> product;
   product.resize(m * n);
-  gemm(1.0f, 0.0f, product.data(), n);
+  OnOneDnnlThread([&] { gemm(1.0f, 0.0f, product.data(), n); });
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
     const float* p = product.data() + i * n;

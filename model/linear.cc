@@ -21,18 +21,17 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Calls fn(begin, end) on one range of [0, n) per intra-op thread (at most
-// one range per `min_rows` rows), each calling a single-threaded BLAS.
+// Calls fn(begin, end) on ranges of [0, n) spread over the intra-op
+// threads, each a run of whole `chunk`-row chunks (begin a multiple of
+// chunk): a caller that walks its range chunk by chunk makes the same BLAS
+// calls whatever the thread count.
 template <typename Fn>
-void SplitRows(int64_t n, int64_t min_rows, const Fn& fn) {
+void SplitChunks(int64_t n, int64_t chunk, const Fn& fn) {
   internal::UseOneThreadPool();
-  const int64_t threads = std::max<int64_t>(
-      1, std::min<int64_t>(at::get_num_threads(), n / min_rows));
-  if (threads == 1) {
-    fn(0, n);
-    return;
-  }
-  at::parallel_for(0, n, (n + threads - 1) / threads, fn);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    fn(c0 * chunk, std::min(n, c1 * chunk));
+  });
 }
 
 // Rows of a product's output below which a split does not pay.
@@ -77,18 +76,24 @@ int64_t ProductBlockRows(int64_t m) {
 
 // dw = dy^T x (dy: m x out, x: m x in, dw: out x in), without a split that
 // depends on the thread count. The sum over the m rows (tokens) is split
-// into groups of at least 1024 rows, at most 16 groups and 64 MiB of
+// into groups of at least 4096 rows, at most 16 groups and 64 MiB of
 // partial sums (fixed by the shape): each group's product is one call, and
 // the groups' partial sums are added in group order. Splitting the sum
 // rather than dw's rows keeps each call's packing of dy and x to its own
-// rows: one thread of oneDNN ran the FFN and output projections' dw
-// (m = 8192) 7-17% faster in 1024-row groups than in quarters of dw's rows,
-// and 3-38% faster than OpenBLAS on half of dw's rows, the split this
-// replaces (docs/performance.md). Below two groups, blocks of dw's rows.
-template <typename T>
-void WeightGradient(int64_t m, int64_t in, int64_t out, const T* dy, const T* x,
-                    T* dw) {
-  constexpr int64_t kMinGroupRows = 1024, kMaxGroups = 16;
+// rows: one thread of oneDNN's sgemm ran the FFN and output projections' dw
+// (m = 8192) 7-17% faster in 1024-4096-row groups than in quarters of dw's
+// rows, and 3-38% faster than OpenBLAS on half of dw's rows, the split this
+// replaces. Groups are large because adding the partial sums is a pass
+// over memory: with AMX's bf16 GEMM, eight 1024-row groups' sums would cost
+// ~20% of the product (docs/performance.md). Below two groups, blocks of
+// dw's rows.
+//
+// In is the operands' type (float, double, or Bf16 under autocast), T the
+// accumulator's and dw's.
+template <typename T, typename In>
+void WeightGradient(int64_t m, int64_t in, int64_t out, const In* dy,
+                    const In* x, T* dw) {
+  constexpr int64_t kMinGroupRows = 4096, kMaxGroups = 16;
   constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
   const int64_t size = out * in;
   const int64_t groups = std::min(
@@ -197,13 +202,15 @@ torch::Tensor ToBf16(const torch::Tensor& t) {
 
 // Under CPU autocast: x (M, in) in fp32 or bf16 and the fp32 weight (out,
 // in) multiply as bf16 through oneDNN's bf16 x bf16 -> fp32 GEMM, the output
-// rounded to bf16 once, as autocast's linear gives. Rows are split over the
-// intra-op threads and each thread works in chunks of kBf16ChunkRows: it
-// rounds its rows of x to bf16, multiplies them, and rounds the fp32 product
-// to bf16 while both are in cache (ATen's casts around one big GEMM cost
-// three extra passes over memory: 35 ms of a 1.5 s swa-128 step at T=8192).
-// Backward: dx in x's dtype the same way, dw in fp32 straight from the fp32
-// accumulator (autocast's mm would round it to bf16).
+// rounded to bf16 once, as autocast's linear gives. The rows go in chunks
+// of kBf16ChunkRows (fixed by the shape, spread over the intra-op
+// threads): each chunk's rows of x are rounded to bf16, multiplied, and the
+// fp32 product rounded to bf16 while both are in cache (ATen's casts around
+// one big GEMM cost three extra passes over memory: 35 ms of a 1.5 s
+// swa-128 step at T=8192). Backward: dx in x's dtype the same way, dw in
+// fp32 straight from the fp32 accumulators, summed over token groups as
+// the fp32 path does (WeightGradient; autocast's mm would round it to
+// bf16). Results do not depend on the thread count.
 class LinearBf16Function
     : public torch::autograd::Function<LinearBf16Function> {
  public:
@@ -222,7 +229,7 @@ class LinearBf16Function
     internal::Bf16* x16 = MutableBf16Data(xb);
     const internal::Bf16* w16 = Bf16Data(wb);
     internal::Bf16* y16 = MutableBf16Data(y);
-    SplitRows(m, kMinRows, [&](int64_t begin, int64_t end) {
+    SplitChunks(m, kBf16ChunkRows, [&](int64_t begin, int64_t end) {
       std::vector<float> acc(std::min(kBf16ChunkRows, end - begin) * out);
       for (int64_t r0 = begin; r0 < end; r0 += kBf16ChunkRows) {
         const int64_t rows = std::min(kBf16ChunkRows, end - r0);
@@ -253,7 +260,7 @@ class LinearBf16Function
       internal::Bf16* dx16 = dx_bf16 ? MutableBf16Data(dx) : nullptr;
       const internal::Bf16* g16 = Bf16Data(g);
       const internal::Bf16* w16 = Bf16Data(wb);
-      SplitRows(m, kMinRows, [&](int64_t begin, int64_t end) {
+      SplitChunks(m, kBf16ChunkRows, [&](int64_t begin, int64_t end) {
         std::vector<float> acc(
             dx_bf16 ? std::min(kBf16ChunkRows, end - begin) * in : 0);
         for (int64_t r0 = begin; r0 < end; r0 += kBf16ChunkRows) {
@@ -267,8 +274,8 @@ class LinearBf16Function
     }
     if (ctx->needs_input_grad(1)) {
       dw = at::empty({out, in}, xb.options().dtype(torch::kFloat32));
-      internal::Gemm(true, false, out, in, m, 1.0f, Bf16Data(g), out,
-                     Bf16Data(xb), in, 0.0f, dw.data_ptr<float>(), in);
+      WeightGradient(m, in, out, Bf16Data(g), Bf16Data(xb),
+                     dw.data_ptr<float>());
     }
     return {dx, dw};
   }

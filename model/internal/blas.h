@@ -6,9 +6,9 @@
 // model/, which call many small GEMMs where an ATen op's dispatch would
 // cost more than the product. No LibTorch here. Private to model/.
 //
-// Determinism: an fp32 or fp64 call (after UseOneThreadPool()) runs on the
-// calling thread, so its result depends on its arguments alone (the same
-// shape gives the same bits), not on the thread count. It may differ in the
+// Determinism: every call (after UseOneThreadPool()) runs on the calling
+// thread, so its result depends on its arguments alone (the same shape
+// gives the same bits), not on the thread count. It may differ in the
 // last bits from the same rows computed in a call of another shape: callers
 // that split a product fix the split by the shape (model/linear.cc).
 //
