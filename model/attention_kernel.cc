@@ -304,17 +304,22 @@ struct WorkItem {
   int64_t cost = 0;  // visited keys x matrices, for scheduling
 };
 
-// The work items, costliest first. Batch matrices are split across threads
-// only when there are too few query blocks to keep the threads busy.
+// The work items, costliest first. Batch matrices are split into slices
+// when there are fewer than 8 query blocks per thread: the items are dealt
+// to the workers by estimated cost before any runs (ForEachItemInParallel),
+// and a few large items balance badly.
 std::vector<WorkItem> ScheduleWork(const std::vector<QueryBlock>& plan,
                                    const Dims& dims, int64_t threads) {
-  const int64_t slices = static_cast<int64_t>(plan.size()) >= 4 * threads
-                             ? 1
-                             : std::min(dims.n(), threads);
+  // A block pair's fixed cost (its GEMM calls, the row loops' set-up), in
+  // keys.
+  constexpr int64_t kBlockOverhead = 128;
+  const int64_t blocks = std::max<int64_t>(1, plan.size());
+  const int64_t slices =
+      std::clamp<int64_t>((8 * threads + blocks - 1) / blocks, 1, dims.n());
   std::vector<WorkItem> items;
   for (const QueryBlock& query : plan) {
     int64_t keys = 0;
-    for (const KeyBlock& key : query.keys) keys += key.size;
+    for (const KeyBlock& key : query.keys) keys += key.size + kBlockOverhead;
     for (int64_t i = 0; i < slices; ++i) {
       WorkItem item;
       item.query = &query;
@@ -374,24 +379,52 @@ void RunOnWorkers(int64_t workers, const Fn& fn) {
       /*grain_size=*/1);
 }
 
-// Runs fn(item, worker) for every item on `threads` workers, each taking the
-// costliest remaining item next. Inside, ATen ops and BLAS run
-// single-threaded: one parallel region for the whole loop instead of one per
-// small op, which on 2 cores is several times faster and far less sensitive
-// to other load.
+// How ForEachItemInParallel hands items to workers.
+enum class Deal {
+  // Each worker takes the costliest remaining item from a shared queue: the
+  // best balance, but which worker runs an item varies from run to run.
+  kQueue,
+  // The items (costliest first) are dealt out before any runs, each to the
+  // worker with the least estimated cost so far, and every worker runs its
+  // own in that order. For the backward: a worker's dK / dV accumulator
+  // then sums the same items in the same order on every run. (With the
+  // queue, dK and dV, and so every gradient below them, differed in the
+  // last bits from run to run at a fixed thread count.)
+  kFixed,
+};
+
+// Runs fn(item, worker) for every item on `threads` workers, dealt as
+// `deal` says. Inside, ATen ops and BLAS run single-threaded: one parallel
+// region for the whole loop instead of one per small op, which on 2 cores is
+// several times faster and far less sensitive to other load.
 template <typename Fn>
 void ForEachItemInParallel(const std::vector<WorkItem>& items, int64_t threads,
-                           const Fn& fn) {
-  std::atomic<size_t> next{0};
-  auto work = [&](int64_t worker) {
-    for (size_t i = next++; i < items.size(); i = next++) fn(items[i], worker);
-  };
+                           Deal deal, const Fn& fn) {
   internal::UseOneThreadPool();
   if (threads == 1) {
-    work(0);
+    for (const WorkItem& item : items) fn(item, 0);
     return;
   }
-  RunOnWorkers(threads, work);
+  if (deal == Deal::kQueue) {
+    std::atomic<size_t> next{0};
+    RunOnWorkers(threads, [&](int64_t worker) {
+      for (size_t i = next++; i < items.size(); i = next++) {
+        fn(items[i], worker);
+      }
+    });
+    return;
+  }
+  std::vector<std::vector<size_t>> own(static_cast<size_t>(threads));
+  std::vector<int64_t> load(static_cast<size_t>(threads), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const size_t w = static_cast<size_t>(
+        std::min_element(load.begin(), load.end()) - load.begin());
+    own[w].push_back(i);
+    load[w] += std::max<int64_t>(1, items[i].cost);
+  }
+  RunOnWorkers(threads, [&](int64_t worker) {
+    for (size_t i : own[static_cast<size_t>(worker)]) fn(items[i], worker);
+  });
 }
 
 // Forward of one work item, online softmax over its key blocks. qf: (N, T*G,
@@ -574,11 +607,12 @@ void FusedForward(const std::vector<QueryBlock>& plan,
                            : internal::Matrices<const A>{};
   const auto out = AsMatrices<A>(out_f);
   const auto lse_m = RowsAsMatrices<A>(lse);
-  ForEachItemInParallel(items, threads, [&](const WorkItem& item, int64_t w) {
-    internal::AttentionForwardBlock<T>(shape, fused[item.query - plan.data()],
-                                       item.n0, item.n, q, k, v, sink, out,
-                                       lse_m, scratch[w]);
-  });
+  ForEachItemInParallel(items, threads, Deal::kQueue,
+                        [&](const WorkItem& item, int64_t w) {
+                          internal::AttentionForwardBlock<T>(
+                              shape, fused[item.query - plan.data()], item.n0,
+                              item.n, q, k, v, sink, out, lse_m, scratch[w]);
+                        });
 }
 
 // Backward pass of every item through the fused loops: dq written, dk, dv
@@ -606,11 +640,12 @@ void FusedBackward(const std::vector<QueryBlock>& plan,
     dk.push_back(AsMatrices<A>(dkf.select(0, i)));
     dv.push_back(AsMatrices<A>(dvf.select(0, i)));
   }
-  ForEachItemInParallel(items, threads, [&](const WorkItem& item, int64_t w) {
-    internal::AttentionBackwardBlock<T>(shape, fused[item.query - plan.data()],
-                                        item.n0, item.n, q, k, v, dout, lse_m,
-                                        drow_m, dq, dk[w], dv[w], scratch[w]);
-  });
+  ForEachItemInParallel(
+      items, threads, Deal::kFixed, [&](const WorkItem& item, int64_t w) {
+        internal::AttentionBackwardBlock<T>(
+            shape, fused[item.query - plan.data()], item.n0, item.n, q, k, v,
+            dout, lse_m, drow_m, dq, dk[w], dv[w], scratch[w]);
+      });
 }
 
 class BlockwiseAttentionFunction
@@ -662,7 +697,7 @@ class BlockwiseAttentionFunction
         scratch.push_back(
             MakeScratch(dims, blocks, dtype, /*backward=*/false, q.device()));
       }
-      ForEachItemInParallel(items, threads,
+      ForEachItemInParallel(items, threads, Deal::kQueue,
                             [&](const WorkItem& item, int64_t worker) {
                               ForwardItem(item, qf, kf, vf, sink_rows,
                                           scratch[worker], dims.g, out_f, lse);
@@ -732,13 +767,14 @@ class BlockwiseAttentionFunction
         scratch.push_back(
             MakeScratch(dims, blocks, dtype, /*backward=*/true, q.device()));
       }
-      ForEachItemInParallel(
-          items, threads, [&](const WorkItem& item, int64_t worker) {
-            Tensor dk_worker = dkf.select(0, worker),
-                   dv_worker = dvf.select(0, worker);
-            BackwardItem(item, qf, kf, vf, dof, lse, drow, scratch[worker],
-                         dims.g, dqf, dk_worker, dv_worker);
-          });
+      ForEachItemInParallel(items, threads, Deal::kFixed,
+                            [&](const WorkItem& item, int64_t worker) {
+                              Tensor dk_worker = dkf.select(0, worker),
+                                     dv_worker = dvf.select(0, worker);
+                              BackwardItem(item, qf, kf, vf, dof, lse, drow,
+                                           scratch[worker], dims.g, dqf,
+                                           dk_worker, dv_worker);
+                            });
     }
     if (!fused) dqf.mul_(scale);  // qf was scaled
     Tensor dsink;
