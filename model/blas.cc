@@ -95,8 +95,8 @@ void OnOneDnnlThread(const Fn& fn) {
 
 // Whether the CPU has AMX-BF16 (CPUID leaf 7, EDX bit 22), which oneDNN
 // 2.6's bf16 GEMM uses where the OS allows it. There it takes alpha != 1 on
-// a path ~10x slower (one thread, 128 x 256 x 64: 23 against 166 GFLOP/s,
-// docs/performance.md).
+// a path 5-9x slower (one thread, 128 x 256 x 64 NT: 23 against 166
+// GFLOP/s; docs/performance.md).
 bool AmxBf16() {
 #if defined(__x86_64__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
