@@ -354,13 +354,16 @@ int main(int argc, char** argv) {
     std::cerr << "hlab-bench: --reference: " << reference_script
               << " not found; set HLAB_SHARED_DIR. Continuing without it.\n";
   }
+  const std::string cpu_name = hlab::bench::CpuDescription();
   Json peak = {{"matmul_peak_gflops_fp32", peak_fp32},
                {"matmul_peak_gflops_bf16", peak_bf16},
                {"cpu_bf16", cpu_bf16},
+               {"cpu", cpu_name},
                {"threads", at::get_num_threads()}};
   if (o.json) {
     std::cout << peak.dump() << std::endl;
   } else {
+    std::cout << "cpu: " << cpu_name << "\n";
     std::cout << "matmul peak (2048^2, " << at::get_num_threads()
               << " threads): fp32 " << Fmt(peak_fp32, 1) << " GFLOP/s, bf16 "
               << Fmt(peak_bf16, 1) << " GFLOP/s"

@@ -177,4 +177,27 @@ bool CpuHasBf16() {
   return false;
 }
 
+std::string CpuDescription() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(cpuinfo, line) && (model.empty() || flags.empty())) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos || colon + 2 > line.size()) continue;
+    if (model.empty() && line.rfind("model name", 0) == 0) {
+      model = line.substr(colon + 2);
+    } else if (flags.empty() && line.rfind("flags", 0) == 0) {
+      flags = " " + line.substr(colon + 2) + " ";
+    }
+  }
+  if (model.empty() && flags.empty()) return "unknown";
+  std::string isa;
+  for (const char* flag : {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}) {
+    if (flags.find(std::string(" ") + flag + " ") != std::string::npos) {
+      isa += isa.empty() ? flag : std::string(" ") + flag;
+    }
+  }
+  return (model.empty() ? std::string("unknown model") : model) + " (" +
+         (isa.empty() ? std::string("none of avx2, avx512f, bf16") : isa) + ")";
+}
+
 }  // namespace hlab::bench

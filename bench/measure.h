@@ -60,6 +60,13 @@ double PeakRssMb();
 // Whether this CPU runs bf16 matmuls natively (AVX512-BF16 or AMX).
 bool CpuHasBf16();
 
+// The CPU the figures come from, for the benchmark's header: its model
+// name from /proc/cpuinfo and which of the ISA extensions the kernels'
+// speed depends on it has, e.g. "AMD EPYC 9R45 (avx512f avx512_bf16)" or
+// "Intel(R) Xeon(R) Processor (avx512f avx512_bf16 amx_bf16)"; "unknown"
+// where /proc/cpuinfo cannot be read.
+std::string CpuDescription();
+
 }  // namespace hlab::bench
 
 #endif  // HLAB_BENCH_MEASURE_H_
