@@ -19,9 +19,8 @@ namespace {
 template <typename T>
 using CblasGemmFn = void (*)(int, int, int, int, int, int, T, const T*, int,
                              const T*, int, T, T*, int);
-// dnnl_gemm_bf16bf16f32 and dnnl_sgemm (row-major): transa, transb, M, N,
-// K, alpha, A, lda, B, ldb, beta, C, ldc; return dnnl_status_t (0 =
-// success).
+// dnnl_gemm_bf16bf16f32 (row-major): transa, transb, M, N, K, alpha, A,
+// lda, B, ldb, beta, C, ldc; returns dnnl_status_t (0 = success).
 template <typename In>
 using DnnlGemmFn = int (*)(char, char, int64_t, int64_t, int64_t, float,
                            const In*, int64_t, const In*, int64_t, float,
@@ -48,17 +47,6 @@ DnnlGemmFn<uint16_t> Bf16Gemm() {
   static const auto fn = Lookup<DnnlGemmFn<uint16_t>>("dnnl_gemm_bf16bf16f32");
   return fn;
 }
-DnnlGemmFn<float> DnnlSgemm() {
-  static const auto fn = Lookup<DnnlGemmFn<float>>("dnnl_sgemm");
-  return fn;
-}
-
-// fp32 products of at least this many multiply-adds go to oneDNN's sgemm,
-// smaller ones to OpenBLAS. One thread on this project's shapes (AVX-512,
-// docs/performance.md): oneDNN is 5-20% faster from attention's 128 x 256
-// x 64 blocks (2^21) up to the linear layers, and slower on the chunked
-// mixers' 64^3 (2^18: 89 against 108 GFLOP/s) and 16 x 64 x 64 products.
-constexpr int64_t kDnnlMinMultiplyAdds = int64_t{1} << 20;
 
 // The OpenMP runtime's entry points (libgomp, which LibTorch and oneDNN
 // load).
@@ -123,14 +111,9 @@ template bool BlasAvailable<Bf16>();
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
           float* c, int64_t ldc) {
-  static const bool dnnl = DnnlSgemm() != nullptr && Omp().ok();
-  if (dnnl && m * n * k >= kDnnlMinMultiplyAdds) {
-    OnOneDnnlThread([&] {
-      DnnlSgemm()(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b,
-                  ldb, beta, c, ldc);
-    });
-    return;
-  }
+  // Not oneDNN's dnnl_sgemm, though it ran these shapes 5-20% faster: in
+  // 2.6 it corrupted the heap now and then (hlab-train aborted in 5 of 24
+  // runs, in free(); 0 of 24 with OpenBLAS; docs/performance.md).
   Sgemm()(kCblasRowMajor, ta ? kCblasTrans : kCblasNoTrans,
           tb ? kCblasTrans : kCblasNoTrans, static_cast<int>(m),
           static_cast<int>(n), static_cast<int>(k), alpha, a,

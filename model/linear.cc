@@ -67,9 +67,9 @@ void ForEachBlock(int64_t n, int64_t block, const Fn& fn) {
 
 // Rows per block of a product's output (y or dx): about 16 blocks of
 // 64-512 rows. Each call packs the weight again: one thread of oneDNN's
-// sgemm ran the FFN and QKV shapes (4096 rows) 5-18% slower in 64-row calls
-// than in one call, and as fast or 1-11% faster in 512-row calls
-// (docs/performance.md).
+// sgemm (tried, not used now) ran the FFN and QKV shapes (4096 rows) 5-18%
+// slower in 64-row calls than in one call, and as fast or 1-11% faster in
+// 512-row calls (docs/performance.md).
 int64_t ProductBlockRows(int64_t m) {
   return BlockRows(m, 16, 64, kMinRows, 512);
 }
@@ -80,12 +80,12 @@ int64_t ProductBlockRows(int64_t m) {
 // partial sums (fixed by the shape): each group's product is one call, and
 // the groups' partial sums are added in group order. Splitting the sum
 // rather than dw's rows keeps each call's packing of dy and x to its own
-// rows: one thread of oneDNN's sgemm ran the FFN and output projections' dw
-// (m = 8192) 7-17% faster in 1024-4096-row groups than in quarters of dw's
-// rows, and 3-38% faster than OpenBLAS on half of dw's rows, the split this
-// replaces. Groups are large because adding the partial sums is a pass
-// over memory: with AMX's bf16 GEMM, eight 1024-row groups' sums would cost
-// ~20% of the product (docs/performance.md). Below two groups, blocks of
+// rows: OpenBLAS ran the FFN down projection's dw (m = 8192, one thread)
+// at 79.6 GFLOP/s on half of dw's rows, the split this replaces, and 97.0
+// in one call; oneDNN's (tried) 7-17% faster in 1024-4096-row groups than
+// in quarters of dw's rows. Groups are large because adding the partial sums is
+// a pass over memory: with AMX's bf16 GEMM, eight 1024-row groups' sums would
+// cost ~20% of the product (docs/performance.md). Below two groups, blocks of
 // dw's rows.
 //
 // In is the operands' type (float, double, or Bf16 under autocast), T the

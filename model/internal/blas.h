@@ -1,10 +1,10 @@
 // Row-major GEMM on raw memory through the BLAS entry points already loaded
 // in the process (LibTorch loads them on Debian): OpenBLAS's cblas_sgemm and
-// cblas_dgemm, and oneDNN's dnnl_sgemm (fp32 products of 2^20
-// multiply-adds and up, where it is faster) and dnnl_gemm_bf16bf16f32 (bf16
-// inputs, fp32 output). For model/linear.h and the fused kernel loops of
-// model/, which call many small GEMMs where an ATen op's dispatch would
-// cost more than the product. No LibTorch here. Private to model/.
+// cblas_dgemm, and oneDNN's dnnl_gemm_bf16bf16f32 (bf16 inputs, fp32
+// output). Not oneDNN's dnnl_sgemm: faster, but it corrupted the heap now
+// and then (docs/performance.md). For model/linear.h and the fused kernel loops
+// of model/, which call many small GEMMs where an ATen op's dispatch would cost
+// more than the product. No LibTorch here. Private to model/.
 //
 // Determinism: every call (after UseOneThreadPool()) runs on the calling
 // thread, so its result depends on its arguments alone (the same shape
