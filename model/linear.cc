@@ -50,10 +50,11 @@ int64_t BlockRows(int64_t rows, int64_t target, int64_t align, int64_t min_rows,
 // Calls fn(begin, end) on the blocks [i * block, min(n, (i + 1) * block))
 // of [0, n), spread over the intra-op threads, each block one
 // single-threaded BLAS call. The blocks are fixed by n and block, not by the
-// thread count: oneDNN's sgemm picks its kernel, and with it the order of
-// each sum, by the shape of the call (a 999 x 200 x 96 product made in calls
-// of 1-16 rows differs in the last bits from one call), so every element
-// must come from the same call whatever the thread count.
+// thread count: the BLAS picks its kernel, and with it the order of each
+// sum, by the shape of the call (OpenBLAS's 300 x 32 -> 16 product made in
+// 75-row calls differs in the last bits from one call, as does oneDNN's
+// 999 x 200 x 96 in calls of 1-16 rows), so every element must come from
+// the same call whatever the thread count.
 template <typename Fn>
 void ForEachBlock(int64_t n, int64_t block, const Fn& fn) {
   internal::UseOneThreadPool();
