@@ -57,11 +57,9 @@ int64_t BlockRows(int64_t rows, int64_t target, int64_t align, int64_t min_rows,
 // the same call whatever the thread count.
 template <typename Fn>
 void ForEachBlock(int64_t n, int64_t block, const Fn& fn) {
-  internal::UseOneThreadPool();
-  const int64_t blocks = (n + block - 1) / block;
-  at::parallel_for(0, blocks, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      fn(i * block, std::min(n, (i + 1) * block));
+  SplitChunks(n, block, [&](int64_t begin, int64_t end) {
+    for (int64_t r0 = begin; r0 < end; r0 += block) {
+      fn(r0, std::min(end, r0 + block));
     }
   });
 }
