@@ -49,7 +49,8 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
   --seq-lens LIST       default 1024,4096,8192,16384
   --bf16-seq-lens LIST  sequence lengths also run in bf16 (default 1024)
   --tokens-per-step N   batch = max(1, N / seq_len) (default 8192)
-  --steps N             steps per configuration, the first a warmup (default 3)
+  --steps N             steps per configuration, the first two warmups
+                        (default 4: two timed steps, the slower reported)
   --rounds N            run every configuration N times, alternating the
                         order each round, and report the medians (default 1;
                         on a machine whose speed drifts, 3 makes the ratio
@@ -77,7 +78,7 @@ struct Options {
                                     "gdn"};
   std::vector<int64_t> seq_lens = {1024, 4096, 8192, 16384};
   std::vector<int64_t> bf16_seq_lens = {1024};
-  int64_t tokens_per_step = 8192, steps = 3;
+  int64_t tokens_per_step = 8192, steps = 4;
   int64_t d_model = 256, layers = 4, heads = 4, kv_heads = 2, vocab = 256;
   int64_t threads = 0, reference_max_seq_len = 8192;
   bool reference = false, layer_bench = true, json = false;
@@ -544,7 +545,7 @@ int main(int argc, char** argv) {
       auto child = RunForJson(
           absl::StrCat(exe, " --child-layer swa:128 --child-seq-len ", t,
                        " --child-batch 1 --steps ",
-                       std::max<int64_t>(o.steps, 3), ShapeFlags(o)),
+                       std::max<int64_t>(o.steps, 4), ShapeFlags(o)),
           &error);
       Json j = {{"layer", "swa:128"}, {"seq_len", t}};
       if (child && child->contains("step_ms")) {

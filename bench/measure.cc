@@ -30,6 +30,11 @@ double ProcessCpuMs() {
          static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
+// The untimed steps of a measurement: kWarmupSteps, or all but the last.
+int64_t WarmupSteps(const StepOptions& options) {
+  return std::max<int64_t>(0, std::min(kWarmupSteps, options.steps - 1));
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -91,7 +96,7 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
         std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     const double cpu_ms = ProcessCpuMs() - cpu_start;
     if (step == 0) result.first_loss = loss.item<double>();
-    if (step > 0 || options.steps == 1) {
+    if (step >= WarmupSteps(options)) {
       times.push_back(ms);
       cpu_times.push_back(cpu_ms);
     }
@@ -127,7 +132,7 @@ StepResult MeasureMixerLayer(const model::ModelConfig& config,
     const double ms =
         std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     const double cpu_ms = ProcessCpuMs() - cpu_start;
-    if (step > 0 || options.steps == 1) {
+    if (step >= WarmupSteps(options)) {
       times.push_back(ms);
       cpu_times.push_back(cpu_ms);
     }

@@ -17,10 +17,22 @@
 
 namespace hlab::bench {
 
+// Steps run before the timed ones, so that the timed steps are a training
+// run's steady state. Two: AdamW creates its state in the first step's
+// update, so the second is the first with the whole memory footprint, and
+// glibc's heap still grows into fresh pages there (gdn, T=8192, fp32: 237K
+// page faults in step 1, 31K in step 2, 2K in step 3, none after; each
+// fresh page costs a fault on first touch, 12 ms against 3.4 ms for
+// SwiGLU's backward into fresh and into reused memory). With one warmup
+// the timed steps measured the allocator's growth as well.
+inline constexpr int64_t kWarmupSteps = 2;
+
 struct StepOptions {
   int64_t seq_len = 1024;
   int64_t batch = 8;
-  int64_t steps = 4;  // the first is a warmup, the rest are timed
+  // kWarmupSteps warmups, then the timed steps; with fewer than
+  // kWarmupSteps + 1 steps, all but the last are warmups.
+  int64_t steps = 4;
   bool bf16 = false;
   uint64_t seed = 0;
   // If set, MeasureTrainingStep writes a Chrome trace of the last step
@@ -30,7 +42,7 @@ struct StepOptions {
 };
 
 struct StepResult {
-  double step_ms = 0;  // median over the timed steps
+  double step_ms = 0;  // median over the timed steps (of two, the slower)
   // Median process CPU time (user + system, all threads) of the timed steps:
   // on a shared machine, steadier than wall time at one thread (at more,
   // it also counts threads spinning while they wait).
