@@ -18,13 +18,12 @@
 namespace hlab::bench {
 
 // Steps run before the timed ones, so that the timed steps are a training
-// run's steady state. Two: AdamW creates its state in the first step's
-// update, so the second is the first with the whole memory footprint, and
-// glibc's heap still grows into fresh pages there (gdn, T=8192, fp32: 237K
-// page faults in step 1, 31K in step 2, 2K in step 3, none after; each
-// fresh page costs a fault on first touch, 12 ms against 3.4 ms for
-// SwiGLU's backward into fresh and into reused memory). With one warmup
-// the timed steps measured the allocator's growth as well.
+// run's steady state. Two: glibc's heap still grows into fresh pages in the
+// second step (gdn, T=8192, fp32: 237K page faults in step 1, 31K in step
+// 2, 2K in step 3, none after; SwiGLU's backward took 12 ms writing into
+// fresh pages against 3.4 ms into reused memory). With one warmup the
+// timed steps measured the allocator's growth as well
+// (docs/performance.md, "Two warmup steps").
 inline constexpr int64_t kWarmupSteps = 2;
 
 struct StepOptions {
