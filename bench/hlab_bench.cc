@@ -53,8 +53,9 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
                         (default 4: two timed steps, the slower reported)
   --rounds N            run every configuration N times, alternating the
                         order each round, and report the medians (default 1;
-                        on a machine whose speed drifts, 3 makes the ratio
-                        targets comparable); the ratio targets list each
+                        on a machine whose speed drifts, use 7 for the ratio
+                        targets: on the 2-core VM single rounds of the T=8192
+                        ratios varied by +-10%); the ratio targets list each
                         round's ratio and their median
   --d-model N --layers N --heads N --kv-heads N --vocab N
                         model shape (default the anchors': 256, 4, 4, 2, 256)
