@@ -65,11 +65,11 @@ namespace hlab::model {
 // query 64 and 89 / 58 ms for query 16.
 //
 // fused_loops: run each block pair as direct GEMM calls (model/internal/
-// blas.h: OpenBLAS or oneDNN for fp32, OpenBLAS for fp64, oneDNN's bf16 x
-// bf16 -> fp32 GEMM for bf16) and plain row loops
-// for the softmax (model/internal/fused_attention.h), instead of a dozen ATen
-// ops per block. On by default; the ATen loop runs when it is off, for
-// non-CPU tensors, or when the GEMM entry points are not in the process.
+// blas.h: OpenBLAS for fp32 and fp64, oneDNN's bf16 x bf16 -> fp32 GEMM for
+// bf16) and plain row loops for the softmax (model/internal/
+// fused_attention.h), instead of a dozen ATen ops per block. On by default; the
+// ATen loop runs when it is off, for non-CPU tensors, or when the GEMM entry
+// points are not in the process.
 struct AttentionBlocks {
   int64_t query = 0;
   int64_t key = 256;
