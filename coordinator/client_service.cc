@@ -190,6 +190,8 @@ absl::Status ClientServiceImpl::DoSubmitSweep(
   std::vector<store::TaskSpec> tasks;
   for (const hlab::v1::Task& task : plan.tasks) {
     tasks.push_back(ToTaskSpec(task, created.sweep_id, TrunkGroup(task)));
+    // Every task follows the spec's policy, a shared trunk (no run) too.
+    tasks.back().max_attempts = plan.spec.retry().max_attempts_per_run();
   }
   HLAB_RETURN_IF_ERROR(store.AddTasks(tasks, now).status());
   auto shared = std::make_shared<const sweep::SweepPlan>(std::move(plan));

@@ -62,7 +62,7 @@ absl::Status LeaseReaper::Tick() {
                         << (e.requeued ? "requeued" : "out of attempts");
       if (context_->metrics == nullptr) continue;
       context_->metrics->lease_expirations().Increment();
-      if (e.requeued) context_->metrics->retries().Increment();
+      if (e.requeued) context_->metrics->CountRetry(/*infrastructure=*/true);
     }
   }
 

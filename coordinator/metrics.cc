@@ -37,6 +37,15 @@ CoordinatorMetrics::CoordinatorMetrics()
                   .Help("Task attempts requeued after a failure or expiry")
                   .Register(*registry_)
                   .Add({});
+  infra_retries_ =
+      &BuildCounter()
+           .Name("hlab_infra_retries_total")
+           .Help(
+               "Task attempts requeued after an infrastructure fault (lease"
+               " expired, worker gone, trainer killed from outside); these"
+               " spend no retry budget")
+           .Register(*registry_)
+           .Add({});
   metric_points_ = &BuildCounter()
                         .Name("hlab_metric_points_ingested_total")
                         .Help("Metric points received from workers")

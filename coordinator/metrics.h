@@ -6,6 +6,8 @@
 //   hlab_workers_connected                gauge, workers UP
 //   hlab_lease_expirations_total          counter
 //   hlab_retries_total                    counter, requeued failures+expiries
+//   hlab_infra_retries_total              counter, of those the requeues
+//                                         after infrastructure faults
 //   hlab_metric_points_ingested_total     counter, points received
 //   hlab_db_commit_latency_seconds        histogram, store commits
 //   hlab_run_tokens_per_second{run}       gauge, active runs only
@@ -70,6 +72,13 @@ class CoordinatorMetrics {
   void SetWorkersConnected(int64_t n) { workers_->Set(static_cast<double>(n)); }
   prometheus::Counter& lease_expirations() { return *lease_expirations_; }
   prometheus::Counter& retries() { return *retries_; }
+  prometheus::Counter& infra_retries() { return *infra_retries_; }
+  // One requeued attempt: hlab_retries_total, and hlab_infra_retries_total
+  // too for an infrastructure fault.
+  void CountRetry(bool infrastructure) {
+    retries_->Increment();
+    if (infrastructure) infra_retries_->Increment();
+  }
   prometheus::Counter& metric_points() { return *metric_points_; }
   void ObserveCommit(double seconds) { commit_latency_->Observe(seconds); }
 
@@ -122,6 +131,7 @@ class CoordinatorMetrics {
   prometheus::Gauge* workers_;
   prometheus::Counter* lease_expirations_;
   prometheus::Counter* retries_;
+  prometheus::Counter* infra_retries_;
   prometheus::Counter* metric_points_;
   prometheus::Histogram* commit_latency_;
   prometheus::Family<prometheus::Gauge>* run_tps_family_;

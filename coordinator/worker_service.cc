@@ -336,11 +336,13 @@ absl::Status WorkerServiceImpl::FailUnbuildable(const store::Task& task,
   HLAB_LOG(ERROR) << "task " << task.spec.id << " cannot run: " << why;
   absl::StatusOr<store::TaskState> failed = context_->store->FailTask(
       task.spec.id, attempt,
-      absl::StrCat(task.spec.kind == store::TaskKind::kEval
-                       ? "cannot build its evaluator task: "
-                       : "cannot build its trainer task: ",
-                   why.message()),
-      /*retryable=*/false, now, absl::ZeroDuration());
+      store::AttemptFailure{
+          absl::StrCat(task.spec.kind == store::TaskKind::kEval
+                           ? "cannot build its evaluator task: "
+                           : "cannot build its trainer task: ",
+                       why.message()),
+          store::FaultClass::kTask, /*retryable=*/false},
+      now, absl::ZeroDuration());
   if (failed.status().code() == absl::StatusCode::kFailedPrecondition) {
     return absl::OkStatus();  // its lease already ended (e.g. cancelled)
   }
@@ -584,25 +586,36 @@ absl::Status WorkerServiceImpl::DoFail(const hlab::v1::FailRequest& request,
   HLAB_ASSIGN_OR_RETURN(
       store::Task task,
       HeldTask(request.task_id(), request.attempt(), request.worker_id()));
-  const absl::Duration backoff =
-      context_->catalog->Backoff(task.spec.sweep_id, task.failures + 1);
-  std::string error = request.error();
+  // A worker older than fault classes sends UNSPECIFIED: a task error, as
+  // every failure was before.
+  const bool infra = request.fault() == hlab::v1::FAULT_CLASS_INFRASTRUCTURE;
+  store::AttemptFailure failure;
+  failure.fault =
+      infra ? store::FaultClass::kInfrastructure : store::FaultClass::kTask;
+  failure.retryable = infra || request.retryable();
+  failure.error = request.error();
   if (request.exit_code() != 0) {
-    error = absl::StrCat("exit code ", request.exit_code(), ": ", error);
+    failure.error =
+        absl::StrCat("exit code ", request.exit_code(), ": ", failure.error);
   }
+  // Each class backs off by its own count, so that faults of the node do
+  // not lengthen the wait after the task's first own error and vice versa.
+  const absl::Duration backoff = context_->catalog->Backoff(
+      task.spec.sweep_id, infra ? task.infra_failures + 1 : task.failures + 1);
   HLAB_ASSIGN_OR_RETURN(
       store::TaskState state,
-      context_->store->FailTask(
-          request.task_id(), static_cast<int>(request.attempt()), error,
-          request.retryable(), context_->clock(), backoff));
+      context_->store->FailTask(request.task_id(),
+                                static_cast<int>(request.attempt()), failure,
+                                context_->clock(), backoff));
   response->set_will_retry(state == store::TaskState::kPending);
   if (response->will_retry() && context_->metrics != nullptr) {
-    context_->metrics->retries().Increment();
+    context_->metrics->CountRetry(infra);
   }
   HLAB_LOG(INFO) << "task " << request.task_id() << " attempt "
                  << request.attempt() << " failed ("
+                 << (infra ? "infrastructure" : "task error") << ", "
                  << (response->will_retry() ? "will retry" : "for good")
-                 << "): " << error;
+                 << "): " << failure.error;
   if (!response->will_retry()) task_specs_.Forget(request.task_id());
   ForgetFinishedRuns(task);
   return absl::OkStatus();
@@ -623,7 +636,7 @@ absl::Status WorkerServiceImpl::DoDeregister(
                       << e.task_id << " attempt " << e.attempt << "; "
                       << (e.requeued ? "requeued" : "out of attempts");
     if (e.requeued && context_->metrics != nullptr) {
-      context_->metrics->retries().Increment();
+      context_->metrics->CountRetry(/*infrastructure=*/true);
     }
   }
   response->set_requeued(static_cast<int32_t>(requeued.size()));

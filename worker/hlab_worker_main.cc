@@ -58,6 +58,10 @@ hlab coordinator (docs/worker.md).
                        127.0.0.1:9152; "none" disables it)
   --name NAME          worker id (default: the hostname)
   --kill-grace SECS    SIGTERM to SIGKILL for a stopped trainer (default 30)
+  --stall-timeout SECS the watchdog: a trainer or evaluator that writes no
+                       record for this long is hung; it is stopped and its
+                       task retried as an infrastructure fault (default
+                       1800; 0: no watchdog)
   --allow-network-fs   accept a --data-dir on NFS, SMB, FUSE... (refused by
                        default: trainer pid files and checkpoints are per host)
   --help               this text
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
   std::string name;
   int capacity = 0;
   int kill_grace_s = 30;
+  int stall_timeout_s = 1800;
   std::string tls_ca, tls_cert, tls_key;
   hlab::worker::CoordinatorTls tls;
   bool allow_network_fs = false;
@@ -196,6 +201,8 @@ int main(int argc, char** argv) {
       name = value();
     } else if (arg == "--kill-grace") {
       kill_grace_s = number(0);
+    } else if (arg == "--stall-timeout") {
+      stall_timeout_s = number(0);
     } else if (arg == "--allow-network-fs") {
       allow_network_fs = true;
     } else {
@@ -276,6 +283,7 @@ int main(int argc, char** argv) {
   options.runner.evaluator = evaluator;
   options.runner.data_dir = data_dir;
   options.runner.kill_grace = absl::Seconds(kill_grace_s);
+  options.runner.stall_timeout = absl::Seconds(stall_timeout_s);
   hlab::worker::Daemon daemon(options, &client, metrics->get());
   HLAB_LOG(INFO) << "hlab-worker " << name << ": coordinator " << coordinator
                  << ", data dir " << data_dir << ", trainer " << trainer

@@ -43,6 +43,12 @@ WorkerMetrics::WorkerMetrics()
                          "them or their lease was lost")
                    .Register(*registry_)
                    .Add({})),
+      watchdog_(BuildCounter()
+                    .Name("hlab_worker_watchdog_stops_total")
+                    .Help("Hung trainers or evaluators (no record for the "
+                          "stall timeout) that the watchdog stopped")
+                    .Register(*registry_)
+                    .Add({})),
       restarts_(BuildCounter()
                     .Name("hlab_worker_trainer_restarts_total")
                     .Help("Tasks started again (attempt > 1), resuming from "

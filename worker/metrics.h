@@ -6,6 +6,8 @@
 //   hlab_worker_tasks_completed_total          counter: reported Complete
 //   hlab_worker_tasks_failed_total{retryable}  counter: "true" | "false"
 //   hlab_worker_tasks_stopped_total            counter: cancelled / lease lost
+//   hlab_worker_watchdog_stops_total           counter: hung trainers the
+//                                              watchdog stopped
 //   hlab_worker_trainer_restarts_total         counter: tasks started again
 //                                              (attempt > 1): resumes
 //   hlab_worker_report_errors_total{rpc}       counter: failed RPCs (retried)
@@ -53,6 +55,7 @@ class WorkerMetrics {
     (retryable ? failed_retryable_ : failed_permanent_).Increment();
   }
   void TaskStopped() { stopped_.Increment(); }
+  void WatchdogStopped() { watchdog_.Increment(); }
   void ReportError(const std::string& rpc);
   void PointsReported(size_t n) { points_.Increment(static_cast<double>(n)); }
   void SetConnected(bool connected) { connected_.Set(connected ? 1 : 0); }
@@ -62,6 +65,7 @@ class WorkerMetrics {
   // Current values, for tests.
   double running() const { return running_.Value(); }
   double completed() const { return completed_.Value(); }
+  double watchdog_stops() const { return watchdog_.Value(); }
   double failed(bool retryable) const {
     return (retryable ? failed_retryable_ : failed_permanent_).Value();
   }
@@ -78,6 +82,7 @@ class WorkerMetrics {
   prometheus::Counter& failed_retryable_;
   prometheus::Counter& failed_permanent_;
   prometheus::Counter& stopped_;
+  prometheus::Counter& watchdog_;
   prometheus::Counter& restarts_;
   prometheus::Family<prometheus::Counter>& report_errors_;
   prometheus::Counter& points_;

@@ -69,9 +69,35 @@ struct TaskRunner::Ranks {
   int first_failed = -1;  // the rank seen failing first
 };
 
+// Signals that end a process from outside it: an operator, a scheduler's
+// preemption, the worker's own stop, a reader that went away. A crash
+// (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, ...) is the process's own.
+namespace {
+bool KilledFromOutside(int signal) {
+  return signal == SIGKILL || signal == SIGTERM || signal == SIGINT ||
+         signal == SIGHUP || signal == SIGQUIT || signal == SIGPIPE;
+}
+}  // namespace
+
+int64_t CgroupOomKills() {
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(cgroup, line)) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);  // cgroup v2
+  }
+  if (path.empty()) return -1;
+  std::ifstream events("/sys/fs/cgroup" + path + "/memory.events");
+  std::string key;
+  int64_t value = 0;
+  while (events >> key >> value) {
+    if (key == "oom_kill") return value;
+  }
+  return -1;
+}
+
 TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
                          const std::string& last_error, int first_failed,
-                         const std::string& program) {
+                         const std::string& program, bool oom_kills) {
   TaskOutcome out;
   int chosen = first_failed >= 0 &&
                        static_cast<size_t>(first_failed) < exits.size() &&
@@ -91,10 +117,13 @@ TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
   }
   const ExitStatus& e = exits[static_cast<size_t>(chosen)];
   out.retryable = e.signaled || (e.code != 2 && e.code != 3);
+  const bool oom_killed = e.signaled && e.signal == SIGKILL && oom_kills;
+  out.infrastructure = e.signaled && KilledFromOutside(e.signal) && !oom_killed;
   out.exit_code = e.signaled ? 128 + e.signal : e.code;
   out.message = absl::StrCat(
       program, exits.size() > 1 ? absl::StrCat(" rank ", chosen) : "", ": ",
-      e.ToString(), last_error.empty() ? "" : ": ", last_error);
+      e.ToString(), oom_killed ? " by the kernel's OOM killer" : "",
+      last_error.empty() ? "" : ": ", last_error);
   out.message = OneLine(out.message);
   return out;
 }
@@ -265,7 +294,9 @@ void TaskRunner::Supervise(Ranks* ranks) {
   TrainerProcess& rank0 = *ranks->procs[0];
   bool signaled = false, killed = false;
   absl::Time kill_at = absl::InfiniteFuture();
+  absl::Time last_record = absl::Now();
   auto relay_lines = [&](const std::vector<std::string>& lines) {
+    if (!lines.empty()) last_record = absl::Now();
     for (const std::string& line : lines) {
       absl::Status s = relay_->Add(line, absl::Now());
       if (!s.ok()) {
@@ -291,6 +322,24 @@ void TaskRunner::Supervise(Ranks* ranks) {
     }
     if (all_exited) break;
     const StopReason stop = stop_reason();
+    const absl::Duration silent = absl::Now() - last_record;
+    if (!signaled && options_.stall_timeout > absl::ZeroDuration() &&
+        silent >= options_.stall_timeout) {
+      // Hung: a stopped process gets SIGTERM only once continued, and may
+      // then still checkpoint; one that ignores it is killed after grace.
+      HLAB_LOG(WARNING) << "task " << task_.task_id() << " attempt "
+                        << task_.attempt() << ": " << ProgramName()
+                        << " wrote no record for " << silent
+                        << "; the watchdog stops it";
+      stalled_for_ = silent;
+      for (auto& p : ranks->procs) {
+        p->Signal(SIGCONT);
+        p->Signal(SIGTERM);
+      }
+      signaled = true;
+      kill_at = absl::Now() + options_.kill_grace;
+      metrics_->WatchdogStopped();
+    }
     if (!signaled && (stop != StopReason::kNone || fenced_ || peer_failed)) {
       HLAB_LOG(INFO) << "task " << task_.task_id() << " attempt "
                      << task_.attempt() << ": terminating trainer ("
@@ -446,12 +495,17 @@ void TaskRunner::Finish(const TaskOutcome& outcome) {
   req.set_attempt(task_.attempt());
   req.set_worker_id(options_.worker_id);
   const bool shutdown = stop == StopReason::kShutdown;
-  req.set_retryable(outcome.retryable || shutdown);
+  const bool infrastructure = outcome.infrastructure || shutdown;
+  req.set_fault(infrastructure ? hlab::v1::FAULT_CLASS_INFRASTRUCTURE
+                               : hlab::v1::FAULT_CLASS_TASK);
+  req.set_retryable(outcome.retryable || infrastructure);
   req.set_exit_code(outcome.exit_code);
   req.set_error(shutdown ? "worker shutting down; " + outcome.message
                          : outcome.message);
   HLAB_LOG(INFO) << what << ": failed ("
-                 << (req.retryable() ? "retryable" : "permanent")
+                 << (infrastructure    ? "infrastructure"
+                     : req.retryable() ? "task error, retryable"
+                                       : "task error, permanent")
                  << "): " << req.error();
   hlab::v1::FailResponse resp;
   if (Report("Fail", [&] { return client_->Fail(req, &resp); }).ok()) {
@@ -467,8 +521,11 @@ void TaskRunner::Run() {
   if (!task_file.ok()) {
     metrics_->TaskEnded();
     TaskOutcome outcome;
+    // An invalid task is its own fault; anything else (a full disk, a
+    // missing directory) is this node's.
     outcome.retryable =
         task_file.status().code() != absl::StatusCode::kInvalidArgument;
+    outcome.infrastructure = outcome.retryable;
     outcome.exit_code = -1;
     outcome.message = OneLine(std::string(task_file.status().message()));
     Finish(outcome);
@@ -478,6 +535,7 @@ void TaskRunner::Run() {
   // its directory.
   StopStaleTrainers(dir_, options_.kill_grace);
   Ranks ranks;
+  const int64_t oom_kills_before = CgroupOomKills();
   absl::Status spawned = Spawn(*task_file, &ranks);
   if (spawned.ok()) {
     std::vector<pid_t> pids;
@@ -492,6 +550,7 @@ void TaskRunner::Run() {
     metrics_->TaskEnded();
     TaskOutcome outcome;
     outcome.retryable = true;
+    outcome.infrastructure = true;  // this node cannot start it
     outcome.exit_code = -1;
     outcome.message = OneLine(
         absl::StrCat("cannot start ", ProgramName(), ": ", spawned.message()));
@@ -503,8 +562,20 @@ void TaskRunner::Run() {
   metrics_->TaskEnded();
   std::vector<ExitStatus> exits;
   for (auto& p : ranks.procs) exits.push_back(*p->exit_status());
-  TaskOutcome outcome = ClassifyExit(exits, relay_->last_error(),
-                                     ranks.first_failed, ProgramName());
+  const int64_t oom_kills_after = CgroupOomKills();
+  TaskOutcome outcome = ClassifyExit(
+      exits, relay_->last_error(), ranks.first_failed, ProgramName(),
+      oom_kills_before >= 0 && oom_kills_after > oom_kills_before);
+  if (stalled_for_ > absl::ZeroDuration() && !outcome.complete) {
+    // Not the task's error: whatever it exited with after being stopped.
+    outcome.infrastructure = true;
+    outcome.retryable = true;
+    outcome.message = OneLine(absl::StrCat(
+        ProgramName(), " wrote no record for ",
+        absl::FormatDuration(stalled_for_),
+        " (hung); stopped by the worker's watchdog (--stall-timeout); ",
+        outcome.message));
+  }
   if (IsEval() && outcome.complete && relay_->results().empty()) {
     // Nothing to store: an evaluator that measured nothing is broken.
     outcome.complete = false;

@@ -11,10 +11,23 @@
 // reports the outcome:
 //
 //   all ranks exit 0               Complete
-//   a rank exits 2 or 3            Fail(retryable=false), the trainer's last
-//                                  "error" record as the message
-//   75, another code, or a signal  Fail(retryable=true); the other ranks are
-//                                  terminated (SIGTERM, grace, SIGKILL)
+//   a rank exits 2 or 3            Fail(task error, retryable=false), the
+//                                  trainer's last "error" record as the
+//                                  message
+//   75 or another code, or a crash Fail(task error, retryable=true); the
+//   (SIGSEGV, SIGABRT, SIGBUS,     other ranks are terminated (SIGTERM,
+//   SIGFPE, SIGILL)                grace, SIGKILL)
+//   no record for stall_timeout    Fail(infrastructure): the watchdog
+//   (a hung trainer)               stopped it (SIGCONT, SIGTERM, SIGKILL)
+//   killed from outside (SIGKILL,  Fail(infrastructure): retried without
+//   SIGTERM, SIGINT, SIGHUP,       limit, spending no budget; but a SIGKILL
+//   SIGQUIT, SIGPIPE)              while the kernel's OOM killer counted a
+//                                  kill in the worker's cgroup
+//                                  (memory.events oom_kill) is a task error
+//
+// The task cannot be staged on this node (other than an invalid task, which
+// is a task error for good) or its program cannot be started: Fail
+// (infrastructure).
 //
 // An EVAL task runs one `hlab-eval --task FILE --record-fd 3` process
 // instead (options.evaluator; all the task's GPUs visible), with
@@ -29,7 +42,7 @@
 // Stop() asks it to end early: kCancelled (the coordinator said stop, or the
 // lease was lost) terminates the trainer and reports nothing; kShutdown (the
 // daemon is stopping) terminates it (SIGTERM: the trainer checkpoints and
-// exits 75) and reports the retryable failure, giving up on reports after
+// exits 75) and reports an infrastructure fault, giving up on reports after
 // `shutdown_report_timeout`.
 //
 // Thread-safe: Run() occupies one thread; Stop() and Progress() may be
@@ -43,6 +56,7 @@
 #ifndef HLAB_WORKER_TASK_RUNNER_H_
 #define HLAB_WORKER_TASK_RUNNER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +82,11 @@ struct TaskRunnerOptions {
   std::string worker_id;  // sent with every report
   // SIGTERM to SIGKILL on stop, cancel, lost lease or a failed peer rank.
   absl::Duration kill_grace = absl::Seconds(30);
+  // The watchdog: a trainer (or evaluator) that writes no record for this
+  // long is hung (SIGSTOPped, a deadlocked collective): it gets SIGCONT and
+  // SIGTERM, SIGKILL after kill_grace, and the attempt is reported as an
+  // infrastructure fault. Zero: no watchdog.
+  absl::Duration stall_timeout = absl::Minutes(30);
   // How often the supervising loop polls the children and the outbox.
   absl::Duration tick = absl::Milliseconds(100);
   absl::Duration min_backoff = absl::Milliseconds(100);
@@ -79,6 +98,9 @@ struct TaskRunnerOptions {
 // What a finished attempt amounts to.
 struct TaskOutcome {
   bool complete = false;
+  // Not the task's fault (table above): retried without limit. When false
+  // a failure is a task error, and `retryable` says whether a retry can help.
+  bool infrastructure = false;
   bool retryable = false;
   int exit_code = 0;  // 128 + signal when killed by a signal
   std::string message;
@@ -89,9 +111,16 @@ struct TaskOutcome {
 // is a permanent one if any, else that of rank `first_failed` (the rank that
 // failed first, whose peers were then terminated), else the lowest failed
 // rank. The message starts with `program` ("hlab-train", "hlab-eval").
+// `oom_kills`: whether the kernel's OOM killer killed a process of the
+// worker's cgroup while the ranks ran (a SIGKILL is then the task's fault).
 TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
                          const std::string& last_error, int first_failed = -1,
-                         const std::string& program = "hlab-train");
+                         const std::string& program = "hlab-train",
+                         bool oom_kills = false);
+
+// The kernel's count of OOM kills in this process's cgroup (cgroup v2
+// memory.events "oom_kill"), or -1 where it cannot be read.
+int64_t CgroupOomKills();
 
 // The task's directory name: `task_id` with characters other than
 // [A-Za-z0-9._-] replaced by '_'.
@@ -150,6 +179,9 @@ class TaskRunner {
   Backoff send_backoff_;                // between failed sends while running
   absl::Time next_send_ = absl::InfinitePast();
   bool fenced_ = false;  // Run() thread only
+  // The watchdog stopped the ranks after this long without a record (zero:
+  // it did not). Run() thread only.
+  absl::Duration stalled_for_ = absl::ZeroDuration();
 
   mutable absl::Mutex mu_;
   StopReason stop_ ABSL_GUARDED_BY(mu_) = StopReason::kNone;

@@ -257,14 +257,26 @@ SELECT
 FROM runs r;
 )sql";
 
+// v5: fault classes (docs/coordinator.md, "Retries"). An attempt's end is
+// the task's fault or the infrastructure's; only the task's spends the run's
+// max_attempts and the sweep's retry budget. Expired attempts before v5
+// were all lease expiries or departed workers: infrastructure.
+constexpr char kV5FaultClasses[] = R"sql(
+ALTER TABLE attempts ADD COLUMN fault TEXT
+  CHECK (fault IS NULL OR fault IN ('TASK', 'INFRASTRUCTURE'));
+UPDATE attempts SET fault = 'INFRASTRUCTURE' WHERE outcome = 'EXPIRED';
+UPDATE attempts SET fault = 'TASK' WHERE outcome = 'FAILED';
+ALTER TABLE tasks ADD COLUMN infra_failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sweeps ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1Tables},
-      {2, kV2Views},
-      {3, kV3OnDemandTasks},
-      {4, kV4RunSummary},
+      {1, kV1Tables},     {2, kV2Views},        {3, kV3OnDemandTasks},
+      {4, kV4RunSummary}, {5, kV5FaultClasses},
   };
   return kMigrations;
 }

@@ -158,19 +158,21 @@ class Store {
   absl::Status CompleteTask(const std::string& task_id, int attempt,
                             absl::Time now);
 
-  // Records a failed attempt. If `retryable` and both the task's
-  // max_attempts and its sweep's retry limit allow, the task goes back to
-  // PENDING with not_before = now + backoff; otherwise it (and every PENDING
-  // task depending on it) becomes FAILED with the reason, and so does its
-  // run. Returns the task's new state (PENDING or FAILED). FailedPrecondition
-  // for a stale attempt (nothing changed); NotFound for an unknown task.
+  // Records a failed attempt. An infrastructure fault always requeues the
+  // task (PENDING, not_before = now + backoff) and spends no budget. A task
+  // error requeues it only if `retryable` and both the task's max_attempts
+  // and its sweep's retry limit allow; otherwise the task (and every PENDING
+  // task depending on it, directly or not) becomes FAILED with the reason,
+  // and so do their runs; other runs are untouched. Returns the task's new
+  // state (PENDING or FAILED). FailedPrecondition for a stale attempt
+  // (nothing changed); NotFound for an unknown task.
   absl::StatusOr<TaskState> FailTask(const std::string& task_id, int attempt,
-                                     const std::string& error, bool retryable,
+                                     const AttemptFailure& failure,
                                      absl::Time now, absl::Duration backoff);
 
-  // Requeues every LEASED task whose lease expired (lease_expiry <= now) as a
-  // retryable failure with `backoff`; the old holder's attempt is stale from
-  // then on. Returns what expired.
+  // Requeues every LEASED task whose lease expired (lease_expiry <= now) as
+  // an infrastructure fault with `backoff`; the old holder's attempt is stale
+  // from then on. Returns what expired.
   absl::StatusOr<std::vector<ExpiredLease>> ExpireLeases(
       absl::Time now, absl::Duration backoff = absl::ZeroDuration());
 
@@ -269,7 +271,8 @@ class Store {
   absl::StatusOr<std::vector<std::string>> MarkLostWorkers(
       absl::Time now, absl::Duration timeout);
   // A worker leaving cleanly: marks it LOST now (with a "worker_left" event)
-  // and requeues, as ExpireLeases does, every task still LEASED to it
+  // and requeues, as ExpireLeases does (an infrastructure fault), every task
+  // still LEASED to it
   // (none after a clean shutdown: its tasks were reported). Tasks leased to
   // other workers are untouched. Returns the requeued leases. NotFound for
   // an unknown worker. (store_tasks.cc)

@@ -102,7 +102,8 @@ absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
 }
 
 constexpr char kReopenTask[] =
-    "UPDATE tasks SET state = 'PENDING', failures = 0, failure_reason = NULL,"
+    "UPDATE tasks SET state = 'PENDING', failures = 0, infra_failures = 0,"
+    " failure_reason = NULL,"
     " not_before = 0, lease_worker = NULL, lease_expiry = NULL,"
     " updated_at = ?1 WHERE state IN ('FAILED', 'CANCELLED') AND ";
 

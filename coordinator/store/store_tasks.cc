@@ -23,8 +23,6 @@ using internal::RefreshRunState;
 
 namespace {
 
-constexpr int kDefaultTrunkAttempts = 3;
-
 absl::Status ExtendLeaseInTxn(Database& db, const std::string& task_id,
                               int attempt, const std::string& worker_id,
                               absl::Time now, absl::Duration lease) {
@@ -86,7 +84,12 @@ absl::StatusOr<int> Store::AddTasks(const std::vector<TaskSpec>& tasks,
         if (max_attempts <= 0) max_attempts = static_cast<int>(st.ColumnInt(0));
         runs.insert(task.run_id);
       }
-      if (max_attempts <= 0) max_attempts = kDefaultTrunkAttempts;
+      if (max_attempts <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "task ", task.id,
+            ": a task without a run needs max_attempts >= 1 (the sweep's"
+            " retry.max_attempts_per_run)"));
+      }
       for (const std::string& dep : task.depends_on) {
         if (earlier.count(dep) > 0) continue;
         HLAB_ASSIGN_OR_RETURN(
@@ -315,14 +318,15 @@ absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
 }
 
 absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
-                                          int attempt, const std::string& error,
-                                          bool retryable, absl::Time now,
+                                          int attempt,
+                                          const AttemptFailure& failure,
+                                          absl::Time now,
                                           absl::Duration backoff) {
   TaskState next = TaskState::kFailed;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     HLAB_ASSIGN_OR_RETURN(
-        next, FailAttempt(db, row, error, retryable, "FAILED", now, backoff));
+        next, FailAttempt(db, row, failure, "FAILED", now, backoff));
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
@@ -352,10 +356,11 @@ absl::StatusOr<std::vector<ExpiredLease>> Store::ExpireLeases(
       HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, id));
       HLAB_ASSIGN_OR_RETURN(
           TaskState next,
-          FailAttempt(
-              db, row,
-              absl::StrCat("lease expired (worker ", row.lease_worker, ")"),
-              /*retryable=*/true, "EXPIRED", now, backoff));
+          FailAttempt(db, row,
+                      AttemptFailure{absl::StrCat("lease expired (worker ",
+                                                  row.lease_worker, ")"),
+                                     FaultClass::kInfrastructure, true},
+                      "EXPIRED", now, backoff));
       expired.push_back(ExpiredLease{row.id, row.attempt, row.lease_worker,
                                      next == TaskState::kPending});
     }
@@ -397,8 +402,11 @@ absl::StatusOr<std::vector<ExpiredLease>> Store::DeregisterWorker(
       HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, id));
       HLAB_ASSIGN_OR_RETURN(
           TaskState next,
-          FailAttempt(db, row, absl::StrCat("worker ", worker_id, " left"),
-                      /*retryable=*/true, "EXPIRED", now, backoff));
+          FailAttempt(
+              db, row,
+              AttemptFailure{absl::StrCat("worker ", worker_id, " left"),
+                             FaultClass::kInfrastructure, true},
+              "EXPIRED", now, backoff));
       requeued.push_back(ExpiredLease{row.id, row.attempt, row.lease_worker,
                                       next == TaskState::kPending});
     }

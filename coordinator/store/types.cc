@@ -62,6 +62,11 @@ constexpr std::array<std::pair<CheckpointKind, const char*>, 2>
         {CheckpointKind::kBranch, "branch"},
     }};
 
+constexpr std::array<std::pair<FaultClass, const char*>, 2> kFaultClasses = {{
+    {FaultClass::kTask, "TASK"},
+    {FaultClass::kInfrastructure, "INFRASTRUCTURE"},
+}};
+
 }  // namespace
 
 const char* ToString(SweepState state) { return NameOf(kSweepStates, state); }
@@ -72,6 +77,8 @@ const char* ToString(WorkerState state) { return NameOf(kWorkerStates, state); }
 const char* ToString(CheckpointKind kind) {
   return NameOf(kCheckpointKinds, kind);
 }
+
+const char* ToString(FaultClass fault) { return NameOf(kFaultClasses, fault); }
 
 absl::StatusOr<SweepState> ParseSweepState(absl::string_view name) {
   return ParseName(kSweepStates, name, "sweep state");
@@ -90,6 +97,10 @@ absl::StatusOr<WorkerState> ParseWorkerState(absl::string_view name) {
 }
 absl::StatusOr<CheckpointKind> ParseCheckpointKind(absl::string_view name) {
   return ParseName(kCheckpointKinds, name, "checkpoint kind");
+}
+
+absl::StatusOr<FaultClass> ParseFaultClass(absl::string_view name) {
+  return ParseName(kFaultClasses, name, "fault class");
 }
 
 int64_t ToMillis(absl::Time time) { return absl::ToUnixMillis(time); }

@@ -29,6 +29,13 @@ enum class TaskState { kPending, kLeased, kSucceeded, kFailed, kCancelled };
 enum class TaskKind { kTrain, kTrunk, kDecay, kEval };
 enum class WorkerState { kUp, kLost };
 enum class CheckpointKind { kLatest, kBranch };
+// Whose fault an attempt's end was (docs/coordinator.md, "Retries"):
+// kTask, the task's own (its trainer exited non-zero or crashed, its task
+// file cannot be built) spends the run's max_attempts and the sweep's retry
+// budget; kInfrastructure (the lease expired, the worker left or shut down,
+// the trainer was killed from outside or could not be started on that node)
+// is retried without limit and spends neither.
+enum class FaultClass { kTask, kInfrastructure };
 
 // Names as stored in the database ("PENDING", "TRAIN", "latest", ...).
 const char* ToString(SweepState state);
@@ -37,6 +44,7 @@ const char* ToString(TaskState state);
 const char* ToString(TaskKind kind);
 const char* ToString(WorkerState state);
 const char* ToString(CheckpointKind kind);
+const char* ToString(FaultClass fault);
 
 // Inverses of ToString; InvalidArgument for an unknown name.
 absl::StatusOr<SweepState> ParseSweepState(absl::string_view name);
@@ -45,6 +53,7 @@ absl::StatusOr<TaskState> ParseTaskState(absl::string_view name);
 absl::StatusOr<TaskKind> ParseTaskKind(absl::string_view name);
 absl::StatusOr<WorkerState> ParseWorkerState(absl::string_view name);
 absl::StatusOr<CheckpointKind> ParseCheckpointKind(absl::string_view name);
+absl::StatusOr<FaultClass> ParseFaultClass(absl::string_view name);
 
 // Stored times are Unix milliseconds.
 int64_t ToMillis(absl::Time time);
@@ -63,7 +72,8 @@ struct Sweep {
   SweepSpec spec;
   absl::Time created_at;
   SweepState state = SweepState::kActive;
-  int retries = 0;  // retries used so far
+  int retries = 0;        // task-error retries used so far (the budget)
+  int infra_retries = 0;  // infrastructure retries (outside the budget)
 };
 
 struct CreateSweepResult {
@@ -107,7 +117,10 @@ struct TaskSpec {
   std::vector<std::string> depends_on;
   std::string resources = "{}";  // JSON, e.g. {"gpus": 1}
   std::string payload = "{}";    // JSON task description for the worker
-  int max_attempts = 0;          // 0: the run's max_attempts (3 for trunks)
+  // Attempts that may end in a task error. 0: the run's max_attempts; a
+  // TRUNK task (no run) must give its own (the sweep's
+  // retry.max_attempts_per_run).
+  int max_attempts = 0;
   // Asked for on its own (`hlab eval`), not part of the run's plan: its
   // state never changes its run's state, and it is limited by its own
   // max_attempts only, not by the sweep's retry budget (store.h).
@@ -117,14 +130,25 @@ struct TaskSpec {
 struct Task {
   TaskSpec spec;
   TaskState state = TaskState::kPending;
-  int attempt = 0;   // number of the current (or last) lease; 0 = never
-  int failures = 0;  // failed or expired attempts since the last resume
+  int attempt = 0;         // number of the current (or last) lease; 0 = never
+  int failures = 0;        // task-error ends since the last resume
+  int infra_failures = 0;  // infrastructure ends since the last resume
   std::string lease_worker;
   absl::Time lease_expiry = absl::InfinitePast();
   absl::Time not_before = absl::InfinitePast();
   std::string failure_reason;
   absl::Time created_at;
   absl::Time updated_at;
+};
+
+// How a leased attempt ended without success, as its worker (or the lease
+// reaper) saw it.
+struct AttemptFailure {
+  std::string error;  // one line
+  FaultClass fault = FaultClass::kTask;
+  // false: a task error that no retry can fix (a bad config). An
+  // infrastructure fault is always retried.
+  bool retryable = true;
 };
 
 struct RunFilter {

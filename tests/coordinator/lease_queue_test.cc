@@ -132,8 +132,9 @@ TEST(LeaseQueueTest, RetryWaitsForItsBackoff) {
   Fixture f;
   LeaseQueue queue(f.store.get());
   EXPECT_EQ(LeaseNext(queue, *f.store, T(1)), "r1.train");
-  auto state = f.store->FailTask("r1.train", 1, "boom", /*retryable=*/true,
-                                 T(2), absl::Seconds(10));
+  auto state =
+      f.store->FailTask("r1.train", 1, {"boom", store::FaultClass::kTask, true},
+                        T(2), absl::Seconds(10));
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(*state, TaskState::kPending);
   EXPECT_EQ(ClaimId(queue, T(3)), "");

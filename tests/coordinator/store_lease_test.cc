@@ -210,7 +210,9 @@ TEST(StoreLeaseTest, ExpiryRequeuesWithNextAttemptAndFencesOldHolder) {
   EXPECT_TRUE((*expired)[0].requeued);
   Task task = *f.store->GetTask("r1.train");
   EXPECT_EQ(task.state, TaskState::kPending);
-  EXPECT_EQ(task.failures, 1);
+  // An expiry is an infrastructure fault: no task error counted.
+  EXPECT_EQ(task.failures, 0);
+  EXPECT_EQ(task.infra_failures, 1);
   // The old holder is fenced off.
   EXPECT_EQ(f.store->ExtendLease("r1.train", 1, "w1", T(31), kLease).code(),
             absl::StatusCode::kFailedPrecondition);
@@ -223,33 +225,113 @@ TEST(StoreLeaseTest, ExpiryRequeuesWithNextAttemptAndFencesOldHolder) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(f.store->ReadMetrics("r1", "train_loss")->empty());
   EXPECT_TRUE(f.store->RecordMetrics("r1.train", 2, {point}).ok());
-  EXPECT_EQ(f.store->GetRun("r1")->retries, 1);
+  EXPECT_EQ(f.store->GetRun("r1")->retries, 0);
+  EXPECT_EQ(f.store->GetSweep(f.sweep_id)->retries, 0);
+  EXPECT_EQ(f.store->GetSweep(f.sweep_id)->infra_retries, 1);
 }
 
-TEST(StoreLeaseTest, RepeatedExpiryExhaustsTheAttempts) {
-  Fixture f(/*max_attempts=*/2);
-  ASSERT_EQ(*f.store->LeaseTask("r1.train", "w1", T(0), kLease), 1);
-  ASSERT_TRUE((*f.store->ExpireLeases(T(30)))[0].requeued);
-  ASSERT_EQ(*f.store->LeaseTask("r1.train", "w2", T(31), kLease), 2);
-  auto expired = f.store->ExpireLeases(T(61), absl::Seconds(5));
-  ASSERT_TRUE(expired.ok());
-  ASSERT_EQ(expired->size(), 1u);
-  EXPECT_FALSE((*expired)[0].requeued);
-  EXPECT_EQ((*expired)[0].worker_id, "w2");
-  store::Run run = *f.store->GetRun("r1");
-  EXPECT_EQ(run.state, RunState::kFailed);
-  EXPECT_TRUE(
-      absl::StrContains(run.failure_reason, "lease expired (worker w2)"))
-      << run.failure_reason;
-  // The attempts table keeps the history.
+// Expiries (infrastructure faults) never use up the budgets, however many:
+// here 5 on a task with 2 attempts in a sweep with no retries at all. A task
+// error then finds the sweep's budget of 0 and fails the task.
+TEST(StoreLeaseTest, RepeatedExpiryNeverExhaustsTheBudgets) {
+  Fixture f(/*max_attempts=*/2, /*sweep_retries=*/0);
+  for (int attempt = 1; attempt <= 5; ++attempt) {
+    const absl::Time at = T(100 * attempt);
+    ASSERT_EQ(*f.store->LeaseTask("r1.train", "w" + std::to_string(attempt), at,
+                                  kLease),
+              attempt);
+    auto expired = f.store->ExpireLeases(at + absl::Seconds(30));
+    ASSERT_TRUE(expired.ok()) << expired.status();
+    ASSERT_EQ(expired->size(), 1u);
+    EXPECT_TRUE((*expired)[0].requeued) << attempt;
+  }
+  Task task = *f.store->GetTask("r1.train");
+  EXPECT_EQ(task.state, TaskState::kPending);
+  EXPECT_EQ(task.failures, 0);
+  EXPECT_EQ(task.infra_failures, 5);
+  EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kPending);
+  EXPECT_EQ(f.store->GetSweep(f.sweep_id)->retries, 0);
+  EXPECT_EQ(f.store->GetSweep(f.sweep_id)->infra_retries, 5);
+  // The attempts table keeps the history, each with its fault class.
   auto engine = QueryEngine::Open(f.store->path());
   ASSERT_TRUE(engine.ok());
   auto attempts = (*engine)->Run(
-      "SELECT attempt, worker_id, outcome FROM attempts ORDER BY attempt", {});
+      "SELECT attempt, worker_id, outcome, fault FROM attempts"
+      " ORDER BY attempt",
+      {});
   ASSERT_TRUE(attempts.ok()) << attempts.status();
-  ASSERT_EQ(attempts->rows.size(), 2u);
+  ASSERT_EQ(attempts->rows.size(), 5u);
   EXPECT_EQ(std::get<std::string>(attempts->rows[0][2]), "EXPIRED");
-  EXPECT_EQ(std::get<std::string>(attempts->rows[1][1]), "w2");
+  EXPECT_EQ(std::get<std::string>(attempts->rows[0][3]), "INFRASTRUCTURE");
+  EXPECT_EQ(std::get<std::string>(attempts->rows[4][1]), "w5");
+  // A task error spends the budget, which is 0.
+  ASSERT_EQ(*f.store->LeaseTask("r1.train", "w6", T(1000), kLease), 6);
+  EXPECT_EQ(*f.store->FailTask("r1.train", 6, {"oom", FaultClass::kTask, true},
+                               T(1001), absl::ZeroDuration()),
+            TaskState::kFailed);
+  store::Run run = *f.store->GetRun("r1");
+  EXPECT_EQ(run.state, RunState::kFailed);
+  EXPECT_TRUE(
+      absl::StrContains(run.failure_reason, "retry limit (0) exhausted"))
+      << run.failure_reason;
+}
+
+// Infrastructure faults reported by a worker (a trainer killed from
+// outside) are retried past the task's max_attempts; task errors count.
+TEST(StoreRetryTest, InfrastructureFaultsRetryPastMaxAttempts) {
+  Fixture f(/*max_attempts=*/2);
+  int attempt = 0;
+  for (int i = 0; i < 4; ++i) {
+    attempt = *f.store->LeaseTask("r1.train", "w1", T(10 * i), kLease);
+    EXPECT_EQ(*f.store->FailTask(
+                  "r1.train", attempt,
+                  {"killed by signal 9", FaultClass::kInfrastructure, true},
+                  T(10 * i + 1), absl::ZeroDuration()),
+              TaskState::kPending);
+  }
+  attempt = *f.store->LeaseTask("r1.train", "w1", T(100), kLease);
+  EXPECT_EQ(*f.store->FailTask("r1.train", attempt,
+                               {"exit 75", FaultClass::kTask, true}, T(101),
+                               absl::ZeroDuration()),
+            TaskState::kPending);
+  attempt = *f.store->LeaseTask("r1.train", "w1", T(110), kLease);
+  EXPECT_EQ(*f.store->FailTask("r1.train", attempt,
+                               {"exit 75", FaultClass::kTask, true}, T(111),
+                               absl::ZeroDuration()),
+            TaskState::kFailed);
+  const Task task = *f.store->GetTask("r1.train");
+  EXPECT_EQ(task.failures, 2);
+  EXPECT_EQ(task.infra_failures, 4);
+  EXPECT_TRUE(absl::StrContains(task.failure_reason, "failed 2 of 2 attempts"))
+      << task.failure_reason;
+  EXPECT_EQ(f.store->GetRun("r1")->retries, 1);
+  // Resume starts both counts afresh.
+  ASSERT_EQ(*f.store->ResumeRuns({"r1"}, T(200)), 1);
+  EXPECT_EQ(f.store->GetTask("r1.train")->infra_failures, 0);
+}
+
+// A dependent's reason names the dependency it waited on, that
+// dependency's run when another run's, and the dependency's own reason.
+TEST(StoreRetryTest, DependentsOfAnotherRunNameIt) {
+  Fixture f;
+  ASSERT_TRUE(f.store->AddRuns(f.sweep_id, {MakeRun("r2")}, T(0)).ok());
+  ASSERT_TRUE(f.store
+                  ->AddTasks({MakeTask("r2.eval", f.sweep_id, "r2",
+                                       {"r1.train"}, 0, 0, TaskKind::kEval)},
+                             T(0))
+                  .ok());
+  ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
+  ASSERT_EQ(*f.store->FailTask("r1.train", 1,
+                               {"bad config", FaultClass::kTask, false}, T(1),
+                               absl::ZeroDuration()),
+            TaskState::kFailed);
+  const store::Run r2 = *f.store->GetRun("r2");
+  EXPECT_EQ(r2.state, RunState::kFailed);
+  EXPECT_TRUE(absl::StrContains(
+      r2.failure_reason,
+      "dependency r1.train of run r1 failed: task r1.train attempt 1 failed "
+      "(not retryable): bad config"))
+      << r2.failure_reason;
 }
 
 TEST(StoreLeaseTest, ExtendAfterExpiryIsRefused) {
@@ -262,8 +344,9 @@ TEST(StoreLeaseTest, ExtendAfterExpiryIsRefused) {
 TEST(StoreRetryTest, RetryExhaustionFailsTaskAndRunWithReason) {
   Fixture f(/*max_attempts=*/2);
   ASSERT_EQ(*f.store->LeaseTask("r1.train", "w1", T(0), kLease), 1);
-  auto first = f.store->FailTask("r1.train", 1, "CUDA error", true, T(1),
-                                 absl::Seconds(10));
+  auto first =
+      f.store->FailTask("r1.train", 1, {"CUDA error", FaultClass::kTask, true},
+                        T(1), absl::Seconds(10));
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(*first, TaskState::kPending);
   // Backing off: not leasable before T(11).
@@ -273,14 +356,15 @@ TEST(StoreRetryTest, RetryExhaustionFailsTaskAndRunWithReason) {
   EXPECT_EQ(f.store->NextLeasableTasks(T(11), 10)->size(), 1u);
   ASSERT_EQ(*f.store->LeaseTask("r1.train", "w1", T(11), kLease), 2);
   // A stale FailTask changes nothing.
-  EXPECT_EQ(
-      f.store
-          ->FailTask("r1.train", 1, "late", true, T(12), absl::ZeroDuration())
-          .status()
-          .code(),
-      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.store
+                ->FailTask("r1.train", 1, {"late", FaultClass::kTask, true},
+                           T(12), absl::ZeroDuration())
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(f.store->GetTask("r1.train")->state, TaskState::kLeased);
-  auto second = f.store->FailTask("r1.train", 2, "CUDA error again", true,
+  auto second = f.store->FailTask("r1.train", 2,
+                                  {"CUDA error again", FaultClass::kTask, true},
                                   T(13), absl::Seconds(10));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(*second, TaskState::kFailed);
@@ -302,8 +386,9 @@ TEST(StoreRetryTest, NonRetryableFailureFailsDependentsToo) {
                              T(0))
                   .ok());
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
-  auto state = f.store->FailTask("r1.train", 1, "bad config", false, T(1),
-                                 absl::ZeroDuration());
+  auto state =
+      f.store->FailTask("r1.train", 1, {"bad config", FaultClass::kTask, false},
+                        T(1), absl::ZeroDuration());
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(*state, TaskState::kFailed);
   Task eval = *f.store->GetTask("r1.eval");
@@ -315,12 +400,12 @@ TEST(StoreRetryTest, NonRetryableFailureFailsDependentsToo) {
 TEST(StoreRetryTest, SweepRetryLimitIsShared) {
   Fixture f(/*max_attempts=*/10, /*sweep_retries=*/1);
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
-  EXPECT_EQ(*f.store->FailTask("r1.train", 1, "oom", true, T(1),
-                               absl::ZeroDuration()),
+  EXPECT_EQ(*f.store->FailTask("r1.train", 1, {"oom", FaultClass::kTask, true},
+                               T(1), absl::ZeroDuration()),
             TaskState::kPending);
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(2), kLease).ok());
-  EXPECT_EQ(*f.store->FailTask("r1.train", 2, "oom", true, T(3),
-                               absl::ZeroDuration()),
+  EXPECT_EQ(*f.store->FailTask("r1.train", 2, {"oom", FaultClass::kTask, true},
+                               T(3), absl::ZeroDuration()),
             TaskState::kFailed);
   EXPECT_TRUE(absl::StrContains(f.store->GetRun("r1")->failure_reason,
                                 "retry limit (1) exhausted"));
@@ -345,9 +430,10 @@ TEST(StoreRetryTest, OnDemandTaskFailsWithoutItsRun) {
   for (int attempt = 1; attempt <= 2; ++attempt) {
     ASSERT_EQ(*f.store->LeaseTask("r1.eval", "w1", T(3), kLease), attempt);
     EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kSucceeded);
-    EXPECT_EQ(*f.store->FailTask("r1.eval", attempt, "oom", true, T(3),
-                                 absl::ZeroDuration()),
-              attempt == 1 ? TaskState::kPending : TaskState::kFailed);
+    EXPECT_EQ(
+        *f.store->FailTask("r1.eval", attempt, {"oom", FaultClass::kTask, true},
+                           T(3), absl::ZeroDuration()),
+        attempt == 1 ? TaskState::kPending : TaskState::kFailed);
   }
   EXPECT_TRUE(absl::StrContains(f.store->GetTask("r1.eval")->failure_reason,
                                 "failed 2 of 2 attempts"));
@@ -372,8 +458,8 @@ TEST(StoreRetryTest, OnDemandTaskFailsWithoutItsRun) {
 TEST(StoreResumeTest, ResumeMakesFailedRunPendingAndKeepsFencing) {
   Fixture f(/*max_attempts=*/1);
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
-  ASSERT_EQ(*f.store->FailTask("r1.train", 1, "boom", true, T(1),
-                               absl::ZeroDuration()),
+  ASSERT_EQ(*f.store->FailTask("r1.train", 1, {"boom", FaultClass::kTask, true},
+                               T(1), absl::ZeroDuration()),
             TaskState::kFailed);
   auto resumed = f.store->ResumeRuns({"r1"}, T(2));
   ASSERT_TRUE(resumed.ok()) << resumed.status();
@@ -401,13 +487,21 @@ TEST(StoreTrunkTest, SharedTrunkGatesDecaysAndResumesWithTheirRuns) {
   TaskSpec decay_b =
       MakeTask("rB.decay", f.sweep_id, "rB", {"trunk"}, 0, 0, TaskKind::kDecay);
   decay_a.trunk_group = decay_b.trunk_group = "g";
+  // A trunk has no run to take max_attempts from: it must give its own.
+  absl::StatusOr<int> refused = f.store->AddTasks({trunk}, T(0));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "retry.max_attempts_per_run"))
+      << refused.status();
+  trunk.max_attempts = 7;
   ASSERT_TRUE(f.store->AddTasks({trunk, decay_a, decay_b}, T(0)).ok());
-  EXPECT_EQ(f.store->GetTask("trunk")->spec.max_attempts, 3);  // default
+  EXPECT_EQ(f.store->GetTask("trunk")->spec.max_attempts, 7);
   ASSERT_EQ(*f.store->LeaseTask("trunk", "w1", T(1), kLease), 1);
   EXPECT_EQ(f.store->GetRun("rA")->state, RunState::kPending);  // own tasks
-  ASSERT_EQ(*f.store->FailTask("trunk", 1, "NaN loss", false, T(2),
-                               absl::ZeroDuration()),
-            TaskState::kFailed);
+  ASSERT_EQ(
+      *f.store->FailTask("trunk", 1, {"NaN loss", FaultClass::kTask, false},
+                         T(2), absl::ZeroDuration()),
+      TaskState::kFailed);
   EXPECT_EQ(f.store->GetTask("rA.decay")->state, TaskState::kFailed);
   EXPECT_EQ(f.store->GetRun("rA")->state, RunState::kFailed);
   EXPECT_EQ(f.store->GetRun("rB")->state, RunState::kFailed);

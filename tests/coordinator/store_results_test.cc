@@ -66,6 +66,7 @@ TEST(StoreMetricsTest, TrunkPointsNameTheirRun) {
   Fixture f;
   TaskSpec trunk =
       MakeTask("trunk", f.sweep_id, "", {}, 0, 0, TaskKind::kTrunk);
+  trunk.max_attempts = 3;
   ASSERT_TRUE(f.store->AddTasks({trunk}, T(0)).ok());
   ASSERT_TRUE(f.store->LeaseTask("trunk", "w1", T(0), kLease).ok());
   EXPECT_EQ(f.store->RecordMetrics("trunk", 1, Points(0, 1)).code(),
@@ -152,6 +153,7 @@ TEST(StoreCheckpointTest, DecayResumesFromItsTrunkBranchPoint) {
   Fixture f;
   TaskSpec trunk =
       MakeTask("trunk", f.sweep_id, "", {}, 0, 0, TaskKind::kTrunk);
+  trunk.max_attempts = 3;
   TaskSpec decay =
       MakeTask("r1.decay", f.sweep_id, "r1", {"trunk"}, 0, 0, TaskKind::kDecay);
   ASSERT_TRUE(f.store->AddTasks({trunk, decay}, T(0)).ok());

@@ -69,6 +69,8 @@ class DaemonTest : public ::testing::Test {
 
   FakeCoordinator& fake() { return server_->fake(); }
 
+  absl::Duration stall_timeout_ = absl::Minutes(30);  // the watchdog's
+
   void StartDaemon(const std::string& trainer = "", int capacity = 1) {
     const std::string t = trainer.empty() ? trainer_ : trainer;
     client_ = std::make_unique<CoordinatorClient>(server_->address(), "tok-1",
@@ -88,6 +90,7 @@ class DaemonTest : public ::testing::Test {
     options.runner.evaluator = evaluator_;
     options.runner.data_dir = (root_ / "data").string();
     options.runner.kill_grace = absl::Seconds(20);
+    options.runner.stall_timeout = stall_timeout_;
     options.runner.tick = absl::Milliseconds(20);
     options.runner.min_backoff = absl::Milliseconds(20);
     options.runner.max_backoff = absl::Milliseconds(200);
@@ -306,6 +309,7 @@ TEST_F(DaemonTest, ExitTwoFailsPermanentlyWithTheTrainersMessage) {
   FakeState s = fake().Snapshot();
   ASSERT_EQ(s.fails.size(), 1u);
   EXPECT_FALSE(s.fails[0].retryable());
+  EXPECT_EQ(s.fails[0].fault(), hlab::v1::FAULT_CLASS_TASK);
   EXPECT_EQ(s.fails[0].exit_code(), 2);
   EXPECT_EQ(s.fails[0].error(),
             "hlab-train: exit code 2: model.d_model must be divisible by "
@@ -320,8 +324,33 @@ TEST_F(DaemonTest, ExitSeventyFiveIsRetryable) {
       fake().WaitFor([](const FakeState& s) { return s.Failed("t-75"); }));
   FakeState s = fake().Snapshot();
   EXPECT_TRUE(s.fails[0].retryable());
+  EXPECT_EQ(s.fails[0].fault(), hlab::v1::FAULT_CLASS_TASK);
   EXPECT_EQ(s.fails[0].exit_code(), 75);
   EXPECT_NE(s.fails[0].error().find("out of memory"), std::string::npos);
+}
+
+// A trainer that stops itself (SIGSTOP, as a hang would look) while the
+// worker keeps heartbeating: the watchdog continues and terminates it after
+// the stall timeout, and the attempt is an infrastructure fault.
+TEST_F(DaemonTest, WatchdogStopsAHungTrainerAsAnInfrastructureFault) {
+  stall_timeout_ = absl::Seconds(1);
+  fake().AddTask(MakeTask("t-hang", "hang"));
+  StartDaemon();
+  ASSERT_TRUE(
+      fake().WaitFor([](const FakeState& s) { return s.Failed("t-hang"); }));
+  FakeState s = fake().Snapshot();
+  ASSERT_EQ(s.fails.size(), 1u);
+  EXPECT_EQ(s.fails[0].fault(), hlab::v1::FAULT_CLASS_INFRASTRUCTURE);
+  EXPECT_TRUE(s.fails[0].retryable());
+  EXPECT_NE(s.fails[0].error().find("hlab-train wrote no record for"),
+            std::string::npos)
+      << s.fails[0].error();
+  EXPECT_NE(s.fails[0].error().find("stopped by the worker's watchdog"),
+            std::string::npos)
+      << s.fails[0].error();
+  // Continued, it honoured SIGTERM (its trap), not a SIGKILL.
+  EXPECT_EQ(s.fails[0].exit_code(), 75) << s.fails[0].error();
+  EXPECT_EQ(metrics_->watchdog_stops(), 1);
 }
 
 TEST_F(DaemonTest, KillNineIsRetryableAndHeartbeatsCarriedProgress) {
@@ -346,8 +375,13 @@ TEST_F(DaemonTest, KillNineIsRetryableAndHeartbeatsCarriedProgress) {
       fake().WaitFor([](const FakeState& s) { return s.Failed("t-kill"); }));
   FakeState s = fake().Snapshot();
   EXPECT_TRUE(s.fails[0].retryable());
+  // Killed from outside: the infrastructure's fault, unless the OOM killer
+  // counted a kill meanwhile (another process of this cgroup, here).
+  if (s.fails[0].error().find("OOM killer") == std::string::npos) {
+    EXPECT_EQ(s.fails[0].fault(), hlab::v1::FAULT_CLASS_INFRASTRUCTURE);
+    EXPECT_EQ(s.fails[0].error(), "hlab-train: killed by signal 9 (SIGKILL)");
+  }
   EXPECT_EQ(s.fails[0].exit_code(), 128 + SIGKILL);
-  EXPECT_EQ(s.fails[0].error(), "hlab-train: killed by signal 9 (SIGKILL)");
 }
 
 TEST_F(DaemonTest, LostLeaseKillsTheTrainerAndReportsNothing) {
@@ -519,6 +553,7 @@ TEST_F(DaemonTest, ShutdownTerminatesTrainersAndReportsThemRetryable) {
   FakeState s = fake().Snapshot();
   ASSERT_EQ(s.fails.size(), 1u);
   EXPECT_TRUE(s.fails[0].retryable());
+  EXPECT_EQ(s.fails[0].fault(), hlab::v1::FAULT_CLASS_INFRASTRUCTURE);
   EXPECT_EQ(s.fails[0].exit_code(), 75);
   EXPECT_EQ(s.fails[0].error().rfind("worker shutting down", 0), 0u)
       << s.fails[0].error();

@@ -8,7 +8,8 @@
 //
 // Behaviours: ok (3 steps, an eval, a checkpoint, exit 0), permanent (error
 // record, exit 2), retryable (exit 75), crash (SIGSEGV), sleep (runs until
-// killed; SIGTERM writes a checkpoint and exits 75, like hlab-train), gang
+// killed; SIGTERM writes a checkpoint and exits 75, like hlab-train), hang
+// (one step, then SIGSTOP of itself; SIGTERM exits 75), gang
 // (rank 1 exits 75, rank 0 runs until terminated), wait_go (finishes once
 // the file "go" appears in its task dir).
 //
@@ -87,6 +88,14 @@ kill -SEGV $$
 trap 'echo x > "$ckdir/step-7.ckpt"; rec "{\"type\":\"checkpoint\",\"step\":7,\"tokens\":448,\"kind\":\"latest\",\"path\":\"$ckdir/step-7.ckpt\",\"sha256\":\"ff\"}"; exit 75' TERM
 rec '{"type":"step","step":7,"tokens":448,"loss":1.25,"tokens_per_s":50}'
 touch "$dir/running"
+while true; do sleep 0.05; done
+)"},
+      // Hangs: one step, then stops itself (SIGSTOP) until continued;
+      // SIGTERM exits 75.
+      {"hang", R"(
+trap 'exit 75' TERM
+rec '{"type":"step","step":1,"tokens":64,"loss":4}'
+kill -STOP $$
 while true; do sleep 0.05; done
 )"},
       // Rank 1 dies; rank 0 runs until terminated.

@@ -212,6 +212,47 @@ TEST(ClassifyExitTest, MapsExitCodes) {
       ClassifyExit({ExitStatus{}, ExitStatus{false, 75, 0}}, "").retryable);
 }
 
+// Whose fault: a non-zero exit or a crash is the task's; a process killed
+// from outside is the infrastructure's, unless the OOM killer did it.
+TEST(ClassifyExitTest, SeparatesTaskErrorsFromInfrastructure) {
+  for (int code : {1, 2, 3, 75}) {
+    EXPECT_FALSE(ClassifyExit({ExitStatus{false, code, 0}}, "").infrastructure)
+        << code;
+  }
+  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) {
+    TaskOutcome crash = ClassifyExit({ExitStatus{true, 0, sig}}, "");
+    EXPECT_FALSE(crash.infrastructure) << sig;
+    EXPECT_TRUE(crash.retryable) << sig;
+  }
+  for (int sig : {SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE}) {
+    TaskOutcome killed = ClassifyExit({ExitStatus{true, 0, sig}}, "");
+    EXPECT_TRUE(killed.infrastructure) << sig;
+    EXPECT_TRUE(killed.retryable) << sig;
+  }
+  TaskOutcome oom = ClassifyExit({ExitStatus{true, 0, SIGKILL}}, "", -1,
+                                 "hlab-train", /*oom_kills=*/true);
+  EXPECT_FALSE(oom.infrastructure);
+  EXPECT_TRUE(oom.retryable);
+  EXPECT_EQ(oom.message,
+            "hlab-train: killed by signal 9 (SIGKILL) by the kernel's OOM "
+            "killer");
+  // Only a SIGKILL is the OOM killer's: a SIGTERM stays the outside's.
+  EXPECT_TRUE(ClassifyExit({ExitStatus{true, 0, SIGTERM}}, "", -1, "hlab-train",
+                           /*oom_kills=*/true)
+                  .infrastructure);
+  // A gang whose first failed rank was killed from outside, its peers then
+  // terminated by the worker: the infrastructure's.
+  EXPECT_TRUE(
+      ClassifyExit({ExitStatus{true, 0, SIGTERM}, ExitStatus{true, 0, SIGKILL}},
+                   "", /*first_failed=*/1)
+          .infrastructure);
+}
+
+TEST(CgroupOomKillsTest, ReadsTheCountOrSaysItCannot) {
+  // -1 where cgroup v2's memory.events is not readable; else a count.
+  EXPECT_GE(CgroupOomKills(), -1);
+}
+
 TEST(TaskDirNameTest, KeepsSafeCharacters) {
   EXPECT_EQ(TaskDirName("abc-12_3.x"), "abc-12_3.x");
   EXPECT_EQ(TaskDirName("../etc/passwd"), ".._etc_passwd");

@@ -9,7 +9,7 @@ namespace hlab::store::internal {
 
 const char kSweepColumns[] =
     "id, name, spec_hash, request_id, spec, created_at, state, max_retries, "
-    "retries";
+    "retries, infra_retries";
 const char kRunColumns[] =
     "id, arch, scale, budget_tokens, n_params, seed, config, max_attempts, "
     "state, failure_reason, retries, created_at, updated_at";
@@ -17,7 +17,7 @@ const char kTaskColumns[] =
     "id, sweep_id, run_id, trunk_group, kind, priority, cost_flops, "
     "resources, payload, max_attempts, state, attempt, failures, "
     "lease_worker, lease_expiry, not_before, failure_reason, created_at, "
-    "updated_at, on_demand";
+    "updated_at, on_demand, infra_failures";
 const char kWorkerColumns[] =
     "id, address, devices, capacity, registered_at, last_heartbeat, state";
 const char kCheckpointColumns[] =
@@ -40,6 +40,7 @@ absl::StatusOr<Sweep> ReadSweep(const Statement& st) {
   HLAB_ASSIGN_OR_RETURN(sweep.state, ParseSweepState(st.ColumnText(6)));
   sweep.spec.max_retries = static_cast<int>(st.ColumnInt(7));
   sweep.retries = static_cast<int>(st.ColumnInt(8));
+  sweep.infra_retries = static_cast<int>(st.ColumnInt(9));
   return sweep;
 }
 
@@ -83,6 +84,7 @@ absl::StatusOr<Task> ReadTask(const Statement& st) {
   task.created_at = TimeColumn(st, 17);
   task.updated_at = TimeColumn(st, 18);
   task.spec.on_demand = st.ColumnInt(19) != 0;
+  task.infra_failures = static_cast<int>(st.ColumnInt(20));
   return task;
 }
 

@@ -11,42 +11,55 @@
 namespace hlab::store::internal {
 namespace {
 
-// Fails every PENDING task that depends, directly or not, on `task_id`;
-// adds their runs to `runs`.
+// Fails every PENDING task that depends, directly or not, on `task_id`
+// (which failed for `reason`); adds their runs to `runs`. Each dependent's
+// reason names the dependency it waited on, and that dependency's run when
+// it is another run's (e.g. the LongPPL reference's training), then that
+// dependency's own reason.
 absl::Status FailDependents(Database& db, const std::string& task_id,
                             absl::string_view reason, absl::Time now,
                             std::set<std::string>* runs) {
-  std::vector<std::pair<std::string, std::string>> dependents;  // id, run
-  {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("WITH RECURSIVE dependents(id) AS ("
-                   "  SELECT task_id FROM task_deps WHERE depends_on = ?1"
-                   "  UNION"
-                   "  SELECT d.task_id FROM task_deps d"
-                   "    JOIN dependents x ON d.depends_on = x.id)"
-                   " SELECT t.id, coalesce(t.run_id, '') FROM tasks t"
-                   " JOIN dependents x ON t.id = x.id"
-                   " WHERE t.state = 'PENDING'"));
-    st.Bind(1, task_id);
-    while (true) {
-      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-      if (!has_row) break;
-      dependents.emplace_back(st.ColumnText(0), st.ColumnText(1));
-    }
-  }
-  if (dependents.empty()) return absl::OkStatus();
+  HLAB_ASSIGN_OR_RETURN(
+      Statement select,
+      db.Prepare("SELECT t.id, coalesce(t.run_id, ''),"
+                 " coalesce((SELECT run_id FROM tasks WHERE id = ?1), '')"
+                 " FROM task_deps d JOIN tasks t ON t.id = d.task_id"
+                 " WHERE d.depends_on = ?1 AND t.state = 'PENDING'"
+                 " ORDER BY t.id"));
   HLAB_ASSIGN_OR_RETURN(
       Statement update,
       db.Prepare("UPDATE tasks SET state = 'FAILED', failure_reason = ?1,"
                  " updated_at = ?2 WHERE id = ?3"));
-  for (const auto& [id, run] : dependents) {
-    update.Bind(1, absl::StrCat("dependency ", task_id, " failed: ", reason))
-        .Bind(2, ToMillis(now))
-        .Bind(3, id);
-    HLAB_RETURN_IF_ERROR(update.Run());
-    update.Reset();
-    if (!run.empty()) runs->insert(run);
+  // Breadth first: (failed task, its reason).
+  std::vector<std::pair<std::string, std::string>> frontier = {
+      {task_id, std::string(reason)}};
+  while (!frontier.empty()) {
+    std::vector<std::pair<std::string, std::string>> next;
+    for (const auto& [failed, why] : frontier) {
+      std::vector<std::pair<std::string, std::string>> dependents;  // id, run
+      std::string failed_run;
+      select.Reset();
+      select.Bind(1, failed);
+      while (true) {
+        HLAB_ASSIGN_OR_RETURN(bool has_row, select.Step());
+        if (!has_row) break;
+        dependents.emplace_back(select.ColumnText(0), select.ColumnText(1));
+        failed_run = select.ColumnText(2);
+      }
+      for (const auto& [id, run] : dependents) {
+        std::string own = absl::StrCat("dependency ", failed);
+        if (!failed_run.empty() && failed_run != run) {
+          absl::StrAppend(&own, " of run ", failed_run);
+        }
+        absl::StrAppend(&own, " failed: ", why);
+        update.Bind(1, own).Bind(2, ToMillis(now)).Bind(3, id);
+        HLAB_RETURN_IF_ERROR(update.Run());
+        update.Reset();
+        if (!run.empty()) runs->insert(run);
+        next.emplace_back(id, std::move(own));
+      }
+    }
+    frontier = std::move(next);
   }
   return absl::OkStatus();
 }
@@ -59,7 +72,8 @@ absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db,
       Statement st,
       db.Prepare("SELECT sweep_id, coalesce(run_id, ''), state, attempt,"
                  " failures, max_attempts, coalesce(lease_worker, ''),"
-                 " lease_expiry, on_demand FROM tasks WHERE id = ?"));
+                 " lease_expiry, on_demand, infra_failures"
+                 " FROM tasks WHERE id = ?"));
   st.Bind(1, task_id);
   HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
   if (!has_row) {
@@ -76,6 +90,7 @@ absl::StatusOr<LeaseRow> LoadLeaseRow(Database& db,
   row.lease_worker = st.ColumnText(6);
   row.lease_expiry = TimeColumn(st, 7);
   row.on_demand = st.ColumnInt(8) != 0;
+  row.infra_failures = static_cast<int>(st.ColumnInt(9));
   return row;
 }
 
@@ -204,45 +219,52 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
 }
 
 absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
-                                      absl::string_view error, bool retryable,
+                                      const AttemptFailure& failure,
                                       absl::string_view outcome, absl::Time now,
                                       absl::Duration backoff) {
   const int64_t now_ms = ToMillis(now);
-  const int failures = row.failures + 1;
+  const bool infra = failure.fault == FaultClass::kInfrastructure;
+  const absl::string_view error = failure.error;
   {
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
-        db.Prepare("UPDATE attempts SET ended_at = ?, outcome = ?, error = ?"
-                   " WHERE task_id = ? AND attempt = ?"));
+        db.Prepare("UPDATE attempts SET ended_at = ?, outcome = ?, error = ?,"
+                   " fault = ? WHERE task_id = ? AND attempt = ?"));
     st.Bind(1, now_ms).Bind(2, outcome).Bind(3, error);
-    st.Bind(4, row.id).Bind(5, row.attempt);
+    st.Bind(4, ToString(failure.fault));
+    st.Bind(5, row.id).Bind(6, row.attempt);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
-  // The sweep's retry budget; an on-demand task has only its own
-  // max_attempts (types.h).
-  int64_t sweep_retries = 0, sweep_max_retries = 0;
-  if (!row.on_demand) {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("SELECT retries, max_retries FROM sweeps WHERE id = ?"));
-    st.Bind(1, row.sweep_id);
-    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-    if (has_row) {
-      sweep_retries = st.ColumnInt(0);
-      sweep_max_retries = st.ColumnInt(1);
-    }
-  }
+  // Only a task error spends the budgets: the task's max_attempts and its
+  // sweep's retry budget (an on-demand task has only its own max_attempts,
+  // types.h). An infrastructure fault is retried without limit.
+  const int failures = row.failures + (infra ? 0 : 1);
+  const int infra_failures = row.infra_failures + (infra ? 1 : 0);
   std::string reason;
-  if (!retryable) {
-    reason = absl::StrCat("task ", row.id, " attempt ", row.attempt,
-                          " failed (not retryable): ", error);
-  } else if (failures >= row.max_attempts) {
-    reason = absl::StrCat("task ", row.id, " failed ", failures, " of ",
-                          row.max_attempts, " attempts; last error: ", error);
-  } else if (!row.on_demand && sweep_retries >= sweep_max_retries) {
-    reason = absl::StrCat("sweep ", row.sweep_id, " retry limit (",
-                          sweep_max_retries, ") exhausted; task ", row.id,
-                          " last error: ", error);
+  if (!infra) {
+    int64_t sweep_retries = 0, sweep_max_retries = 0;
+    if (!row.on_demand) {
+      HLAB_ASSIGN_OR_RETURN(
+          Statement st,
+          db.Prepare("SELECT retries, max_retries FROM sweeps WHERE id = ?"));
+      st.Bind(1, row.sweep_id);
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (has_row) {
+        sweep_retries = st.ColumnInt(0);
+        sweep_max_retries = st.ColumnInt(1);
+      }
+    }
+    if (!failure.retryable) {
+      reason = absl::StrCat("task ", row.id, " attempt ", row.attempt,
+                            " failed (not retryable): ", error);
+    } else if (failures >= row.max_attempts) {
+      reason = absl::StrCat("task ", row.id, " failed ", failures, " of ",
+                            row.max_attempts, " attempts; last error: ", error);
+    } else if (!row.on_demand && sweep_retries >= sweep_max_retries) {
+      reason = absl::StrCat("sweep ", row.sweep_id, " retry limit (",
+                            sweep_max_retries, ") exhausted; task ", row.id,
+                            " last error: ", error);
+    }
   }
   std::set<std::string> runs;
   if (!row.run_id.empty()) runs.insert(row.run_id);
@@ -251,36 +273,41 @@ absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
         db.Prepare("UPDATE tasks SET state = ?, failures = ?,"
-                   " lease_worker = NULL, lease_expiry = NULL,"
-                   " not_before = ?, failure_reason = ?, updated_at = ?"
-                   " WHERE id = ?"));
-    st.Bind(1, ToString(next)).Bind(2, failures);
-    st.Bind(3, ToMillis(now + backoff));
-    st.Bind(4, reason.empty() ? std::string(error) : reason);
-    st.Bind(5, now_ms).Bind(6, row.id);
+                   " infra_failures = ?, lease_worker = NULL,"
+                   " lease_expiry = NULL, not_before = ?, failure_reason = ?,"
+                   " updated_at = ? WHERE id = ?"));
+    st.Bind(1, ToString(next)).Bind(2, failures).Bind(3, infra_failures);
+    st.Bind(4, ToMillis(now + backoff));
+    st.Bind(5, reason.empty() ? std::string(error) : reason);
+    st.Bind(6, now_ms).Bind(7, row.id);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
   if (next == TaskState::kPending) {
     // An on-demand task's retries are its own, not its sweep's or run's.
+    const char* column = infra ? "infra_retries" : "retries";
     if (!row.on_demand) {
       HLAB_ASSIGN_OR_RETURN(
           Statement sweep,
-          db.Prepare("UPDATE sweeps SET retries = retries + 1 WHERE id = ?"));
+          db.Prepare(absl::StrCat("UPDATE sweeps SET ", column, " = ", column,
+                                  " + 1 WHERE id = ?")));
       sweep.Bind(1, row.sweep_id);
       HLAB_RETURN_IF_ERROR(sweep.Run());
     }
     if (!row.run_id.empty() && !row.on_demand) {
       HLAB_ASSIGN_OR_RETURN(
           Statement run,
-          db.Prepare("UPDATE runs SET retries = retries + 1 WHERE id = ?"));
+          db.Prepare(absl::StrCat("UPDATE runs SET ", column, " = ", column,
+                                  " + 1 WHERE id = ?")));
       run.Bind(1, row.run_id);
       HLAB_RETURN_IF_ERROR(run.Run());
     }
     HLAB_RETURN_IF_ERROR(
-        InsertEvent(db, row.sweep_id, row.run_id, "task_retry",
-                    absl::StrCat("task ", row.id, " attempt ", row.attempt, " ",
-                                 outcome, ": ", error),
-                    now)
+        InsertEvent(
+            db, row.sweep_id, row.run_id, "task_retry",
+            absl::StrCat("task ", row.id, " attempt ", row.attempt, " ",
+                         outcome, " (", infra ? "infrastructure" : "task error",
+                         "): ", error),
+            now)
             .status());
   } else {
     HLAB_RETURN_IF_ERROR(FailDependents(db, row.id, reason, now, &runs));

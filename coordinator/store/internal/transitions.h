@@ -29,7 +29,8 @@ struct LeaseRow {
   std::string run_id;  // empty for a TRUNK task
   TaskState state = TaskState::kPending;
   int attempt = 0;
-  int failures = 0;
+  int failures = 0;        // task errors
+  int infra_failures = 0;  // infrastructure faults
   int max_attempts = 0;
   std::string lease_worker;
   absl::Time lease_expiry = absl::InfinitePast();
@@ -68,9 +69,10 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
 
 // Ends the leased attempt of `row` with `outcome` ("FAILED" or "EXPIRED")
 // and either requeues the task (PENDING, not_before = now + backoff) or
-// fails it for good, with its dependents. Returns the new task state.
+// fails it for good, with its dependents, by the budget rule of
+// Store::FailTask. Returns the new task state.
 absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
-                                      absl::string_view error, bool retryable,
+                                      const AttemptFailure& failure,
                                       absl::string_view outcome, absl::Time now,
                                       absl::Duration backoff);
 
