@@ -1,5 +1,6 @@
 #include "cli/submit_command.h"
 
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -143,6 +144,17 @@ int RunSubmit(const std::vector<std::string>& argv, std::ostream& out,
     err << "hlab submit: error: " << paths[0] << ": " << plan.status().message()
         << "\n";
     return kExitFailed;
+  }
+  // Workers read a prepared dataset at this very path; most often they
+  // share this machine's filesystem, so a path missing here is a typo.
+  const hlab::v1::DataSpec& data = plan->spec.data();
+  std::error_code missing;
+  if (data.source() == "prepared" &&
+      !std::filesystem::exists(data.path(), missing)) {
+    err << "hlab submit: warning: data.path '" << data.path()
+        << "' does not exist on this machine; every worker must have it at "
+           "that path (a task whose worker lacks it fails at once, naming "
+           "the path)\n";
   }
   if (!args->Has("dry-run")) {
     return Submit(*args, *plan, *std::move(spec), out, err);

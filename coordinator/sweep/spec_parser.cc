@@ -18,6 +18,34 @@
 
 namespace hlab::sweep {
 
+namespace {
+
+// The first empty list of the document, as "<path>: empty list ...".
+absl::Status RefuseEmptyLists(const internal::DocNode& node,
+                              const std::string& path) {
+  using Kind = internal::DocNode::Kind;
+  if (node.kind == Kind::kList) {
+    if (node.items.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path.empty() ? "spec" : path, ": empty list", internal::Where(node),
+          "; remove the key for its default, or list at least one value"));
+    }
+    for (size_t i = 0; i < node.items.size(); ++i) {
+      HLAB_RETURN_IF_ERROR(
+          RefuseEmptyLists(node.items[i], absl::StrCat(path, "[", i, "]")));
+    }
+  } else if (node.kind == Kind::kMap) {
+    for (const internal::DocEntry& entry : node.entries) {
+      HLAB_RETURN_IF_ERROR(RefuseEmptyLists(
+          entry.value,
+          path.empty() ? entry.key : absl::StrCat(path, ".", entry.key)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<hlab::v1::SweepSpec> ParseSweepSpec(absl::string_view text,
                                                    SpecFormat format) {
   if (format == SpecFormat::kAuto) {
@@ -37,6 +65,11 @@ absl::StatusOr<hlab::v1::SweepSpec> ParseSweepSpec(absl::string_view text,
   }
   hlab::v1::SweepSpec spec;
   HLAB_RETURN_IF_ERROR(internal::ReadMessage(root, "", &spec));
+  // JSON is the form hlab prints, with [] for every unset list; YAML is
+  // what people write, where [] would silently mean the default.
+  if (format == SpecFormat::kYaml) {
+    HLAB_RETURN_IF_ERROR(RefuseEmptyLists(root, ""));
+  }
   return spec;
 }
 

@@ -31,7 +31,10 @@ enum class SpecFormat {
 };
 
 // Parses spec text. InvalidArgument (naming field and position) on any
-// malformed or unknown content.
+// malformed or unknown content, and in YAML on an empty list (`seeds: []`):
+// there a list is omitted for its default, never given empty. (JSON, the
+// form SweepSpecToCanonicalJson prints with [] for every unset list, may
+// carry them.)
 absl::StatusOr<hlab::v1::SweepSpec> ParseSweepSpec(
     absl::string_view text, SpecFormat format = SpecFormat::kAuto);
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "coordinator/sweep/internal/grid_checks.h"
+#include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/run_config.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "model/config/param_count.h"
@@ -31,6 +32,7 @@ absl::Status CheckTopLevel(const SweepSpec& spec) {
   if (spec.name().empty()) {
     return Bad("name", "missing; give the sweep a name such as 'demo'");
   }
+  HLAB_RETURN_IF_ERROR(internal::CheckName("name", spec.name()));
   if (spec.seq_len() == 0) {
     return Bad("seq_len", "missing; give the training sequence length");
   }
@@ -46,6 +48,9 @@ absl::Status CheckTopLevel(const SweepSpec& spec) {
     return Bad("batch_tokens",
                absl::StrCat("must be > 0, got ", spec.batch_tokens()));
   }
+  HLAB_RETURN_IF_ERROR(internal::AtMost("seq_len", spec.seq_len(), kMaxSeqLen));
+  HLAB_RETURN_IF_ERROR(
+      internal::AtMost("batch_tokens", spec.batch_tokens(), kMaxBatchTokens));
   if (spec.batch_tokens() % spec.seq_len() != 0) {
     return Bad("batch_tokens",
                absl::StrCat("must be a multiple of seq_len = ", spec.seq_len(),
@@ -56,6 +61,8 @@ absl::Status CheckTopLevel(const SweepSpec& spec) {
     return Bad("priority",
                absl::StrCat("must be in [-1000, 1000], got ", spec.priority()));
   }
+  HLAB_RETURN_IF_ERROR(
+      internal::AtMost("seeds", spec.seeds_size(), kMaxSeeds, "seeds"));
   std::set<int64_t> seeds;
   for (int i = 0; i < spec.seeds_size(); ++i) {
     if (spec.seeds(i) < 0) {
@@ -178,6 +185,11 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
     }
   }
   const auto& n = e.niah();
+  HLAB_RETURN_IF_ERROR(internal::AtMost("evaluation.niah.context_lengths",
+                                        n.context_lengths_size(),
+                                        kMaxEvalPoints, "lengths"));
+  HLAB_RETURN_IF_ERROR(internal::AtMost(
+      "evaluation.niah.depths", n.depths_size(), kMaxEvalPoints, "depths"));
   for (int i = 0; i < n.context_lengths_size(); ++i) {
     if (n.context_lengths(i) <= 0 || n.context_lengths(i) > spec.seq_len()) {
       return Bad(Index("evaluation.niah.context_lengths", i),

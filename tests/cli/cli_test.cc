@@ -142,6 +142,36 @@ TEST(CliTest, InvalidSpecNamesTheField) {
   EXPECT_NE(r.err.find("batch_tokens"), std::string::npos) << r.err;
 }
 
+TEST(CliTest, SubmitWarnsOfAPreparedPathMissingHere) {
+  const std::string path = testing::TempDir() + "/prepared_spec.yaml";
+  {
+    std::ofstream f(path);
+    f << "name: prep\narchitectures: [full]\nscales: [{name: A, d_model: 32, "
+         "n_layers: 2, n_heads: 4}]\nbudgets: {tokens_per_param: [20]}\n"
+         "seq_len: 64\nbatch_tokens: 256\nschedule: {peak_lr: 0.001}\n"
+         "data: {source: prepared, path: /nonexistent/prepared/c4}\n";
+  }
+  const Result r = Hlab({"submit", "--dry-run", path});
+  EXPECT_EQ(r.code, kExitOk) << r.err;  // a warning: workers may have it
+  EXPECT_NE(r.err.find("warning: data.path '/nonexistent/prepared/c4' does "
+                       "not exist on this machine"),
+            std::string::npos)
+      << r.err;
+  // Nothing said for a path that exists.
+  const std::string here = testing::TempDir() + "/prepared_spec_here.yaml";
+  {
+    std::ofstream f(here);
+    f << "name: prep\narchitectures: [full]\nscales: [{name: A, d_model: 32, "
+         "n_layers: 2, n_heads: 4}]\nbudgets: {tokens_per_param: [20]}\n"
+         "seq_len: 64\nbatch_tokens: 256\nschedule: {peak_lr: 0.001}\n"
+         "data: {source: prepared, path: "
+      << testing::TempDir() << "}\n";
+  }
+  const Result ok = Hlab({"submit", "--dry-run", here});
+  EXPECT_EQ(ok.code, kExitOk) << ok.err;
+  EXPECT_EQ(ok.err.find("warning"), std::string::npos) << ok.err;
+}
+
 TEST(CliTest, SubmitUsageErrors) {
   EXPECT_EQ(Hlab({"submit"}).code, kExitUsage);
   EXPECT_EQ(Hlab({"submit", "--dry-run", "a.yaml", "b.yaml"}).code, kExitUsage);

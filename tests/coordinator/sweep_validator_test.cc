@@ -285,5 +285,88 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// "[0, 1, ..., n - 1]".
+std::string Seeds(int n) {
+  std::string list = "[";
+  for (int i = 0; i < n; ++i) list += (i > 0 ? ", " : "") + std::to_string(i);
+  return list + "]";
+}
+
+// The input limits (coordinator/sweep/limits.h), and empty lists: each is
+// refused naming the field and the limit, before any arithmetic overflows.
+INSTANTIATE_TEST_SUITE_P(
+    Limits, BadSpecTest,
+    testing::Values(
+        BadSpec{"d_model of 1e12", "scales",
+                "[{name: A, d_model: 1e12, n_layers: 2, n_heads: 4, "
+                "n_kv_heads: 2}]\nfit: {fit_scales: [A]}",
+                "scales[0].d_model: 1000000000000 is over the limit of 65536"},
+        BadSpec{"layers beyond the limit", "scales",
+                "[{name: A, d_model: 32, n_layers: 5000, n_heads: 4}]\n"
+                "fit: {fit_scales: [A]}",
+                "scales[0].n_layers: 5000 is over the limit of 1024"},
+        BadSpec{"vocabulary beyond the limit", "scales",
+                "[{name: A, d_model: 32, n_layers: 2, n_heads: 4, "
+                "vocab_size: 100000000}]\nfit: {fit_scales: [A]}",
+                "scales[0].vocab_size: 100000000 is over the limit of "
+                "16777216"},
+        BadSpec{"tokens_per_param of 1e300", "budgets",
+                "{tokens_per_param: [5, 1e300]}",
+                "budgets.tokens_per_param[1]: 1e+300 is over the limit of "
+                "1e+06"},
+        BadSpec{"a token budget beyond the limit", "budgets",
+                "{tokens: [1e16]}",
+                "budgets.tokens[0]: 10000000000000000 tokens is over the "
+                "limit of 1000000000000000"},
+        BadSpec{"seq_len beyond the limit", "seq_len", "2000000",
+                "seq_len: 2000000 is over the limit of 1048576"},
+        BadSpec{"a name of 100000 characters", "name", std::string(100000, 'x'),
+                "name: 100000 characters, over the limit of 128"},
+        BadSpec{"a scale name too long", "scales",
+                "[{name: " + std::string(200, 's') +
+                    ", d_model: 32, n_layers: 2, n_heads: 4}]\n"
+                    "fit: {fit_scales: [" +
+                    std::string(200, 's') + "]}",
+                "scales[0].name: 200 characters, over the limit of 128"},
+        BadSpec{"too many seeds", "seeds", Seeds(65),
+                "seeds: 65 seeds is over the limit of 64"},
+        BadSpec{"empty seeds", "seeds", "[]", "seeds: empty list (line 9"},
+        BadSpec{"empty fit targets", "fit", "{fit_scales: [A], targets: []}",
+                "fit.targets: empty list"}),
+    [](const testing::TestParamInfo<BadSpec>& param_info) {
+      std::string name;
+      for (const char* p = param_info.param.kind; *p != '\0'; ++p) {
+        name += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+      }
+      return name;
+    });
+
+// D = ratio x N is checked before it is rounded into an int64.
+TEST(SweepValidatorTest, TokensOfRatioTimesNBeyondTheLimitAreRefused) {
+  const absl::Status status = Check(SpecText(
+      "scales",
+      "[{name: A, d_model: 65536, n_layers: 2, n_heads: 64, n_kv_heads: 16}]\n"
+      "fit: {fit_scales: [A]}\n"
+      "budgets: {tokens_per_param: [5, 1.0e+6]}\n"
+      "architectures: [full]"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  const std::string message(status.message());
+  EXPECT_EQ(message.rfind("budgets.tokens_per_param[1]: gives ", 0), 0u)
+      << message;
+  EXPECT_NE(message.find("tokens for full/A (N = "), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("over the limit of 1000000000000000 tokens a run"),
+            std::string::npos)
+      << message;
+}
+
+// JSON, the form hlab prints (every unset list as []), reads back with its
+// empty lists: only YAML refuses them.
+TEST(SweepValidatorTest, EmptyListsAreAllowedInJson) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      ParseSweepSpec("{\"name\": \"j\", \"seeds\": [], \"resources\": []}");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+}
+
 }  // namespace
 }  // namespace hlab::sweep

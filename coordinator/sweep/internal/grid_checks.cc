@@ -1,5 +1,6 @@
 #include "coordinator/sweep/internal/grid_checks.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/run_config.h"
 #include "model/config/param_count.h"
 
@@ -29,6 +31,12 @@ std::vector<std::string> ArchitectureNames(const SweepSpec& spec) {
   return names;
 }
 
+absl::Status CheckName(const std::string& field, const std::string& name) {
+  if (name.size() <= kMaxNameLength) return absl::OkStatus();
+  return Bad(field, absl::StrCat(name.size(), " characters, over the limit of ",
+                                 kMaxNameLength, "; use a shorter name"));
+}
+
 namespace {
 
 absl::Status CheckBudgets(const hlab::v1::Budgets& b,
@@ -40,12 +48,18 @@ absl::Status CheckBudgets(const hlab::v1::Budgets& b,
     return Bad(field + ".tokens",
                "give either tokens_per_param or tokens, not both");
   }
+  HLAB_RETURN_IF_ERROR(AtMost(field + ".tokens_per_param",
+                              b.tokens_per_param_size(), kMaxBudgets,
+                              "budgets"));
+  HLAB_RETURN_IF_ERROR(
+      AtMost(field + ".tokens", b.tokens_size(), kMaxBudgets, "budgets"));
   std::set<double> ratios;
   for (int i = 0; i < b.tokens_per_param_size(); ++i) {
     const std::string at = Index(field + ".tokens_per_param", i);
     if (!(b.tokens_per_param(i) > 0)) {
       return Bad(at, absl::StrCat("must be > 0, got ", b.tokens_per_param(i)));
     }
+    HLAB_RETURN_IF_ERROR(AtMost(at, b.tokens_per_param(i), kMaxTokensPerParam));
     if (!ratios.insert(b.tokens_per_param(i)).second) {
       return Bad(at, "duplicate budget; budgets must be unique");
     }
@@ -56,6 +70,7 @@ absl::Status CheckBudgets(const hlab::v1::Budgets& b,
     if (b.tokens(i) <= 0) {
       return Bad(at, absl::StrCat("must be > 0, got ", b.tokens(i)));
     }
+    HLAB_RETURN_IF_ERROR(AtMost(at, b.tokens(i), kMaxTokensPerRun, "tokens"));
     if (!tokens.insert(b.tokens(i)).second) {
       return Bad(at, "duplicate budget; budgets must be unique");
     }
@@ -70,11 +85,20 @@ absl::Status CheckGrid(const SweepSpec& spec) {
     return Bad("architectures",
                "empty; list at least one, e.g. [full, swa-128]");
   }
+  HLAB_RETURN_IF_ERROR(AtMost("architectures", spec.architectures_size(),
+                              kMaxArchitectures, "architectures"));
+  HLAB_RETURN_IF_ERROR(
+      AtMost("scales", spec.scales_size(), kMaxScales, "scales"));
   std::set<std::string> archs;
   for (int i = 0; i < spec.architectures_size(); ++i) {
     const auto& a = spec.architectures(i);
     if (a.name().empty())
       return Bad(Index("architectures", i) + ".name", "missing");
+    HLAB_RETURN_IF_ERROR(
+        CheckName(Index("architectures", i) + ".name", a.name()));
+    HLAB_RETURN_IF_ERROR(AtMost(Index("architectures", i) + ".pattern",
+                                a.pattern().size(), kMaxPatternLength,
+                                "characters"));
     if (!archs.insert(a.name()).second) {
       return Bad(Index("architectures", i) + ".name",
                  absl::StrCat("duplicate architecture '", a.name(),
@@ -89,6 +113,7 @@ absl::Status CheckGrid(const SweepSpec& spec) {
     const auto& s = spec.scales(i);
     const std::string at = Index("scales", i);
     if (s.name().empty()) return Bad(at + ".name", "missing");
+    HLAB_RETURN_IF_ERROR(CheckName(at + ".name", s.name()));
     if (!scales.insert(s.name()).second) {
       return Bad(at + ".name", absl::StrCat("duplicate scale name '", s.name(),
                                             "'; scale names must be unique"));
@@ -96,6 +121,17 @@ absl::Status CheckGrid(const SweepSpec& spec) {
     if (s.d_model() <= 0) return Bad(at + ".d_model", "must be > 0");
     if (s.n_layers() <= 0) return Bad(at + ".n_layers", "must be > 0");
     if (s.n_heads() <= 0) return Bad(at + ".n_heads", "must be > 0");
+    // Sizes before any arithmetic on them.
+    HLAB_RETURN_IF_ERROR(AtMost(at + ".d_model", s.d_model(), kMaxDModel));
+    HLAB_RETURN_IF_ERROR(AtMost(at + ".n_layers", s.n_layers(), kMaxLayers));
+    HLAB_RETURN_IF_ERROR(AtMost(at + ".n_heads", s.n_heads(), kMaxHeads));
+    HLAB_RETURN_IF_ERROR(AtMost(at + ".head_dim", s.head_dim(), kMaxHeadDim));
+    HLAB_RETURN_IF_ERROR(
+        AtMost(at + ".ffn_hidden", s.ffn_hidden(), kMaxFfnHidden));
+    HLAB_RETURN_IF_ERROR(
+        AtMost(at + ".vocab_size", s.vocab_size(), kMaxVocabSize));
+    HLAB_RETURN_IF_ERROR(
+        AtMost(at + ".batch_tokens", s.batch_tokens(), kMaxBatchTokens));
     if (s.n_kv_heads() <= 0 || s.n_heads() % s.n_kv_heads() != 0) {
       return Bad(at + ".n_kv_heads",
                  absl::StrCat("must divide n_heads = ", s.n_heads(), ", got ",
@@ -144,7 +180,19 @@ absl::Status CheckGrid(const SweepSpec& spec) {
         b.tokens().empty())) {
     HLAB_RETURN_IF_ERROR(CheckBudgets(b, "budgets"));
   }
-  return absl::OkStatus();
+  // Each count is at most 64 here, so the product cannot overflow.
+  int64_t runs = 0;
+  for (const auto& s : spec.scales()) {
+    const auto& own = s.budgets();
+    const int64_t budgets =
+        own.tokens_per_param_size() + own.tokens_size() > 0
+            ? own.tokens_per_param_size() + own.tokens_size()
+            : b.tokens_per_param_size() + b.tokens_size();
+    runs += int64_t{spec.architectures_size()} * budgets *
+            std::max(1, spec.seeds_size());
+  }
+  return AtMost("spec", runs, kMaxRuns,
+                "runs (architectures x scales x budgets x seeds)");
 }
 
 absl::Status CheckModelsAndBudgets(const SweepSpec& sweep) {
@@ -198,9 +246,20 @@ absl::Status CheckModelsAndBudgets(const SweepSpec& sweep) {
             ratio ? Index(budgets + ".tokens_per_param", b)
                   : Index(budgets + ".tokens",
                           b - spec.budgets().tokens_per_param_size());
+        const std::string run = absl::StrCat(arch.name(), "/", scale.name());
+        // D = ratio x N, before it is rounded into an integer.
+        const double raw =
+            ratio ? spec.budgets().tokens_per_param(b) * static_cast<double>(n)
+                  : 0;
+        if (raw > static_cast<double>(kMaxTokensPerRun)) {
+          return Bad(
+              at, absl::StrCat("gives ", raw, " tokens for ", run, " (N = ", n,
+                               "), over the limit of ", kMaxTokensPerRun,
+                               " tokens a run "
+                               "(coordinator/sweep/limits.h)"));
+        }
         const int64_t tokens = BudgetTokens(spec, b, n);
         const int64_t steps = tokens / spec.batch_tokens();
-        const std::string run = absl::StrCat(arch.name(), "/", scale.name());
         if (steps <= warmup) {
           return Bad(at, absl::StrCat("gives ", tokens, " tokens = ", steps,
                                       " steps for ", run,

@@ -29,6 +29,20 @@ inline std::string Index(const std::string& field, int i) {
   return absl::StrCat(field, "[", i, "]");
 }
 
+// OK when value <= limit (coordinator/sweep/limits.h), else
+// "<field>: <value> <unit> is over the limit of <limit>".
+template <typename T>
+absl::Status AtMost(const std::string& field, T value, T limit,
+                    const std::string& unit = "") {
+  if (value <= limit) return absl::OkStatus();
+  return Bad(field, absl::StrCat(value, unit.empty() ? "" : " ", unit,
+                                 " is over the limit of ", limit,
+                                 " (coordinator/sweep/limits.h)"));
+}
+
+// A name: at most kMaxNameLength characters.
+absl::Status CheckName(const std::string& field, const std::string& name);
+
 template <typename Names>
 bool Contains(const Names& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
