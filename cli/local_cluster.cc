@@ -91,12 +91,26 @@ absl::Status LocalCluster::Start() {
   }
   for (int i = 0; i < options_.workers; ++i) {
     const std::string name = absl::StrCat("local-", i);
-    const pid_t pid = Spawn(
-        {bin_ + "/hlab-worker", "--coordinator", address_, "--data-dir",
-         absl::StrCat(options_.dir, "/", name), "--capacity",
-         std::to_string(std::max(1, options_.worker_capacity)), "--evaluator",
-         bin_ + "/hlab-eval", "--metrics-listen", "none", "--name", name},
-        absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
+    std::vector<std::string> argv = {
+        bin_ + "/hlab-worker",
+        "--coordinator",
+        address_,
+        "--data-dir",
+        absl::StrCat(options_.dir, "/", name),
+        "--capacity",
+        std::to_string(std::max(1, options_.worker_capacity)),
+        "--evaluator",
+        bin_ + "/hlab-eval",
+        "--metrics-listen",
+        "none",
+        "--name",
+        name};
+    if (options_.share_checkpoints) {
+      argv.insert(argv.end(), {"--checkpoint-root",
+                               absl::StrCat(options_.dir, "/checkpoints")});
+    }
+    const pid_t pid =
+        Spawn(argv, absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
     if (pid < 0) {
       Stop();
       return absl::UnavailableError("cannot start hlab-worker");

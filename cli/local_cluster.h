@@ -42,6 +42,9 @@ struct LocalClusterOptions {
   int lease_seconds = 0;
   // Task slots of each worker (--capacity); a task with cpu_ranks R needs R.
   int worker_capacity = 1;
+  // The workers checkpoint into <dir>/checkpoints, shared (--checkpoint-
+  // root), so a task retried on another worker resumes where it was.
+  bool share_checkpoints = true;
 };
 
 class LocalCluster {

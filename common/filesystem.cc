@@ -48,8 +48,8 @@ std::optional<std::string> NetworkFilesystemName(int64_t f_type) {
   }
 }
 
-absl::Status CheckLocalFilesystem(const std::string& path,
-                                  const std::string& flag) {
+absl::StatusOr<std::optional<std::string>> NetworkFilesystemOf(
+    const std::string& path, const std::string& flag) {
   std::filesystem::path probe =
       std::filesystem::absolute(path.empty() ? "." : path);
   struct statfs info {};
@@ -62,11 +62,17 @@ absl::Status CheckLocalFilesystem(const std::string& path,
     }
     probe = probe.parent_path();
   }
-  const std::optional<std::string> network =
-      NetworkFilesystemName(static_cast<int64_t>(info.f_type));
-  if (!network) return absl::OkStatus();
+  return NetworkFilesystemName(static_cast<int64_t>(info.f_type));
+}
+
+absl::Status CheckLocalFilesystem(const std::string& path,
+                                  const std::string& flag) {
+  absl::StatusOr<std::optional<std::string>> network =
+      NetworkFilesystemOf(path, flag);
+  if (!network.ok()) return network.status();
+  if (!*network) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      flag, " ", path, " is on a network filesystem (", *network,
+      flag, " ", path, " is on a network filesystem (", **network,
       "); hlab needs a local disk there (SQLite WAL, file locks and trainer "
       "pids are per host): use a local directory, or pass "
       "--allow-network-fs if you know this mount is safe"));

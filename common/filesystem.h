@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace hlab {
 
@@ -35,6 +36,12 @@ std::optional<std::string> NetworkFilesystemName(int64_t f_type);
 // Unavailable if no parent can be examined.
 absl::Status CheckLocalFilesystem(const std::string& path,
                                   const std::string& flag);
+
+// The network filesystem `path` (or its nearest existing parent) is on, as
+// NetworkFilesystemName names it; nullopt for a local one. Unavailable
+// naming `flag` if no parent can be examined.
+absl::StatusOr<std::optional<std::string>> NetworkFilesystemOf(
+    const std::string& path, const std::string& flag);
 
 }  // namespace hlab
 

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -62,6 +63,14 @@ hlab coordinator (docs/worker.md).
                        record for this long is hung; it is stopped and its
                        task retried as an infrastructure fault (default
                        1800; 0: no watchdog)
+  --checkpoint-root DIR
+                       checkpoints of training tasks under DIR/<task_id>, on
+                       a filesystem every worker mounts at DIR (NFS, Lustre,
+                       CephFS... are allowed here): a retry on any worker
+                       resumes from the newest verified checkpoint, and
+                       decays and evaluations read trunks' and runs'
+                       checkpoints from any node. Default: under --data-dir,
+                       this worker's alone (a retry elsewhere starts over)
   --allow-network-fs   accept a --data-dir on NFS, SMB, FUSE... (refused by
                        default: trainer pid files and checkpoints are per host)
   --help               this text
@@ -129,6 +138,45 @@ void CheckDataDir(const std::string& dir) {
   fs::remove(probe, ec);
 }
 
+// Checks --checkpoint-root (absolute, created, writable; a network
+// filesystem is what it is for) and says where checkpoints go, for the
+// start-up line. Empty: under the data dir, which the line says too.
+std::string CheckpointsAt(std::string& root, const std::string& data_dir) {
+  if (root.empty()) {
+    return absl::StrCat("checkpoints in ", data_dir,
+                        "/tasks/*/checkpoints (this worker's alone: a task "
+                        "retried on another worker starts over; give "
+                        "--checkpoint-root on a shared filesystem to keep "
+                        "its progress)");
+  }
+  root = fs::absolute(root).lexically_normal().string();
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) {
+    Die(absl::StrCat("cannot create --checkpoint-root ", root, ": ",
+                     ec.message()));
+  }
+  const fs::path probe = fs::path(root) / (".write-test-" + Hostname());
+  {
+    std::ofstream out(probe);
+    out << "ok\n";
+    if (!out.good()) {
+      Die(absl::StrCat("--checkpoint-root ", root, " is not writable"));
+    }
+  }
+  fs::remove(probe, ec);
+  absl::StatusOr<std::optional<std::string>> network =
+      hlab::NetworkFilesystemOf(root, "--checkpoint-root");
+  if (!network.ok()) Die(std::string(network.status().message()));
+  return absl::StrCat(
+      "checkpoints in ", root, "/<task> (",
+      *network
+          ? absl::StrCat(**network, ", shared by the workers that mount it")
+          : "a local filesystem: shared only by the workers of this "
+            "machine",
+      ")");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,6 +193,7 @@ int main(int argc, char** argv) {
   std::string token;
   std::string token_file;
   std::string data_dir;
+  std::string checkpoint_root;
   std::string trainer;
   std::string evaluator;
   std::string metrics_listen = "127.0.0.1:9152";
@@ -189,6 +238,8 @@ int main(int argc, char** argv) {
       tls.server_name = value();
     } else if (arg == "--data-dir") {
       data_dir = value();
+    } else if (arg == "--checkpoint-root") {
+      checkpoint_root = value();
     } else if (arg == "--capacity") {
       capacity = number(1);
     } else if (arg == "--trainer") {
@@ -247,6 +298,7 @@ int main(int argc, char** argv) {
     if (!local.ok()) Die(std::string(local.message()));
   }
   CheckDataDir(data_dir);
+  const std::string checkpoints = CheckpointsAt(checkpoint_root, data_dir);
   if (trainer.empty()) trainer = (fs::path(SelfDir()) / "hlab-train").string();
   if (::access(trainer.c_str(), X_OK) != 0) {
     Die(absl::StrCat("--trainer ", trainer, " is not an executable file"));
@@ -282,13 +334,14 @@ int main(int argc, char** argv) {
   options.runner.trainer = trainer;
   options.runner.evaluator = evaluator;
   options.runner.data_dir = data_dir;
+  options.runner.checkpoint_root = checkpoint_root;
   options.runner.kill_grace = absl::Seconds(kill_grace_s);
   options.runner.stall_timeout = absl::Seconds(stall_timeout_s);
   hlab::worker::Daemon daemon(options, &client, metrics->get());
   HLAB_LOG(INFO) << "hlab-worker " << name << ": coordinator " << coordinator
-                 << ", data dir " << data_dir << ", trainer " << trainer
-                 << ", evaluator " << evaluator << ", "
-                 << hlab::worker::CountGpus(*devices) << " GPU(s), "
+                 << ", data dir " << data_dir << ", " << checkpoints
+                 << ", trainer " << trainer << ", evaluator " << evaluator
+                 << ", " << hlab::worker::CountGpus(*devices) << " GPU(s), "
                  << "capacity " << daemon.capacity() << ", metrics "
                  << metrics_listen << (tls.root_certs.empty() ? "" : ", TLS");
 

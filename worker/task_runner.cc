@@ -196,7 +196,10 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
   // Training tasks checkpoint into the task dir; evaluations share the
   // worker's cache (tokenized corpora, LongPPL key tokens).
   const fs::path made =
-      IsEval() ? fs::path(options_.data_dir) / "cache" : dir / "checkpoints";
+      IsEval() ? fs::path(options_.data_dir) / "cache"
+      : options_.checkpoint_root.empty()
+          ? dir / "checkpoints"
+          : fs::path(options_.checkpoint_root) / TaskDirName(task_.task_id());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!ec) fs::create_directories(made, ec);

@@ -2,7 +2,8 @@
 //
 // Run() prepares the task directory <data_dir>/tasks/<task_id> (kept across
 // attempts, so a retry resumes from the newest checkpoint in its
-// checkpoints/ subdirectory), writes the task file with checkpoint.dir set
+// checkpoints/ subdirectory, or in <checkpoint_root>/<task_id> when the
+// workers share one), writes the task file with checkpoint.dir set
 // there ("device": "cuda" when it has GPUs, else "cpu"), spawns hlab-train
 // (W processes for a W-GPU task or a task with W CPU ranks: --rank r
 // --world-size W --master-port P with a free loopback port, one GPU each
@@ -79,6 +80,12 @@ struct TaskRunnerOptions {
   std::string trainer;    // the hlab-train binary
   std::string evaluator;  // the hlab-eval binary (EVAL tasks)
   std::string data_dir;   // tasks live in <data_dir>/tasks/<task_id>
+  // Where training tasks checkpoint: <checkpoint_root>/<task_id> when set
+  // (a filesystem every worker mounts at this path, so that a retry on
+  // another worker resumes from the newest verified checkpoint and decays
+  // and evaluations anywhere read what a trunk or run wrote); empty:
+  // <data_dir>/tasks/<task_id>/checkpoints, this worker's alone.
+  std::string checkpoint_root;
   std::string worker_id;  // sent with every report
   // SIGTERM to SIGKILL on stop, cancel, lost lease or a failed peer rank.
   absl::Duration kill_grace = absl::Seconds(30);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "cli/cli.h"
 #include "cli/local_cluster.h"
 #include "gtest/gtest.h"
@@ -347,6 +348,118 @@ TEST_F(SweepEndToEndTest, AKilledCoordinatorRestartsAndTheSweepCompletes) {
   EXPECT_EQ(RunStates(cluster.address()), "state,n\nSUCCEEDED,4\n");
   // Nothing lost, nothing duplicated.
   EXPECT_EQ(AllTrainingPoints(cluster.address()), CleanPoints(dir_));
+}
+
+// One run long enough (about 1,200 steps, a checkpoint every 10%) to lose
+// its node in the middle.
+constexpr char kLongSpec[] = R"(name: node-loss
+architectures: [full]
+scales:
+  - {name: T1, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1}
+budgets: {tokens_per_param: [20]}
+seq_len: 64
+batch_tokens: 512
+share_trunk: false
+schedule: {peak_lr: 3.0e-3, warmup_steps: 5, decay_fraction: 0.1}
+evaluation: {validation_loss: {enabled: false}}
+resources:
+  - {scale: T1, cpu_threads: 1}
+)";
+
+// The task id in a trainer's command line (--task <dir>/tasks/<id>/...).
+std::string TaskOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string arg;
+  bool next = false;
+  while (std::getline(in, arg, '\0')) {
+    if (next) return fs::path(arg).parent_path().filename().string();
+    next = arg == "--task";
+  }
+  return "";
+}
+
+// A node is lost with its disk: kill -9 of the worker (its trainer dies of
+// SIGPIPE) after the task's first checkpoint, and its data dir deleted. The
+// task resumes on the other worker from the shared checkpoint (the
+// cluster's --checkpoint-root), at the step it had reached, and trains the
+// same points as a run without faults, bit for bit.
+TEST_F(SweepEndToEndTest, ALostNodesTaskResumesFromTheSharedCheckpoint) {
+  std::ofstream(dir_ / "long.yaml") << kLongSpec;
+  std::string expected;
+  {
+    LocalCluster clean({.dir = (dir_ / "node-clean").string(),
+                        .workers = 1,
+                        .metrics_listen = "none",
+                        .bin_dir = HLAB_BIN_DIR});
+    ASSERT_TRUE(clean.Start().ok());
+    ASSERT_EQ(Hlab({"submit", (dir_ / "long.yaml").string(), "--address",
+                    clean.address()})
+                  .code,
+              kExitOk);
+    ASSERT_EQ(Hlab({"watch", "1", "--address", clean.address()}).code, kExitOk);
+    expected = AllTrainingPoints(clean.address());
+  }
+  ASSERT_GT(Json::parse(expected).size(), 1000u);
+
+  const std::string dir = (dir_ / "node-lost").string();
+  LocalCluster cluster({.dir = dir,
+                        .workers = 2,
+                        .metrics_listen = "none",
+                        .bin_dir = HLAB_BIN_DIR,
+                        .lease_seconds = 3});
+  ASSERT_TRUE(cluster.Start().ok());
+  ASSERT_EQ(Hlab({"submit", (dir_ / "long.yaml").string(), "--address",
+                  cluster.address()})
+                .code,
+            kExitOk);
+  const pid_t trainer = RunningTrainer(dir);
+  ASSERT_GT(trainer, 0);
+  const std::string task = TaskOf(trainer);
+  ASSERT_FALSE(task.empty());
+  // Its first checkpoint, reported to the coordinator.
+  int64_t reached = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (reached == 0 && std::chrono::steady_clock::now() < deadline) {
+    const Output step =
+        Hlab({"query",
+              "SELECT coalesce(max(step), 0) AS s FROM checkpoints WHERE "
+              "task_id = '" +
+                  task + "'",
+              "--format", "csv", "--address", cluster.address()});
+    reached = std::stoll(step.out.substr(step.out.find('\n') + 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(reached, 0) << "no checkpoint of " << task;
+  const pid_t worker = ParentOf(trainer);
+  const std::vector<pid_t>& workers = cluster.worker_pids();
+  const auto lost = std::find(workers.begin(), workers.end(), worker);
+  ASSERT_NE(lost, workers.end());
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  const std::string lost_dir =
+      absl::StrCat(dir, "/local-", lost - workers.begin());
+  for (int i = 0; i < 500 && ::kill(trainer, 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  fs::remove_all(lost_dir);  // the node's disk is gone
+
+  const Output watched = Hlab({"watch", "1", "--address", cluster.address()});
+  ASSERT_EQ(watched.code, kExitOk) << watched.out << watched.err;
+  EXPECT_EQ(RunStates(cluster.address()), "state,n\nSUCCEEDED,1\n");
+  EXPECT_EQ(MaxAttempt(cluster.address()), "a\n2\n");
+  // The survivor's trainer started at a checkpoint at or past the one
+  // reported before the loss ("steps S -> ...").
+  const std::string survivor =
+      absl::StrCat(dir, "/local-", lost == workers.begin() ? 1 : 0);
+  std::ifstream log(fs::path(survivor) / "tasks" / task / "trainer.log");
+  std::string line;
+  int64_t start = -1;
+  while (std::getline(log, line)) {
+    const size_t at = line.find(", steps ");
+    if (at != std::string::npos) start = std::stoll(line.substr(at + 8));
+  }
+  EXPECT_GE(start, reached) << "the retry did not resume";
+  EXPECT_EQ(AllTrainingPoints(cluster.address()), expected);
 }
 
 }  // namespace
