@@ -90,32 +90,53 @@ absl::Status LocalCluster::Start() {
     return s;
   }
   for (int i = 0; i < options_.workers; ++i) {
-    const std::string name = absl::StrCat("local-", i);
-    std::vector<std::string> argv = {
-        bin_ + "/hlab-worker",
-        "--coordinator",
-        address_,
-        "--data-dir",
-        absl::StrCat(options_.dir, "/", name),
-        "--capacity",
-        std::to_string(std::max(1, options_.worker_capacity)),
-        "--evaluator",
-        bin_ + "/hlab-eval",
-        "--metrics-listen",
-        "none",
-        "--name",
-        name};
-    if (options_.share_checkpoints) {
-      argv.insert(argv.end(), {"--checkpoint-root",
-                               absl::StrCat(options_.dir, "/checkpoints")});
-    }
-    const pid_t pid =
-        Spawn(argv, absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
+    const pid_t pid = StartWorker(static_cast<size_t>(i));
     if (pid < 0) {
       Stop();
       return absl::UnavailableError("cannot start hlab-worker");
     }
     workers_.push_back(pid);
+  }
+  return absl::OkStatus();
+}
+
+pid_t LocalCluster::StartWorker(size_t index) {
+  const std::string name = absl::StrCat("local-", index);
+  std::vector<std::string> argv = {
+      bin_ + "/hlab-worker",
+      "--coordinator",
+      address_,
+      "--data-dir",
+      absl::StrCat(options_.dir, "/", name),
+      "--capacity",
+      std::to_string(std::max(1, options_.worker_capacity)),
+      "--evaluator",
+      bin_ + "/hlab-eval",
+      "--metrics-listen",
+      "none",
+      "--name",
+      name};
+  if (options_.share_checkpoints) {
+    argv.insert(argv.end(), {"--checkpoint-root",
+                             absl::StrCat(options_.dir, "/checkpoints")});
+  }
+  argv.insert(argv.end(), options_.worker_args.begin(),
+              options_.worker_args.end());
+  return Spawn(argv, absl::StrCat(options_.dir, "/logs/", name, ".log"), -1);
+}
+
+absl::Status LocalCluster::RestartWorker(size_t index) {
+  if (index >= workers_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no worker ", index, " (", workers_.size(), " started)"));
+  }
+  if (workers_[index] > 0) {
+    ::kill(workers_[index], SIGKILL);
+    ::waitpid(workers_[index], nullptr, 0);
+  }
+  workers_[index] = StartWorker(index);
+  if (workers_[index] < 0) {
+    return absl::UnavailableError("cannot start hlab-worker");
   }
   return absl::OkStatus();
 }

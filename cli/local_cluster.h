@@ -45,6 +45,8 @@ struct LocalClusterOptions {
   // The workers checkpoint into <dir>/checkpoints, shared (--checkpoint-
   // root), so a task retried on another worker resumes where it was.
   bool share_checkpoints = true;
+  // More flags for every worker (hlab-chaos: a short --stall-timeout).
+  std::vector<std::string> worker_args = {};
 };
 
 class LocalCluster {
@@ -64,6 +66,9 @@ class LocalCluster {
   // it died or was killed; it is killed first if still running). For the
   // fault tests: the workers reconnect by themselves.
   absl::Status RestartCoordinator();
+  // Starts worker `index` again with the same name and data dir (after it
+  // died or was killed; killed first if still running).
+  absl::Status RestartWorker(size_t index);
 
   pid_t coordinator_pid() const { return coordinator_; }
   const std::vector<pid_t>& worker_pids() const { return workers_; }
@@ -79,6 +84,8 @@ class LocalCluster {
  private:
   // Starts hlab-coordinator on `listen` and reads its address.
   absl::Status StartCoordinator(const std::string& listen);
+  // Starts worker `index` (local-<index>); its pid or -1.
+  pid_t StartWorker(size_t index);
 
   LocalClusterOptions options_;
   std::string bin_;

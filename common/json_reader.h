@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -116,6 +118,44 @@ class JsonObjectReader {
   std::string where_;
   std::string help_;
 };
+
+// Whether `v` is an integer that T holds. nlohmann's get<T>() converts a
+// float or an out-of-range integer without a check, which is undefined
+// behaviour: ask this first of any number read from a file.
+template <typename T>
+bool HoldsInteger(const nlohmann::json& v) {
+  static_assert(std::is_integral_v<T>);
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) {
+    return v.get<uint64_t>() <=
+           static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  const int64_t i = v.get<int64_t>();
+  if constexpr (std::is_unsigned_v<T>) {
+    return i >= 0 && static_cast<uint64_t>(i) <=
+                         static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else {
+    return i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+           i <= static_cast<int64_t>(std::numeric_limits<T>::max());
+  }
+}
+
+// Parses the text of a task file (`what`: "task") into JSON: InvalidArgument
+// "task: malformed JSON at byte B: ..." for bad syntax, and "task: malformed
+// JSON: ... number overflow ..." for a number no double holds (1e999),
+// which nlohmann reports by an exception even when asked not to throw.
+inline absl::StatusOr<nlohmann::json> ParseJsonText(absl::string_view text,
+                                                    absl::string_view what) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": malformed JSON at byte ", e.byte, ": ", e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": malformed JSON: ", e.what()));
+  }
+}
 
 }  // namespace hlab
 

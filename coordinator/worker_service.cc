@@ -319,7 +319,10 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
     out->set_task_json(*trainer_task);
     absl::StatusOr<store::Checkpoint> newest =
         store.NewestCheckpoint(task->spec.id);
-    if (newest.ok()) out->set_resume_checkpoint(newest->path);
+    if (newest.ok()) {
+      out->set_resume_checkpoint(newest->path);
+      out->set_resume_step(newest->step);
+    }
     for (int d : *devices) response->add_device_indices(d);
     response->set_lease_expires_unix_ms(out->lease_expires_unix_ms());
     HLAB_LOG(INFO) << "leased " << task->spec.id << " attempt " << *attempt

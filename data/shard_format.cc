@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "data/internal/files.h"
 #include "nlohmann/json.hpp"
@@ -35,14 +37,25 @@ Json SplitToJson(const SplitInfo& split) {
               {"shards", shards}};
 }
 
+// j.at(key) as an integer of type T; throws for a float or a value T does
+// not hold (ParseManifest turns any exception into DataLoss).
+template <typename T>
+T IntAt(const Json& j, const char* key) {
+  const Json& v = j.at(key);
+  if (!HoldsInteger<T>(v)) {
+    throw std::out_of_range(absl::StrCat(key, " is not an integer in range"));
+  }
+  return v.get<T>();
+}
+
 ShardInfo ShardFromJson(const Json& j) {
   ShardInfo shard;
   shard.tokens_file = j.at("tokens_file").get<std::string>();
   shard.index_file = j.at("index_file").get<std::string>();
-  shard.num_documents = j.at("num_documents").get<int64_t>();
-  shard.num_tokens = j.at("num_tokens").get<int64_t>();
-  shard.tokens_bytes = j.at("tokens_bytes").get<int64_t>();
-  shard.index_bytes = j.at("index_bytes").get<int64_t>();
+  shard.num_documents = IntAt<int64_t>(j, "num_documents");
+  shard.num_tokens = IntAt<int64_t>(j, "num_tokens");
+  shard.tokens_bytes = IntAt<int64_t>(j, "tokens_bytes");
+  shard.index_bytes = IntAt<int64_t>(j, "index_bytes");
   shard.tokens_sha256 = j.at("tokens_sha256").get<std::string>();
   shard.index_sha256 = j.at("index_sha256").get<std::string>();
   return shard;
@@ -50,9 +63,9 @@ ShardInfo ShardFromJson(const Json& j) {
 
 SplitInfo SplitFromJson(const Json& j) {
   SplitInfo split;
-  split.num_documents = j.at("num_documents").get<int64_t>();
-  split.num_tokens = j.at("num_tokens").get<int64_t>();
-  split.max_document_tokens = j.at("max_document_tokens").get<int64_t>();
+  split.num_documents = IntAt<int64_t>(j, "num_documents");
+  split.num_tokens = IntAt<int64_t>(j, "num_tokens");
+  split.max_document_tokens = IntAt<int64_t>(j, "max_document_tokens");
   for (const Json& shard : j.at("shards")) {
     split.shards.push_back(ShardFromJson(shard));
   }
@@ -116,7 +129,7 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view json,
   }
   Manifest m;
   try {
-    m.format_version = j.at("format_version").get<int>();
+    m.format_version = IntAt<int>(j, "format_version");
     if (m.format_version > kShardFormatVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
           "manifest ", path, " has format version ", m.format_version,
@@ -124,27 +137,27 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view json,
     }
     m.tokenizer_spec = j.at("tokenizer_spec").get<std::string>();
     const Json& vocab = j.at("vocabulary");
-    m.vocabulary.size = vocab.at("size").get<int64_t>();
-    m.vocabulary.end_of_document = vocab.at("end_of_document").get<int32_t>();
-    m.vocabulary.pad = vocab.at("pad").get<int32_t>();
+    m.vocabulary.size = IntAt<int64_t>(vocab, "size");
+    m.vocabulary.end_of_document = IntAt<int32_t>(vocab, "end_of_document");
+    m.vocabulary.pad = IntAt<int32_t>(vocab, "pad");
     m.vocabulary.tokenizer = vocab.at("tokenizer").get<std::string>();
     m.token_type = j.at("token_type").get<std::string>();
     m.text_field = j.at("text_field").get<std::string>();
     m.held_out_fraction = j.at("held_out_fraction").get<double>();
-    m.split_seed = j.at("split_seed").get<uint64_t>();
-    m.shard_tokens = j.at("shard_tokens").get<int64_t>();
+    m.split_seed = IntAt<uint64_t>(j, "split_seed");
+    m.shard_tokens = IntAt<int64_t>(j, "shard_tokens");
     for (const Json& source : j.at("sources")) {
       SourceInfo info;
       info.path = source.at("path").get<std::string>();
       info.format = source.at("format").get<std::string>();
-      info.bytes = source.at("bytes").get<int64_t>();
-      info.num_documents = source.at("num_documents").get<int64_t>();
-      info.skipped_empty = source.at("skipped_empty").get<int64_t>();
+      info.bytes = IntAt<int64_t>(source, "bytes");
+      info.num_documents = IntAt<int64_t>(source, "num_documents");
+      info.skipped_empty = IntAt<int64_t>(source, "skipped_empty");
       m.sources.push_back(std::move(info));
     }
     m.train = SplitFromJson(j.at("train"));
     m.heldout = SplitFromJson(j.at("heldout"));
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's, or IntAt's
     return absl::DataLossError(absl::StrCat("manifest ", path, " is invalid (",
                                             e.what(),
                                             "); re-run `data prepare`"));

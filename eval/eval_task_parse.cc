@@ -315,16 +315,7 @@ std::vector<std::string> EvalTask::EvalNames() const {
 }
 
 absl::StatusOr<EvalTask> EvalTaskFromJson(absl::string_view text) {
-  Json j = Json::parse(std::string(text), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    try {
-      Json unused = Json::parse(std::string(text));
-    } catch (const Json::parse_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "task: malformed JSON at byte ", e.byte, ": ", e.what()));
-    }
-    return absl::InvalidArgumentError("task: malformed JSON");
-  }
+  HLAB_ASSIGN_OR_RETURN(Json j, ParseJsonText(text, "task"));
   return ParseTask(j);
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_reader.h"
 
 namespace hlab::train {
 namespace {
@@ -64,6 +65,15 @@ absl::StatusOr<CheckpointMeta> ParseMeta(const std::string& text,
     return absl::DataLossError(
         absl::StrCat("checkpoint '", path, "' has a malformed header"));
   }
+  // Counts must be integers: converting another number would be undefined.
+  for (const char* key : {"step", "tokens", "branch_budget_tokens"}) {
+    const auto it = j.find(key);
+    if (it != j.end() && !HoldsInteger<int64_t>(*it)) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", path,
+                                              "' has a malformed header: ", key,
+                                              " is not an integer"));
+    }
+  }
   CheckpointMeta m;
   try {
     m.step = j.at("step").get<int64_t>();
@@ -89,6 +99,12 @@ absl::StatusOr<CheckpointFile> ReadFramed(const std::string& path,
     return absl::NotFoundError(
         absl::StrCat("cannot read checkpoint '", path, "'"));
   }
+  // The sizes the file gives are checked against its length: a flipped
+  // byte must not make us allocate what is not there.
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(
+      std::max<std::streamoff>(0, static_cast<std::streamoff>(in.tellg())));
+  in.seekg(0, std::ios::beg);
   std::string head(kMagicSize + 8, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   if (!in || head.compare(0, kMagicSize, kMagic) != 0) {
@@ -96,7 +112,7 @@ absl::StatusOr<CheckpointFile> ReadFramed(const std::string& path,
         absl::StrCat("'", path, "' is not an hlab checkpoint (bad magic)"));
   }
   const uint64_t meta_size = GetU64(head, kMagicSize);
-  if (meta_size > (uint64_t{1} << 26)) {
+  if (meta_size > (uint64_t{1} << 26) || meta_size > file_size - head.size()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint '", path, "' has a corrupt header size"));
   }
@@ -119,6 +135,11 @@ absl::StatusOr<CheckpointFile> ReadFramed(const std::string& path,
         absl::StrCat("checkpoint '", path, "' is truncated (payload size)"));
   }
   const uint64_t payload_size = GetU64(size_bytes, 0);
+  if (payload_size != file_size - head.size() - meta_size - 8) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint '", path, "' is truncated or has trailing bytes (payload ",
+        payload_size, " bytes, file ", file_size, " bytes)"));
+  }
   file.payload.resize(payload_size);
   in.read(file.payload.data(), static_cast<std::streamsize>(payload_size));
   if (!in || in.peek() != EOF) {
@@ -229,8 +250,14 @@ std::vector<std::string> ListCheckpoints(const std::string& dir) {
 }
 
 std::optional<CheckpointFile> NewestValidCheckpoint(
-    const std::string& dir, std::vector<std::string>* warnings) {
+    const std::string& dir, std::vector<std::string>* warnings,
+    int64_t max_step) {
   for (const std::string& path : ListCheckpoints(dir)) {
+    if (max_step >= 0) {
+      // Past the limit: skipped by its header, without reading the payload.
+      absl::StatusOr<CheckpointMeta> meta = ReadCheckpointMeta(path);
+      if (meta.ok() && meta->step > max_step) continue;
+    }
     auto file = ReadCheckpoint(path);
     if (file.ok()) return *std::move(file);
     if (warnings != nullptr) {

@@ -79,10 +79,12 @@ absl::StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
 // directory has none.
 std::vector<std::string> ListCheckpoints(const std::string& dir);
 
-// The newest checkpoint in `dir` that passes its checksum. Corrupt ones are
-// skipped, each with a line in `warnings`. nullopt when there is none.
+// The newest checkpoint in `dir` that passes its checksum, at or before
+// `max_step` (-1: any). Corrupt ones are skipped, each with a line in
+// `warnings`. nullopt when there is none.
 std::optional<CheckpointFile> NewestValidCheckpoint(
-    const std::string& dir, std::vector<std::string>* warnings);
+    const std::string& dir, std::vector<std::string>* warnings,
+    int64_t max_step = -1);
 
 // Deletes all but the newest `keep_last` step-*.ckpt files; branch
 // checkpoints are kept.

@@ -159,10 +159,13 @@ absl::StatusOr<TrainTask> ParseTask(const Json& j) {
   HLAB_RETURN_IF_ERROR(r.Get("init_from", &t.init_from));
   if (r.Has("checkpoint")) {
     ObjectReader c(r.At("checkpoint"), "checkpoint");
-    HLAB_RETURN_IF_ERROR(c.CheckKeys({"dir", "every_steps", "keep_last"}));
+    HLAB_RETURN_IF_ERROR(
+        c.CheckKeys({"dir", "every_steps", "keep_last", "resume_max_step"}));
     HLAB_RETURN_IF_ERROR(c.Get("dir", &t.checkpoint.dir));
     HLAB_RETURN_IF_ERROR(c.Get("every_steps", &t.checkpoint.every_steps));
     HLAB_RETURN_IF_ERROR(c.Get("keep_last", &t.checkpoint.keep_last));
+    HLAB_RETURN_IF_ERROR(
+        c.Get("resume_max_step", &t.checkpoint.resume_max_step));
   }
   HLAB_RETURN_IF_ERROR(r.Get("resume", &t.resume));
   HLAB_RETURN_IF_ERROR(r.Get("seed", &t.seed));
@@ -287,6 +290,9 @@ absl::Status ValidateTrainTask(const TrainTask& t) {
   if (t.checkpoint.every_steps < 0) {
     return FieldError("checkpoint.every_steps", "must be >= 0");
   }
+  if (t.checkpoint.resume_max_step < -1) {
+    return FieldError("checkpoint.resume_max_step", "must be >= -1");
+  }
   if (t.checkpoint.keep_last < 1) {
     return FieldError("checkpoint.keep_last", "must be >= 1");
   }
@@ -380,17 +386,7 @@ absl::StatusOr<TrainPlan> PlanTraining(const TrainTask& t,
 }
 
 absl::StatusOr<TrainTask> TrainTaskFromJson(absl::string_view text) {
-  Json j = Json::parse(std::string(text), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Re-parse with exceptions for the position of the error.
-    try {
-      Json unused = Json::parse(std::string(text));
-    } catch (const Json::parse_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "task: malformed JSON at byte ", e.byte, ": ", e.what()));
-    }
-    return absl::InvalidArgumentError("task: malformed JSON");
-  }
+  HLAB_ASSIGN_OR_RETURN(Json j, ParseJsonText(text, "task"));
   return ParseTask(j);
 }
 
@@ -448,7 +444,8 @@ std::string TrainTaskToJson(const TrainTask& t) {
   j["init_from"] = t.init_from;
   j["checkpoint"] = {{"dir", t.checkpoint.dir},
                      {"every_steps", t.checkpoint.every_steps},
-                     {"keep_last", t.checkpoint.keep_last}};
+                     {"keep_last", t.checkpoint.keep_last},
+                     {"resume_max_step", t.checkpoint.resume_max_step}};
   j["resume"] = t.resume;
   j["seed"] = t.seed;
   j["threads"] = t.threads;

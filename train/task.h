@@ -73,6 +73,11 @@ struct CheckpointConfig {
   std::string dir;          // empty: no checkpoints (and no resume)
   int64_t every_steps = 0;  // 0: only at the end (and branch points)
   int64_t keep_last = 2;
+  // Resume only from a checkpoint at or before this step; -1: the newest.
+  // hlab-worker gives the newest step its coordinator recorded a checkpoint
+  // at: the points of every step up to it are stored, so none is lost with
+  // an attempt that died before reporting them.
+  int64_t resume_max_step = -1;
 };
 
 struct EvalConfig {

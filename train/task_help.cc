@@ -46,6 +46,10 @@ const char kTaskFieldsHelp[] =
   checkpoint.dir         checkpoint directory; "" = none               ""
   checkpoint.every_steps periodic checkpoints; 0 = only at the end     0
   checkpoint.keep_last   periodic checkpoints kept (branches are kept) 2
+  checkpoint.resume_max_step
+                         resume from no checkpoint past this step; -1 =
+                         the newest (hlab-worker: the newest its
+                         coordinator recorded)                         -1
   resume                 continue from the newest valid checkpoint     true
   seed                   seed of the model initialisation              0
   threads                intra-op threads; 0 = all cores               0

@@ -125,6 +125,8 @@ struct Trainer::State {
                               int64_t branch_budget);
   absl::Status LoadFrom(const CheckpointFile& file);
   absl::Status OnNonFinite(int64_t step, double loss, double grad_norm);
+  // For a resumed trunk: the branch checkpoints at or before start_step.
+  absl::Status ReportEarlierBranches();
 };
 
 Trainer::Trainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -199,6 +201,45 @@ absl::Status Trainer::State::SaveCheckpoint(int64_t step,
                  {"path", path},          {"sha256", sha256}};
   if (kind == "branch") record["branch_budget_tokens"] = branch_budget;
   Emit(record);
+  return absl::OkStatus();
+}
+
+// The attempt that wrote a branch checkpoint may have died before its
+// worker reported it, and a decay waits for each report: a resumed trunk
+// says each earlier one again (the report is idempotent). One exactly at
+// the step it resumes at may not have been written yet (the latest
+// checkpoint of that step comes first): the state just loaded is that
+// step's, so it is written now. One missing from before is a warning: its
+// decay then fails, naming it.
+absl::Status Trainer::State::ReportEarlierBranches() {
+  for (size_t b = 0; b < plan.branch_steps.size(); ++b) {
+    const int64_t step = plan.branch_steps[b];
+    if (step > start_step || start_step == 0) continue;
+    const std::string path = (std::filesystem::path(task.checkpoint.dir) /
+                              BranchName(plan.branch_budgets[b]))
+                                 .string();
+    absl::StatusOr<CheckpointMeta> meta = ReadCheckpointMeta(path);
+    if (!meta.ok() && step == start_step) {
+      HLAB_RETURN_IF_ERROR(
+          SaveCheckpoint(step, "branch", plan.branch_budgets[b]));
+      continue;
+    }
+    if (!meta.ok()) {
+      const std::string what = absl::StrCat(
+          "branch checkpoint of budget ", plan.branch_budgets[b], " (step ",
+          step, ") is missing or unreadable: ", meta.status().message());
+      Emit({{"type", "warning"}, {"message", what}});
+      std::fprintf(stderr, "hlab-train: warning: %s\n", what.c_str());
+      continue;
+    }
+    Emit({{"type", "checkpoint"},
+          {"step", meta->step},
+          {"tokens", meta->tokens},
+          {"kind", "branch"},
+          {"path", path},
+          {"sha256", meta->payload_sha256},
+          {"branch_budget_tokens", meta->branch_budget_tokens}});
+  }
   return absl::OkStatus();
 }
 
@@ -295,7 +336,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   }
   if (task.resume && !task.checkpoint.dir.empty()) {
     std::vector<std::string> warnings;
-    auto newest = NewestValidCheckpoint(task.checkpoint.dir, &warnings);
+    auto newest = NewestValidCheckpoint(task.checkpoint.dir, &warnings,
+                                        task.checkpoint.resume_max_step);
     for (const std::string& w : warnings) {
       s->Emit({{"type", "warning"}, {"message", w}});
       std::fprintf(stderr, "hlab-train: warning: %s\n", w.c_str());
@@ -388,6 +430,7 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
             {"eval_tokens", v.tokens},
             {"recall_tokens", v.recall_tokens}});
   };
+  if (checkpoints) HLAB_RETURN_IF_ERROR(s.ReportEarlierBranches());
   const auto start = Clock::now();
   int64_t tokens_this_run = 0;
   double last_loss = 0;

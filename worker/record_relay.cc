@@ -1,6 +1,7 @@
 #include "worker/record_relay.h"
 #include <sys/stat.h>
 
+#include <cmath>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -13,9 +14,21 @@ namespace {
 
 using Json = nlohmann::json;
 
+// An integer field; 0 when missing, not a number, or beyond int64 (a
+// record is the trainer's, but a broken one must not crash the worker).
 int64_t Int(const Json& r, const char* key) {
   auto it = r.find(key);
-  return it != r.end() && it->is_number() ? it->get<int64_t>() : 0;
+  if (it == r.end() || !it->is_number()) return 0;
+  if (it->is_number_unsigned()) {
+    const uint64_t u = it->get<uint64_t>();
+    return u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+               ? static_cast<int64_t>(u)
+               : 0;
+  }
+  if (it->is_number_integer()) return it->get<int64_t>();
+  const double d = it->get<double>();
+  return std::isfinite(d) && std::fabs(d) < 9.2e18 ? static_cast<int64_t>(d)
+                                                   : 0;
 }
 
 // A number, or NaN when missing / null (a non-finite loss is written as

@@ -218,6 +218,10 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
       task["checkpoint"] = nlohmann::json::object();
     }
     task["checkpoint"]["dir"] = made.string();
+    // Resume from no checkpoint the coordinator has not recorded: the
+    // points of the steps after it may have died with an earlier worker.
+    task["checkpoint"]["resume_max_step"] =
+        task_.resume_checkpoint().empty() ? int64_t{0} : task_.resume_step();
     // GPUs (given through CUDA_VISIBLE_DEVICES) mean CUDA training.
     task["device"] = devices_.empty() ? "cpu" : "cuda";
   }

@@ -73,6 +73,17 @@ TEST(SweepSpecParserTest, CanonicalJsonReadsBack) {
   EXPECT_EQ(SweepSpecToCanonicalJson(*back), json);
 }
 
+// A number no double holds is malformed JSON, not an exception out of the
+// parser (found by tests/fuzz/fuzz_sweep_spec.cc).
+TEST(SweepSpecParserTest, ANumberBeyondDoubleIsMalformedJson) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      ParseSweepSpec("{\"seq_len\": 1E5315}", SpecFormat::kJson);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(spec.status().message()).find("malformed JSON"),
+            std::string::npos)
+      << spec.status();
+}
+
 TEST(SweepSpecParserTest, JsonAndYamlGiveTheSameSpec) {
   const auto yaml = ParseSweepSpec(
       "name: x\nseq_len: 64\nbudgets: {tokens_per_param: [5, 10]}\n"

@@ -10,6 +10,7 @@
 #include "data/import.h"
 #include "data/internal/files.h"
 #include "data/internal/shard_writer.h"
+#include "data/shard_format.h"
 #include "data/tokenizer.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
@@ -135,6 +136,17 @@ TEST(ShardCorpusTest, MissingOrBrokenManifest) {
 }
 
 // Vocabularies over 65536 ids are stored as uint32.
+// Counts that are floats or out of range are DataLoss, not converted
+// undefined (tests/fuzz/fuzz_shard_manifest.cc).
+TEST(ShardCorpusTest, ManifestCountsMustBeIntegers) {
+  const std::string text = R"({"format_version": 1.5e300})";
+  absl::StatusOr<Manifest> m = ParseManifest(text, "m.json");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(m.status().message()).find("format_version is not an"),
+            std::string::npos)
+      << m.status();
+}
+
 TEST(ShardCorpusTest, ReadsUint32Tokens) {
   testing::ScratchDir dir;
   Manifest manifest;

@@ -74,6 +74,42 @@ TEST_F(CheckpointFileTest, TruncatedFileIsDataLoss) {
             absl::StatusCode::kNotFound);
 }
 
+// A flipped byte in a size field must not make the reader allocate what
+// the file does not hold (before: a payload size of 2^62 threw
+// std::length_error out of ReadCheckpoint), nor a float count convert
+// undefined (found by tests/fuzz/fuzz_checkpoint_header.cc).
+TEST_F(CheckpointFileTest, CorruptSizesAndCountsAreDataLoss) {
+  const std::string path = Write(4, "four");
+  const uint64_t size = fs::file_size(path);
+  {
+    // The payload size: the 8 bytes before the 4-byte payload.
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size - 4 - 1));
+    f.put(static_cast<char>(0x40));
+  }
+  auto huge = ReadCheckpoint(path);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kDataLoss) << huge.status();
+  EXPECT_NE(std::string(huge.status().message()).find("truncated"),
+            std::string::npos)
+      << huge.status();
+  // A header whose step is a float no int64 holds.
+  const std::string meta =
+      R"({"step":1e300,"tokens":0,"kind":"latest","model_config":"{}",)"
+      R"("fingerprint":"f","payload_sha256":"x"})";
+  std::string bytes = "HLABCKPT1\n";
+  for (int i = 0; i < 8; ++i) {
+    bytes.push_back(static_cast<char>(meta.size() >> (8 * i)));
+  }
+  bytes += meta + std::string(8, '\0');
+  const std::string floaty = (dir_ / "floaty.ckpt").string();
+  std::ofstream(floaty, std::ios::binary) << bytes;
+  auto meta_read = ReadCheckpointMeta(floaty);
+  EXPECT_EQ(meta_read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(std::string(meta_read.status().message()).find("step is not an"),
+            std::string::npos)
+      << meta_read.status();
+}
+
 TEST_F(CheckpointFileTest, PruneKeepsTheNewestAndAllBranches) {
   for (int64_t step : {1, 2, 3, 4}) Write(step, "p");
   CheckpointMeta branch{.step = 2,

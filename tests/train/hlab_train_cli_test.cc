@@ -213,6 +213,43 @@ TEST_F(HlabTrainCliTest, KillDashNineThenResumeReproducesTheLosses) {
   }
 }
 
+// A trunk resumed past a branch point says that branch checkpoint again
+// (the attempt that wrote it may have died before its worker reported it,
+// and the branch's decay waits for the report), with the same path and
+// checksum; it is not written again.
+TEST_F(HlabTrainCliTest, AResumedTrunkReportsItsEarlierBranchesAgain) {
+  Json j = Task();
+  j["branch_budgets_tokens"] = {12800, 25600};
+  j["checkpoint"]["every_steps"] = 3;
+  Json first = j;
+  first["stop_at_tokens"] = 20480;  // past the first branch point only
+  const Result a = Run(first);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  auto branches = [](const std::string& records) {
+    std::vector<Json> out;
+    std::istringstream in(records);
+    std::string line;
+    while (std::getline(in, line)) {
+      Json r = Json::parse(line, nullptr, false);
+      if (!r.is_discarded() && r.value("type", "") == "checkpoint" &&
+          r.value("kind", "") == "branch") {
+        out.push_back(r);
+      }
+    }
+    return out;
+  };
+  const std::vector<Json> written = branches(a.out);
+  ASSERT_EQ(written.size(), 1u) << a.out;
+  const auto mtime = fs::last_write_time(written[0]["path"].get<std::string>());
+  const Result b = Run(j);
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const std::vector<Json> reported = branches(b.out);
+  ASSERT_EQ(reported.size(), 2u) << b.out;
+  EXPECT_EQ(reported[0], written[0]);
+  EXPECT_EQ(reported[1]["branch_budget_tokens"], 25600);
+  EXPECT_EQ(fs::last_write_time(written[0]["path"].get<std::string>()), mtime);
+}
+
 TEST_F(HlabTrainCliTest, DivergenceIsRetryableOnceThenPermanent) {
   Json j = Task();
   j["optimizer"] = {{"peak_lr", 1e30}, {"grad_clip", 1e30}};

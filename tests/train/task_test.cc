@@ -84,6 +84,20 @@ TEST(TrainTaskTest, BadFieldsAreNamed) {
             std::string::npos);
 }
 
+// A number no double holds: nlohmann throws even when asked not to, and
+// the exception used to end hlab-train with std::terminate (found by
+// tests/fuzz/fuzz_task_file.cc). Now a clean InvalidArgument, for
+// hlab-eval's task files too.
+TEST(TrainTaskTest, ANumberBeyondDoubleIsMalformedJsonNotACrash) {
+  for (const char* text : {"8E4888", R"({"batch_tokens": 1e999})"}) {
+    absl::StatusOr<TrainTask> task = TrainTaskFromJson(text);
+    EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(std::string(task.status().message()).find("task: malformed JSON"),
+              std::string::npos)
+        << task.status();
+  }
+}
+
 TEST(TrainTaskTest, BudgetSmallerThanWarmupIsRefusedByThePlan) {
   Json j = BaseTask();
   j["budget_tokens"] = 256 * 3;

@@ -329,6 +329,27 @@ TEST_F(DaemonTest, ExitSeventyFiveIsRetryable) {
   EXPECT_NE(s.fails[0].error().find("out of memory"), std::string::npos);
 }
 
+// The task file bounds the resume by the lease's resume_step: 0 without a
+// recorded checkpoint (start over), else that step.
+TEST_F(DaemonTest, TheTaskFileResumesFromNoCheckpointPastTheRecordedOne) {
+  hlab::v1::Task fresh = MakeTask("t-fresh", "ok");
+  hlab::v1::Task again = MakeTask("t-again", "ok");
+  again.set_resume_checkpoint("/ck/step-0000000042.ckpt");
+  again.set_resume_step(42);
+  fake().AddTask(fresh);
+  fake().AddTask(again);
+  StartDaemon();
+  ASSERT_TRUE(fake().WaitFor(
+      [](const FakeState& s) { return s.completes.size() == 2; }));
+  auto limit = [&](const char* id) {
+    const nlohmann::json written = nlohmann::json::parse(
+        std::ifstream(TaskDir(id) / "task.json"), nullptr, false);
+    return written["checkpoint"].value("resume_max_step", int64_t{-1});
+  };
+  EXPECT_EQ(limit("t-fresh"), 0);
+  EXPECT_EQ(limit("t-again"), 42);
+}
+
 // A trainer that stops itself (SIGSTOP, as a hang would look) while the
 // worker keeps heartbeating: the watchdog continues and terminates it after
 // the stall timeout, and the attempt is an infrastructure fault.
@@ -668,12 +689,20 @@ TEST_F(DaemonTest, RealTrainerResumesInTheNextAttempt) {
   EXPECT_TRUE(first.fails[0].retryable());
   EXPECT_EQ(first.fails[0].exit_code(), 75) << first.fails[0].error();
   int64_t newest = 0;
+  std::string newest_path;
   for (const auto& c : first.checkpoints) {
-    newest = std::max(newest, c.checkpoint().step());
+    if (c.checkpoint().step() > newest) {
+      newest = c.checkpoint().step();
+      newest_path = c.checkpoint().path();
+    }
   }
   ASSERT_GE(newest, 10);
 
+  // As the coordinator does: the newest checkpoint it recorded, whose
+  // points are all stored; the trainer resumes from none past it.
   t.set_attempt(2);
+  t.set_resume_checkpoint(newest_path);
+  t.set_resume_step(newest);
   fake().AddTask(t);
   StartDaemon(bin);
   ASSERT_TRUE(fake().WaitFor(

@@ -63,6 +63,24 @@ TEST(RecordRelayTest, StepAndEvalRecordsBecomePoints) {
   EXPECT_EQ(relay.PeekPoints(100).size(), 2u);
 }
 
+// Integer fields beyond int64 or given as huge floats are taken as
+// missing (0), not converted undefined (found by
+// tests/fuzz/fuzz_trainer_record.cc under UBSan).
+TEST(RecordRelayTest, IntegersBeyondInt64AreTakenAsMissing) {
+  RecordRelay relay(TrainTask());
+  const absl::Time now = absl::FromUnixMillis(1000);
+  ASSERT_TRUE(
+      relay.Add(R"({"type":"step","step":3,"tokens":7.7e94,"loss":2.5})", now)
+          .ok());
+  ASSERT_TRUE(
+      relay.Add(R"({"type":"step","step":18446744073709551615,"loss":2})", now)
+          .ok());
+  const std::vector<hlab::v1::MetricPoint> points = relay.PeekPoints(10);
+  ASSERT_FALSE(points.empty());
+  EXPECT_EQ(points[0].step(), 3);
+  EXPECT_EQ(points[0].tokens(), 0);
+}
+
 TEST(RecordRelayTest, EvaluatorResultsKeepTheirDetailsAndAreNoPoints) {
   hlab::v1::Task task = TrainTask();
   task.set_kind(hlab::v1::TASK_KIND_EVAL);

@@ -182,6 +182,10 @@ absl::StatusOr<DocNode> ParseJsonDocument(absl::string_view text) {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     return absl::InvalidArgumentError(absl::StrCat(
         "malformed JSON: ", what, " (line ", line, ", column ", column, ")"));
+  } catch (const nlohmann::json::exception& e) {
+    // Not a syntax error: a number no double holds (1e999).
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed JSON: ", e.what()));
   }
   if (!duplicate.empty()) {
     return absl::InvalidArgumentError(
