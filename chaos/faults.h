@@ -58,9 +58,11 @@ const char* FaultName(Fault fault);
 
 struct FaultOptions {
   uint64_t seed = 1;
-  absl::Duration lease = absl::Seconds(3);          // the coordinator's
-  absl::Duration stall_timeout = absl::Seconds(4);  // the workers' watchdog
-  absl::Duration kill_grace = absl::Seconds(2);     // the workers'
+  absl::Duration lease = absl::Seconds(3);  // the coordinator's
+  // The workers' watchdog: well above a trainer's silence at start-up on a
+  // loaded 2-core machine (4 s killed healthy trainers there).
+  absl::Duration stall_timeout = absl::Seconds(10);
+  absl::Duration kill_grace = absl::Seconds(2);  // the workers'
 };
 
 class FaultInjector {

@@ -55,7 +55,9 @@ duplicated or changed; 1 otherwise; 2 for bad flags.
 )";
 
 // Two architectures with shared WSD trunks and every evaluation; about a
-// minute without faults on 2 cores.
+// minute without faults on 2 cores. Short backoffs: a soak retries a task
+// many times, and the default (10 s doubling to 10 min) would leave the
+// workers idle (infrastructure faults back off too).
 constexpr char kDefaultSpec[] = R"(name: chaos
 architectures: [full, gdn]
 scales:
@@ -71,6 +73,7 @@ evaluation:
   niah: {enabled: true, context_lengths: [128], samples: 4}
 resources:
   - {scale: C1, cpu_threads: 1}
+retry: {backoff_base_seconds: 1, backoff_max_seconds: 10}
 )";
 
 int Usage(const std::string& what) {
