@@ -13,6 +13,7 @@
 #include "cli/client.h"
 #include "cli/client_commands.h"
 #include "cli/flags.h"
+#include "proto/grpc_status.h"
 #include "report/row_source.h"
 #include "report/study_data.h"
 #include "report/study_report.h"
@@ -38,7 +39,7 @@ class CoordinatorRowSource final : public report::RowSource {
     grpc::Status s =
         client_->Call(&v1::ClientService::Stub::Query, request, &response);
     if (!s.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+      return absl::Status(FromGrpcCode(s.error_code()),
                           client_->ErrorMessage(s, "run queries"));
     }
     if (response.truncated()) {

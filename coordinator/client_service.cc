@@ -13,12 +13,12 @@
 #include "coordinator/eval_inputs.h"
 #include "coordinator/evaluate_run.h"
 #include "coordinator/proto_mapping.h"
-#include "coordinator/status_convert.h"
 #include "coordinator/sweep/dry_run.h"
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_parser.h"
 #include "coordinator/sweep_catalog.h"
 #include "coordinator/watch_reactor.h"
+#include "proto/grpc_status.h"
 
 namespace hlab::coordinator {
 namespace {

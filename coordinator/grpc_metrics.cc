@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "proto/grpc_status.h"
 
 namespace hlab::coordinator {
 namespace {
@@ -23,8 +24,7 @@ class HandledInterceptor final : public grpc::experimental::Interceptor {
       const grpc::Status status = methods->GetSendStatus();
       // gRPC's and absl's codes are the same numbers.
       metrics_->RpcHandled(
-          method_, absl::StatusCodeToString(
-                       static_cast<absl::StatusCode>(status.error_code())));
+          method_, absl::StatusCodeToString(FromGrpcCode(status.error_code())));
     }
     methods->Proceed();
   }

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "coordinator/proto_mapping.h"
-#include "coordinator/status_convert.h"
 #include "coordinator/sweep_catalog.h"
+#include "proto/grpc_status.h"
 
 namespace hlab::coordinator {
 

@@ -17,9 +17,9 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/proto_mapping.h"
-#include "coordinator/status_convert.h"
 #include "coordinator/sweep_catalog.h"
 #include "coordinator/trainer_task.h"
+#include "proto/grpc_status.h"
 
 namespace hlab::coordinator {
 namespace {

@@ -3,14 +3,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "proto/grpc_status.h"
 
 namespace hlab::worker {
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
 
 namespace {
 
@@ -61,7 +56,7 @@ void CoordinatorClient::Prepare(grpc::ClientContext* context,
                                          hlab::v1::Response* response) {   \
     grpc::ClientContext context;                                           \
     Prepare(&context, rpc_timeout_);                                       \
-    return FromGrpc(stub_->Method(&context, request, response));           \
+    return FromGrpcStatus(stub_->Method(&context, request, response));     \
   }
 
 HLAB_WORKER_UNARY(Register, RegisterRequest, RegisterResponse)
@@ -87,7 +82,7 @@ absl::Status CoordinatorClient::Lease(const hlab::v1::LeaseRequest& request,
   grpc::Status status = stub_->Lease(&context, request, response);
   absl::MutexLock lock(&mu_);
   leases_.erase(&context);
-  return FromGrpc(status);
+  return FromGrpcStatus(status);
 }
 
 void CoordinatorClient::CancelLeases() {

@@ -33,9 +33,6 @@
 
 namespace hlab::worker {
 
-// The absl::Status for a gRPC status (same code and message).
-absl::Status FromGrpc(const grpc::Status& status);
-
 // TLS to the coordinator (PEM text, not file names). Empty root_certs:
 // plaintext.
 struct CoordinatorTls {

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/coordinator.h"
-#include "coordinator/status_convert.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 #include "tests/coordinator/coordinator_test_util.h"
 

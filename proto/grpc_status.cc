@@ -1,8 +1,8 @@
-#include "coordinator/status_convert.h"
+#include "proto/grpc_status.h"
 
 #include <string>
 
-namespace hlab::coordinator {
+namespace hlab {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -10,10 +10,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
+absl::StatusCode FromGrpcCode(grpc::StatusCode code) {
+  return static_cast<absl::StatusCode>(code);
+}
+
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+  return absl::Status(FromGrpcCode(status.error_code()),
                       status.error_message());
 }
 
-}  // namespace hlab::coordinator
+}  // namespace hlab
