@@ -129,6 +129,23 @@ double RssMb(pid_t pid) {
   return 0;
 }
 
+// Starts `cluster` and submits the spec to it; false (said on stderr) if
+// either fails.
+bool StartAndSubmit(hlab::cli::LocalCluster& cluster,
+                    const std::string& spec_path) {
+  if (absl::Status s = cluster.Start(); !s.ok()) {
+    std::cerr << "hlab-chaos: " << s.message() << "\n";
+    return false;
+  }
+  int code = 0;
+  Cli({"submit", spec_path, "--address", cluster.address()}, &code);
+  if (code != 0) {
+    std::cerr << "hlab-chaos: cannot submit " << spec_path << "\n";
+    return false;
+  }
+  return true;
+}
+
 struct Soak {
   std::map<std::string, int> injected;         // by kind
   std::map<std::string, std::string> skipped;  // kind -> reason
@@ -214,17 +231,8 @@ int main(int argc, char** argv) {
     clean_options.workers = workers;
     clean_options.bin_dir = bin;
     hlab::cli::LocalCluster clean(clean_options);
-    if (absl::Status s = clean.Start(); !s.ok()) {
-      std::cerr << "hlab-chaos: " << s.message() << "\n";
-      return 1;
-    }
     const absl::Time start = absl::Now();
-    int code = 0;
-    Cli({"submit", spec_path, "--address", clean.address()}, &code);
-    if (code != 0) {
-      std::cerr << "hlab-chaos: cannot submit " << spec_path << "\n";
-      return 1;
-    }
+    if (!StartAndSubmit(clean, spec_path)) return 1;
     if (!WaitUntilFinished(clean.address(), timeout)) {
       std::cerr << "hlab-chaos: the fault-free sweep did not finish\n";
       return 1;
@@ -253,17 +261,8 @@ int main(int argc, char** argv) {
       "--kill-grace",
       std::to_string(absl::ToInt64Seconds(fault_options.kill_grace))};
   hlab::cli::LocalCluster faulty(faulty_options);
-  if (absl::Status s = faulty.Start(); !s.ok()) {
-    std::cerr << "hlab-chaos: " << s.message() << "\n";
-    return 1;
-  }
   const absl::Time start = absl::Now();
-  int code = 0;
-  Cli({"submit", spec_path, "--address", faulty.address()}, &code);
-  if (code != 0) {
-    std::cerr << "hlab-chaos: cannot submit " << spec_path << "\n";
-    return 1;
-  }
+  if (!StartAndSubmit(faulty, spec_path)) return 1;
   hlab::chaos::FaultInjector injector(&faulty, fault_options);
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
   std::exponential_distribution<double> wait(1.0 / std::max(1, interval_ms));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -226,7 +227,13 @@ absl::StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   return file->meta;
 }
 
-std::vector<std::string> ListCheckpoints(const std::string& dir) {
+namespace {
+
+// (step, path) of the checkpoints in `dir`, newest first; unreadable
+// headers sort last (step -1) so callers see and skip them after every
+// readable candidate.
+std::vector<std::pair<int64_t, std::string>> CheckpointsByStep(
+    const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -237,27 +244,29 @@ std::vector<std::string> ListCheckpoints(const std::string& dir) {
       continue;
     }
     auto meta = ReadCheckpointMeta(entry.path().string());
-    // Unreadable headers sort first (step -1) so the caller sees and skips
-    // them after every readable candidate.
     found.emplace_back(meta.ok() ? meta->step : -1, entry.path().string());
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second > b.second;
   });
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> ListCheckpoints(const std::string& dir) {
   std::vector<std::string> paths;
-  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  for (auto& [step, path] : CheckpointsByStep(dir)) {
+    paths.push_back(std::move(path));
+  }
   return paths;
 }
 
 std::optional<CheckpointFile> NewestValidCheckpoint(
     const std::string& dir, std::vector<std::string>* warnings,
     int64_t max_step) {
-  for (const std::string& path : ListCheckpoints(dir)) {
-    if (max_step >= 0) {
-      // Past the limit: skipped by its header, without reading the payload.
-      absl::StatusOr<CheckpointMeta> meta = ReadCheckpointMeta(path);
-      if (meta.ok() && meta->step > max_step) continue;
-    }
+  for (const auto& [step, path] : CheckpointsByStep(dir)) {
+    if (max_step >= 0 && step > max_step) continue;  // past the limit
     auto file = ReadCheckpoint(path);
     if (file.ok()) return *std::move(file);
     if (warnings != nullptr) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "common/log.h"
 
 namespace hlab::worker {
@@ -19,13 +20,8 @@ using Json = nlohmann::json;
 int64_t Int(const Json& r, const char* key) {
   auto it = r.find(key);
   if (it == r.end() || !it->is_number()) return 0;
-  if (it->is_number_unsigned()) {
-    const uint64_t u = it->get<uint64_t>();
-    return u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-               ? static_cast<int64_t>(u)
-               : 0;
-  }
-  if (it->is_number_integer()) return it->get<int64_t>();
+  if (HoldsInteger<int64_t>(*it)) return it->get<int64_t>();
+  if (it->is_number_integer()) return 0;  // beyond int64
   const double d = it->get<double>();
   return std::isfinite(d) && std::fabs(d) < 9.2e18 ? static_cast<int64_t>(d)
                                                    : 0;

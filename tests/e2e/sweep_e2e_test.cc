@@ -54,6 +54,11 @@ Output Hlab(const std::vector<std::string>& args) {
   return {code, out.str(), err.str()};
 }
 
+// `hlab submit SPEC` to the cluster; its exit code.
+int Submit(const fs::path& spec, const LocalCluster& cluster) {
+  return Hlab({"submit", spec.string(), "--address", cluster.address()}).code;
+}
+
 class SweepEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -227,10 +232,7 @@ const std::string& CleanPoints(const fs::path& dir) {
                         .metrics_listen = "none",
                         .bin_dir = HLAB_BIN_DIR});
     EXPECT_TRUE(clean.Start().ok());
-    EXPECT_EQ(Hlab({"submit", (dir / "spec.yaml").string(), "--address",
-                    clean.address()})
-                  .code,
-              kExitOk);
+    EXPECT_EQ(Submit(dir / "spec.yaml", clean), kExitOk);
     EXPECT_EQ(Hlab({"watch", "1", "--address", clean.address()}).code, kExitOk);
     return new std::string(AllTrainingPoints(clean.address()));
   }();
@@ -288,10 +290,7 @@ TEST_F(SweepEndToEndTest,
                        .metrics_listen = "none",
                        .bin_dir = HLAB_BIN_DIR});
   ASSERT_TRUE(faulty.Start().ok());
-  ASSERT_EQ(Hlab({"submit", (dir_ / "spec.yaml").string(), "--address",
-                  faulty.address()})
-                .code,
-            kExitOk);
+  ASSERT_EQ(Submit(dir_ / "spec.yaml", faulty), kExitOk);
   // kill -9 the first trainer once it has run for a moment.
   const pid_t trainer = RunningTrainer(dir);
   ASSERT_GT(trainer, 0) << "no trainer to kill";
@@ -312,10 +311,7 @@ TEST_F(SweepEndToEndTest, AKilledWorkersTaskFinishesOnTheOtherWorker) {
                         .bin_dir = HLAB_BIN_DIR,
                         .lease_seconds = 3});
   ASSERT_TRUE(cluster.Start().ok());
-  ASSERT_EQ(Hlab({"submit", (dir_ / "spec.yaml").string(), "--address",
-                  cluster.address()})
-                .code,
-            kExitOk);
+  ASSERT_EQ(Submit(dir_ / "spec.yaml", cluster), kExitOk);
   const pid_t trainer = RunningTrainer(dir);
   ASSERT_GT(trainer, 0);
   const pid_t worker = ParentOf(trainer);
@@ -336,10 +332,7 @@ TEST_F(SweepEndToEndTest, AKilledCoordinatorRestartsAndTheSweepCompletes) {
                         .metrics_listen = "none",
                         .bin_dir = HLAB_BIN_DIR});
   ASSERT_TRUE(cluster.Start().ok());
-  ASSERT_EQ(Hlab({"submit", (dir_ / "spec.yaml").string(), "--address",
-                  cluster.address()})
-                .code,
-            kExitOk);
+  ASSERT_EQ(Submit(dir_ / "spec.yaml", cluster), kExitOk);
   ASSERT_GT(RunningTrainer(dir), 0);
   // kill -9 mid-sweep, then start it again on the same database and port.
   ASSERT_TRUE(cluster.RestartCoordinator().ok());
@@ -392,10 +385,7 @@ TEST_F(SweepEndToEndTest, ALostNodesTaskResumesFromTheSharedCheckpoint) {
                         .metrics_listen = "none",
                         .bin_dir = HLAB_BIN_DIR});
     ASSERT_TRUE(clean.Start().ok());
-    ASSERT_EQ(Hlab({"submit", (dir_ / "long.yaml").string(), "--address",
-                    clean.address()})
-                  .code,
-              kExitOk);
+    ASSERT_EQ(Submit(dir_ / "long.yaml", clean), kExitOk);
     ASSERT_EQ(Hlab({"watch", "1", "--address", clean.address()}).code, kExitOk);
     expected = AllTrainingPoints(clean.address());
   }
@@ -408,10 +398,7 @@ TEST_F(SweepEndToEndTest, ALostNodesTaskResumesFromTheSharedCheckpoint) {
                         .bin_dir = HLAB_BIN_DIR,
                         .lease_seconds = 3});
   ASSERT_TRUE(cluster.Start().ok());
-  ASSERT_EQ(Hlab({"submit", (dir_ / "long.yaml").string(), "--address",
-                  cluster.address()})
-                .code,
-            kExitOk);
+  ASSERT_EQ(Submit(dir_ / "long.yaml", cluster), kExitOk);
   const pid_t trainer = RunningTrainer(dir);
   ASSERT_GT(trainer, 0);
   const std::string task = TaskOf(trainer);
