@@ -507,21 +507,28 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
         s.records->Progress(done, plan.stop_step, done * s.task.batch_tokens,
                             loss, tps);
       }
-      bool validated = false;
-      for (size_t b = 0; b < plan.branch_steps.size(); ++b) {
-        if (plan.branch_steps[b] != done || s.rank != 0) continue;
+      // Validation comes before the step's checkpoints: the worker
+      // reports a step's points before a checkpoint of that step, so once
+      // the coordinator holds a checkpoint it holds every point up to it,
+      // and a retry that resumes there loses none (it never validates the
+      // step it resumes at).
+      const bool branch_step =
+          s.rank == 0 &&
+          std::find(plan.branch_steps.begin(), plan.branch_steps.end(), done) !=
+              plan.branch_steps.end();
+      if (branch_step ||
+          (s.task.eval.every_steps > 0 && done % s.task.eval.every_steps == 0 &&
+           done != plan.stop_step)) {
+        validate(done);
+      }
+      for (size_t b = 0; branch_step && b < plan.branch_steps.size(); ++b) {
+        if (plan.branch_steps[b] != done) continue;
         HLAB_RETURN_IF_ERROR(
             s.SaveCheckpoint(done, "branch", plan.branch_budgets[b]));
-        if (!validated) validate(done);
-        validated = true;
       }
       if (checkpoints && s.task.checkpoint.every_steps > 0 &&
           done % s.task.checkpoint.every_steps == 0 && done != plan.stop_step) {
         HLAB_RETURN_IF_ERROR(s.SaveCheckpoint(done, "latest", 0));
-      }
-      if (!validated && s.task.eval.every_steps > 0 &&
-          done % s.task.eval.every_steps == 0 && done != plan.stop_step) {
-        validate(done);
       }
     }
     if (checkpoints && plan.stop_step > s.start_step) {

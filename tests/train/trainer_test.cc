@@ -3,11 +3,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 #include "train/checkpoint_file.h"
+#include "train/records.h"
 
 namespace hlab::train {
 namespace {
@@ -113,6 +115,51 @@ TEST_F(TrainerTest, WsdDecayFromABranchEqualsTrainingTheBudgetFromScratch) {
         << "budget " << budget;
     EXPECT_EQ(d->losses().back(), s->losses().back());
   }
+}
+
+// A retry resumes from the newest checkpoint the coordinator recorded and
+// never validates the step it resumes at, and the worker reports a step's
+// points before a checkpoint of that step: so each validation must be
+// written before the checkpoints of its step (a kill between them lost
+// val_loss at a branch point in the chaos soak).
+TEST_F(TrainerTest, EachValidationIsWrittenBeforeTheCheckpointsOfItsStep) {
+  Json trunk = BaseTask();
+  trunk["budget_tokens"] = 15 * kBatch;
+  trunk["branch_budgets_tokens"] = {10 * kBatch, 15 * kBatch};
+  trunk["checkpoint"] = {{"dir", Dir("order")}, {"every_steps", 4}};
+  trunk["eval"] = {{"sequences", 8}, {"every_steps", 4}};
+  auto task = TrainTaskFromJson(trunk.dump());
+  ASSERT_TRUE(task.ok()) << task.status();
+  const fs::path log = root_ / "records.jsonl";
+  fs::create_directories(root_);
+  std::FILE* out = std::fopen(log.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  RecordWriter records(out, RecordWriter::Human::kNone);
+  auto trainer = Trainer::Create(*task, &records);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  std::fclose(out);
+
+  std::set<int64_t> validated;
+  int checkpoints = 0;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const Json r = Json::parse(line);
+    const int64_t step = r.value("step", int64_t{-1});
+    if (r["type"] == "eval") validated.insert(step);
+    if (r["type"] != "checkpoint") continue;
+    if (r["kind"] == "latest" && step == (*trainer)->plan().stop_step) {
+      continue;  // a retry from the final checkpoint validates again
+    }
+    ++checkpoints;
+    EXPECT_TRUE(validated.count(step))
+        << r["kind"] << " checkpoint of step " << step
+        << " written before its validation";
+  }
+  // Latest at 4 and 8, branches at 8 and 12 (the stop step); validations
+  // at 4, 8 and 12.
+  EXPECT_EQ(checkpoints, 4);
+  EXPECT_EQ(validated, (std::set<int64_t>{4, 8, 12}));
 }
 
 TEST_F(TrainerTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
