@@ -2,10 +2,14 @@
 // layers/gated_deltanet.py), computed by the gated-delta kernel
 // (model/gated_delta_kernel.h).
 //
-// With Hg = GdnHeads(config, spec) heads of dk = dv = GdnHeadDim(config, spec):
+// With Hg = GdnHeads(config, spec) value heads and Hqk = GdnQkHeads(config,
+// spec) query/key heads (Hqk divides Hg; each q, k head serves Hg / Hqk
+// consecutive value heads, as GQA's kv heads serve query heads, and as fla's
+// num_heads < num_v_heads), of dk = dv = GdnHeadDim(config, spec):
 //   qkv = silu(conv([q_proj x, k_proj x, v_proj x]))   (conv only with
 //         spec.short_conv: depthwise over the concatenated channels, no bias)
-//   q, k = L2-normalised per head (B, T, Hg, dk); v (B, T, Hg, dv)
+//   q, k = L2-normalised per head (B, T, Hqk, dk), repeated to Hg heads;
+//   v (B, T, Hg, dv)
 //   beta = sigmoid(b_proj x), g = -exp(A_log) * softplus(a_proj x + dt_bias)
 //   o = GatedDelta(q, k, v, g, beta, scale = 1/sqrt(dk))     (B, T, Hg, dv)
 //   y = o_proj(RmsNorm_per_head(o, o_norm) * silu(g_proj x))  (B, T, d)
@@ -47,7 +51,7 @@ class GatedDeltaNet final : public Mixer {
  private:
   torch::Tensor Forward(const torch::Tensor& x, bool use_chunked);
 
-  int64_t n_heads_, head_dim_, chunk_;
+  int64_t n_heads_, qk_heads_, head_dim_, chunk_;
   double eps_;
   Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, g_proj_{nullptr},
       o_proj_{nullptr}, a_proj_{nullptr}, b_proj_{nullptr};

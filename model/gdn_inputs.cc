@@ -35,20 +35,29 @@ constexpr double kL2Eps = 1e-6;  // fla's l2norm
 // Whole tensors. x: (B, T, width) with strides (sb, st, 1); outputs
 // heads-major in the accumulator type Acc.
 
+// h value heads (and beta, g), hqk heads of q and k.
 struct Dims {
-  int64_t b = 0, t = 0, h = 0, dh = 0;
-  int64_t inner = 0, width = 0;  // inner = h * dh, width = 3 inner + 2 h
+  int64_t b = 0, t = 0, h = 0, hqk = 0, dh = 0;
+  int64_t qk = 0, inner = 0;  // qk = hqk * dh (q's, k's), inner = h * dh (v's)
+  int64_t n = 0, width = 0;   // n = 2 qk + inner, width = n + 2 h
   int64_t sb = 0, st = 0;
+
+  // Offset of part (0 q, 1 k, 2 v) in a row, and its heads.
+  int64_t PartOffset(int64_t part) const { return part * qk; }
+  int64_t PartHeads(int64_t part) const { return part < 2 ? hqk : h; }
 };
 
-Dims DimsOf(const torch::Tensor& x, int64_t heads) {
+Dims DimsOf(const torch::Tensor& x, int64_t heads, int64_t qk_heads) {
   Dims d;
   d.b = x.size(0);
   d.t = x.size(1);
   d.h = heads;
+  d.hqk = qk_heads;
   d.width = x.size(2);
-  d.inner = (d.width - 2 * heads) / 3;
-  d.dh = d.inner / heads;
+  d.n = d.width - 2 * heads;
+  d.dh = d.n / (2 * qk_heads + heads);
+  d.qk = qk_heads * d.dh;
+  d.inner = heads * d.dh;
   d.sb = x.stride(0);
   d.st = x.stride(1);
   return d;
@@ -62,7 +71,7 @@ struct Outputs {
 template <typename In, typename Acc>
 void Forward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
              const Outputs<Acc>& out) {
-  const int64_t n = 3 * d.inner;
+  const int64_t n = d.n;
   at::parallel_for(
       0, d.b * d.t, std::max<int64_t>(1, 4096 / d.width),
       [&](int64_t begin, int64_t end) {
@@ -73,9 +82,10 @@ void Forward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
           SiluRow(xa.data(), s.data(), sig.data(), n);
           Acc* const parts[3] = {out.q, out.k, out.v};
           for (int64_t part = 0; part < 3; ++part) {
-            for (int64_t h = 0; h < d.h; ++h) {
-              const Acc* sh = s.data() + part * d.inner + h * d.dh;
-              Acc* y = parts[part] + ((b * d.h + h) * d.t + t) * d.dh;
+            const int64_t heads = d.PartHeads(part);
+            for (int64_t h = 0; h < heads; ++h) {
+              const Acc* sh = s.data() + d.PartOffset(part) + h * d.dh;
+              Acc* y = parts[part] + ((b * heads + h) * d.t + t) * d.dh;
               const Acc r =
                   part < 2 ? Acc(1) / std::sqrt(Dot(sh, sh, d.dh) + Acc(kL2Eps))
                            : Acc(1);
@@ -103,7 +113,7 @@ struct OutputGrads {
 template <typename In, typename Acc>
 void Backward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
               const OutputGrads<Acc>& grads, In* dx, Acc* partial) {
-  const int64_t n = 3 * d.inner;
+  const int64_t n = d.n;
   at::parallel_for(
       0, d.b * d.t, std::max<int64_t>(1, 4096 / d.width),
       [&](int64_t begin, int64_t end) {
@@ -115,15 +125,16 @@ void Backward(const Dims& d, const In* x, const Acc* a_log, const Acc* dt_bias,
           SiluRow(xa.data(), s.data(), sig.data(), n);
           const Acc* const parts[3] = {grads.q, grads.k, grads.v};
           for (int64_t part = 0; part < 3; ++part) {
-            for (int64_t h = 0; h < d.h; ++h) {
-              const int64_t o = part * d.inner + h * d.dh;
+            const int64_t heads = d.PartHeads(part);
+            for (int64_t h = 0; h < heads; ++h) {
+              const int64_t o = d.PartOffset(part) + h * d.dh;
               const Acc* sh = s.data() + o;
               Acc* dsh = ds.data() + o;
               if (parts[part] == nullptr) {
                 std::fill_n(dsh, d.dh, Acc(0));
                 continue;
               }
-              const Acc* dy = parts[part] + ((b * d.h + h) * d.t + t) * d.dh;
+              const Acc* dy = parts[part] + ((b * heads + h) * d.t + t) * d.dh;
               if (part == 2) {
                 std::copy_n(dy, d.dh, dsh);
                 continue;
@@ -162,17 +173,17 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
  public:
   static torch::autograd::variable_list forward(
       torch::autograd::AutogradContext* ctx, const torch::Tensor& x_arg,
-      int64_t heads, const torch::Tensor& a_log_arg,
+      int64_t heads, int64_t qk_heads, const torch::Tensor& a_log_arg,
       const torch::Tensor& dt_bias_arg) {
     RECORD_FUNCTION("hlab::GdnInputsFunction::forward",
                     std::vector<c10::IValue>());
     const torch::Tensor x = internal::RowsReadable(x_arg);
-    const Dims d = DimsOf(x, heads);
+    const Dims d = DimsOf(x, heads, qk_heads);
     const auto acc = x.options().dtype(KernelComputeDtype({x}));
     const torch::Tensor a_log = a_log_arg.to(acc.dtype()).contiguous();
     const torch::Tensor dt_bias = dt_bias_arg.to(acc.dtype()).contiguous();
-    torch::Tensor q = at::empty({d.b, d.h, d.t, d.dh}, acc);
-    torch::Tensor k = at::empty({d.b, d.h, d.t, d.dh}, acc);
+    torch::Tensor q = at::empty({d.b, d.hqk, d.t, d.dh}, acc);
+    torch::Tensor k = at::empty({d.b, d.hqk, d.t, d.dh}, acc);
     torch::Tensor v = at::empty({d.b, d.h, d.t, d.dh}, acc);
     torch::Tensor beta = at::empty({d.b, d.h, d.t}, acc);
     torch::Tensor g = at::empty({d.b, d.h, d.t}, acc);
@@ -187,6 +198,7 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
         });
     ctx->save_for_backward({x, a_log, dt_bias});
     ctx->saved_data["heads"] = heads;
+    ctx->saved_data["qk_heads"] = qk_heads;
     ctx->saved_data["a_log_dtype"] =
         static_cast<int64_t>(a_log_arg.scalar_type());
     ctx->saved_data["dt_bias_dtype"] =
@@ -199,7 +211,8 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
       torch::autograd::variable_list grads) {
     const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &a_log = saved[1], &dt_bias = saved[2];
-    const Dims d = DimsOf(x, ctx->saved_data["heads"].toInt());
+    const Dims d = DimsOf(x, ctx->saved_data["heads"].toInt(),
+                          ctx->saved_data["qk_heads"].toInt());
     const auto acc = KernelComputeDtype({x});
     std::vector<torch::Tensor> g(5);
     for (size_t i = 0; i < g.size(); ++i) {
@@ -225,7 +238,7 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
     const auto dtype_of = [&](const char* key) {
       return static_cast<torch::ScalarType>(ctx->saved_data[key].toInt());
     };
-    return {dx, torch::Tensor(),
+    return {dx, torch::Tensor(), torch::Tensor(),
             sums.narrow(0, 0, d.h).to(dtype_of("a_log_dtype")),
             sums.narrow(0, d.h, d.h).to(dtype_of("dt_bias_dtype"))};
   }
@@ -234,14 +247,15 @@ class GdnInputsFunction : public torch::autograd::Function<GdnInputsFunction> {
 }  // namespace
 
 GdnInputTensors GdnInputsWithAten(const torch::Tensor& x, int64_t heads,
-                                  const torch::Tensor& a_log,
+                                  int64_t qk_heads, const torch::Tensor& a_log,
                                   const torch::Tensor& dt_bias) {
   const int64_t b = x.size(0), t = x.size(1);
-  const int64_t inner = (x.size(2) - 2 * heads) / 3, dh = inner / heads;
+  const int64_t dh = (x.size(2) - 2 * heads) / (2 * qk_heads + heads);
+  const int64_t qk = qk_heads * dh, inner = heads * dh;
   const std::vector<torch::Tensor> parts =
-      AtLeastFp32(x).split_with_sizes({inner, inner, inner, heads, heads}, -1);
+      AtLeastFp32(x).split_with_sizes({qk, qk, inner, heads, heads}, -1);
   const auto act = [&](const torch::Tensor& p, bool l2) {
-    torch::Tensor y = torch::silu(p).view({b, t, heads, dh});
+    torch::Tensor y = torch::silu(p).view({b, t, -1, dh});
     if (l2) y = y * torch::rsqrt(y.square().sum(-1, /*keepdim=*/true) + kL2Eps);
     return y.transpose(1, 2).contiguous();
   };
@@ -257,20 +271,22 @@ GdnInputTensors GdnInputsWithAten(const torch::Tensor& x, int64_t heads,
 }
 
 GdnInputTensors GdnInputs(const torch::Tensor& x, int64_t heads,
-                          const torch::Tensor& a_log,
+                          int64_t qk_heads, const torch::Tensor& a_log,
                           const torch::Tensor& dt_bias) {
-  TORCH_CHECK(x.dim() == 3 && heads > 0 && x.size(2) > 2 * heads &&
-                  (x.size(2) - 2 * heads) % (3 * heads) == 0,
-              "GdnInputs: expected x (B, T, 3 * heads * dh + 2 * heads) with "
-              "heads = ",
-              heads, ", got ", x.sizes());
+  TORCH_CHECK(x.dim() == 3 && heads > 0 && qk_heads > 0 &&
+                  heads % qk_heads == 0 && x.size(2) > 2 * heads &&
+                  (x.size(2) - 2 * heads) % (2 * qk_heads + heads) == 0,
+              "GdnInputs: expected x (B, T, (2 * qk_heads + heads) * dh + 2 * "
+              "heads) with heads = ",
+              heads, " a multiple of qk_heads = ", qk_heads, ", got ",
+              x.sizes());
   TORCH_CHECK(a_log.numel() == heads && dt_bias.numel() == heads,
               "GdnInputs: a_log and dt_bias must have ", heads,
               " elements, got ", a_log.numel(), " and ", dt_bias.numel());
   if (!internal::RawLoopsTake(x))
-    return GdnInputsWithAten(x, heads, a_log, dt_bias);
+    return GdnInputsWithAten(x, heads, qk_heads, a_log, dt_bias);
   const torch::autograd::variable_list out =
-      GdnInputsFunction::apply(x, heads, a_log, dt_bias);
+      GdnInputsFunction::apply(x, heads, qk_heads, a_log, dt_bias);
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 

@@ -3,11 +3,13 @@
 // hand-written backward that recomputes from the projection, so only it is
 // saved):
 //   q, k = l2norm(silu(x_q)), l2norm(silu(x_k)) per head (fla's l2norm,
-//          s / sqrt(|s|^2 + 1e-6)),  v = silu(x_v),  each (B, H, T, dh)
+//          s / sqrt(|s|^2 + 1e-6)), each (B, Hqk, T, dh)
+//   v = silu(x_v), (B, H, T, dh)
 //   beta = sigmoid(x_beta),  g = -exp(A_log) softplus(x_a + dt_bias),
 //          each (B, H, T)
 // for x = [x_q | x_k | x_v | x_beta | x_a] along the last dimension, widths
-// H dh, H dh, H dh, H, H. The gradient is one (B, T, width) tensor: no
+// Hqk dh, Hqk dh, H dh, H, H (Hqk divides H: q and k heads shared by groups
+// of value heads, or Hqk = H). The gradient is one (B, T, width) tensor: no
 // split's concatenation in the backward. Replaces silu, the heads'
 // transposes and copies, the norms, sigmoid, softplus and their autograd
 // nodes.
@@ -17,9 +19,10 @@
 // or bf16 take the fused pass; other devices and dtypes the same ATen ops.
 // Thread-safe: a pure function (rows split across the intra-op threads).
 //
-//   // x: (B, T, 3 H dh + 2 H), the projection's output
-//   GdnInputTensors in = GdnInputs(x, H, a_log, dt_bias);
-//   // in.q, in.k, in.v: (B, H, T, dh); in.beta, in.g: (B, H, T)
+//   // x: (B, T, (2 Hqk + H) dh + 2 H), the projection's output
+//   GdnInputTensors in = GdnInputs(x, H, Hqk, a_log, dt_bias);
+//   // in.q, in.k: (B, Hqk, T, dh); in.v: (B, H, T, dh);
+//   // in.beta, in.g: (B, H, T)
 #ifndef HLAB_MODEL_GDN_INPUTS_H_
 #define HLAB_MODEL_GDN_INPUTS_H_
 
@@ -30,20 +33,22 @@
 namespace hlab::model {
 
 struct GdnInputTensors {
-  torch::Tensor q, k, v;  // (B, H, T, dh)
+  torch::Tensor q, k;     // (B, Hqk, T, dh)
+  torch::Tensor v;        // (B, H, T, dh)
   torch::Tensor beta, g;  // (B, H, T)
 };
 
-// x: (B, T, 3 * heads * dh + 2 * heads) with a contiguous last dimension
-// (others are copied); a_log, dt_bias: (heads). Differentiable in all three.
+// x: (B, T, (2 * qk_heads + heads) * dh + 2 * heads) with a contiguous last
+// dimension (others are copied); heads a multiple of qk_heads; a_log,
+// dt_bias: (heads). Differentiable in all three.
 GdnInputTensors GdnInputs(const torch::Tensor& x, int64_t heads,
-                          const torch::Tensor& a_log,
+                          int64_t qk_heads, const torch::Tensor& a_log,
                           const torch::Tensor& dt_bias);
 
 // The same as ATen ops (the path for other devices, and the reference in
 // tests).
 GdnInputTensors GdnInputsWithAten(const torch::Tensor& x, int64_t heads,
-                                  const torch::Tensor& a_log,
+                                  int64_t qk_heads, const torch::Tensor& a_log,
                                   const torch::Tensor& dt_bias);
 
 }  // namespace hlab::model

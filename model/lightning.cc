@@ -41,7 +41,15 @@ std::vector<double> AlibiSlopes(int64_t n_heads) {
   return slopes;
 }
 
-Lightning::Lightning(const ModelConfig& config, const MixerSpec& spec)
+double LightningLayerDecayFactor(int64_t layer_index, int64_t n_layers) {
+  if (n_layers <= 1) return 1.0;
+  return 1.0 -
+         static_cast<double>(layer_index) / static_cast<double>(n_layers - 1) +
+         1e-5;
+}
+
+Lightning::Lightning(const ModelConfig& config, const MixerSpec& spec,
+                     int64_t layer_index)
     : n_heads_(config.n_heads),
       n_kv_heads_(config.n_kv_heads),
       head_dim_(config.head_dim),
@@ -55,14 +63,17 @@ Lightning::Lightning(const ModelConfig& config, const MixerSpec& spec)
   q_proj_ = register_module("q_proj", MakeLinear(d, inner, config.init_std));
   k_proj_ = register_module("k_proj", MakeLinear(d, kv_inner, config.init_std));
   v_proj_ = register_module("v_proj", MakeLinear(d, kv_inner, config.init_std));
-  gate_ = register_module("gate", MakeLinear(d, inner, config.init_std));
+  gate_down_ =
+      register_module("gate_down", MakeLinear(d, head_dim_, config.init_std));
+  gate_up_ =
+      register_module("gate_up", MakeLinear(head_dim_, inner, config.init_std));
   o_proj_ =
       register_module("o_proj", MakeLinear(inner, d, ResidualInitStd(config)));
-  q_norm_ = register_parameter("q_norm", torch::ones({head_dim_}));
-  k_norm_ = register_parameter("k_norm", torch::ones({head_dim_}));
   out_norm_ = register_parameter("out_norm", torch::ones({inner}));
-  slopes_ = register_buffer(
-      "slopes", torch::tensor(AlibiSlopes(n_heads_), torch::kFloat32));
+  std::vector<double> slopes = AlibiSlopes(n_heads_);
+  const double factor = LightningLayerDecayFactor(layer_index, config.n_layers);
+  for (double& s : slopes) s *= factor;
+  slopes_ = register_buffer("slopes", torch::tensor(slopes, torch::kFloat32));
 }
 
 torch::Tensor Lightning::forward(const torch::Tensor& x) {
@@ -79,18 +90,18 @@ torch::Tensor Lightning::Forward(const torch::Tensor& x, bool use_chunked) {
   const int64_t inner = n_heads_ * head_dim_;
   const int64_t kv_inner = n_kv_heads_ * head_dim_;
 
-  // One product for q, k, v and the output gate (ConcatenatedLinear,
-  // model/linear.h): (B, T, inner + 2 kv_inner + inner).
+  // One product for q, k, v and the gate's down projection
+  // (ConcatenatedLinear, model/linear.h): (B, T, inner + 2 kv_inner + dh).
   const std::vector<torch::Tensor> proj =
-      ConcatenatedLinear(x, {q_proj_, k_proj_, v_proj_, gate_})
-          .split_with_sizes({inner, kv_inner, kv_inner, inner}, -1);
-  const torch::Tensor q =
-      RmsNorm(proj[0].view({b, t, n_heads_, head_dim_}), q_norm_, eps_);
+      ConcatenatedLinear(x, {q_proj_, k_proj_, v_proj_, gate_down_})
+          .split_with_sizes({inner + 2 * kv_inner, head_dim_}, -1);
+  const std::vector<torch::Tensor> qkv =
+      torch::silu(proj[0]).split_with_sizes({inner, kv_inner, kv_inner}, -1);
+  const torch::Tensor q = qkv[0].view({b, t, n_heads_, head_dim_});
   // K and V keep their n_kv_heads heads: the kernel serves each to its
   // group of query heads.
-  const torch::Tensor k =
-      RmsNorm(proj[1].view({b, t, n_kv_heads_, head_dim_}), k_norm_, eps_);
-  const torch::Tensor v = proj[2].view({b, t, n_kv_heads_, head_dim_});
+  const torch::Tensor k = qkv[1].view({b, t, n_kv_heads_, head_dim_});
+  const torch::Tensor v = qkv[2].view({b, t, n_kv_heads_, head_dim_});
 
   // Constant log-decay -s_h, shared by the batch: (1, H, T).
   const torch::Tensor g =
@@ -104,11 +115,12 @@ torch::Tensor Lightning::Forward(const torch::Tensor& x, bool use_chunked) {
 
   // RmsNorm(o) * sigmoid(gate) in one fused pass (model/norm.h), written in
   // the dtype o_proj multiplies in.
-  const torch::Tensor y = GatedRmsNorm(
-      o.transpose(1, 2).reshape({b, t, inner}), proj[3], out_norm_, eps_,
-      {.order = GatedNormOrder::kNormThenGate,
-       .activation = GateActivation::kSigmoid,
-       .out_dtype = LinearInputDtype(x.scalar_type())});
+  const torch::Tensor y =
+      GatedRmsNorm(o.transpose(1, 2).reshape({b, t, inner}), gate_up_(proj[1]),
+                   out_norm_, eps_,
+                   {.order = GatedNormOrder::kNormThenGate,
+                    .activation = GateActivation::kSigmoid,
+                    .out_dtype = LinearInputDtype(x.scalar_type())});
   return o_proj_(y);
 }
 

@@ -18,7 +18,7 @@ std::shared_ptr<Mixer> MakeMixer(const ModelConfig& config,
     case MixerKind::kHeadwiseSlidingWindow:
       return std::make_shared<Attention>(config, spec, layer_index);
     case MixerKind::kLightning:
-      return std::make_shared<Lightning>(config, spec);
+      return std::make_shared<Lightning>(config, spec, layer_index);
     case MixerKind::kMamba2:
       return std::make_shared<Mamba2>(config, spec);
     case MixerKind::kGatedDeltaNet:

@@ -3,13 +3,18 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "model/config/model_config.h"
+#include "model/config/param_count.h"
 
 namespace hlab::sweep {
 namespace {
@@ -42,6 +47,33 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+// One row per (architecture, scale): N, its ratio to the Full backbone of
+// the scale, and what appendix B set (DescribeMatch).
+std::string RenderModels(const SweepPlan& plan) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"architecture", "scale", "N", "N / Full", "matched"});
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const auto& run : plan.runs) {
+    if (!seen.emplace(run.architecture(), run.scale()).second) continue;
+    const nlohmann::json config = nlohmann::json::parse(
+        run.config_json(), nullptr, /*allow_exceptions=*/false);
+    if (!config.is_object() || !config.contains("model")) continue;
+    absl::StatusOr<hlab::model::ModelConfig> model =
+        hlab::model::ModelConfigFromJson(config["model"].dump());
+    if (!model.ok()) continue;
+    const int64_t n = hlab::model::CountParameters(*model).non_embedding;
+    const int64_t full =
+        hlab::model::CountParameters(hlab::model::FullBackbone(*model))
+            .non_embedding;
+    const std::string matched = hlab::model::DescribeMatch(*model);
+    rows.push_back({run.architecture(), run.scale(), absl::StrCat(n),
+                    absl::StrFormat("%.4f", static_cast<double>(n) /
+                                                static_cast<double>(full)),
+                    matched.empty() ? "-" : matched});
+  }
+  return RenderTable(rows);
+}
+
 }  // namespace
 
 std::string FormatScientific(double value) {
@@ -69,6 +101,9 @@ std::string RenderDryRun(const SweepPlan& plan) {
                     absl::StrCat(run.seed()), run.run_id()});
   }
   absl::StrAppend(&out, RenderTable(rows), "\n");
+  absl::StrAppend(&out, "models (appendix B matching",
+                  spec.match_params() ? "" : " off: match_params is false",
+                  "):\n", RenderModels(plan), "\n");
 
   std::map<std::string, int> kinds;
   for (const auto& task : plan.tasks) ++kinds[TaskKindName(task.kind())];

@@ -1,8 +1,10 @@
 // Text rendering of a sweep plan for `hlab submit --dry-run`.
 //
 // One table row per run (architecture, scale, N, D, D/N, steps, estimated
-// FLOPs, seed, run id), a task summary, and the total training compute with
-// and without WSD trunk sharing and the saving, e.g.
+// FLOPs, seed, run id), one per model (architecture, scale, N, N / Full and
+// what appendix-B matching set: model/config/param_count.h DescribeMatch),
+// a task summary, and the total training compute with and without WSD trunk
+// sharing and the saving, e.g.
 //
 //   total training compute: 1.234e+15 FLOPs with trunk sharing (used),
 //   2.000e+15 without; sharing saves 7.660e+14 FLOPs (38.3%)

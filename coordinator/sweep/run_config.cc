@@ -31,6 +31,7 @@ absl::StatusOr<hlab::model::ModelConfig> ResolveModel(
   config.n_kv_heads = scale.n_kv_heads();
   config.head_dim = scale.head_dim();
   config.ffn_hidden = scale.ffn_hidden();
+  config.rope_theta = EffectiveRopeTheta(spec, scale);
   config.arch = arch.name();
   const std::string& layers =
       arch.pattern().empty() ? arch.name() : arch.pattern();

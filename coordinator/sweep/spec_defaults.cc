@@ -102,7 +102,23 @@ hlab::v1::SweepSpec WithDefaults(const hlab::v1::SweepSpec& in) {
   if (!spec.has_share_trunk()) spec.set_share_trunk(true);
   if (!spec.has_match_params()) spec.set_match_params(true);
   DefaultFit(spec, spec.mutable_fit());
+  if (spec.has_rope_theta() && spec.rope_theta() == kDefaultRopeTheta) {
+    spec.clear_rope_theta();
+  }
+  for (hlab::v1::Scale& s : *spec.mutable_scales()) {
+    if (s.has_rope_theta() &&
+        s.rope_theta() ==
+            (spec.has_rope_theta() ? spec.rope_theta() : kDefaultRopeTheta)) {
+      s.clear_rope_theta();
+    }
+  }
   return spec;
+}
+
+double EffectiveRopeTheta(const hlab::v1::SweepSpec& spec,
+                          const hlab::v1::Scale& scale) {
+  if (scale.has_rope_theta()) return scale.rope_theta();
+  return spec.has_rope_theta() ? spec.rope_theta() : kDefaultRopeTheta;
 }
 
 }  // namespace hlab::sweep

@@ -26,11 +26,19 @@ inline constexpr double kDefaultBackoffBaseSeconds = 10;
 inline constexpr double kDefaultBackoffMaxSeconds = 600;
 inline constexpr int kDefaultBootstrap = 1000;
 inline constexpr int64_t kDefaultNiahSamples = 20;
+inline constexpr double kDefaultRopeTheta = 10000.0;
 
 // Returns `spec` with every unset defaulted field set. Values that cannot be
 // derived (head_dim when n_heads does not divide d_model) stay unset for the
 // validator to report.
 hlab::v1::SweepSpec WithDefaults(const hlab::v1::SweepSpec& spec);
+
+// The RoPE base of `scale`'s models: the scale's, else the sweep's, else
+// kDefaultRopeTheta. WithDefaults clears a value equal to what it would
+// default to (so specs written before the field existed keep their hash)
+// instead of setting one.
+double EffectiveRopeTheta(const hlab::v1::SweepSpec& spec,
+                          const hlab::v1::Scale& scale);
 
 }  // namespace hlab::sweep
 

@@ -57,6 +57,12 @@ absl::Status CheckTopLevel(const SweepSpec& spec) {
                             ", got ", spec.batch_tokens(),
                             "; use sequences-per-batch x seq_len"));
   }
+  if (spec.has_rope_theta() &&
+      !(spec.rope_theta() > 0 && std::isfinite(spec.rope_theta()))) {
+    return Bad("rope_theta",
+               absl::StrCat("must be a positive finite number, got ",
+                            spec.rope_theta(), "; 10000 is the default"));
+  }
   if (spec.priority() < -1000 || spec.priority() > 1000) {
     return Bad("priority",
                absl::StrCat("must be in [-1000, 1000], got ", spec.priority()));

@@ -45,12 +45,13 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandNamed(absl::string_view name,
   const bool nope = ConsumeSuffix(&base, "-nope");
   const bool sparse = ConsumeSuffix(&base, "-1to3");
   const bool headwise = ConsumeSuffix(&base, "-headwise");
+  const bool mha = ConsumeSuffix(&base, "-mha");
   MixerSpec full;
   full.kind = MixerKind::kFull;
   full.nope = nope;
 
   if (base == "full") {
-    if (sparse || headwise) {
+    if (sparse || headwise || mha) {
       return ArchError(name, "full has no efficient layers to vary");
     }
     return std::vector<MixerSpec>(n_layers, full);
@@ -68,11 +69,16 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandNamed(absl::string_view name,
     efficient.kind = MixerKind::kMamba2;
   } else if (base == "gdn") {
     efficient.kind = MixerKind::kGatedDeltaNet;
+    efficient.gdn_mha = mha;
   } else {
     return ArchError(name,
                      "unknown name; known: full, swa-<window>, lightning, "
-                     "mamba2, gdn, with optional -headwise (swa), -1to3 and "
+                     "mamba2, gdn, with optional -headwise (swa), -mha (gdn), "
+                     "-1to3 and "
                      "-nope suffixes, or a pattern such as 'swa:128,full'");
+  }
+  if (mha && efficient.kind != MixerKind::kGatedDeltaNet) {
+    return ArchError(name, "-mha applies to gdn only");
   }
   if (headwise && efficient.kind != MixerKind::kHeadwiseSlidingWindow) {
     return ArchError(name, "-headwise applies to swa-<window> only");
@@ -143,6 +149,8 @@ absl::StatusOr<MixerSpec> ParseLayerSpec(absl::string_view text) {
       spec.nope = true;
     } else if (opt == "conv") {
       spec.short_conv = true;
+    } else if (opt == "mha") {
+      spec.gdn_mha = true;
     } else if (absl::StartsWith(opt, "state=") &&
                absl::SimpleAtoi(opt.substr(6), &value)) {
       spec.ssm_state = value;
@@ -203,6 +211,7 @@ std::string LayerSpecToString(const MixerSpec& spec) {
     absl::StrAppend(&out, ":state=", spec.ssm_state);
   }
   if (spec.gdn_head_dim != 0) absl::StrAppend(&out, ":dim=", spec.gdn_head_dim);
+  if (spec.gdn_mha) absl::StrAppend(&out, ":mha");
   if (spec.chunk != 0) absl::StrAppend(&out, ":chunk=", spec.chunk);
   return out;
 }

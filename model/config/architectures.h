@@ -9,6 +9,8 @@
 //   full                      every layer full attention
 //   swa-<w>                   SWA(w) and full interleaved 1:1
 //   lightning, mamba2, gdn    the efficient mixer and full interleaved 1:1
+//   gdn-mha                   gdn with a q, k head per value head (gdn's q
+//                             and k are grouped like the backbone's GQA)
 //   <hybrid>-1to3             one full layer per four (1:3 full:efficient)
 //   swa-<w>-headwise          every layer head-wise: half the heads SWA(w)
 //   <any>-nope                NoPE on the full-attention layers only
@@ -18,7 +20,7 @@
 // A pattern is a comma-separated list of layer specs, repeated to fill the
 // layers (its length must divide n_layers). A spec is a kind followed by
 // options separated by ':' — full[:nope], swa:<w>, hswa:<w>[:<heads>][:nope],
-// lightning, mamba2[:conv][:state=<n>], gdn[:conv][:dim=<n>].
+// lightning, mamba2[:conv][:state=<n>], gdn[:conv][:dim=<n>][:mha].
 #ifndef HLAB_MODEL_CONFIG_ARCHITECTURES_H_
 #define HLAB_MODEL_CONFIG_ARCHITECTURES_H_
 

@@ -1,5 +1,6 @@
 #include "model/config/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -105,7 +106,16 @@ absl::Status ValidateLayer(const ModelConfig& config, const MixerSpec& spec,
       return FieldError(where + ".gdn_heads",
                         absl::StrCat("must be >= 0, got ", spec.gdn_heads));
     }
-  } else if (spec.gdn_head_dim != 0 || spec.gdn_heads != 0) {
+    const int64_t group = config.n_heads / config.n_kv_heads;
+    if (!spec.gdn_mha && GdnHeads(config, spec) % group != 0) {
+      return FieldError(
+          where + ".gdn_heads",
+          absl::StrCat("the grouped layout needs a multiple of the GQA "
+                       "group n_heads / n_kv_heads = ",
+                       group, ", got ", GdnHeads(config, spec),
+                       "; or give the layer the mha option"));
+    }
+  } else if (spec.gdn_head_dim != 0 || spec.gdn_heads != 0 || spec.gdn_mha) {
     return FieldError(where + ".gdn_*", "only applies to gdn layers");
   }
   const bool chunked = spec.kind == MixerKind::kLightning || conv_kind;
@@ -130,7 +140,7 @@ bool MixerSpec::operator==(const MixerSpec& o) const {
          short_conv == o.short_conv && conv_size == o.conv_size &&
          ssm_state == o.ssm_state && ssm_head_dim == o.ssm_head_dim &&
          ssm_expand == o.ssm_expand && gdn_head_dim == o.gdn_head_dim &&
-         gdn_heads == o.gdn_heads && chunk == o.chunk &&
+         gdn_heads == o.gdn_heads && gdn_mha == o.gdn_mha && chunk == o.chunk &&
          ffn_hidden == o.ffn_hidden;
 }
 
@@ -193,6 +203,12 @@ int64_t GdnHeadDim(const ModelConfig& config, const MixerSpec& spec) {
 
 int64_t GdnHeads(const ModelConfig& config, const MixerSpec& spec) {
   return spec.gdn_heads > 0 ? spec.gdn_heads : config.n_heads;
+}
+
+int64_t GdnQkHeads(const ModelConfig& config, const MixerSpec& spec) {
+  const int64_t heads = GdnHeads(config, spec);
+  if (spec.gdn_mha || config.n_kv_heads <= 0) return heads;
+  return std::max<int64_t>(1, heads / (config.n_heads / config.n_kv_heads));
 }
 
 int64_t Mamba2Heads(const ModelConfig& config, const MixerSpec& spec) {
@@ -264,10 +280,10 @@ absl::StatusOr<MixerSpec> LayerFromJson(const Json& j,
     return FieldError(where, "must be an object or a layer spec string");
   }
   const JsonObjectReader r(j, where, kFieldsHelp);
-  HLAB_RETURN_IF_ERROR(
-      r.CheckKeys({"mixer", "window", "windowed_heads", "nope", "short_conv",
-                   "conv_size", "ssm_state", "ssm_head_dim", "ssm_expand",
-                   "gdn_head_dim", "gdn_heads", "chunk", "ffn_hidden"}));
+  HLAB_RETURN_IF_ERROR(r.CheckKeys(
+      {"mixer", "window", "windowed_heads", "nope", "short_conv", "conv_size",
+       "ssm_state", "ssm_head_dim", "ssm_expand", "gdn_head_dim", "gdn_heads",
+       "gdn_mha", "chunk", "ffn_hidden"}));
   MixerSpec spec;
   std::string mixer;
   HLAB_RETURN_IF_ERROR(r.Get("mixer", &mixer));
@@ -285,6 +301,7 @@ absl::StatusOr<MixerSpec> LayerFromJson(const Json& j,
   HLAB_RETURN_IF_ERROR(r.Get("ssm_expand", &spec.ssm_expand));
   HLAB_RETURN_IF_ERROR(r.Get("gdn_head_dim", &spec.gdn_head_dim));
   HLAB_RETURN_IF_ERROR(r.Get("gdn_heads", &spec.gdn_heads));
+  HLAB_RETURN_IF_ERROR(r.Get("gdn_mha", &spec.gdn_mha));
   HLAB_RETURN_IF_ERROR(r.Get("chunk", &spec.chunk));
   HLAB_RETURN_IF_ERROR(r.Get("ffn_hidden", &spec.ffn_hidden));
   return spec;
@@ -308,6 +325,9 @@ Json LayerToJson(const MixerSpec& spec) {
   if (spec.gdn_head_dim != d.gdn_head_dim)
     j["gdn_head_dim"] = spec.gdn_head_dim;
   if (spec.gdn_heads != d.gdn_heads) j["gdn_heads"] = spec.gdn_heads;
+  // Always for GDN, so a run id made before the grouped layout became the
+  // default (the layer JSON had no such key) never names a grouped model.
+  if (spec.kind == MixerKind::kGatedDeltaNet) j["gdn_mha"] = spec.gdn_mha;
   if (spec.chunk != d.chunk) j["chunk"] = spec.chunk;
   if (spec.ffn_hidden != d.ffn_hidden) j["ffn_hidden"] = spec.ffn_hidden;
   return j;

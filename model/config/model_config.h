@@ -67,9 +67,15 @@ struct MixerSpec {
   int64_t ssm_expand = 1;
 
   // Gated DeltaNet: dk = dv = gdn_head_dim (0 = the model's head_dim), and
-  // gdn_heads heads (0 = the model's n_heads).
+  // gdn_heads value heads (0 = the model's n_heads), each with its own
+  // state, beta and decay. The default layout is grouped like the
+  // backbone's GQA (appendix B: "GQA groupings and per-head dimensions"):
+  // q and k have gdn_heads / (n_heads / n_kv_heads) heads, each shared by a
+  // group of value heads (fla's num_heads < num_v_heads). gdn_mha gives q
+  // and k a head per value head (hlab's layout before this grouping).
   int64_t gdn_head_dim = 0;
   int64_t gdn_heads = 0;
+  bool gdn_mha = false;
 
   // Chunk length of the chunked linear-attention kernels; 0 = kind default
   // (lightning/mamba2 64, gdn 16: measured fastest on the CPU,
@@ -112,6 +118,8 @@ int64_t EffectiveWindowedHeads(const ModelConfig& config,
                                const MixerSpec& spec);
 int64_t GdnHeadDim(const ModelConfig& config, const MixerSpec& spec);
 int64_t GdnHeads(const ModelConfig& config, const MixerSpec& spec);
+// Heads of q and k: GdnHeads with gdn_mha, else GdnHeads / the GQA group.
+int64_t GdnQkHeads(const ModelConfig& config, const MixerSpec& spec);
 int64_t Mamba2Heads(const ModelConfig& config, const MixerSpec& spec);
 
 // Returns InvalidArgument naming the offending field ("layers[3].window: must

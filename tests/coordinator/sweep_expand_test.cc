@@ -8,6 +8,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "coordinator/sweep/dry_run.h"
 #include "coordinator/sweep/expand.h"
@@ -204,6 +205,35 @@ TEST(SweepExpandTest, AnyConfigChangeChangesTheRunId) {
   for (const auto& id : RunIds(Plan(seeded))) EXPECT_EQ(base.count(id), 0u);
   std::string data = std::string(kBase) + "data: {long_fraction: 0.25}\n";
   for (const auto& id : RunIds(Plan(data))) EXPECT_EQ(base.count(id), 0u);
+  std::string rope = std::string(kBase) + "rope_theta: 500000\n";
+  for (const auto& id : RunIds(Plan(rope))) EXPECT_EQ(base.count(id), 0u);
+  changed("n_kv_heads: 2}\n  - {name: B",
+          "n_kv_heads: 2, rope_theta: 5.0e5}\n  - {name: B", "A");
+}
+
+TEST(SweepExpandTest, RopeThetaTravelsFromTheSpecToEachRunsModel) {
+  // The sweep's value, a scale's own, and the default for specs without.
+  const SweepPlan plan = Plan(std::string(kBase) + "rope_theta: 500000\n");
+  std::string scaled_text = kBase;
+  const std::string a_end = "n_kv_heads: 2}\n";
+  scaled_text.replace(scaled_text.find(a_end), a_end.size(),
+                      "n_kv_heads: 2, rope_theta: 1.0e6}\n");
+  const SweepPlan scaled = Plan(scaled_text);
+  const SweepPlan plain = Plan(kBase);
+  auto thetas = [](const SweepPlan& p) {
+    std::map<std::string, double> by_scale;
+    for (const auto& run : p.runs) {
+      const auto config = nlohmann::json::parse(run.config_json());
+      by_scale[run.scale()] = config["model"]["rope_theta"].get<double>();
+    }
+    return by_scale;
+  };
+  EXPECT_EQ(thetas(plan),
+            (std::map<std::string, double>{{"A", 5e5}, {"B", 5e5}}));
+  EXPECT_EQ(thetas(scaled),
+            (std::map<std::string, double>{{"A", 1e6}, {"B", 1e4}}));
+  EXPECT_EQ(thetas(plain),
+            (std::map<std::string, double>{{"A", 1e4}, {"B", 1e4}}));
 }
 
 TEST(SweepExpandTest, SpecHashIgnoresKeyOrderAndSpelledOutDefaults) {
@@ -218,6 +248,7 @@ architectures: [full, swa-16]
 name: t
 share_trunk: true
 seeds: [0]
+rope_theta: 10000
 )";
   const SweepPlan a = Plan(kBase);
   const SweepPlan b = Plan(reordered);
@@ -310,6 +341,33 @@ TEST(SweepExpandTest, DryRunPrintsGridAndTotals) {
   EXPECT_NE(text.find(FormatScientific(plan.flops_unshared)),
             std::string::npos);
   EXPECT_NE(text.find("saving from trunk sharing"), std::string::npos);
+}
+
+TEST(SweepExpandTest, DryRunShowsEachModelsMatchedDimensions) {
+  // d 128, 4 heads of 32, 2 kv heads, FFN 384.
+  const std::string out = RenderDryRun(Plan(R"(name: t
+architectures: [full, gdn, gdn-mha, mamba2, lightning]
+scales:
+  - {name: A, d_model: 128, n_layers: 2, n_heads: 4, n_kv_heads: 2}
+budgets: {tokens_per_param: [5]}
+seq_len: 64
+batch_tokens: 256
+schedule: {peak_lr: 1.0e-3, warmup_steps: 5}
+)"));
+  EXPECT_NE(out.find("models (appendix B matching):"), std::string::npos)
+      << out;
+  // Attention's mixer has 49156 parameters. Grouped GDN: 128 dk (2 x 2 +
+  // 3 x 4) + dk + 1032 (a, b, A_log, dt_bias) is nearest at dk = 23; with a
+  // q, k head per value head, 128 dk 5 x 4 + dk + 1032 at dk = 19.
+  EXPECT_NE(out.find("gdn dk = dv 23, q/k heads 2 of 4 value heads, FFN 384 "
+                     "(B.3)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("gdn dk = dv 19, q/k heads 4 of 4 value heads"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("mamba2 state 16, head dim 64"), std::string::npos) << out;
+  EXPECT_NE(out.find("lightning FFN"), std::string::npos) << out;
 }
 
 TEST(SweepExpandTest, Sha256MatchesKnownAnswer) {

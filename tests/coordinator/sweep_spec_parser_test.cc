@@ -1,11 +1,14 @@
 // Parsing sweep specs from YAML and JSON: the example specs, strictness
 // (unknown fields, wrong types, malformed text with positions), and the
 // shorthand for architectures.
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "coordinator/sweep/embedded_demo.h"
+#include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_parser.h"
 #include "coordinator/sweep/spec_validator.h"
 
@@ -48,6 +51,33 @@ TEST(SweepSpecParserTest, PaperSpecParsesAndValidates) {
   EXPECT_EQ(spec->architectures_size(), 10);
   EXPECT_EQ(spec->scales(4).budgets().tokens_per_param_size(), 1);
   EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
+}
+
+// The numbers the paper gives (examples/sweeps/paper.yaml lists them): six
+// budgets for S1-S4 up to D/N = 1000 including 300 and 500, S5 of ~0.48B at
+// D/N = 200, at most ~100B tokens in any run, its RoPE base set.
+TEST(SweepSpecParserTest, PaperSpecKeepsThePapersNumbers) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("paper.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& ratios = spec->budgets().tokens_per_param();
+  EXPECT_EQ(ratios.size(), 6);
+  for (double r : {300.0, 500.0, 1000.0}) {
+    EXPECT_NE(std::find(ratios.begin(), ratios.end(), r), ratios.end()) << r;
+  }
+  EXPECT_EQ(spec->scales(4).budgets().tokens_per_param(0), 200);
+  EXPECT_GT(spec->rope_theta(), 1e4);
+  absl::StatusOr<SweepPlan> plan = PlanSweep(*spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int64_t largest = 0;
+  for (const auto& run : plan->runs) {
+    largest = std::max(largest, run.tokens());
+    if (run.scale() == "S5" && run.architecture() == "full") {
+      EXPECT_NEAR(static_cast<double>(run.non_embedding_params()), 0.48e9,
+                  0.01e9);
+    }
+  }
+  EXPECT_LE(largest, 1.05e11) << "the paper's largest run is ~100B tokens";
 }
 
 TEST(SweepSpecParserTest, ArchitectureShorthandAndCustomPatterns) {

@@ -126,6 +126,17 @@ INSTANTIATE_TEST_SUITE_P(
                 std::string("[") + kScales + "}, " + kScales + "}]",
                 "scales[1].name: duplicate scale name 'A'"},
         BadSpec{"no budgets", "budgets", "{}", "budgets: empty"},
+        BadSpec{"zero rope base", "rope_theta", "0",
+                "rope_theta: must be a "
+                "positive finite number, got 0"},
+        BadSpec{"negative rope base", "rope_theta", "-10000", "rope_theta"},
+        BadSpec{"infinite rope base", "rope_theta", ".inf", "rope_theta"},
+        BadSpec{"not-a-number rope base", "rope_theta", ".nan", "rope_theta"},
+        BadSpec{"zero rope base of a scale", "scales",
+                std::string("[") + kScales +
+                    ", rope_theta: 0}, {name: B, d_model: 48, n_layers: 2, "
+                    "n_heads: 4}]",
+                "scales[0].rope_theta: must be a positive finite number"},
         BadSpec{"zero budget", "budgets", "{tokens_per_param: [0, 10]}",
                 "budgets.tokens_per_param[0]"},
         BadSpec{"negative budget", "budgets", "{tokens: [-512]}",

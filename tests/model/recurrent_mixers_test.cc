@@ -799,23 +799,26 @@ TEST(BatchedHelpersTest, KernelsRunWithoutAutograd) {
 // GdnInputs (the GDN input activations from its concatenated projection).
 
 // The formula GdnInputs replaces, written out here in ATen ops.
+// q and k have qk_heads heads, v, beta and g `heads`.
 GdnInputTensors GdnInputsReference(const torch::Tensor& x, int64_t heads,
-                                   const torch::Tensor& a_log,
+                                   int64_t qk_heads, const torch::Tensor& a_log,
                                    const torch::Tensor& dt_bias) {
   const torch::Tensor xf =
       x.scalar_type() == torch::kFloat64 ? x : x.to(torch::kFloat32);
-  const int64_t inner = (x.size(2) - 2 * heads) / 3;
-  const auto act = [&](int64_t part, bool l2) {
-    torch::Tensor y = torch::silu(xf.narrow(2, part * inner, inner))
-                          .view({x.size(0), x.size(1), heads, -1});
+  const int64_t dh = (x.size(2) - 2 * heads) / (2 * qk_heads + heads);
+  const int64_t qk = qk_heads * dh, inner = heads * dh;
+  const auto act = [&](int64_t from, int64_t width, bool l2) {
+    torch::Tensor y = torch::silu(xf.narrow(2, from, width))
+                          .view({x.size(0), x.size(1), -1, dh});
     if (l2) {
       y = y / torch::sqrt(y.norm(2, -1, /*keepdim=*/true).square() + 1e-6);
     }
     return y.transpose(1, 2);
   };
-  const torch::Tensor xb = xf.narrow(2, 3 * inner, heads);
-  const torch::Tensor xa = xf.narrow(2, 3 * inner + heads, heads);
-  return {act(0, true), act(1, true), act(2, false),
+  const int64_t n = 2 * qk + inner;
+  const torch::Tensor xb = xf.narrow(2, n, heads);
+  const torch::Tensor xa = xf.narrow(2, n + heads, heads);
+  return {act(0, qk, true), act(qk, qk, true), act(2 * qk, inner, false),
           torch::sigmoid(xb).transpose(1, 2),
           (-a_log.exp() * torch::softplus(xa + dt_bias)).transpose(1, 2)};
 }
@@ -857,50 +860,54 @@ TEST(GdnInputsTest, MatchesFormulaWithGradients) {
   TwoThreads two_threads;
   const char* const names[] = {"q", "k", "v", "beta", "g"};
   const char* const grad_names[] = {"dx", "da_log", "ddt_bias"};
-  for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
-    const double tolerance = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
-    const auto opts = torch::TensorOptions().dtype(dtype);
-    torch::manual_seed(21);
-    // Large entries so that SiLU's and the sigmoid's both branches show, and
-    // decay inputs past softplus's threshold (20) in some rows.
-    torch::Tensor x0 = 4 * torch::randn({3, 37, 3 * 24 + 8}, opts);
-    x0.narrow(2, 3 * 24 + 4, 4).narrow(1, 0, 5).fill_(25.0);
-    for (const bool strided : {false, true}) {
-      // Strided: time steps with a row stride wider than the width.
-      const torch::Tensor x =
-          (strided ? torch::cat({x0, x0}, 2).narrow(2, 0, 3 * 24 + 8) : x0)
-              .detach()
-              .requires_grad_();
-      const torch::Tensor a_log =
-          torch::randn({4}, opts).detach().requires_grad_();
-      const torch::Tensor dt_bias =
-          torch::randn({4}, opts).detach().requires_grad_();
-      const OutputsResult ref =
-          RunGdnInputs([&] { return GdnInputsReference(x, 4, a_log, dt_bias); },
-                       x, a_log, dt_bias, 5);
-      const OutputsResult fused =
-          RunGdnInputs([&] { return GdnInputs(x, 4, a_log, dt_bias); }, x,
-                       a_log, dt_bias, 5);
-      const OutputsResult aten =
-          RunGdnInputs([&] { return GdnInputsWithAten(x, 4, a_log, dt_bias); },
-                       x, a_log, dt_bias, 5);
-      for (const OutputsResult* got : {&fused, &aten}) {
-        const std::string where = std::string(c10::toString(dtype)) +
-                                  (strided ? " strided" : "") +
-                                  (got == &fused ? " fused" : " aten");
-        for (size_t i = 0; i < got->outs.size(); ++i) {
-          EXPECT_TRUE(got->outs[i].is_contiguous()) << where << names[i];
-          EXPECT_EQ(got->outs[i].scalar_type(), dtype) << where << names[i];
-          EXPECT_LT(MaxRelError(got->outs[i], ref.outs[i]), tolerance)
-              << where << " " << names[i];
-        }
-        for (size_t i = 0; i < got->grads.size(); ++i) {
-          EXPECT_LT(MaxRelError(got->grads[i], ref.grads[i]), tolerance)
-              << where << " " << grad_names[i];
+  // 4 value heads of dh = 6; q and k with 4 heads (mha), 2 or 1 (grouped).
+  for (const int64_t qk_heads : {4, 2, 1})
+    for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
+      const double tolerance = dtype == torch::kFloat64 ? 1e-13 : 1e-5;
+      const auto opts = torch::TensorOptions().dtype(dtype);
+      const int64_t n = (2 * qk_heads + 4) * 6, width = n + 8;
+      torch::manual_seed(21);
+      // Large entries so that SiLU's and the sigmoid's both branches show, and
+      // decay inputs past softplus's threshold (20) in some rows.
+      torch::Tensor x0 = 4 * torch::randn({3, 37, width}, opts);
+      x0.narrow(2, n + 4, 4).narrow(1, 0, 5).fill_(25.0);
+      for (const bool strided : {false, true}) {
+        // Strided: time steps with a row stride wider than the width.
+        const torch::Tensor x =
+            (strided ? torch::cat({x0, x0}, 2).narrow(2, 0, width) : x0)
+                .detach()
+                .requires_grad_();
+        const torch::Tensor a_log =
+            torch::randn({4}, opts).detach().requires_grad_();
+        const torch::Tensor dt_bias =
+            torch::randn({4}, opts).detach().requires_grad_();
+        const OutputsResult ref = RunGdnInputs(
+            [&] { return GdnInputsReference(x, 4, qk_heads, a_log, dt_bias); },
+            x, a_log, dt_bias, 5);
+        const OutputsResult fused = RunGdnInputs(
+            [&] { return GdnInputs(x, 4, qk_heads, a_log, dt_bias); }, x, a_log,
+            dt_bias, 5);
+        const OutputsResult aten = RunGdnInputs(
+            [&] { return GdnInputsWithAten(x, 4, qk_heads, a_log, dt_bias); },
+            x, a_log, dt_bias, 5);
+        for (const OutputsResult* got : {&fused, &aten}) {
+          const std::string where = std::string(c10::toString(dtype)) +
+                                    " qk_heads " + std::to_string(qk_heads) +
+                                    (strided ? " strided" : "") +
+                                    (got == &fused ? " fused" : " aten");
+          for (size_t i = 0; i < got->outs.size(); ++i) {
+            EXPECT_TRUE(got->outs[i].is_contiguous()) << where << names[i];
+            EXPECT_EQ(got->outs[i].scalar_type(), dtype) << where << names[i];
+            EXPECT_LT(MaxRelError(got->outs[i], ref.outs[i]), tolerance)
+                << where << " " << names[i];
+          }
+          for (size_t i = 0; i < got->grads.size(); ++i) {
+            EXPECT_LT(MaxRelError(got->grads[i], ref.grads[i]), tolerance)
+                << where << " " << grad_names[i];
+          }
         }
       }
     }
-  }
 }
 
 // bf16 projection (under autocast): fp32 outputs, a bf16 gradient for x and
@@ -912,10 +919,10 @@ TEST(GdnInputsTest, Bf16InputGivesFp32OutputsAndBf16Gradient) {
   const torch::Tensor a_log = torch::randn({2}).requires_grad_();
   const torch::Tensor dt_bias = torch::randn({2}).requires_grad_();
   const OutputsResult got = RunGdnInputs(
-      [&] { return GdnInputs(x, 2, a_log, dt_bias); }, x, a_log, dt_bias, 6);
+      [&] { return GdnInputs(x, 2, 2, a_log, dt_bias); }, x, a_log, dt_bias, 6);
   const OutputsResult ref =
-      RunGdnInputs([&] { return GdnInputsReference(x, 2, a_log, dt_bias); }, x,
-                   a_log, dt_bias, 6);
+      RunGdnInputs([&] { return GdnInputsReference(x, 2, 2, a_log, dt_bias); },
+                   x, a_log, dt_bias, 6);
   for (size_t i = 0; i < got.outs.size(); ++i) {
     EXPECT_EQ(got.outs[i].scalar_type(), torch::kFloat32);
     EXPECT_LT(MaxRelError(got.outs[i], ref.outs[i]), 1e-5) << i;
@@ -930,11 +937,14 @@ TEST(GdnInputsTest, Bf16InputGivesFp32OutputsAndBf16Gradient) {
 TEST(GdnInputsTest, RejectsWidthsThatDoNotSplit) {
   const torch::Tensor a_log = torch::zeros({3}), dt_bias = torch::zeros({3});
   // 3 * 3 * dh + 2 * 3 = 40 has no integer dh.
-  EXPECT_THROW(GdnInputs(torch::randn({1, 4, 40}), 3, a_log, dt_bias),
+  EXPECT_THROW(GdnInputs(torch::randn({1, 4, 40}), 3, 3, a_log, dt_bias),
                c10::Error);
   EXPECT_THROW(
-      GdnInputs(torch::randn({1, 4, 42}), 3, torch::zeros({2}), dt_bias),
+      GdnInputs(torch::randn({1, 4, 42}), 3, 3, torch::zeros({2}), dt_bias),
       c10::Error);
+  // q, k heads that do not divide the value heads.
+  EXPECT_THROW(GdnInputs(torch::randn({1, 4, 3 * 7 + 6}), 3, 2, a_log, dt_bias),
+               c10::Error);
 }
 
 // Mamba2Inputs (Mamba-2's inputs from its projection).
@@ -1119,6 +1129,8 @@ std::vector<ModuleCase> ModuleCases() {
   mamba2.conv_size = 3;
   cases.push_back({"mamba2_conv", mamba2});
 
+  // Grouped (the default: q, k with 2 heads for 4 value heads here) and
+  // mha (q, k with a head per value head).
   MixerSpec gdn;
   gdn.kind = MixerKind::kGatedDeltaNet;
   gdn.chunk = 16;
@@ -1129,13 +1141,20 @@ std::vector<ModuleCase> ModuleCases() {
   gdn.gdn_heads = 2;
   gdn.gdn_head_dim = 12;
   cases.push_back({"gdn_2heads_dim12", gdn});
+  MixerSpec mha;
+  mha.kind = MixerKind::kGatedDeltaNet;
+  mha.chunk = 16;
+  mha.gdn_mha = true;
+  cases.push_back({"gdn_mha", mha});
+  mha.short_conv = true;
+  cases.push_back({"gdn_mha_conv", mha});
   return cases;
 }
 
 std::shared_ptr<Mixer> Build(const ModelConfig& config, const MixerSpec& spec) {
   switch (spec.kind) {
     case MixerKind::kLightning:
-      return std::make_shared<Lightning>(config, spec);
+      return std::make_shared<Lightning>(config, spec, /*layer_index=*/0);
     case MixerKind::kMamba2:
       return std::make_shared<Mamba2>(config, spec);
     case MixerKind::kGatedDeltaNet:
@@ -1152,8 +1171,8 @@ int64_t LayoutParameterCount(const ModelConfig& c, const MixerSpec& s) {
     case MixerKind::kLightning: {
       const int64_t inner = c.n_heads * c.head_dim;
       const int64_t kv = c.n_kv_heads * c.head_dim;
-      return d * inner + 2 * d * kv + inner * d + 2 * c.head_dim + inner +
-             d * inner;
+      return d * inner + 2 * d * kv + inner * d + inner + d * c.head_dim +
+             c.head_dim * inner;
     }
     case MixerKind::kMamba2: {
       const int64_t di = s.ssm_expand * d, n = s.ssm_state;
@@ -1163,9 +1182,11 @@ int64_t LayoutParameterCount(const ModelConfig& c, const MixerSpec& s) {
     }
     case MixerKind::kGatedDeltaNet: {
       const int64_t hg = s.gdn_heads > 0 ? s.gdn_heads : c.n_heads;
+      const int64_t hqk = s.gdn_mha ? hg : hg * c.n_kv_heads / c.n_heads;
       const int64_t dh = s.gdn_head_dim > 0 ? s.gdn_head_dim : c.head_dim;
-      return 4 * d * hg * dh + hg * dh * d + 2 * d * hg + 2 * hg + dh +
-             (s.short_conv ? 3 * hg * dh * s.conv_size : 0);
+      return 2 * d * hqk * dh + 2 * d * hg * dh + hg * dh * d + 2 * d * hg +
+             2 * hg + dh +
+             (s.short_conv ? (2 * hqk + hg) * dh * s.conv_size : 0);
     }
     default:
       return -1;
@@ -1258,28 +1279,29 @@ INSTANTIATE_TEST_SUITE_P(Mixers, MixerModuleTest,
                          });
 
 // The module against its definition written out in ATen ops: separate
-// projections, K/V heads repeated per GQA group, the step-by-step
-// recurrence. Catches a misordered concatenated projection or GQA mapping,
-// which the chunked-vs-reference test (both share the projections) cannot.
+// projections, K/V heads repeated per GQA group, the layer's decay factor,
+// the step-by-step recurrence. Catches a misordered concatenated projection
+// or GQA mapping, which the chunked-vs-reference test (both share the
+// projections) cannot.
 TEST(LightningTest, MatchesDefinitionWrittenOut) {
   ModelConfig config;
   config.d_model = 64;
   config.n_heads = 4;
   config.n_kv_heads = 2;
   config.head_dim = 16;
+  config.n_layers = 3;
   MixerSpec spec;
   spec.kind = MixerKind::kLightning;
   spec.chunk = 16;
-  config.layers.assign(2, spec);
+  config.layers.assign(3, spec);
   torch::manual_seed(25);
-  auto mixer = std::make_shared<Lightning>(config, spec);
+  // The middle layer of three: the slopes are halved (+ 1e-5).
+  auto mixer = std::make_shared<Lightning>(config, spec, /*layer_index=*/1);
   mixer->to(torch::kFloat64);
   auto params = mixer->named_parameters();
   {
     torch::NoGradGuard no_grad;
-    for (const char* norm : {"q_norm", "k_norm", "out_norm"}) {
-      params[norm].uniform_(0.5, 1.5);
-    }
+    params["out_norm"].uniform_(0.5, 1.5);
   }
   const int64_t b = 2, t = 50, h = 4, hkv = 2, dh = 16;
   const torch::Tensor x = torch::randn({b, t, 64}, torch::kFloat64);
@@ -1290,13 +1312,22 @@ TEST(LightningTest, MatchesDefinitionWrittenOut) {
     return v * torch::rsqrt(v.pow(2).mean(-1, true) + 1e-6) * w;
   };
   const torch::Tensor q =
-      rms(proj("q_proj.weight").view({b, t, h, dh}), params["q_norm"]);
-  const torch::Tensor k =
-      rms(proj("k_proj.weight").view({b, t, hkv, dh}), params["k_norm"])
-          .repeat_interleave(h / hkv, 2);
-  const torch::Tensor v =
-      proj("v_proj.weight").view({b, t, hkv, dh}).repeat_interleave(h / hkv, 2);
-  const torch::Tensor g = -torch::tensor(AlibiSlopes(h), torch::kFloat64)
+      torch::silu(proj("q_proj.weight")).view({b, t, h, dh});
+  const torch::Tensor k = torch::silu(proj("k_proj.weight"))
+                              .view({b, t, hkv, dh})
+                              .repeat_interleave(h / hkv, 2);
+  const torch::Tensor v = torch::silu(proj("v_proj.weight"))
+                              .view({b, t, hkv, dh})
+                              .repeat_interleave(h / hkv, 2);
+  EXPECT_DOUBLE_EQ(LightningLayerDecayFactor(1, 3), 0.5 + 1e-5);
+  EXPECT_DOUBLE_EQ(LightningLayerDecayFactor(0, 3), 1 + 1e-5);
+  EXPECT_DOUBLE_EQ(LightningLayerDecayFactor(2, 3), 1e-5);
+  EXPECT_DOUBLE_EQ(LightningLayerDecayFactor(0, 1), 1);
+  // The slopes buffer is fp32 (so is the module's in training).
+  const torch::Tensor slopes =
+      torch::tensor(AlibiSlopes(h), torch::kFloat64) * (0.5 + 1e-5);
+  const torch::Tensor g = -slopes.to(torch::kFloat32)
+                               .to(torch::kFloat64)
                                .view({1, h, 1})
                                .expand({b, h, t});
   const torch::Tensor o =
@@ -1304,7 +1335,8 @@ TEST(LightningTest, MatchesDefinitionWrittenOut) {
                          v.transpose(1, 2), g, 1.0 / std::sqrt(double(dh)));
   const torch::Tensor y =
       rms(o.transpose(1, 2).reshape({b, t, h * dh}), params["out_norm"]) *
-      torch::sigmoid(proj("gate.weight"));
+      torch::sigmoid(torch::matmul(proj("gate_down.weight"),
+                                   params["gate_up.weight"].t()));
   const torch::Tensor want = torch::matmul(y, params["o_proj.weight"].t());
   EXPECT_LT(MaxRelError(mixer->forward(x), want), kFp64Tolerance);
 }
@@ -1312,53 +1344,61 @@ TEST(LightningTest, MatchesDefinitionWrittenOut) {
 // GDN and Mamba-2 against their definitions written out in ATen ops, from
 // their separate (or unsplit) projections: catches a misordered
 // concatenation or split, which chunked-vs-reference cannot.
+// Grouped (4 value heads, q and k with 2: value head j reads q, k head
+// j / 2, as fla's repeat of q, k to num_v_heads) and mha (a q, k head per
+// value head).
 TEST(GatedDeltaNetTest, MatchesDefinitionWrittenOut) {
-  ModelConfig config;
-  config.d_model = 48;
-  config.n_heads = 3;
-  config.n_kv_heads = 3;
-  config.head_dim = 16;
-  MixerSpec spec;
-  spec.kind = MixerKind::kGatedDeltaNet;
-  spec.chunk = 16;
-  config.layers.assign(2, spec);
-  torch::manual_seed(26);
-  auto mixer = std::make_shared<GatedDeltaNet>(config, spec);
-  mixer->to(torch::kFloat64);
-  auto params = mixer->named_parameters();
-  {
-    torch::NoGradGuard no_grad;
-    params["o_norm"].uniform_(0.5, 1.5);
+  for (const bool mha : {false, true}) {
+    ModelConfig config;
+    config.d_model = 64;
+    config.n_heads = 4;
+    config.n_kv_heads = 2;
+    config.head_dim = 16;
+    MixerSpec spec;
+    spec.kind = MixerKind::kGatedDeltaNet;
+    spec.chunk = 16;
+    spec.gdn_mha = mha;
+    config.layers.assign(2, spec);
+    torch::manual_seed(26);
+    auto mixer = std::make_shared<GatedDeltaNet>(config, spec);
+    mixer->to(torch::kFloat64);
+    auto params = mixer->named_parameters();
+    {
+      torch::NoGradGuard no_grad;
+      params["o_norm"].uniform_(0.5, 1.5);
+    }
+    const int64_t b = 2, t = 40, h = 4, hqk = mha ? 4 : 2, dh = 16;
+    const torch::Tensor x = torch::randn({b, t, 64}, torch::kFloat64);
+    const auto proj = [&](const char* name) {
+      return torch::matmul(x, params[name].t());
+    };
+    const auto heads = [&](const torch::Tensor& y, bool l2) {
+      torch::Tensor z = torch::silu(y).view({b, t, -1, dh});
+      if (l2) z = z / torch::sqrt(z.pow(2).sum(-1, true) + 1e-6);
+      return z.repeat_interleave(h / z.size(2), 2).transpose(1, 2);
+    };
+    EXPECT_EQ(params["q_proj.weight"].size(0), hqk * dh);
+    const torch::Tensor q = heads(proj("q_proj.weight"), true);
+    const torch::Tensor k = heads(proj("k_proj.weight"), true);
+    const torch::Tensor v = heads(proj("v_proj.weight"), false);
+    const torch::Tensor beta =
+        torch::sigmoid(proj("b_proj.weight")).transpose(1, 2);
+    const torch::Tensor g =
+        (-params["A_log"].exp() *
+         torch::softplus(proj("a_proj.weight") + params["dt_bias"]))
+            .transpose(1, 2);
+    const torch::Tensor o =
+        RecurrentGatedDelta(q, k, v, g, beta, 1.0 / std::sqrt(double(dh)))
+            .transpose(1, 2);  // (B, T, H, dh)
+    const torch::Tensor normed =
+        o * torch::rsqrt(o.pow(2).mean(-1, true) + 1e-6) * params["o_norm"];
+    const torch::Tensor y =
+        (torch::silu(proj("g_proj.weight").view({b, t, h, dh})) * normed)
+            .reshape({b, t, h * dh});
+    const torch::Tensor want = torch::matmul(y, params["o_proj.weight"].t());
+    EXPECT_LT(MaxRelError(mixer->forward(x), want), kFp64Tolerance)
+        << (mha ? "mha" : "grouped");
   }
-  const int64_t b = 2, t = 40, h = 3, dh = 16;
-  const torch::Tensor x = torch::randn({b, t, 48}, torch::kFloat64);
-  const auto proj = [&](const char* name) {
-    return torch::matmul(x, params[name].t());
-  };
-  const auto heads = [&](const torch::Tensor& y, bool l2) {
-    torch::Tensor z = torch::silu(y).view({b, t, h, dh});
-    if (l2) z = z / torch::sqrt(z.pow(2).sum(-1, true) + 1e-6);
-    return z.transpose(1, 2);
-  };
-  const torch::Tensor q = heads(proj("q_proj.weight"), true);
-  const torch::Tensor k = heads(proj("k_proj.weight"), true);
-  const torch::Tensor v = heads(proj("v_proj.weight"), false);
-  const torch::Tensor beta =
-      torch::sigmoid(proj("b_proj.weight")).transpose(1, 2);
-  const torch::Tensor g =
-      (-params["A_log"].exp() *
-       torch::softplus(proj("a_proj.weight") + params["dt_bias"]))
-          .transpose(1, 2);
-  const torch::Tensor o =
-      RecurrentGatedDelta(q, k, v, g, beta, 1.0 / std::sqrt(double(dh)))
-          .transpose(1, 2);  // (B, T, H, dh)
-  const torch::Tensor normed =
-      o * torch::rsqrt(o.pow(2).mean(-1, true) + 1e-6) * params["o_norm"];
-  const torch::Tensor y =
-      (torch::silu(proj("g_proj.weight").view({b, t, h, dh})) * normed)
-          .reshape({b, t, h * dh});
-  const torch::Tensor want = torch::matmul(y, params["o_proj.weight"].t());
-  EXPECT_LT(MaxRelError(mixer->forward(x), want), kFp64Tolerance);
 }
 
 TEST(Mamba2Test, MatchesDefinitionWrittenOut) {

@@ -1,6 +1,7 @@
 #include "coordinator/sweep/internal/grid_checks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -153,6 +154,14 @@ absl::Status CheckGrid(const SweepSpec& spec) {
     if (s.peak_lr() < 0) {
       return Bad(at + ".peak_lr",
                  absl::StrCat("must be > 0, got ", s.peak_lr()));
+    }
+    if (s.has_rope_theta() &&
+        !(s.rope_theta() > 0 && std::isfinite(s.rope_theta()))) {
+      return Bad(
+          at + ".rope_theta",
+          absl::StrCat("must be a positive finite number, got ", s.rope_theta(),
+                       "; leave it out for the "
+                       "sweep's rope_theta"));
     }
     // The scale's dimensions as model/config checks them, on the Full
     // backbone (architecture-specific problems are reported later).
