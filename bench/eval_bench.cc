@@ -12,6 +12,9 @@
 // the compute itself), so a machine shared with other jobs does not skew
 // them; --wall reports wall-clock time instead.
 // Selection: K = seq_len / 4, W = seq_len / 16 (the evaluator's defaults).
+// The receptive-field constraint (appendix D.1, H = seq_len / 8): one
+// scoring pass with the full layers restricted and one with the efficient
+// layers' overlapping windows, each as a multiple of the plain pass.
 #include <time.h>
 
 #include <algorithm>
@@ -82,7 +85,7 @@ hlab::model::ModelConfig ConfigFor(const Options& o, const std::string& arch) {
 }
 
 struct Figures {
-  std::vector<double> score_tps, select_s, score_s;
+  std::vector<double> score_tps, select_s, score_s, rf_full_s, rf_efficient_s;
 };
 
 }  // namespace
@@ -148,11 +151,13 @@ int main(int argc, char** argv) {
       .min_key_tokens = 0};
 
   std::map<std::string, std::unique_ptr<hlab::eval::ModelScorer>> scorers;
+  std::map<std::string, hlab::model::HybridLM> models;
   for (const std::string& arch : o.archs) {
     torch::manual_seed(0);
-    scorers[arch] = std::make_unique<hlab::eval::ModelScorer>(
-        hlab::model::HybridLM(ConfigFor(o, arch)));
+    models.emplace(arch, hlab::model::HybridLM(ConfigFor(o, arch)));
+    scorers[arch] = std::make_unique<hlab::eval::ModelScorer>(models.at(arch));
   }
+  const int64_t limit = std::max<int64_t>(2, o.seq_len / 8 / 2 * 2);
   std::map<std::string, Figures> figures;
   for (int64_t rep = 0; rep <= o.repeats; ++rep) {  // round 0: warm-up
     for (const std::string& arch : o.archs) {
@@ -170,6 +175,25 @@ int main(int argc, char** argv) {
         scorer.Score(doc.tokens);
       }
       f.score_s.push_back(Now() - start);
+      // The same pass under each receptive-field restriction.
+      hlab::model::HybridLM& model = models.at(arch);
+      for (int restriction = 0; restriction < 2; ++restriction) {
+        if (restriction == 0) {
+          model->set_full_attention_key_limit(limit + 1);
+        } else {
+          model->set_efficient_receptive_field(limit / 2, 3);
+        }
+        start = Now();
+        for (int64_t d = 0; d < o.documents; ++d) {
+          auto doc = *docs.GetDocument(d);
+          doc.tokens.resize(static_cast<size_t>(o.seq_len));
+          scorer.Score(doc.tokens);
+        }
+        (restriction == 0 ? f.rf_full_s : f.rf_efficient_s)
+            .push_back(Now() - start);
+        model->set_full_attention_key_limit(0);
+        model->set_efficient_receptive_field(0);
+      }
       start = Now();
       auto keys =
           hlab::eval::SelectKeyTokens(scorer, docs, config, o.documents);
@@ -193,21 +217,27 @@ int main(int argc, char** argv) {
         static_cast<long long>(config.window),
         static_cast<long long>(o.documents), static_cast<long long>(o.repeats),
         g_wall ? "wall" : "CPU");
-    std::printf("%-10s %14s %12s %12s %16s\n", "arch", "score tok/s", "score s",
-                "select s", "select / score");
+    std::printf("%-10s %14s %12s %12s %16s %14s %14s\n", "arch", "score tok/s",
+                "score s", "select s", "select / score", "rf full / sc",
+                "rf eff / sc");
   }
   for (const std::string& arch : o.archs) {
     const Figures& f = figures[arch];
     const double tps = Median(f.score_tps), score = Median(f.score_s),
-                 select = Median(f.select_s);
+                 select = Median(f.select_s), rf_full = Median(f.rf_full_s),
+                 rf_efficient = Median(f.rf_efficient_s);
     out.push_back({{"arch", arch},
                    {"score_tokens_per_s", tps},
                    {"score_pass_s", score},
                    {"select_pass_s", select},
-                   {"select_over_score", select / score}});
+                   {"select_over_score", select / score},
+                   {"receptive_field_limit", limit},
+                   {"rf_full_over_score", rf_full / score},
+                   {"rf_efficient_over_score", rf_efficient / score}});
     if (!o.json) {
-      std::printf("%-10s %14.0f %12.3f %12.3f %16.2f\n", arch.c_str(), tps,
-                  score, select, select / score);
+      std::printf("%-10s %14.0f %12.3f %12.3f %16.2f %14.2f %14.2f\n",
+                  arch.c_str(), tps, score, select, select / score,
+                  rf_full / score, rf_efficient / score);
     }
   }
   if (o.json) std::cout << out.dump(2) << "\n";

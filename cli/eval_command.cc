@@ -37,13 +37,15 @@ std::string StateName(v1::TaskState state) {
 }
 
 // Whether an evals row's metric comes from one of `evals` (val_loss ->
-// val_loss, longppl -> log_longppl, niah -> niah_acc and niah_acc/<kind>).
+// val_loss, longppl -> log_longppl, niah -> niah_acc and niah_acc/<kind>,
+// receptive_field -> rf_*).
 bool Wanted(const std::string& metric,
             const google::protobuf::RepeatedPtrField<std::string>& evals) {
   for (const std::string& e : evals) {
     if (e == "val_loss" && metric == "val_loss") return true;
     if (e == "longppl" && metric == "log_longppl") return true;
     if (e == "niah" && absl::StartsWith(metric, "niah_acc")) return true;
+    if (e == "receptive_field" && absl::StartsWith(metric, "rf_")) return true;
   }
   return false;
 }
@@ -205,9 +207,12 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
 Command EvalCommand() {
   Command c;
   c.name = kName;
-  c.summary = "evaluate a finished run (val_loss, longppl, niah)";
+  c.summary =
+      "evaluate a finished run (val_loss, longppl, niah, receptive_field)";
   c.usage =
-      "usage: hlab eval RUN_ID [--evals val_loss,longppl,niah] [--step N]\n"
+      "usage: hlab eval RUN_ID [--evals "
+      "val_loss,longppl,niah,receptive_field]\n"
+      "                 [--step N]\n"
       "                 [--no-wait] [--poll SECONDS] [--format "
       "table|json|csv]\n\n"
       "Evaluates a run whose training has finished: the coordinator adds an\n"

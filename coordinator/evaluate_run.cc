@@ -23,7 +23,8 @@ namespace {
 using nlohmann::json;
 
 // In the order EVAL tasks list them.
-constexpr const char* kEvalNames[] = {"val_loss", "longppl", "niah"};
+constexpr const char* kEvalNames[] = {"val_loss", "longppl", "niah",
+                                      "receptive_field"};
 
 // The evaluations to run, in kEvalNames order: the listed ones, or those
 // the sweep enables.
@@ -37,7 +38,7 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     if (!known) {
       return absl::InvalidArgumentError(
           absl::StrCat("evals: unknown evaluation '", name,
-                       "'; use val_loss, longppl or niah"));
+                       "'; use val_loss, longppl, niah or receptive_field"));
     }
     wanted.insert(name);
   }
@@ -46,11 +47,12 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     if (e.validation_loss().enabled()) wanted.insert("val_loss");
     if (e.longppl().enabled()) wanted.insert("longppl");
     if (e.niah().enabled()) wanted.insert("niah");
+    if (e.receptive_field().enabled()) wanted.insert("receptive_field");
   }
   if (wanted.empty()) {
     return absl::InvalidArgumentError(
         "evals: the run's sweep enables no evaluation; name them (hlab eval "
-        "RUN --evals val_loss,longppl,niah)");
+        "RUN --evals val_loss,longppl,niah,receptive_field)");
   }
   std::vector<std::string> out;
   for (const char* k : kEvalNames) {
@@ -73,6 +75,11 @@ hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
   e->mutable_validation_loss()->set_enabled(on("val_loss"));
   e->mutable_longppl()->set_enabled(on("longppl"));
   e->mutable_niah()->set_enabled(on("niah"));
+  e->mutable_receptive_field()->set_enabled(on("receptive_field"));
+  // Its changes are against the unrestricted loss, which it needs.
+  if (on("receptive_field")) {
+    e->mutable_validation_loss()->set_enabled(true);
+  }
   return sweep::WithDefaults(spec);
 }
 

@@ -24,6 +24,14 @@ std::string Text(const store::Value& v) {
   return s != nullptr ? *s : std::string();
 }
 
+// ", (the newest value of eval `metric` of the run)".
+std::string Newest(const char* metric) {
+  return absl::StrCat(
+      ", (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id AND "
+      "e.metric = '",
+      metric, "' ORDER BY e.step DESC LIMIT 1)");
+}
+
 }  // namespace
 
 std::optional<double> RunFigures::Target(const std::string& target) const {
@@ -44,7 +52,10 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
       "    ORDER BY e.step DESC LIMIT 1),"
       " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
       "    AND e.metric = 'niah_acc'"
-      "    ORDER BY e.step DESC LIMIT 1)"
+      "    ORDER BY e.step DESC LIMIT 1)",
+      Newest("rf_full_delta_val_loss"), Newest("rf_full_delta_log_longppl"),
+      Newest("rf_efficient_delta_val_loss"),
+      Newest("rf_efficient_delta_log_longppl"),
       " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
       " WHERE sr.sweep_id = ",
       sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
@@ -52,7 +63,7 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
   std::vector<RunFigures> runs;
   runs.reserve(result.rows.size());
   for (const auto& row : result.rows) {
-    if (row.size() != 11) continue;
+    if (row.size() != 15) continue;
     RunFigures r;
     r.run_id = Text(row[0]);
     r.arch = Text(row[1]);
@@ -68,6 +79,10 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
       if (ppl && *ppl > 0) r.log_longppl = std::log(*ppl);
     }
     r.niah_accuracy = Real(row[10]);
+    r.rf_full_delta_loss = Real(row[11]);
+    r.rf_full_delta_log_longppl = Real(row[12]);
+    r.rf_efficient_delta_loss = Real(row[13]);
+    r.rf_efficient_delta_log_longppl = Real(row[14]);
     runs.push_back(std::move(r));
   }
   return runs;

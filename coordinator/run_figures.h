@@ -6,7 +6,9 @@
 // Figures: N = non-embedding parameters, D = planned tokens; the final
 // training loss and final validation loss (run_summary: the newest
 // "val_loss" eval, else metric); the newest "log_longppl" eval, else the log
-// of the newest positive "longppl" eval; the newest "niah_acc" eval.
+// of the newest positive "longppl" eval; the newest "niah_acc" eval; the
+// newest receptive-field changes (rf_<full|efficient>_delta_<val_loss|
+// log_longppl>, appendix D.1).
 //
 // Thread-safety: ReadRunFigures is reentrant (as thread-safe as `query`).
 //
@@ -42,6 +44,10 @@ struct RunFigures {
   std::optional<double> val_loss;
   std::optional<double> log_longppl;
   std::optional<double> niah_accuracy;
+  // Appendix D.1: restricted minus unrestricted, with the full layers
+  // restricted and with the efficient layers restricted.
+  std::optional<double> rf_full_delta_loss, rf_full_delta_log_longppl;
+  std::optional<double> rf_efficient_delta_loss, rf_efficient_delta_log_longppl;
 
   bool succeeded() const { return state == "SUCCEEDED"; }
   // The value fitted for `target` ("loss": validation, else training loss;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -204,6 +205,9 @@ class EvalRun {
       }
       HLAB_RETURN_IF_ERROR(RunNiah(*task_.niah));
     }
+    if (task_.receptive_field) {
+      HLAB_RETURN_IF_ERROR(RunReceptiveField(*task_.receptive_field));
+    }
     emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
     return absl::OkStatus();
   }
@@ -384,29 +388,35 @@ class EvalRun {
     return docs;
   }
 
-  absl::Status RunValLoss(const ValLossSpec& spec) {
-    const auto start = Clock::now();
+  // The validation loss of the model as it stands (hooks included).
+  absl::StatusOr<ValidationLossResult> ComputeValLoss(const ValLossSpec& spec,
+                                                      std::string* source) {
     const ValidationLossOptions options = {
         .tokens = spec.tokens > 0 ? spec.tokens : kDefaultValLossTokens,
         .batch_sequences = spec.batch_sequences};
-    ValidationLossResult r;
-    std::string source;
     if (spec.data.empty()) {
       HLAB_RETURN_IF_ERROR(OpenRunData());
-      source = DataDescription(spec.data, task_, false);
+      *source = DataDescription(spec.data, task_, false);
       auto result =
           MixtureValidationLoss(*scorer_, run_data_->validation(), options);
       if (!result.ok()) return Prefixed("evals.val_loss", result.status());
-      r = *result;
-    } else {
-      HLAB_ASSIGN_OR_RETURN(auto docs,
-                            OpenData(spec.data, "evals.val_loss.data"));
-      source = docs->source();
-      auto result = CorpusValidationLoss(*scorer_, docs->corpus(),
-                                         task_.run.seq_len, options);
-      if (!result.ok()) return Prefixed("evals.val_loss", result.status());
-      r = *result;
+      return *result;
     }
+    HLAB_ASSIGN_OR_RETURN(auto docs,
+                          OpenData(spec.data, "evals.val_loss.data"));
+    *source = docs->source();
+    auto result = CorpusValidationLoss(*scorer_, docs->corpus(),
+                                       task_.run.seq_len, options);
+    if (!result.ok()) return Prefixed("evals.val_loss", result.status());
+    return *result;
+  }
+
+  absl::Status RunValLoss(const ValLossSpec& spec) {
+    const auto start = Clock::now();
+    std::string source;
+    HLAB_ASSIGN_OR_RETURN(const ValidationLossResult r,
+                          ComputeValLoss(spec, &source));
+    val_loss_ = r.loss;
     Result("val_loss", r.loss,
            {{"tokens", r.tokens},
             {"documents", r.documents},
@@ -518,6 +528,8 @@ class EvalRun {
       details["key_token_chance"] = accuracy->chance;
       details["true_recall_positions"] = accuracy->true_positions;
     }
+    longppl_keys_ = *std::move(keys);
+    longppl_docs_ = std::move(docs);
     if (!not_measured.empty()) {
       details["not_measured"] = not_measured;
       Warn(
@@ -527,7 +539,91 @@ class EvalRun {
       Result("log_longppl", Json(nullptr), details);
       return absl::OkStatus();
     }
+    log_longppl_ = result->log_longppl;
     Result("log_longppl", result->log_longppl, details);
+    return absl::OkStatus();
+  }
+
+  // Appendix D.1 (eval_task.h, ReceptiveFieldSpec): for each restriction,
+  // "rf_<full|efficient>_delta_val_loss" and, with LongPPL measured,
+  // "rf_<...>_delta_log_longppl": restricted minus unrestricted. A
+  // restriction the model has no layers for is recorded as null, with why.
+  absl::Status RunReceptiveField(const ReceptiveFieldSpec& spec) {
+    const int64_t h = ReceptiveFieldLimit(spec, task_.run.seq_len);
+    if (h >= task_.run.seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "evals.receptive_field.limit: must be below the context (seq_len ",
+          task_.run.seq_len, "), got ", h));
+    }
+    bool has_full = false, has_efficient = false;
+    for (const model::MixerSpec& layer : model_.config.layers) {
+      if (model::IsFullAttention(layer.kind)) {
+        has_full = true;
+      } else {
+        has_efficient = true;
+      }
+    }
+    model::HybridLM& m = model_.model;
+    struct Restriction {
+      const char* name;
+      bool applies;
+      const char* missing;
+      std::function<void()> apply;
+    };
+    const Restriction restrictions[] = {
+        {"full", has_full, "the model has no full-attention layer",
+         [&] { m->set_full_attention_key_limit(h + 1); }},  // [i-H, i]
+        {"efficient", has_efficient, "the model has no efficient layer",
+         [&] { m->set_efficient_receptive_field(h / 2, 3); }}};
+    int64_t done = 0;
+    for (const Restriction& r : restrictions) {
+      const auto start = Clock::now();
+      Progress("receptive_field", done++, 2,
+               absl::StrCat("restricting ", r.name));
+      const std::string metric = absl::StrCat("rf_", r.name, "_delta_");
+      Json details = {{"restricted", r.name}, {"limit", h}};
+      if (!r.applies) {
+        details["not_measured"] = r.missing;
+        Warn(absl::StrCat("evals.receptive_field: restriction '", r.name,
+                          "' not measured, recorded as null: ", r.missing));
+        Result(metric + "val_loss", Json(nullptr), details);
+        if (longppl_keys_)
+          Result(metric + "log_longppl", Json(nullptr), details);
+        continue;
+      }
+      r.apply();
+      std::string source;
+      absl::StatusOr<ValidationLossResult> loss =
+          ComputeValLoss(*task_.val_loss, &source);
+      absl::StatusOr<LongPplResult> longppl =
+          absl::FailedPreconditionError("not measured");
+      if (longppl_keys_ && log_longppl_) {
+        longppl =
+            ScoreLongPpl(*scorer_, longppl_docs_->corpus(), *longppl_keys_);
+      }
+      m->set_full_attention_key_limit(0);
+      m->set_efficient_receptive_field(0);
+      if (!loss.ok()) return Prefixed("evals.receptive_field", loss.status());
+      details["val_loss"] = loss->loss;
+      details["unrestricted_val_loss"] = *val_loss_;
+      details["seconds"] = SecondsSince(start);
+      Result(metric + "val_loss", loss->loss - *val_loss_, details);
+      if (!longppl_keys_) continue;
+      Json lp = {{"restricted", r.name}, {"limit", h}};
+      if (!log_longppl_) {
+        lp["not_measured"] = "the unrestricted log(LongPPL) was not measured";
+        Result(metric + "log_longppl", Json(nullptr), lp);
+        continue;
+      }
+      if (!longppl.ok()) {
+        return Prefixed("evals.receptive_field", longppl.status());
+      }
+      lp["log_longppl"] = longppl->log_longppl;
+      lp["unrestricted_log_longppl"] = *log_longppl_;
+      lp["key_tokens"] = longppl->key_tokens;
+      Result(metric + "log_longppl", longppl->log_longppl - *log_longppl_, lp);
+    }
+    Progress("receptive_field", 2, 2, "done");
     return absl::OkStatus();
   }
 
@@ -538,6 +634,11 @@ class EvalRun {
   std::string tokenizer_;
   std::unique_ptr<train::TrainingData> run_data_;
   std::unique_ptr<ModelScorer> scorer_;
+  // Unrestricted results, and LongPPL's documents and key tokens, for the
+  // receptive-field constraint.
+  std::optional<double> val_loss_, log_longppl_;
+  std::unique_ptr<EvalData> longppl_docs_;
+  std::optional<KeyTokens> longppl_keys_;
 };
 
 }  // namespace
@@ -608,6 +709,18 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
                              {"context_lengths", task.niah->context_lengths},
                              {"depths", task.niah->depths},
                              {"samples", task.niah->samples}};
+  }
+  if (task.receptive_field) {
+    const int64_t h =
+        ReceptiveFieldLimit(*task.receptive_field, task.run.seq_len);
+    if (h >= task.run.seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "evals.receptive_field.limit: must be below the context (seq_len ",
+          task.run.seq_len, "), got ", h));
+    }
+    plan["evals"]["receptive_field"] = {
+        {"limit", h},
+        {"efficient_windows", {{"length", 3 * (h / 2)}, {"stride", h / 2}}}};
   }
   return plan.dump();
 }

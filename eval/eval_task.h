@@ -87,6 +87,18 @@ struct NiahSpec {
                           // data's manifest)
 };
 
+// The receptive-field constraint of appendix D.1: val_loss and log(LongPPL)
+// again with (a) the full-attention layers restricted to the keys
+// [i-H, i], an exact mask, and (b) the efficient layers restricted instead,
+// softmax ones exactly as (a) and recurrent ones by the paper's
+// overlapping windows of 3H/2 tokens with stride H/2 and reset state, each
+// giving its last H/2 outputs (each output sees H to 3H/2 - 1 previous
+// tokens). Needs evals.val_loss (and uses evals.longppl when present): the
+// results are the changes against them. H even, 2 <= H < the context.
+struct ReceptiveFieldSpec {
+  int64_t limit = 0;  // H; 0: seq_len / 8 (the paper: ~2048 of 16K), even
+};
+
 inline constexpr int64_t kDefaultValLossTokens = int64_t{1} << 16;
 inline constexpr int64_t kDefaultLongPplDocuments = 64;
 
@@ -98,11 +110,13 @@ struct EvalTask {
   std::optional<ValLossSpec> val_loss;
   std::optional<LongPplSpec> longppl;
   std::optional<NiahSpec> niah;
+  std::optional<ReceptiveFieldSpec> receptive_field;
   std::string cache_dir;  // "": no key-token cache
   int64_t threads = 0;    // 0: all cores
   bool allow_extrapolation = false;
 
-  // "val_loss", "longppl", "niah": the evaluations present, in run order.
+  // "val_loss", "longppl", "niah", "receptive_field": the evaluations
+  // present, in run order.
   std::vector<std::string> EvalNames() const;
 };
 
@@ -116,6 +130,10 @@ struct LongPplPlan {
   int64_t trunc_len = 0, sliding_window = 0, context_len = 0;
 };
 LongPplPlan PlanLongPpl(const LongPplSpec& spec, int64_t seq_len);
+
+// H of a receptive-field spec (the default from seq_len: seq_len / 8,
+// rounded down to even, at least 2).
+int64_t ReceptiveFieldLimit(const ReceptiveFieldSpec& spec, int64_t seq_len);
 
 // Validates the task against its checkpoints' headers without running a
 // model: the checkpoints exist and have valid headers, the context lengths

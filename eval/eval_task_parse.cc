@@ -279,10 +279,12 @@ absl::StatusOr<EvalTask> ParseTask(const Json& j) {
   HLAB_RETURN_IF_ERROR(r.Get("allow_extrapolation", &t.allow_extrapolation));
   if (!r.Has("evals")) {
     return FieldError("evals",
-                      "is required (one or more of val_loss, longppl, niah)");
+                      "is required (one or more of val_loss, longppl, niah, "
+                      "receptive_field)");
   }
   ObjectReader e(r.At("evals"), "evals");
-  HLAB_RETURN_IF_ERROR(e.CheckKeys({"val_loss", "longppl", "niah"}));
+  HLAB_RETURN_IF_ERROR(
+      e.CheckKeys({"val_loss", "longppl", "niah", "receptive_field"}));
   if (e.Has("val_loss")) {
     t.val_loss.emplace();
     HLAB_RETURN_IF_ERROR(ParseValLoss(
@@ -298,8 +300,28 @@ absl::StatusOr<EvalTask> ParseTask(const Json& j) {
     HLAB_RETURN_IF_ERROR(
         ParseNiah(ObjectReader(e.At("niah"), "evals.niah"), &*t.niah));
   }
+  if (e.Has("receptive_field")) {
+    ObjectReader rf(e.At("receptive_field"), "evals.receptive_field");
+    HLAB_RETURN_IF_ERROR(rf.CheckKeys({"limit"}));
+    t.receptive_field.emplace();
+    HLAB_RETURN_IF_ERROR(rf.Get("limit", &t.receptive_field->limit));
+    const int64_t h = t.receptive_field->limit;
+    if (h < 0 || h == 1 || h % 2 != 0) {
+      return FieldError("evals.receptive_field.limit",
+                        absl::StrCat("must be an even number >= 2 (or 0 for "
+                                     "seq_len / 8), got ",
+                                     h));
+    }
+    if (!t.val_loss) {
+      return FieldError("evals.receptive_field",
+                        "needs evals.val_loss in the same task (its results "
+                        "are the changes against it)");
+    }
+  }
   if (t.EvalNames().empty()) {
-    return FieldError("evals", "names no evaluation (val_loss, longppl, niah)");
+    return FieldError("evals",
+                      "names no evaluation (val_loss, longppl, niah, "
+                      "receptive_field)");
   }
   return t;
 }
@@ -311,6 +333,7 @@ std::vector<std::string> EvalTask::EvalNames() const {
   if (val_loss) names.push_back("val_loss");
   if (longppl) names.push_back("longppl");
   if (niah) names.push_back("niah");
+  if (receptive_field) names.push_back("receptive_field");
   return names;
 }
 
@@ -344,6 +367,11 @@ LongPplPlan PlanLongPpl(const LongPplSpec& spec, int64_t seq_len) {
                          : std::max<int64_t>(1, seq_len / 16);
   p.context_len = spec.context_len > 0 ? spec.context_len : seq_len;
   return p;
+}
+
+int64_t ReceptiveFieldLimit(const ReceptiveFieldSpec& spec, int64_t seq_len) {
+  if (spec.limit > 0) return spec.limit;
+  return std::max<int64_t>(2, seq_len / 8 / 2 * 2);
 }
 
 std::string ExampleEvalTaskJson() {
@@ -406,6 +434,13 @@ const char kEvalTaskFieldsHelp[] =
                        likelihood (greedy exact match too when greedy) per
                        kind, length and depth; context_lengths default
                        [seq_len], kinds all four, depths [0.1, 0.5, 0.9]
+    receptive_field    {"limit": 0 (= seq_len/8, even)}: appendix D.1,
+                       val_loss and log(LongPPL) again with the full-attention
+                       layers restricted to keys [i-H, i] and, separately,
+                       the efficient layers restricted (softmax exactly,
+                       recurrent by windows of 3H/2, stride H/2, reset
+                       state); results are the changes. Needs val_loss (and
+                       measures log(LongPPL) changes when longppl is there)
   DATA                 {"jsonl": FILE, "text_field": "text",
                         "tokenizer": "" (= the model's)} or
                        {"prepared": DIR, "split": "heldout"}; absent: the

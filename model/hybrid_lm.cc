@@ -34,24 +34,28 @@ BlockImpl::BlockImpl(const ModelConfig& config, int64_t layer_index) {
 }
 
 torch::Tensor BlockImpl::MixWithReceptiveField(const torch::Tensor& x) {
-  // x: (B, T, d). Window k >= 1 covers [kW - W, (k+1)W) and contributes the
-  // outputs of its last W positions; window 0 covers [0, W). T is padded at
-  // the end (causal mixers ignore it) to a multiple of W.
-  const int64_t w = receptive_field_;
+  // x: (B, T, d). With stride s and span m, the outputs of strides k >= m-1
+  // come from the window [(k+1-m)s, (k+1)s), its last s positions; those of
+  // strides 0..m-2 from one causal pass over [0, (m-1)s) (their windows
+  // would start before 0). T is padded at the end (causal mixers ignore it)
+  // to a multiple of s.
+  const int64_t s = receptive_field_, m = receptive_span_;
   const int64_t batch = x.size(0), t = x.size(1), d = x.size(2);
-  if (t <= w) return mixer->forward(x);
-  const int64_t n_windows = (t + w - 1) / w;
+  if (t <= m * s) return mixer->forward(x);
+  const int64_t strides = (t + s - 1) / s;
   torch::Tensor padded = x;
-  if (n_windows * w != t) {
-    padded = torch::cat({x, x.new_zeros({batch, n_windows * w - t, d})}, 1);
+  if (strides * s != t) {
+    padded = torch::cat({x, x.new_zeros({batch, strides * s - t, d})}, 1);
   }
-  torch::Tensor first = mixer->forward(padded.narrow(1, 0, w));
-  // (B, n-1, d, 2W) -> (B*(n-1), 2W, d)
-  torch::Tensor windows = padded.unfold(1, 2 * w, w)
+  torch::Tensor first = mixer->forward(padded.narrow(1, 0, (m - 1) * s));
+  // (B, n, d, ms) -> (B*n, ms, d) for the n = strides - m + 1 windows.
+  const int64_t n = strides - m + 1;
+  torch::Tensor windows = padded.unfold(1, m * s, s)
                               .permute({0, 1, 3, 2})
-                              .reshape({batch * (n_windows - 1), 2 * w, d});
-  torch::Tensor rest = mixer->forward(windows).narrow(1, w, w).reshape(
-      {batch, (n_windows - 1) * w, d});
+                              .reshape({batch * n, m * s, d});
+  torch::Tensor rest = mixer->forward(windows)
+                           .narrow(1, (m - 1) * s, s)
+                           .reshape({batch, n * s, d});
   return torch::cat({first, rest}, 1).narrow(1, 0, t);
 }
 
@@ -219,10 +223,15 @@ void HybridLMImpl::set_full_attention_key_limit(int64_t keys) {
   }
 }
 
-void HybridLMImpl::set_efficient_receptive_field(int64_t window) {
+void HybridLMImpl::set_efficient_receptive_field(int64_t stride, int64_t span) {
+  if (stride < 0 || (stride > 0 && span < 2)) {
+    throw std::invalid_argument(
+        absl::StrCat("set_efficient_receptive_field: stride ", stride,
+                     " and span ", span, ": need stride >= 0 and span >= 2"));
+  }
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (IsEfficient(config_.layers[i].kind)) {
-      blocks_[i]->set_receptive_field(window);
+      blocks_[i]->set_receptive_field(stride, span);
     }
   }
 }

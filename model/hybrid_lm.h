@@ -23,12 +23,15 @@
 //                                   the given softmax layers (small T only)
 //   set_full_attention_key_limit(h) full-attention heads see only their last
 //                                   h keys (0 = off)
-//   set_efficient_receptive_field(w)  efficient layers (SWA, Lightning,
+//   set_efficient_receptive_field(s, m)  efficient layers (SWA, Lightning,
 //                                   Mamba-2, GDN) run on overlapping windows
-//                                   with reset state (appendix D.1): the
+//                                   of m*s tokens, stride s, with reset
+//                                   state, each giving its last s outputs
+//                                   (appendix D.1: s = H/2, m = 3): the
 //                                   output at t sees tokens from
-//                                   floor(t/w)*w - w on, i.e. between w and
-//                                   2w-1 previous tokens (0 = off)
+//                                   (floor(t/s) - m + 1)*s on, i.e. between
+//                                   (m-1)s and ms-1 previous tokens (s = 0:
+//                                   off; m defaults to 2)
 #ifndef HLAB_MODEL_HYBRID_LM_H_
 #define HLAB_MODEL_HYBRID_LM_H_
 
@@ -66,8 +69,11 @@ class BlockImpl : public torch::nn::Module {
   // The same block with the mixer's reference (recurrent) form.
   torch::Tensor forward_reference(const torch::Tensor& x);
 
-  // 0 = off; see HybridLM::set_efficient_receptive_field.
-  void set_receptive_field(int64_t window) { receptive_field_ = window; }
+  // stride 0 = off; see HybridLM::set_efficient_receptive_field.
+  void set_receptive_field(int64_t stride, int64_t span = 2) {
+    receptive_field_ = stride;
+    receptive_span_ = span;
+  }
 
   std::shared_ptr<Mixer> mixer;
   RMSNorm mixer_norm{nullptr}, ffn_norm{nullptr};
@@ -75,7 +81,8 @@ class BlockImpl : public torch::nn::Module {
 
  private:
   torch::Tensor MixWithReceptiveField(const torch::Tensor& x);
-  int64_t receptive_field_ = 0;
+  int64_t receptive_field_ = 0;  // the windows' stride s
+  int64_t receptive_span_ = 2;   // the windows' length in strides, m >= 2
 };
 TORCH_MODULE(Block);
 
@@ -107,7 +114,8 @@ class HybridLMImpl : public torch::nn::Module {
   // (B, H, T, T) fp32 probabilities of a captured layer from the last forward.
   torch::Tensor captured_attention(int64_t layer) const;
   void set_full_attention_key_limit(int64_t keys);
-  void set_efficient_receptive_field(int64_t window);
+  // stride > 0 and span >= 2, or stride 0 (off); else std::invalid_argument.
+  void set_efficient_receptive_field(int64_t stride, int64_t span = 2);
 
   torch::nn::Embedding embedding{nullptr};
   RMSNorm final_norm{nullptr};

@@ -10,6 +10,16 @@
 namespace hlab::report {
 namespace {
 
+// What the receptive-field table shows (docs/evaluation.md).
+constexpr char kReceptiveFieldNote[] =
+    "Each run's validation loss and log(LongPPL) again with its "
+    "full-attention layers restricted to the last H keys, and with its "
+    "efficient layers restricted instead (overlapping windows of 3H/2, "
+    "reset state), minus the unrestricted figures. The paper finds "
+    "restricting full attention raises log(LongPPL) far more than "
+    "restricting the efficient layers; empty cells: not measured (Full has "
+    "no efficient layers).";
+
 std::string FitsOrigin(const StudyData& study) {
   if (study.fits_origin == "stored") return "fits stored by the coordinator";
   if (study.fits_origin == "computed") return "fits computed by hlab report";
@@ -89,6 +99,12 @@ std::string ReportMarkdown(const StudyData& study,
                     plot.png ? absl::StrCat("; PNG: ", plot.name, ".png") : "",
                     ".\n\n");
   }
+  const Table rf = ReceptiveFieldTable(study);
+  if (!rf.rows.empty()) {
+    absl::StrAppend(&md, "## Receptive-field constraint (appendix D.1)\n\n",
+                    kReceptiveFieldNote, "\n\n", TableToMarkdown(rf),
+                    "\nFull precision: receptive_field.csv.\n\n");
+  }
   absl::StrAppend(&md, "## Runs\n\n");
   if (!study.runs.empty()) {
     absl::StrAppend(&md, TableToMarkdown(RunsTable(study)),
@@ -145,6 +161,14 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
                       plot.name, ".png</a>");
     }
     html += ".</figcaption></figure>\n";
+  }
+  const Table rf = ReceptiveFieldTable(study);
+  if (!rf.rows.empty()) {
+    absl::StrAppend(&html,
+                    "<h2>Receptive-field constraint (appendix D.1)</h2>\n<p>",
+                    HtmlEscape(kReceptiveFieldNote), "</p>\n", TableToHtml(rf),
+                    "<p>Full precision: <a href=\"receptive_field.csv\">"
+                    "receptive_field.csv</a>.</p>\n");
   }
   html += "<h2>Runs</h2>\n";
   if (!study.runs.empty()) {

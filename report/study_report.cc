@@ -87,6 +87,11 @@ absl::StatusOr<StudyReport> WriteStudyReport(
       WriteFile(dir + "/runs.csv", TableToCsv(RunsTable(study))));
   HLAB_RETURN_IF_ERROR(
       WriteFile(dir + "/fits.csv", TableToCsv(FitsTable(study))));
+  const Table rf = ReceptiveFieldTable(study);
+  if (!rf.rows.empty()) {
+    HLAB_RETURN_IF_ERROR(
+        WriteFile(dir + "/receptive_field.csv", TableToCsv(rf)));
+  }
   HLAB_ASSIGN_OR_RETURN(report.plots, WritePlotScripts(study, dir));
   report.plot_status = RenderPlots(dir, options.plot, &report.plots);
   HLAB_RETURN_IF_ERROR(

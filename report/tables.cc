@@ -82,6 +82,32 @@ Table RunsTable(const StudyData& study) {
   return t;
 }
 
+Table ReceptiveFieldTable(const StudyData& study) {
+  Table t;
+  t.columns = {"run_id",
+               "architecture",
+               "scale",
+               "D_over_N",
+               "full_restricted_delta_log_longppl",
+               "efficient_restricted_delta_log_longppl",
+               "full_restricted_delta_loss",
+               "efficient_restricted_delta_loss"};
+  for (const RunRow& r : study.runs) {
+    if (!r.rf_full_delta_loss && !r.rf_efficient_delta_loss &&
+        !r.rf_full_delta_log_longppl && !r.rf_efficient_delta_log_longppl) {
+      continue;
+    }
+    std::optional<double> ratio;
+    if (r.n > 0) ratio = r.d / r.n;
+    t.rows.push_back({Text(r.run_id), Text(r.arch), Text(r.scale),
+                      Number(ratio), Number(r.rf_full_delta_log_longppl),
+                      Number(r.rf_efficient_delta_log_longppl),
+                      Number(r.rf_full_delta_loss),
+                      Number(r.rf_efficient_delta_loss)});
+  }
+  return t;
+}
+
 Table FitsTable(const StudyData& study) {
   Table t;
   t.columns = {"architecture", "target"};

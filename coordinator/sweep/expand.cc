@@ -137,6 +137,9 @@ std::string EvaluationSettings(const SweepSpec& spec) {
                                                 e.niah().depths().end())},
                  {"samples", e.niah().samples()}};
   }
+  if (e.receptive_field().enabled()) {
+    j["receptive_field"] = {{"limit", e.receptive_field().limit()}};
+  }
   return j.dump();
 }
 
@@ -315,6 +318,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
   if (e.validation_loss().enabled()) evals.push_back("val_loss");
   if (e.longppl().enabled()) evals.push_back("longppl");
   if (e.niah().enabled()) evals.push_back("niah");
+  if (e.receptive_field().enabled()) evals.push_back("receptive_field");
   if (evals.empty()) return plan;
   const int reference = ReferenceRun(spec, plan.runs, info);
   const std::string settings_text = EvaluationSettings(spec);

@@ -210,6 +210,19 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
     }
   }
   if (n.samples() < 0) return Bad("evaluation.niah.samples", "must be >= 0");
+  const auto& rf = e.receptive_field();
+  if (rf.enabled()) {
+    if (rf.limit() < 2 || rf.limit() % 2 != 0 || rf.limit() >= spec.seq_len()) {
+      return Bad("evaluation.receptive_field.limit",
+                 absl::StrCat("must be even and in [2, seq_len = ",
+                              spec.seq_len(), "), got ", rf.limit()));
+    }
+    if (!e.validation_loss().enabled()) {
+      return Bad("evaluation.receptive_field",
+                 "needs validation_loss enabled (its results are the changes "
+                 "against the unrestricted loss)");
+    }
+  }
   return absl::OkStatus();
 }
 

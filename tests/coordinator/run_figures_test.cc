@@ -15,20 +15,24 @@ namespace {
 
 using store::Value;
 
+// rf: the receptive-field changes (full loss, full log LongPPL, efficient
+// loss, efficient log LongPPL), null by default.
 std::vector<Value> Row(const std::string& id, const std::string& state,
                        Value train, Value val, Value log_longppl, Value longppl,
-                       Value niah) {
-  return {id,
-          "full",
-          "S1",
-          state,
-          int64_t{1000000},
-          int64_t{2000000},
-          train,
-          val,
-          log_longppl,
-          longppl,
-          niah};
+                       Value niah, std::vector<Value> rf = {{}, {}, {}, {}}) {
+  std::vector<Value> row = {id,
+                            "full",
+                            "S1",
+                            state,
+                            int64_t{1000000},
+                            int64_t{2000000},
+                            train,
+                            val,
+                            log_longppl,
+                            longppl,
+                            niah};
+  row.insert(row.end(), rf.begin(), rf.end());
+  return row;
 }
 
 TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
@@ -37,7 +41,8 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
     asked = sql;
     store::QueryResult result;
     const Value null;
-    result.rows.push_back(Row("a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75));
+    result.rows.push_back(Row("a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75,
+                              {0.01, 1.0, 0.001, 0.1}));
     // No log_longppl: the log of longppl; no validation loss.
     result.rows.push_back(Row("b", "FAILED", 4.0, null, null, 2.0, null));
     // Not finite, or a longppl that has no log: unknown.
@@ -63,6 +68,11 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_EQ(a.Target("loss"), 3.25);  // validation first
   EXPECT_EQ(a.Target("longppl"), 1.5);
   EXPECT_EQ(a.niah_accuracy, 0.75);
+  EXPECT_EQ(a.rf_full_delta_loss, 0.01);
+  EXPECT_EQ(a.rf_full_delta_log_longppl, 1.0);
+  EXPECT_EQ(a.rf_efficient_delta_loss, 0.001);
+  EXPECT_EQ(a.rf_efficient_delta_log_longppl, 0.1);
+  EXPECT_NE(asked.find("'rf_efficient_delta_log_longppl'"), std::string::npos);
   EXPECT_EQ(a.Target("perplexity"), std::nullopt);
   const RunFigures& b = (*runs)[1];
   EXPECT_FALSE(b.succeeded());
@@ -70,6 +80,7 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   ASSERT_TRUE(b.log_longppl.has_value());
   EXPECT_DOUBLE_EQ(*b.log_longppl, std::log(2.0));
   EXPECT_EQ(b.niah_accuracy, std::nullopt);
+  EXPECT_EQ(b.rf_full_delta_log_longppl, std::nullopt);
   const RunFigures& c = (*runs)[2];
   EXPECT_EQ(c.val_loss, std::nullopt);
   EXPECT_EQ(c.Target("loss"), std::nullopt);

@@ -322,6 +322,27 @@ TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
   }
 }
 
+TEST(SweepExpandTest, ReceptiveFieldEvaluationsCarryTheirLimit) {
+  // Default H = seq_len / 8 = 8; EVAL tasks of sweeps without it keep
+  // their ids (their settings do not name it).
+  const SweepPlan plain = Plan(kBase);
+  const SweepPlan plan = Plan(std::string(kBase) +
+                              "evaluation: {receptive_field: {enabled: "
+                              "true}}\n");
+  int evals = 0;
+  for (const auto& task : plan.tasks) {
+    if (task.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    ++evals;
+    const auto draft = nlohmann::json::parse(task.task_json());
+    EXPECT_EQ(draft["evals"]["receptive_field"]["limit"], 8) << draft.dump();
+    EXPECT_TRUE(draft["evals"].contains("val_loss"));
+    for (const auto& other : plain.tasks) {
+      EXPECT_NE(other.task_id(), task.task_id());
+    }
+  }
+  EXPECT_EQ(evals, 8);
+}
+
 TEST(SweepExpandTest, BranchPointEvaluationsDependOnTheTrunk) {
   const SweepPlan plan =
       Plan(std::string(kBase) + "evaluation: {at_branch_points: true}\n");

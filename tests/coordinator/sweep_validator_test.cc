@@ -126,6 +126,17 @@ INSTANTIATE_TEST_SUITE_P(
                 std::string("[") + kScales + "}, " + kScales + "}]",
                 "scales[1].name: duplicate scale name 'A'"},
         BadSpec{"no budgets", "budgets", "{}", "budgets: empty"},
+        BadSpec{"odd receptive-field limit", "evaluation",
+                "{receptive_field: {enabled: true, limit: 7}}",
+                "evaluation.receptive_field.limit: must be even and in [2, "
+                "seq_len = 64), got 7"},
+        BadSpec{"receptive-field limit at the context", "evaluation",
+                "{receptive_field: {enabled: true, limit: 64}}",
+                "evaluation.receptive_field.limit"},
+        BadSpec{"receptive field without the loss", "evaluation",
+                "{validation_loss: {enabled: false}, receptive_field: "
+                "{enabled: true}}",
+                "evaluation.receptive_field: needs validation_loss"},
         BadSpec{"zero rope base", "rope_theta", "0",
                 "rope_theta: must be a "
                 "positive finite number, got 0"},

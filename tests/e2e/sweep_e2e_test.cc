@@ -39,6 +39,7 @@ evaluation:
   validation_loss: {enabled: true}
   longppl: {enabled: true}
   niah: {enabled: true, context_lengths: [64], samples: 4}
+  receptive_field: {enabled: true}
 resources:
   - {scale: T1, cpu_threads: 1}
 )";
@@ -119,7 +120,11 @@ TEST_F(SweepEndToEndTest,
        "WHERE e.run_id = r.id AND e.metric = 'log_longppl') AS log_longppl, "
        "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.metric = "
        "'niah_acc') AS niah_acc, (SELECT count(*) FROM evals e WHERE "
-       "e.run_id = r.id AND e.details = '{}') AS bare FROM runs r",
+       "e.run_id = r.id AND e.metric LIKE 'rf\\_%' ESCAPE '\\') AS rf, "
+       "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.metric = "
+       "'rf_full_delta_val_loss' AND e.value IS NOT NULL) AS rf_full, "
+       "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.details = "
+       "'{}') AS bare, r.arch FROM runs r",
        "--format", "json", "--address", address});
   ASSERT_EQ(evals.code, kExitOk) << evals.err;
   const Json eval_rows = Json::parse(evals.out);
@@ -128,6 +133,11 @@ TEST_F(SweepEndToEndTest,
     EXPECT_EQ(row["val_loss"], 1) << row.dump();
     EXPECT_EQ(row["log_longppl"], 1) << row.dump();
     EXPECT_EQ(row["niah_acc"], 1) << row.dump();
+    // Appendix D.1's restrictions: the loss and log(LongPPL) changes with
+    // the full layers and with the efficient layers restricted (the latter
+    // null for Full, which has none).
+    EXPECT_EQ(row["rf"], 4) << row.dump();
+    EXPECT_EQ(row["rf_full"], 1) << row.dump();
     EXPECT_EQ(row["bare"], 0) << "results without details: " << row.dump();
   }
   // `hlab eval` of a finished run with the sweep's settings finds the

@@ -428,6 +428,109 @@ TEST_F(EvalTaskRunTest, DefaultNiahKindsThatDoNotFitAreSkippedWithAWarning) {
   EXPECT_TRUE(none["value"].is_null()) << none.dump();
 }
 
+// Appendix D.1: restricting a Full model's attention to [i-H, i] is the
+// same weights run as SWA(H + 1); restricting the efficient layers of an
+// SWA(16) hybrid to H >= 32 changes nothing (every window holds each
+// output's 16 keys); a restriction without layers to restrict is null.
+TEST_F(EvalTaskRunTest, ReceptiveFieldRestrictionsHaveTheirKnownAnswers) {
+  const std::string full = (dir_ / "full" / "step-0000000010.ckpt").string();
+  const std::string swa = (dir_ / "swa9" / "step-0000000010.ckpt").string();
+  model::ModelConfig swa9 = TinyConfig("full");
+  for (model::MixerSpec& layer : swa9.layers) {
+    layer.kind = model::MixerKind::kSlidingWindow;
+    layer.window = 9;
+  }
+  WriteTinyCheckpoint(full, TinyConfig("full"), "byte", 3, 10);
+  WriteTinyCheckpoint(swa, swa9, "byte", 3, 10);  // the same weights
+  Json j = Task();
+  j["evals"].erase("longppl");
+  j["evals"]["receptive_field"] = {{"limit", 8}};
+  j["checkpoint"] = full;
+  ASSERT_TRUE(Run(j).ok());
+  EXPECT_EQ(records_.front()["evals"], Json({"val_loss", "receptive_field"}));
+  const Json restricted =
+      FindRecord(records_, "result", "rf_full_delta_val_loss");
+  ASSERT_FALSE(restricted.is_null());
+  EXPECT_EQ(restricted["details"]["limit"], 8);
+  const double full_loss =
+      FindRecord(records_, "result", "val_loss")["value"].get<double>();
+  const Json none =
+      FindRecord(records_, "result", "rf_efficient_delta_val_loss");
+  ASSERT_FALSE(none.is_null());
+  EXPECT_TRUE(none["value"].is_null());
+  EXPECT_EQ(none["details"]["not_measured"],
+            "the model has no efficient layer");
+
+  j["checkpoint"] = swa;
+  j["evals"].erase("receptive_field");
+  ASSERT_TRUE(Run(j).ok());
+  const double swa_loss =
+      FindRecord(records_, "result", "val_loss")["value"].get<double>();
+  EXPECT_NE(swa_loss, full_loss);
+  EXPECT_NEAR(full_loss + restricted["value"].get<double>(), swa_loss, 1e-6);
+
+  // log(LongPPL) on the same key tokens (every candidate key, as above):
+  // the restricted Full model scores as SWA(9) does.
+  Json lp = Task();
+  lp["evals"]["longppl"]["min_key_tokens"] = 0;
+  lp["evals"]["longppl"]["alpha"] = -100.0;
+  lp["evals"]["longppl"]["beta"] = -100.0;
+  lp["evals"]["receptive_field"] = {{"limit", 8}};
+  lp["checkpoint"] = full;
+  ASSERT_TRUE(Run(lp).ok());
+  const double full_lp =
+      FindRecord(records_, "result", "log_longppl")["value"].get<double>();
+  const Json lp_delta =
+      FindRecord(records_, "result", "rf_full_delta_log_longppl");
+  ASSERT_FALSE(lp_delta.is_null());
+  lp["checkpoint"] = swa;
+  lp["evals"].erase("receptive_field");
+  ASSERT_TRUE(Run(lp).ok());
+  const double swa_lp =
+      FindRecord(records_, "result", "log_longppl")["value"].get<double>();
+  EXPECT_NE(swa_lp, full_lp);
+  EXPECT_NEAR(full_lp + lp_delta["value"].get<double>(), swa_lp, 1e-6);
+
+  // The SWA(16) hybrid, efficient layers restricted to H = 32.
+  j = Task();
+  j["evals"].erase("longppl");
+  j["evals"]["receptive_field"] = {{"limit", 32}};
+  ASSERT_TRUE(Run(j).ok());
+  const Json efficient =
+      FindRecord(records_, "result", "rf_efficient_delta_val_loss");
+  ASSERT_FALSE(efficient.is_null());
+  EXPECT_NEAR(efficient["value"].get<double>(), 0.0, 1e-6);
+  // Its full layers restricted to 32 keys of 64 do change the loss.
+  const Json full_layers =
+      FindRecord(records_, "result", "rf_full_delta_val_loss");
+  EXPECT_GT(std::abs(full_layers["value"].get<double>()), 1e-7);
+}
+
+TEST_F(EvalTaskRunTest, BadReceptiveFieldLimitsNameTheField) {
+  Json j = Task();
+  j["evals"].erase("longppl");
+  for (const int64_t bad : {-2, 1, 7}) {
+    j["evals"]["receptive_field"] = {{"limit", bad}};
+    const absl::Status s = Run(j);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(s.message()).find("evals.receptive_field.limit"),
+              std::string::npos)
+        << s;
+  }
+  j["evals"]["receptive_field"] = {{"limit", 64}};  // the context
+  const absl::Status at_context = Run(j);
+  EXPECT_EQ(at_context.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(at_context.message()).find("below the context"),
+            std::string::npos)
+      << at_context;
+  j["evals"]["receptive_field"] = {{"limit", 8}};
+  j["evals"].erase("val_loss");
+  const absl::Status alone = Run(j);
+  EXPECT_NE(std::string(alone.message()).find("needs evals.val_loss"),
+            std::string::npos)
+      << alone;
+}
+
 TEST_F(EvalTaskRunTest, CheckPrintsTheResolvedPlan) {
   auto task = Parse(Task());
   ASSERT_TRUE(task.ok());

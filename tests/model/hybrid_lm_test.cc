@@ -238,6 +238,52 @@ TEST(HybridLMTest, KeyLimitEqualsSlidingWindowWithTheSameWeights) {
   EXPECT_GT(
       (a->forward(tokens) - b->forward(tokens)).abs().max().item<double>(),
       1e-4);
+  // Bitwise in fp64 (appendix D.1's exact mask is the SWA kernel's).
+  a->to(torch::kFloat64);
+  b->to(torch::kFloat64);
+  a->set_full_attention_key_limit(3);
+  EXPECT_TRUE(torch::equal(a->forward(tokens), b->forward(tokens)));
+}
+
+// Appendix D.1's windows (span 3: windows of 1.5H, stride H/2, each giving
+// its last H/2 outputs) equal recomputing each window from a zero state, for
+// every recurrent mixer.
+TEST(HybridLMTest, ReceptiveFieldWindowsEqualEachWindowFromAZeroState) {
+  for (const MixerKind kind :
+       {MixerKind::kGatedDeltaNet, MixerKind::kMamba2, MixerKind::kLightning}) {
+    torch::manual_seed(6);
+    ModelConfig c = TinyConfig("full");
+    for (MixerSpec& spec : c.layers) {
+      spec = MixerSpec();
+      spec.kind = kind;
+      spec.chunk = 4;
+      if (kind == MixerKind::kMamba2) spec.ssm_head_dim = 8;
+    }
+    HybridLM model(c);
+    model->to(torch::kFloat64);
+    const int64_t s = 4, m = 3, t = 23;  // t not a multiple of s
+    Block block = model->block(0);
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randn({2, t, c.d_model}, torch::kFloat64);
+    block->set_receptive_field(s, m);
+    const torch::Tensor y = block->forward(x);
+    block->set_receptive_field(0);
+    for (int64_t k = 0; k * s < t; ++k) {
+      const int64_t from = std::max<int64_t>(0, (k + 1 - m) * s);
+      const int64_t to = std::min(t, (k + 1) * s);
+      const int64_t first = k * s;
+      const torch::Tensor alone = block->forward(x.narrow(1, from, to - from));
+      EXPECT_LT((alone.narrow(1, first - from, to - first) -
+                 y.narrow(1, first, to - first))
+                    .abs()
+                    .max()
+                    .item<double>(),
+                1e-12)
+          << MixerKindName(kind) << " stride " << k;
+    }
+    EXPECT_THROW(model->set_efficient_receptive_field(4, 1),
+                 std::invalid_argument);
+  }
 }
 
 TEST(HybridLMTest, EfficientReceptiveFieldResetsState) {

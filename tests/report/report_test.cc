@@ -216,6 +216,9 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
             std::string::npos);
   EXPECT_NE(md.find("| full | loss | 1.6 [1.584, 1.616] |"), std::string::npos)
       << md;
+  // No receptive-field results: no section, no file.
+  EXPECT_EQ(index.find("Receptive-field"), std::string::npos);
+  EXPECT_FALSE(fs::exists(Out() / "receptive_field.csv"));
 
   // The data behind the residuals: the stored law is the truth, so the
   // prediction is the observation and the residual zero.
@@ -234,6 +237,37 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
   }
   EXPECT_EQ(points, 12);
   EXPECT_EQ(held_out, 3);
+}
+
+TEST_F(ReportTest, ReceptiveFieldChangesGetTheirSectionAndCsv) {
+  SweepOptions sweep;
+  sweep.receptive_field = true;
+  const int64_t sweep_id = StoreDemoSweep(sweep);
+  StoreTrueFits(sweep_id, "loss");
+  store_.reset();
+  const Result r =
+      Hlab({"report", "--db", db_, "--sweep", "demo", "--out", Out().string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Csv rf = ReadCsv(Out() / "receptive_field.csv");
+  ASSERT_EQ(rf.rows.size(), 47u);  // every run but the pending one
+  for (const auto& row : rf.rows) {
+    const bool full = row[rf.Column("architecture")] == "full";
+    EXPECT_EQ(Number(row[rf.Column("full_restricted_delta_log_longppl")]), 1);
+    EXPECT_EQ(Number(row[rf.Column("full_restricted_delta_loss")]), 0.01);
+    if (full) {
+      EXPECT_EQ(row[rf.Column("efficient_restricted_delta_log_longppl")], "");
+    } else {
+      EXPECT_EQ(
+          Number(row[rf.Column("efficient_restricted_delta_log_longppl")]),
+          0.1);
+    }
+  }
+  const std::string index = ReadFile(Out() / "index.html");
+  EXPECT_NE(index.find("Receptive-field constraint (appendix D.1)"),
+            std::string::npos);
+  EXPECT_NE(ReadFile(Out() / "report.md")
+                .find("## Receptive-field constraint (appendix D.1)"),
+            std::string::npos);
 }
 
 // Through the library, so the fits can start from 32 points near the truth

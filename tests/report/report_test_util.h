@@ -7,9 +7,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -103,6 +106,9 @@ struct SweepOptions {
   bool longppl = true;            // record log_longppl evals
   bool runs = true;               // add the spec's runs
   bool leave_one_pending = true;  // gdn's first S4 run never runs
+  // record appendix D.1's changes: full layers restricted +1 (log LongPPL)
+  // and +0.01 (loss); efficient layers +0.1 and +0.001, null for Full
+  bool receptive_field = false;
 };
 
 // Stores the demo sweep in `store`; every run (but, by default, gdn's
@@ -170,6 +176,24 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
       eval.metric = "log_longppl";
       eval.value = LongPplLaw(run.arch)(n, d);
       EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+    }
+    if (options.receptive_field) {
+      const bool full = run.arch == "full";
+      const std::pair<const char*, std::optional<double>> rf[] = {
+          {"rf_full_delta_log_longppl", 1.0},
+          {"rf_full_delta_val_loss", 0.01},
+          {"rf_efficient_delta_log_longppl",
+           full ? std::nullopt : std::optional<double>(0.1)},
+          {"rf_efficient_delta_val_loss",
+           full ? std::nullopt : std::optional<double>(0.001)}};
+      for (const auto& [metric, value] : rf) {
+        store::EvalResult eval;
+        eval.run_id = run.id;
+        eval.step = 10;
+        eval.metric = metric;
+        eval.value = value ? *value : std::numeric_limits<double>::quiet_NaN();
+        EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+      }
     }
     if (run.arch == "full") {
       store::EvalResult niah;
