@@ -38,7 +38,7 @@ std::string StateName(v1::TaskState state) {
 
 // Whether an evals row's metric comes from one of `evals` (val_loss ->
 // val_loss, longppl -> log_longppl, niah -> niah_acc and niah_acc/<kind>,
-// receptive_field -> rf_*).
+// receptive_field -> rf_*, gradient_profile -> grad_reach).
 bool Wanted(const std::string& metric,
             const google::protobuf::RepeatedPtrField<std::string>& evals) {
   for (const std::string& e : evals) {
@@ -46,6 +46,7 @@ bool Wanted(const std::string& metric,
     if (e == "longppl" && metric == "log_longppl") return true;
     if (e == "niah" && absl::StartsWith(metric, "niah_acc")) return true;
     if (e == "receptive_field" && absl::StartsWith(metric, "rf_")) return true;
+    if (e == "gradient_profile" && metric == "grad_reach") return true;
   }
   return false;
 }
@@ -208,13 +209,14 @@ Command EvalCommand() {
   Command c;
   c.name = kName;
   c.summary =
-      "evaluate a finished run (val_loss, longppl, niah, receptive_field)";
+      "evaluate a finished run (val_loss, longppl, niah, receptive_field, "
+      "gradient_profile)";
   c.usage =
-      "usage: hlab eval RUN_ID [--evals "
-      "val_loss,longppl,niah,receptive_field]\n"
-      "                 [--step N]\n"
+      "usage: hlab eval RUN_ID [--evals EVALS] [--step N]\n"
       "                 [--no-wait] [--poll SECONDS] [--format "
       "table|json|csv]\n\n"
+      "EVALS: a comma-separated list of val_loss, longppl, niah,\n"
+      "receptive_field, gradient_profile.\n\n"
       "Evaluates a run whose training has finished: the coordinator adds an\n"
       "EVAL task that a worker runs with hlab-eval, and the results go to\n"
       "the evals table. By default the evaluations and settings of the\n"

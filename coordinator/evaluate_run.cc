@@ -24,7 +24,7 @@ using nlohmann::json;
 
 // In the order EVAL tasks list them.
 constexpr const char* kEvalNames[] = {"val_loss", "longppl", "niah",
-                                      "receptive_field"};
+                                      "receptive_field", "gradient_profile"};
 
 // The evaluations to run, in kEvalNames order: the listed ones, or those
 // the sweep enables.
@@ -38,7 +38,8 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     if (!known) {
       return absl::InvalidArgumentError(
           absl::StrCat("evals: unknown evaluation '", name,
-                       "'; use val_loss, longppl, niah or receptive_field"));
+                       "'; use val_loss, longppl, niah, receptive_field or "
+                       "gradient_profile"));
     }
     wanted.insert(name);
   }
@@ -48,6 +49,7 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     if (e.longppl().enabled()) wanted.insert("longppl");
     if (e.niah().enabled()) wanted.insert("niah");
     if (e.receptive_field().enabled()) wanted.insert("receptive_field");
+    if (e.gradient_profile().enabled()) wanted.insert("gradient_profile");
   }
   if (wanted.empty()) {
     return absl::InvalidArgumentError(
@@ -76,6 +78,7 @@ hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
   e->mutable_longppl()->set_enabled(on("longppl"));
   e->mutable_niah()->set_enabled(on("niah"));
   e->mutable_receptive_field()->set_enabled(on("receptive_field"));
+  e->mutable_gradient_profile()->set_enabled(on("gradient_profile"));
   // Its changes are against the unrestricted loss, which it needs.
   if (on("receptive_field")) {
     e->mutable_validation_loss()->set_enabled(true);

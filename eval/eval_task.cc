@@ -22,6 +22,7 @@
 #include "data/tokenizer.h"
 #include "eval/checkpoint_model.h"
 #include "eval/eval_data.h"
+#include "eval/gradient_profile.h"
 #include "eval/key_token_cache.h"
 #include "eval/longppl.h"
 #include "eval/niah.h"
@@ -207,6 +208,9 @@ class EvalRun {
     }
     if (task_.receptive_field) {
       HLAB_RETURN_IF_ERROR(RunReceptiveField(*task_.receptive_field));
+    }
+    if (task_.gradient_profile) {
+      HLAB_RETURN_IF_ERROR(RunGradientProfile(*task_.gradient_profile));
     }
     emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
     return absl::OkStatus();
@@ -624,6 +628,54 @@ class EvalRun {
       Result(metric + "log_longppl", longppl->log_longppl - *log_longppl_, lp);
     }
     Progress("receptive_field", 2, 2, "done");
+    return absl::OkStatus();
+  }
+
+  // Appendix D.3 (eval/gradient_profile.h): "grad_reach", with G(d) binned.
+  absl::Status RunGradientProfile(const GradientProfileSpec& spec) {
+    const auto start = Clock::now();
+    HLAB_ASSIGN_OR_RETURN(auto docs,
+                          OpenData(EvalDataSpec(), "evals.gradient_profile"));
+    const data::Corpus& corpus = docs->corpus();
+    const int64_t length = task_.run.seq_len + 1;
+    std::vector<std::vector<int32_t>> sequences;
+    for (int64_t i = 0; i < corpus.num_documents() &&
+                        static_cast<int64_t>(sequences.size()) < spec.sequences;
+         ++i) {
+      if (corpus.DocumentLength(i) < length) continue;
+      auto doc = corpus.GetDocument(i);
+      if (!doc.ok()) return Prefixed("evals.gradient_profile", doc.status());
+      doc->tokens.resize(static_cast<size_t>(length));
+      sequences.push_back(std::move(doc->tokens));
+    }
+    if (sequences.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "evals.gradient_profile: no document of ", docs->source(),
+          " has seq_len + 1 = ", length, " tokens"));
+    }
+    if (static_cast<int64_t>(sequences.size()) < spec.sequences) {
+      Warn(absl::StrCat("evals.gradient_profile: only ", sequences.size(),
+                        " documents have seq_len + 1 tokens; profiled those"));
+    }
+    Progress("gradient_profile", 0, 1, "backpropagating");
+    absl::StatusOr<GradientProfileResult> g =
+        ProfileGradients(model_.model, sequences, spec.batch_sequences);
+    if (!g.ok()) return Prefixed("evals.gradient_profile", g.status());
+    Json bins = Json::array();
+    for (const GradientBin& b : g->bins) {
+      bins.push_back(
+          {{"from", b.from}, {"to", b.to}, {"g", b.g}, {"ratio", b.ratio}});
+    }
+    Progress("gradient_profile", 1, 1, "done");
+    Result("grad_reach", g->reach,
+           {{"bins", bins},
+            {"baseline", g->baseline},
+            {"reach_factor", kReachFactor},
+            {"scalar", "the target logit at the last position"},
+            {"sequences", g->sequences},
+            {"seq_len", task_.run.seq_len},
+            {"source", docs->source()},
+            {"seconds", SecondsSince(start)}});
     return absl::OkStatus();
   }
 

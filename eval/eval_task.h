@@ -99,6 +99,14 @@ struct ReceptiveFieldSpec {
   int64_t limit = 0;  // H; 0: seq_len / 8 (the paper: ~2048 of 16K), even
 };
 
+// Gradient profiling (appendix D.3, eval/gradient_profile.h) on the run's
+// long held-out documents (those of at least seq_len + 1 tokens), cut to
+// seq_len + 1.
+struct GradientProfileSpec {
+  int64_t sequences = 16;
+  int64_t batch_sequences = 8;
+};
+
 inline constexpr int64_t kDefaultValLossTokens = int64_t{1} << 16;
 inline constexpr int64_t kDefaultLongPplDocuments = 64;
 
@@ -111,12 +119,13 @@ struct EvalTask {
   std::optional<LongPplSpec> longppl;
   std::optional<NiahSpec> niah;
   std::optional<ReceptiveFieldSpec> receptive_field;
+  std::optional<GradientProfileSpec> gradient_profile;
   std::string cache_dir;  // "": no key-token cache
   int64_t threads = 0;    // 0: all cores
   bool allow_extrapolation = false;
 
-  // "val_loss", "longppl", "niah", "receptive_field": the evaluations
-  // present, in run order.
+  // "val_loss", "longppl", "niah", "receptive_field", "gradient_profile":
+  // the evaluations present, in run order.
   std::vector<std::string> EvalNames() const;
 };
 

@@ -280,11 +280,11 @@ absl::StatusOr<EvalTask> ParseTask(const Json& j) {
   if (!r.Has("evals")) {
     return FieldError("evals",
                       "is required (one or more of val_loss, longppl, niah, "
-                      "receptive_field)");
+                      "receptive_field, gradient_profile)");
   }
   ObjectReader e(r.At("evals"), "evals");
-  HLAB_RETURN_IF_ERROR(
-      e.CheckKeys({"val_loss", "longppl", "niah", "receptive_field"}));
+  HLAB_RETURN_IF_ERROR(e.CheckKeys(
+      {"val_loss", "longppl", "niah", "receptive_field", "gradient_profile"}));
   if (e.Has("val_loss")) {
     t.val_loss.emplace();
     HLAB_RETURN_IF_ERROR(ParseValLoss(
@@ -318,10 +318,25 @@ absl::StatusOr<EvalTask> ParseTask(const Json& j) {
                         "are the changes against it)");
     }
   }
+  if (e.Has("gradient_profile")) {
+    ObjectReader g(e.At("gradient_profile"), "evals.gradient_profile");
+    HLAB_RETURN_IF_ERROR(g.CheckKeys({"sequences", "batch_sequences"}));
+    t.gradient_profile.emplace();
+    HLAB_RETURN_IF_ERROR(g.Get("sequences", &t.gradient_profile->sequences));
+    HLAB_RETURN_IF_ERROR(
+        g.Get("batch_sequences", &t.gradient_profile->batch_sequences));
+    if (t.gradient_profile->sequences <= 0) {
+      return FieldError("evals.gradient_profile.sequences", "must be > 0");
+    }
+    if (t.gradient_profile->batch_sequences <= 0) {
+      return FieldError("evals.gradient_profile.batch_sequences",
+                        "must be > 0");
+    }
+  }
   if (t.EvalNames().empty()) {
     return FieldError("evals",
                       "names no evaluation (val_loss, longppl, niah, "
-                      "receptive_field)");
+                      "receptive_field, gradient_profile)");
   }
   return t;
 }
@@ -334,6 +349,7 @@ std::vector<std::string> EvalTask::EvalNames() const {
   if (longppl) names.push_back("longppl");
   if (niah) names.push_back("niah");
   if (receptive_field) names.push_back("receptive_field");
+  if (gradient_profile) names.push_back("gradient_profile");
   return names;
 }
 
@@ -441,6 +457,12 @@ const char kEvalTaskFieldsHelp[] =
                        recurrent by windows of 3H/2, stride H/2, reset
                        state); results are the changes. Needs val_loss (and
                        measures log(LongPPL) changes when longppl is there)
+    gradient_profile   {"sequences": 16, "batch_sequences": 8}: appendix
+                       D.3, the mean input-gradient norm G(d) of the last
+                       position's target logit at each distance d, on the
+                       run's long held-out documents; result grad_reach
+                       (where G falls to its far floor) with the binned
+                       G / G_base in the details
   DATA                 {"jsonl": FILE, "text_field": "text",
                         "tokenizer": "" (= the model's)} or
                        {"prepared": DIR, "split": "heldout"}; absent: the

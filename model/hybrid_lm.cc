@@ -122,10 +122,13 @@ HybridLMImpl::HybridLMImpl(const ModelConfig& config) : config_(config) {
 }
 
 torch::Tensor HybridLMImpl::Run(const torch::Tensor& tokens, bool reference) {
+  return RunEmbedded(embedding(tokens), reference);  // (B, T, d)
+}
+
+torch::Tensor HybridLMImpl::RunEmbedded(torch::Tensor x, bool reference) {
   hidden_states_.clear();
   // The residual stream after block i is x + pending: the add is left to
   // the next norm (AddRmsNorm), which makes it in the same pass.
-  torch::Tensor x = embedding(tokens);  // (B, T, d)
   torch::Tensor pending;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (reference) {
@@ -153,6 +156,10 @@ torch::Tensor HybridLMImpl::Run(const torch::Tensor& tokens, bool reference) {
 
 torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {
   return Run(tokens, /*reference=*/false);
+}
+
+torch::Tensor HybridLMImpl::forward_embedded(const torch::Tensor& x) {
+  return RunEmbedded(x, /*reference=*/false);
 }
 
 torch::Tensor HybridLMImpl::forward_reference(const torch::Tensor& tokens) {

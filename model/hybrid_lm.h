@@ -92,6 +92,9 @@ class HybridLMImpl : public torch::nn::Module {
 
   // tokens: (B, T) int64 -> logits (B, T, V), fp32.
   torch::Tensor forward(const torch::Tensor& tokens);
+  // The same from the token embeddings x = embedding(tokens), (B, T, d):
+  // gradients with respect to the inputs (gradient profiling, appendix D.3).
+  torch::Tensor forward_embedded(const torch::Tensor& x);
   // The same with every mixer in its reference form (tests).
   torch::Tensor forward_reference(const torch::Tensor& tokens);
   // Mean next-token cross-entropy in fp32. inputs, targets: (B, T) int64;
@@ -123,6 +126,7 @@ class HybridLMImpl : public torch::nn::Module {
 
  private:
   torch::Tensor Run(const torch::Tensor& tokens, bool reference);
+  torch::Tensor RunEmbedded(torch::Tensor x, bool reference);
 
   ModelConfig config_;
   std::vector<Block> blocks_;

@@ -140,6 +140,9 @@ std::string EvaluationSettings(const SweepSpec& spec) {
   if (e.receptive_field().enabled()) {
     j["receptive_field"] = {{"limit", e.receptive_field().limit()}};
   }
+  if (e.gradient_profile().enabled()) {
+    j["gradient_profile"] = {{"sequences", e.gradient_profile().sequences()}};
+  }
   return j.dump();
 }
 
@@ -319,6 +322,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
   if (e.longppl().enabled()) evals.push_back("longppl");
   if (e.niah().enabled()) evals.push_back("niah");
   if (e.receptive_field().enabled()) evals.push_back("receptive_field");
+  if (e.gradient_profile().enabled()) evals.push_back("gradient_profile");
   if (evals.empty()) return plan;
   const int reference = ReferenceRun(spec, plan.runs, info);
   const std::string settings_text = EvaluationSettings(spec);

@@ -54,6 +54,8 @@ void DefaultEvaluation(int64_t seq_len, hlab::v1::EvaluationSpec* e) {
     }
     if (n->samples() == 0) n->set_samples(kDefaultNiahSamples);
   }
+  hlab::v1::GradientProfileSpec* gp = e->mutable_gradient_profile();
+  if (gp->enabled() && gp->sequences() == 0) gp->set_sequences(16);
   hlab::v1::ReceptiveFieldSpec* rf = e->mutable_receptive_field();
   if (rf->enabled() && rf->limit() == 0) {
     rf->set_limit(std::max<int64_t>(2, seq_len / 8 / 2 * 2));

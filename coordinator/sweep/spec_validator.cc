@@ -210,6 +210,11 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
     }
   }
   if (n.samples() < 0) return Bad("evaluation.niah.samples", "must be >= 0");
+  const auto& gp = e.gradient_profile();
+  if (gp.enabled() && (gp.sequences() < 1 || gp.sequences() > 100000)) {
+    return Bad("evaluation.gradient_profile.sequences",
+               absl::StrCat("must be in [1, 100000], got ", gp.sequences()));
+  }
   const auto& rf = e.receptive_field();
   if (rf.enabled()) {
     if (rf.limit() < 2 || rf.limit() % 2 != 0 || rf.limit() >= spec.seq_len()) {

@@ -133,6 +133,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"receptive-field limit at the context", "evaluation",
                 "{receptive_field: {enabled: true, limit: 64}}",
                 "evaluation.receptive_field.limit"},
+        BadSpec{"negative gradient-profile sequences", "evaluation",
+                "{gradient_profile: {enabled: true, sequences: -1}}",
+                "evaluation.gradient_profile.sequences: must be in [1, "
+                "100000], got -1"},
         BadSpec{"receptive field without the loss", "evaluation",
                 "{validation_loss: {enabled: false}, receptive_field: "
                 "{enabled: true}}",

@@ -40,6 +40,7 @@ evaluation:
   longppl: {enabled: true}
   niah: {enabled: true, context_lengths: [64], samples: 4}
   receptive_field: {enabled: true}
+  gradient_profile: {enabled: true, sequences: 2}
 resources:
   - {scale: T1, cpu_threads: 1}
 )";
@@ -123,6 +124,8 @@ TEST_F(SweepEndToEndTest,
        "e.run_id = r.id AND e.metric LIKE 'rf\\_%' ESCAPE '\\') AS rf, "
        "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.metric = "
        "'rf_full_delta_val_loss' AND e.value IS NOT NULL) AS rf_full, "
+       "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.metric = "
+       "'grad_reach' AND e.value IS NOT NULL) AS grad_reach, "
        "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.details = "
        "'{}') AS bare, r.arch FROM runs r",
        "--format", "json", "--address", address});
@@ -138,6 +141,7 @@ TEST_F(SweepEndToEndTest,
     // null for Full, which has none).
     EXPECT_EQ(row["rf"], 4) << row.dump();
     EXPECT_EQ(row["rf_full"], 1) << row.dump();
+    EXPECT_EQ(row["grad_reach"], 1) << row.dump();
     EXPECT_EQ(row["bare"], 0) << "results without details: " << row.dump();
   }
   // `hlab eval` of a finished run with the sweep's settings finds the

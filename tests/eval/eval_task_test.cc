@@ -506,6 +506,40 @@ TEST_F(EvalTaskRunTest, ReceptiveFieldRestrictionsHaveTheirKnownAnswers) {
   EXPECT_GT(std::abs(full_layers["value"].get<double>()), 1e-7);
 }
 
+// Appendix D.3 on the run's long held-out documents: an SWA(16)-only model
+// (two layers: nothing beyond 30 tokens back) has its reach at the bin
+// after 30, and G is 0 in every bin beyond.
+TEST_F(EvalTaskRunTest, GradientProfileGivesTheReachAndTheBins) {
+  const std::string swa = (dir_ / "swa16" / "step-0000000010.ckpt").string();
+  model::ModelConfig only_swa = TinyConfig("full");
+  for (model::MixerSpec& layer : only_swa.layers) {
+    layer.kind = model::MixerKind::kSlidingWindow;
+    layer.window = 16;
+  }
+  WriteTinyCheckpoint(swa, only_swa, "byte", 4, 10);
+  Json j = Task();
+  j["checkpoint"] = swa;
+  j["evals"] = {{"gradient_profile", {{"sequences", 3}}}};
+  ASSERT_TRUE(Run(j).ok());
+  const Json g = FindRecord(records_, "result", "grad_reach");
+  ASSERT_FALSE(g.is_null());
+  EXPECT_EQ(g["value"], 32);  // bins [16, 32) holds 16..30; [32, 64) is 0
+  EXPECT_EQ(g["details"]["sequences"], 3);
+  EXPECT_EQ(g["details"]["seq_len"], 64);
+  const Json& bins = g["details"]["bins"];
+  ASSERT_EQ(bins.size(), 7u);  // [0,1) [1,2) [2,4) ... [32,64)
+  EXPECT_GT(bins[5]["g"].get<double>(), 0);
+  EXPECT_EQ(bins[6]["g"].get<double>(), 0);
+  EXPECT_EQ(g["details"]["scalar"], "the target logit at the last position");
+
+  j["evals"]["gradient_profile"]["sequences"] = 0;
+  const absl::Status bad = Run(j);
+  EXPECT_NE(std::string(bad.message())
+                .find("evals.gradient_profile.sequences: must be > 0"),
+            std::string::npos)
+      << bad;
+}
+
 TEST_F(EvalTaskRunTest, BadReceptiveFieldLimitsNameTheField) {
   Json j = Task();
   j["evals"].erase("longppl");

@@ -262,9 +262,9 @@ TEST(ParamCountTest, MatchingBringsEveryHybridWithinTwoPercent) {
 
 // Appendix B at the paper grid's scales (examples/sweeps/paper.yaml: head_dim
 // 64, d = 64 H): GDN's dk = dv near the paper's 46 with the FFN unchanged,
-// Mamba-2 unchanged and 4-8% over a Full layer (3.7% at S4, whose 4 kv heads
-// of 12 make attention larger), Lightning's FFN cut slightly (1-4%: its
-// low-rank gate adds 2 d dh).
+// Mamba-2 unchanged and 5-8% over a Full layer (8.4% at S5, whose 11 query
+// heads per kv head make attention smaller), Lightning's FFN cut slightly
+// (1-3%: its low-rank gate adds 2 d dh).
 TEST(ParamCountTest, MatchedDimensionsAtThePaperScales) {
   struct Scale {
     const char* name;
@@ -272,10 +272,10 @@ TEST(ParamCountTest, MatchedDimensionsAtThePaperScales) {
     int64_t gdn_dk, lightning_ffn;
     double mamba2_layer_ratio;
   };
-  const Scale scales[] = {{"S1", 384, 8, 6, 2, 46, 981, 1.04076},
+  const Scale scales[] = {{"S1", 512, 4, 8, 2, 45, 1365, 1.05395},
                           {"S2", 512, 8, 8, 2, 45, 1365, 1.05395},
                           {"S3", 640, 12, 10, 2, 45, 1685, 1.06353},
-                          {"S4", 768, 16, 12, 4, 46, 2005, 1.03674},
+                          {"S4", 768, 16, 12, 2, 44, 2005, 1.07017},
                           {"S5", 1408, 24, 22, 2, 43, 3733, 1.08381}};
   for (const Scale& s : scales) {
     ModelConfig c;
