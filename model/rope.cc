@@ -38,6 +38,10 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables(
   if (it != cache.end()) return it->second;
 
   torch::NoGradGuard no_grad;
+  // Made outside inference mode even when an evaluation asks first: a table
+  // made inside it would be an inference tensor, which autograd refuses to
+  // save, so a later backward (training, gradient profiling) would fail.
+  c10::InferenceMode normal_tensors(false);
   // Frequencies and angles in fp64, then cast: exact enough for every dtype.
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   const torch::Tensor inv_freq =

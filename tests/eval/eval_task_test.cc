@@ -520,7 +520,8 @@ TEST_F(EvalTaskRunTest, GradientProfileGivesTheReachAndTheBins) {
   Json j = Task();
   j["checkpoint"] = swa;
   j["evals"] = {{"gradient_profile", {{"sequences", 3}}}};
-  ASSERT_TRUE(Run(j).ok());
+  const absl::Status ran = Run(j);
+  ASSERT_TRUE(ran.ok()) << ran;
   const Json g = FindRecord(records_, "result", "grad_reach");
   ASSERT_FALSE(g.is_null());
   EXPECT_EQ(g["value"], 32);  // bins [16, 32) holds 16..30; [32, 64) is 0

@@ -78,6 +78,21 @@ TEST(GradientProfileTest, FullAttentionFeelsEveryDistance) {
   }
 }
 
+// hlab-eval scores (in inference mode) before it profiles: tables the
+// model caches on the way (RoPE's) must still serve a backward.
+TEST(GradientProfileTest, WorksAfterAnInferencePassOfTheSameShape) {
+  torch::manual_seed(5);
+  model::ModelConfig c = Config("full");
+  c.rope_theta = 1234.0;  // a table no other test made
+  model::HybridLM full(c);
+  {
+    torch::InferenceMode inference;
+    full->forward(torch::randint(0, 64, {2, 32}, torch::kInt64));
+  }
+  auto g = ProfileGradients(full, Sequences(2, 33));
+  EXPECT_TRUE(g.ok()) << g.status();
+}
+
 TEST(GradientProfileTest, BadInputIsNamed) {
   model::HybridLM full(Config("full"));
   EXPECT_EQ(ProfileGradients(full, {}).status().code(),
