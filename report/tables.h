@@ -1,7 +1,7 @@
-// The report's tables: runs (one row per run) and fits (one row per
-// architecture and target), built once as text cells and written as CSV
-// (full precision, RFC 4180 quoting), Markdown (4 significant digits) or an
-// HTML <table>.
+// The report's tables: runs (one row per run), fits (one row per
+// architecture and target) and the receptive-field changes, built once as text
+// cells and written as CSV (full precision, RFC 4180 quoting), Markdown (4
+// significant digits) or an HTML <table>.
 //
 // Runs: run_id, architecture, scale, N, D, D/N, state, final_loss (the
 // final training loss), val_loss, log_longppl, niah_accuracy (empty when
@@ -10,7 +10,9 @@
 // stored or the bound is not finite), log_A, log_B (ln A, ln B; A or B is
 // empty when it overflowed a double, and the display table shows it as
 // "exp(ln A)"), objective, r2_fit, r2_verify, n_points, warnings
-// ("; "-joined; the reason when not fitted).
+// ("; "-joined; the reason when not fitted). Receptive field: run_id,
+// architecture, scale, D/N and the four restricted-minus-unrestricted
+// changes (appendix D.1), for the runs that have any.
 //
 // Thread-safety: pure functions.
 //
