@@ -55,7 +55,9 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
       "    ORDER BY e.step DESC LIMIT 1)",
       Newest("rf_full_delta_val_loss"), Newest("rf_full_delta_log_longppl"),
       Newest("rf_efficient_delta_val_loss"),
-      Newest("rf_efficient_delta_log_longppl"),
+      Newest("rf_efficient_delta_log_longppl"), Newest("grad_reach"),
+      ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "
+      "e.metric = 'grad_reach' ORDER BY e.step DESC LIMIT 1)"
       " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
       " WHERE sr.sweep_id = ",
       sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
@@ -63,7 +65,7 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
   std::vector<RunFigures> runs;
   runs.reserve(result.rows.size());
   for (const auto& row : result.rows) {
-    if (row.size() != 15) continue;
+    if (row.size() != 17) continue;
     RunFigures r;
     r.run_id = Text(row[0]);
     r.arch = Text(row[1]);
@@ -83,6 +85,8 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
     r.rf_full_delta_log_longppl = Real(row[12]);
     r.rf_efficient_delta_loss = Real(row[13]);
     r.rf_efficient_delta_log_longppl = Real(row[14]);
+    r.grad_reach = Real(row[15]);
+    r.grad_profile = Text(row[16]);
     runs.push_back(std::move(r));
   }
   return runs;

@@ -8,7 +8,8 @@
 // "val_loss" eval, else metric); the newest "log_longppl" eval, else the log
 // of the newest positive "longppl" eval; the newest "niah_acc" eval; the
 // newest receptive-field changes (rf_<full|efficient>_delta_<val_loss|
-// log_longppl>, appendix D.1).
+// log_longppl>, appendix D.1); the newest gradient profile (grad_reach and
+// its details, appendix D.3).
 //
 // Thread-safety: ReadRunFigures is reentrant (as thread-safe as `query`).
 //
@@ -48,6 +49,10 @@ struct RunFigures {
   // restricted and with the efficient layers restricted.
   std::optional<double> rf_full_delta_loss, rf_full_delta_log_longppl;
   std::optional<double> rf_efficient_delta_loss, rf_efficient_delta_log_longppl;
+  // Appendix D.3: the newest grad_reach and its details (the JSON of the
+  // binned profile, eval/gradient_profile.h); "" without one.
+  std::optional<double> grad_reach;
+  std::string grad_profile;
 
   bool succeeded() const { return state == "SUCCEEDED"; }
   // The value fitted for `target` ("loss": validation, else training loss;

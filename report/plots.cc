@@ -11,6 +11,8 @@
 #include <optional>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -351,6 +353,72 @@ std::string ResidualScript(const Plot& plot,
   return gp;
 }
 
+// The gradient profile figure's line of one architecture: its largest
+// succeeded run (N, then D) with a profile, and that profile's bins.
+struct ProfileLine {
+  const RunRow* run = nullptr;
+  std::string data_file;
+  std::vector<std::pair<double, double>> points;  // bin middle, G / G_base
+};
+
+std::vector<ProfileLine> ProfileLines(const StudyData& study) {
+  std::vector<ProfileLine> out;
+  for (const std::string& arch : study.Architectures()) {
+    ProfileLine line;
+    for (const RunRow& r : study.runs) {
+      if (r.arch != arch || !r.succeeded() || r.grad_profile.empty()) continue;
+      if (line.run == nullptr || r.n > line.run->n ||
+          (r.n == line.run->n && r.d > line.run->d)) {
+        line.run = &r;
+      }
+    }
+    if (line.run == nullptr) continue;
+    const nlohmann::json details = nlohmann::json::parse(
+        line.run->grad_profile, nullptr, /*allow_exceptions=*/false);
+    if (!details.is_object() || !details.contains("bins") ||
+        !details["bins"].is_array()) {
+      continue;
+    }
+    for (const auto& bin : details["bins"]) {
+      if (!bin.is_object() || !bin.contains("from") || !bin.contains("to") ||
+          !bin["from"].is_number() || !bin["to"].is_number() ||
+          !bin.contains("ratio") || !bin["ratio"].is_number()) {
+        continue;
+      }
+      line.points.emplace_back(
+          (bin["from"].get<double>() + bin["to"].get<double>()) / 2,
+          bin["ratio"].get<double>());
+    }
+    if (line.points.empty()) continue;
+    line.data_file = absl::StrCat("data/gradient_", FileSafe(arch), ".dat");
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::string ProfileScript(const Plot& plot,
+                          const std::vector<ProfileLine>& lines) {
+  std::string gp = Header(plot, 720, 460);
+  absl::StrAppend(&gp,
+                  "set logscale xy\nset xlabel \"distance d (tokens back)\"\n"
+                  "set ylabel \"G(d) / G_{base}\"\n"
+                  "set title \"Gradient profile: G(d) / G_{base} against "
+                  "distance\"\n");
+  std::vector<std::string> clauses;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const RunRow& r = *lines[i].run;
+    absl::StrAppend(&clauses.emplace_back(), "\"", lines[i].data_file,
+                    "\" using 1:2 with linespoints pt 7 ps 0.8 lw 1.5 lc rgb "
+                    "\"",
+                    Color(i), "\" title ",
+                    Quote(absl::StrFormat("%s %s N=%.3g D/N=%.3g", r.arch,
+                                          r.scale, r.n, r.d / r.n)));
+  }
+  clauses.push_back("1 with lines dt 2 lc rgb \"#888888\" title \"G_{base}\"");
+  absl::StrAppend(&gp, "plot ", absl::StrJoin(clauses, ", \\\n     "), "\n");
+  return gp;
+}
+
 Plot MakePlot(std::string name, std::string target, std::string title,
               std::string caption) {
   Plot plot;
@@ -438,6 +506,30 @@ absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
     plots.push_back(std::move(tokens));
     plots.push_back(std::move(observed));
     plots.push_back(std::move(residuals));
+  }
+  // Appendix D.3, only for sweeps that profiled gradients.
+  const std::vector<ProfileLine> lines = ProfileLines(study);
+  if (!lines.empty()) {
+    Plot profile = MakePlot(
+        "gradient_profile", "",
+        "Gradient profile: G(d) / G_base against distance",
+        "the mean input-gradient norm of the last position's target logit "
+        "at each distance d over its far-quarter floor G_base, log-binned, "
+        "for each architecture's largest profiled run (appendix D.3, "
+        "docs/evaluation.md); bins where G is 0 are not drawn");
+    for (const ProfileLine& line : lines) {
+      std::string data = absl::StrCat("# hlab report: gradient profile of run ",
+                                      line.run->run_id, " (", line.run->arch,
+                                      ")\n# d_mid ratio\n");
+      for (const auto& [d, ratio] : line.points) {
+        absl::StrAppend(&data, G(d), " ", G(ratio), "\n");
+      }
+      HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + line.data_file, data));
+    }
+    profile.scripted = true;
+    HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + profile.name + ".gp",
+                                   ProfileScript(profile, lines)));
+    plots.push_back(std::move(profile));
   }
   return plots;
 }

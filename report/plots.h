@@ -10,6 +10,11 @@
 //   <target>_residuals            relative residuals (observed/predicted - 1,
 //                                 in %) against D, fit and held-out points
 //                                 marked as above.
+// and, for a sweep that profiled gradients (appendix D.3):
+//   gradient_profile              G(d) / G_base against distance d (log-log),
+//                                 one line per architecture, from its
+//                                 largest profiled run (data/gradient_<arch>
+//                                 .dat: d_mid ratio).
 // Each figure is a gnuplot script <name>.gp in the report directory, over
 // data files data/<target>_<arch>.dat (whitespace columns: N D observed
 // predicted rel_residual held_out scale run_id; one block per scale), so a

@@ -19,7 +19,8 @@ using store::Value;
 // loss, efficient log LongPPL), null by default.
 std::vector<Value> Row(const std::string& id, const std::string& state,
                        Value train, Value val, Value log_longppl, Value longppl,
-                       Value niah, std::vector<Value> rf = {{}, {}, {}, {}}) {
+                       Value niah, std::vector<Value> rf = {{}, {}, {}, {}},
+                       Value grad_reach = {}, Value grad_profile = {}) {
   std::vector<Value> row = {id,
                             "full",
                             "S1",
@@ -32,6 +33,8 @@ std::vector<Value> Row(const std::string& id, const std::string& state,
                             longppl,
                             niah};
   row.insert(row.end(), rf.begin(), rf.end());
+  row.push_back(grad_reach);
+  row.push_back(grad_profile);
   return row;
 }
 
@@ -42,7 +45,8 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
     store::QueryResult result;
     const Value null;
     result.rows.push_back(Row("a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75,
-                              {0.01, 1.0, 0.001, 0.1}));
+                              {0.01, 1.0, 0.001, 0.1}, 32.0,
+                              std::string("{\"bins\": []}")));
     // No log_longppl: the log of longppl; no validation loss.
     result.rows.push_back(Row("b", "FAILED", 4.0, null, null, 2.0, null));
     // Not finite, or a longppl that has no log: unknown.
@@ -72,6 +76,8 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_EQ(a.rf_full_delta_log_longppl, 1.0);
   EXPECT_EQ(a.rf_efficient_delta_loss, 0.001);
   EXPECT_EQ(a.rf_efficient_delta_log_longppl, 0.1);
+  EXPECT_EQ(a.grad_reach, 32.0);
+  EXPECT_EQ(a.grad_profile, "{\"bins\": []}");
   EXPECT_NE(asked.find("'rf_efficient_delta_log_longppl'"), std::string::npos);
   EXPECT_EQ(a.Target("perplexity"), std::nullopt);
   const RunFigures& b = (*runs)[1];
@@ -81,6 +87,7 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_DOUBLE_EQ(*b.log_longppl, std::log(2.0));
   EXPECT_EQ(b.niah_accuracy, std::nullopt);
   EXPECT_EQ(b.rf_full_delta_log_longppl, std::nullopt);
+  EXPECT_EQ(b.grad_profile, "");
   const RunFigures& c = (*runs)[2];
   EXPECT_EQ(c.val_loss, std::nullopt);
   EXPECT_EQ(c.Target("loss"), std::nullopt);

@@ -242,6 +242,7 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
 TEST_F(ReportTest, ReceptiveFieldChangesGetTheirSectionAndCsv) {
   SweepOptions sweep;
   sweep.receptive_field = true;
+  sweep.gradient_profile = true;
   const int64_t sweep_id = StoreDemoSweep(sweep);
   StoreTrueFits(sweep_id, "loss");
   store_.reset();
@@ -268,6 +269,13 @@ TEST_F(ReportTest, ReceptiveFieldChangesGetTheirSectionAndCsv) {
   EXPECT_NE(ReadFile(Out() / "report.md")
                 .find("## Receptive-field constraint (appendix D.1)"),
             std::string::npos);
+  // The gradient profile figure: one line per architecture, drawn.
+  const std::string data = ReadFile(Out() / "data" / "gradient_gdn.dat");
+  EXPECT_NE(data.find("0.5 16\n1.5 8\n3 4\n6 2\n12 1\n"), std::string::npos)
+      << data;
+  const std::string svg = ReadFile(Out() / "gradient_profile.svg");
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(index.find("src=\"gradient_profile.svg\""), std::string::npos);
 }
 
 // Through the library, so the fits can start from 32 points near the truth

@@ -109,6 +109,9 @@ struct SweepOptions {
   // record appendix D.1's changes: full layers restricted +1 (log LongPPL)
   // and +0.01 (loss); efficient layers +0.1 and +0.001, null for Full
   bool receptive_field = false;
+  // record a gradient profile (grad_reach 8, bins with G / G_base falling
+  // from 16 to 1) for every run
+  bool gradient_profile = false;
 };
 
 // Stores the demo sweep in `store`; every run (but, by default, gdn's
@@ -194,6 +197,19 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
         eval.value = value ? *value : std::numeric_limits<double>::quiet_NaN();
         EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
       }
+    }
+    if (options.gradient_profile) {
+      store::EvalResult eval;
+      eval.run_id = run.id;
+      eval.step = 10;
+      eval.metric = "grad_reach";
+      eval.value = 8;
+      eval.details = R"({"bins": [{"from": 0, "to": 1, "g": 16, "ratio": 16},
+        {"from": 1, "to": 2, "g": 8, "ratio": 8},
+        {"from": 2, "to": 4, "g": 4, "ratio": 4},
+        {"from": 4, "to": 8, "g": 2, "ratio": 2},
+        {"from": 8, "to": 16, "g": 1, "ratio": 1}], "baseline": 1})";
+      EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
     }
     if (run.arch == "full") {
       store::EvalResult niah;
