@@ -168,13 +168,16 @@ int main(int argc, char** argv) {
       f.score_tps.push_back(static_cast<double>(o.batch * o.seq_len) /
                             (Now() - start));
       // One scoring pass over the documents (what ScoreLongPpl costs).
-      start = Now();
-      for (int64_t d = 0; d < o.documents; ++d) {
-        auto doc = *docs.GetDocument(d);
-        doc.tokens.resize(static_cast<size_t>(o.seq_len));
-        scorer.Score(doc.tokens);
-      }
-      f.score_s.push_back(Now() - start);
+      const auto score_pass = [&] {
+        const double pass_start = Now();
+        for (int64_t d = 0; d < o.documents; ++d) {
+          auto doc = *docs.GetDocument(d);
+          doc.tokens.resize(static_cast<size_t>(o.seq_len));
+          scorer.Score(doc.tokens);
+        }
+        return Now() - pass_start;
+      };
+      f.score_s.push_back(score_pass());
       // The same pass under each receptive-field restriction.
       hlab::model::HybridLM& model = models.at(arch);
       for (int restriction = 0; restriction < 2; ++restriction) {
@@ -183,14 +186,8 @@ int main(int argc, char** argv) {
         } else {
           model->set_efficient_receptive_field(limit / 2, 3);
         }
-        start = Now();
-        for (int64_t d = 0; d < o.documents; ++d) {
-          auto doc = *docs.GetDocument(d);
-          doc.tokens.resize(static_cast<size_t>(o.seq_len));
-          scorer.Score(doc.tokens);
-        }
         (restriction == 0 ? f.rf_full_s : f.rf_efficient_s)
-            .push_back(Now() - start);
+            .push_back(score_pass());
         model->set_full_attention_key_limit(0);
         model->set_efficient_receptive_field(0);
       }

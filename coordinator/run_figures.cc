@@ -44,16 +44,13 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
                                                        int64_t sweep_id) {
   const std::string sql = absl::StrCat(
       "SELECT rs.run_id, rs.arch, rs.scale, rs.state, rs.n_params,"
-      " rs.budget_tokens, rs.final_train_loss, rs.final_val_loss,"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'log_longppl' ORDER BY e.step DESC LIMIT 1),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
+      " rs.budget_tokens, rs.final_train_loss, rs.final_val_loss",
+      Newest("log_longppl"),
+      ", (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
       "    AND e.metric = 'longppl' AND e.value > 0"
-      "    ORDER BY e.step DESC LIMIT 1),"
-      " (SELECT e.value FROM evals e WHERE e.run_id = rs.run_id"
-      "    AND e.metric = 'niah_acc'"
       "    ORDER BY e.step DESC LIMIT 1)",
-      Newest("rf_full_delta_val_loss"), Newest("rf_full_delta_log_longppl"),
+      Newest("niah_acc"), Newest("rf_full_delta_val_loss"),
+      Newest("rf_full_delta_log_longppl"),
       Newest("rf_efficient_delta_val_loss"),
       Newest("rf_efficient_delta_log_longppl"), Newest("grad_reach"),
       ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "

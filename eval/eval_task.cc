@@ -554,11 +554,6 @@ class EvalRun {
   // restriction the model has no layers for is recorded as null, with why.
   absl::Status RunReceptiveField(const ReceptiveFieldSpec& spec) {
     const int64_t h = ReceptiveFieldLimit(spec, task_.run.seq_len);
-    if (h >= task_.run.seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "evals.receptive_field.limit: must be below the context (seq_len ",
-          task_.run.seq_len, "), got ", h));
-    }
     bool has_full = false, has_efficient = false;
     for (const model::MixerSpec& layer : model_.config.layers) {
       if (model::IsFullAttention(layer.kind)) {
@@ -765,11 +760,6 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
   if (task.receptive_field) {
     const int64_t h =
         ReceptiveFieldLimit(*task.receptive_field, task.run.seq_len);
-    if (h >= task.run.seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "evals.receptive_field.limit: must be below the context (seq_len ",
-          task.run.seq_len, "), got ", h));
-    }
     plan["evals"]["receptive_field"] = {
         {"limit", h},
         {"efficient_windows", {{"length", 3 * (h / 2)}, {"stride", h / 2}}}};

@@ -94,7 +94,8 @@ struct NiahSpec {
 // overlapping windows of 3H/2 tokens with stride H/2 and reset state, each
 // giving its last H/2 outputs (each output sees H to 3H/2 - 1 previous
 // tokens). Needs evals.val_loss (and uses evals.longppl when present): the
-// results are the changes against them. H even, 2 <= H < the context.
+// results are the changes against them. H even, 2 <= H < seq_len (parsing
+// checks both).
 struct ReceptiveFieldSpec {
   int64_t limit = 0;  // H; 0: seq_len / 8 (the paper: ~2048 of 16K), even
 };

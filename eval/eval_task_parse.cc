@@ -312,6 +312,13 @@ absl::StatusOr<EvalTask> ParseTask(const Json& j) {
                                      "seq_len / 8), got ",
                                      h));
     }
+    const int64_t limit =
+        ReceptiveFieldLimit(*t.receptive_field, t.run.seq_len);
+    if (limit >= t.run.seq_len) {
+      return FieldError("evals.receptive_field.limit",
+                        absl::StrCat("must be below the context (seq_len ",
+                                     t.run.seq_len, "), got ", limit));
+    }
     if (!t.val_loss) {
       return FieldError("evals.receptive_field",
                         "needs evals.val_loss in the same task (its results "

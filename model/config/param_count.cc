@@ -32,6 +32,11 @@ int64_t GdnMixerParameters(const ModelConfig& c, const MixerSpec& s) {
   return n;
 }
 
+// One layer's mixer and SwiGLU (norms aside): what matching compares.
+int64_t MixerAndFfnParameters(const ModelConfig& c, const MixerSpec& s) {
+  return CountMixerParameters(c, s) + 3 * c.d_model * EffectiveFfnHidden(c, s);
+}
+
 }  // namespace
 
 int64_t CountMixerParameters(const ModelConfig& c, const MixerSpec& s) {
@@ -139,8 +144,7 @@ absl::StatusOr<MatchReport> MatchParameters(const ModelConfig& config,
   const ModelConfig full = FullBackbone(config);
   report.target_non_embedding = CountParameters(full).non_embedding;
   MixerSpec full_spec;
-  const int64_t full_layer = CountMixerParameters(config, full_spec) +
-                             3 * config.d_model * config.ffn_hidden;
+  const int64_t full_layer = MixerAndFfnParameters(config, full_spec);
   const double layer_tolerance = tolerance / 2;
 
   // Brings one layer's mixer + FFN to the Full layer's count by its FFN.
@@ -151,8 +155,7 @@ absl::StatusOr<MatchReport> MatchParameters(const ModelConfig& config,
     spec->ffn_hidden = std::max<int64_t>(1, std::llround(ffn));
   };
   auto layer_gap = [&](const MixerSpec& spec) {
-    const int64_t n = CountMixerParameters(config, spec) +
-                      3 * config.d_model * EffectiveFfnHidden(config, spec);
+    const int64_t n = MixerAndFfnParameters(config, spec);
     return std::abs(static_cast<double>(n - full_layer)) /
            static_cast<double>(full_layer);
   };
@@ -190,8 +193,7 @@ absl::StatusOr<MatchReport> MatchParameters(const ModelConfig& config,
       case MixerKind::kMamba2: {
         // B.4: the FFN stays, and Mamba-2 stays larger than Full (its
         // state needs the room); exempt from the tolerance, reported.
-        const int64_t n = CountMixerParameters(config, spec) +
-                          3 * config.d_model * EffectiveFfnHidden(config, spec);
+        const int64_t n = MixerAndFfnParameters(config, spec);
         report.exempt_excess += n - full_layer;
         break;
       }
@@ -222,8 +224,7 @@ absl::StatusOr<MatchReport> MatchParameters(const ModelConfig& config,
 
 std::string DescribeMatch(const ModelConfig& config) {
   MixerSpec full_spec;
-  const int64_t full_layer = CountMixerParameters(config, full_spec) +
-                             3 * config.d_model * config.ffn_hidden;
+  const int64_t full_layer = MixerAndFfnParameters(config, full_spec);
   const auto ffn = [&](const MixerSpec& spec) {
     const int64_t hidden = EffectiveFfnHidden(config, spec);
     if (hidden == config.ffn_hidden) {
@@ -254,9 +255,7 @@ std::string DescribeMatch(const ModelConfig& config) {
                                        " value heads, ", ffn(spec), " (B.3)"));
         break;
       case MixerKind::kMamba2: {
-        const int64_t layer =
-            CountMixerParameters(config, spec) +
-            3 * config.d_model * EffectiveFfnHidden(config, spec);
+        const int64_t layer = MixerAndFfnParameters(config, spec);
         clauses.push_back(absl::StrFormat(
             "mamba2 state %d, head dim %d, expand %d, %s, layer %+.1f%% (B.4)",
             spec.ssm_state, spec.ssm_head_dim, spec.ssm_expand, ffn(spec),
