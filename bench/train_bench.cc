@@ -110,8 +110,7 @@ int main(int argc, char** argv) {
     // Warm-up run (allocator, OpenMP pool), then the measured run.
     for (int pass = 0; pass < 2; ++pass) {
       const int64_t steps = pass == 0 ? 3 : o.steps;
-      auto task =
-          hlab::train::TrainTaskFromJson(TaskFor(o, arch, steps).dump());
+      auto task = hlab::task::TrainTaskFromJson(TaskFor(o, arch, steps).dump());
       if (!task.ok()) {
         std::cerr << "hlab-bench-train: " << task.status().message() << "\n";
         return 2;

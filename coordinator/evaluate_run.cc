@@ -16,25 +16,24 @@
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep_catalog.h"
+#include "task/eval_task.h"
 
 namespace hlab::coordinator {
 namespace {
 
 using nlohmann::json;
 
-// In the order EVAL tasks list them.
-constexpr const char* kEvalNames[] = {"val_loss", "longppl", "niah",
-                                      "receptive_field", "gradient_profile"};
-
-// The evaluations to run, in kEvalNames order: the listed ones, or those
-// the sweep enables.
+// The evaluations to run, in run order (task::AllEvalNames()): the listed
+// ones, or those the sweep enables.
 absl::StatusOr<std::vector<std::string>> EvalNames(
     const hlab::v1::EvaluateRunRequest& request,
     const hlab::v1::SweepSpec& spec) {
   std::set<std::string> wanted;
   for (const std::string& name : request.evals()) {
     bool known = false;
-    for (const char* k : kEvalNames) known = known || name == k;
+    for (const std::string& k : task::AllEvalNames()) {
+      known = known || name == k;
+    }
     if (!known) {
       return absl::InvalidArgumentError(
           absl::StrCat("evals: unknown evaluation '", name,
@@ -44,12 +43,9 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     wanted.insert(name);
   }
   if (wanted.empty()) {
-    const auto& e = spec.evaluation();
-    if (e.validation_loss().enabled()) wanted.insert("val_loss");
-    if (e.longppl().enabled()) wanted.insert("longppl");
-    if (e.niah().enabled()) wanted.insert("niah");
-    if (e.receptive_field().enabled()) wanted.insert("receptive_field");
-    if (e.gradient_profile().enabled()) wanted.insert("gradient_profile");
+    for (const std::string& name : sweep::EnabledEvals(spec)) {
+      wanted.insert(name);
+    }
   }
   if (wanted.empty()) {
     return absl::InvalidArgumentError(
@@ -57,7 +53,7 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
         "RUN --evals val_loss,longppl,niah,receptive_field)");
   }
   std::vector<std::string> out;
-  for (const char* k : kEvalNames) {
+  for (const std::string& k : task::AllEvalNames()) {
     if (wanted.count(k) > 0) out.push_back(k);
   }
   return out;
@@ -88,22 +84,21 @@ hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
 
 // The LongPPL reference of the sweep: what its EVAL tasks name, or the
 // spec's run_id / checkpoint_path.
-absl::StatusOr<json> Reference(const sweep::SweepPlan& plan) {
+absl::StatusOr<task::LongPplReference> Reference(const sweep::SweepPlan& plan) {
   for (const hlab::v1::Task& t : plan.tasks) {
     if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
-    json j = json::parse(t.task_json(), nullptr, false);
-    if (!j.is_object() || !j.contains("evals") ||
-        !j["evals"].contains("longppl") ||
-        !j["evals"]["longppl"].contains("reference")) {
+    absl::StatusOr<task::EvalTask> draft = task::ReadEvalTask(
+        json::parse(t.draft_json(), nullptr, /*allow_exceptions=*/false));
+    if (!draft.ok() || !draft->evals.longppl) {
       break;  // the sweep's EVAL tasks have no LongPPL
     }
-    return j["evals"]["longppl"]["reference"];
+    return draft->evals.longppl->reference;
   }
   const auto& ref = plan.spec.evaluation().longppl().reference();
-  if (!ref.run_id().empty()) return json{{"run_id", ref.run_id()}};
-  if (!ref.checkpoint_path().empty()) {
-    return json{{"checkpoint_path", ref.checkpoint_path()}};
-  }
+  task::LongPplReference out;
+  out.run_id = ref.run_id();
+  if (out.run_id.empty()) out.checkpoint_path = ref.checkpoint_path();
+  if (!out.run_id.empty() || !out.checkpoint_path.empty()) return out;
   return absl::InvalidArgumentError(
       "evals: longppl needs a reference model and the run's sweep names none "
       "(evaluation.longppl.reference); evaluate LongPPL in a sweep that does");
@@ -202,23 +197,19 @@ absl::Status EvaluateRun(ServiceContext& context,
     task.set_priority(t.priority());
     break;
   }
-  json j;
-  j["kind"] = "eval";
-  j["task_id"] = task_id;
-  j["run_id"] = run_id;
-  j["step"] = checkpoint.step;
-  j["evals"] = json::parse(settings);
-  json config = json::parse(run->spec.config, nullptr, false);
-  j["config"] = config.is_discarded() ? json::object() : config;
-  if (j["evals"].contains("longppl")) {
-    HLAB_ASSIGN_OR_RETURN(json reference, Reference(*plan));
+  task::LongPplReference reference;
+  for (const std::string& n : names) {
+    if (n != "longppl") continue;
+    HLAB_ASSIGN_OR_RETURN(reference, Reference(*plan));
     absl::StatusOr<std::string> resolved = ResolveReferenceCheckpoint(
-        store, *context.query, reference.value("run_id", ""),
-        reference.value("checkpoint_path", ""));
+        store, *context.query, reference.run_id, reference.checkpoint_path);
     if (!resolved.ok()) return resolved.status();
-    j["evals"]["longppl"]["reference"] = reference;
   }
-  task.set_task_json(j.dump());
+  HLAB_ASSIGN_OR_RETURN(
+      std::string draft,
+      sweep::EvalDraft(task_id, run_id, checkpoint.step, settings,
+                       run->spec.config, reference));
+  task.set_draft_json(draft);
   const absl::Time now = context.clock();
   store::TaskSpec spec = ToTaskSpec(task, sweep_id, "");
   spec.on_demand = true;  // its failure is not the run's

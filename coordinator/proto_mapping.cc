@@ -131,7 +131,7 @@ store::TaskSpec ToTaskSpec(const hlab::v1::Task& task, int64_t sweep_id,
                     {"cpu_threads", task.resources().cpu_threads()},
                     {"cpu_ranks", task.resources().cpu_ranks()}};
   spec.resources = resources.dump();
-  json draft = json::parse(task.task_json(), nullptr, false);
+  json draft = json::parse(task.draft_json(), nullptr, false);
   if (draft.is_discarded() || !draft.is_object()) draft = json::object();
   json payload = {{"draft", draft},
                   {"run_ids", std::vector<std::string>(task.run_ids().begin(),

@@ -43,9 +43,9 @@ absl::StatusOr<int64_t> ParseSweepId(absl::string_view text);
 
 // A run of a plan as the store keeps it.
 store::RunSpec ToRunSpec(const hlab::v1::Run& run, int max_attempts);
-// A task of a plan as the store keeps it; payload = the plan's task_json
-// draft plus what the proto carries that the store has no column for
-// (run ids, steps, branch points, evals).
+// A task of a plan as the store keeps it; payload = the plan's draft_json
+// plus what the proto carries that the store has no column for (run ids,
+// steps, branch points, evals).
 store::TaskSpec ToTaskSpec(const hlab::v1::Task& task, int64_t sweep_id,
                            const std::string& trunk_group);
 // The stored task as a proto (kind, state, attempt, lease, resources, and

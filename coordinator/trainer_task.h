@@ -1,26 +1,26 @@
-// The task file hlab-train receives (`hlab-train --task FILE`, train/task.h,
-// docs/training.md), built at lease time from a stored task and its run's
-// canonical config (coordinator/sweep/run_config.h).
+// The task file hlab-train receives (`hlab-train --task FILE`,
+// task/train_task.h, docs/training.md), built at lease time from a stored
+// task and its run's canonical config: task::TrainTaskForRun
+// (task/run_config.h), then what the task kind decides:
 //
 //   TRAIN  budget_tokens = the run's budget
 //   TRUNK  budget_tokens = the largest budget of its group,
 //          branch_budgets_tokens = every budget of the group
 //   DECAY  budget_tokens = its run's budget, init_from = the trunk's branch
 //          checkpoint for that run (recorded by ReportCheckpoint)
-// and for all three: model (vocab_size at least 258 on the byte-level
-// synthetic corpus), data, seq_len, batch_tokens, optimizer, schedule, seed,
-// threads (the scale's cpu_threads), checkpoints every ~10% of the task's
-// steps, validation at branch points and the end. checkpoint.dir is left
-// empty: the worker sets it to its per-task directory.
+// and for all three: name, threads (the scale's cpu_threads), checkpoints
+// every ~10% of the task's steps, micro-batches for several ranks.
+// checkpoint.dir is left empty: the worker sets it to its per-task
+// directory.
 //
-// EVAL tasks are not hlab-train tasks but hlab-eval's (docs/evaluation.md):
-// the plan's evaluation description ({"kind": "eval", task_id, run_id,
-// step, evals, config}) plus "checkpoint", the run's checkpoint at the
-// evaluated step; evals.longppl.reference.checkpoint, the reference model's
-// checkpoint (eval_inputs.h: a reference run's newest checkpoint once its
-// training finished, or the reference checkpoint_path); "threads" (the
-// scale's cpu_threads), "allow_extrapolation" (false) and "cache_dir" ("",
-// the worker sets it).
+// EVAL tasks are not hlab-train tasks but hlab-eval's (task/eval_task.h,
+// docs/evaluation.md): the plan's draft (sweep/expand.h EvalDraft: kind,
+// task_id, run_id, step, evals, config) plus "checkpoint", the run's
+// checkpoint at the evaluated step; evals.longppl.reference.checkpoint, the
+// reference model's checkpoint (eval_inputs.h: a reference run's newest
+// checkpoint once its training finished, or the reference checkpoint_path);
+// "threads" (the scale's cpu_threads), "allow_extrapolation" (false) and
+// "cache_dir" ("", the worker sets it).
 //
 // Thread-safety: pure functions; BuildTrainerTaskFromStore reads the store
 // (thread-safe).

@@ -1,5 +1,5 @@
-// Checking and running EVAL tasks (eval/eval_task.h); parsing is in
-// eval_task_parse.cc.
+// Checking and running EVAL tasks (eval/eval_task.h); the file format is
+// task/eval_task.h's.
 #include "eval/eval_task.h"
 
 #include <algorithm>
@@ -32,6 +32,16 @@
 #include "train/training_data.h"
 
 namespace hlab::eval {
+
+using task::EvalDataSpec;
+using task::EvalTask;
+using task::GradientProfileSpec;
+using task::LongPplPlan;
+using task::LongPplSpec;
+using task::NiahSpec;
+using task::ReceptiveFieldSpec;
+using task::ValLossSpec;
+
 namespace {
 
 using Json = nlohmann::json;
@@ -184,7 +194,7 @@ class EvalRun {
            {"checkpoint_step", model_.meta.step},
            {"arch", model_.config.arch},
            {"threads", at::get_num_threads()},
-           {"evals", task_.EvalNames()}});
+           {"evals", task_.evals.Names()}});
     if (task_.step >= 0 && task_.step != model_.meta.step) {
       Warn(absl::StrCat("step: the task says ", task_.step,
                         " but the checkpoint is at step ", model_.meta.step,
@@ -196,21 +206,23 @@ class EvalRun {
       tokenizer_ = run_data_->vocabulary().tokenizer;
     }
     scorer_ = std::make_unique<ModelScorer>(model_.model);
-    if (task_.val_loss) HLAB_RETURN_IF_ERROR(RunValLoss(*task_.val_loss));
-    if (task_.longppl) HLAB_RETURN_IF_ERROR(RunLongPpl(*task_.longppl));
-    if (task_.niah) {
-      for (size_t i = 0; i < task_.niah->context_lengths.size(); ++i) {
-        HLAB_RETURN_IF_ERROR(
-            CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
-                         task_.niah->context_lengths[i], task_, model_.config));
+    if (task_.evals.val_loss)
+      HLAB_RETURN_IF_ERROR(RunValLoss(*task_.evals.val_loss));
+    if (task_.evals.longppl)
+      HLAB_RETURN_IF_ERROR(RunLongPpl(*task_.evals.longppl));
+    if (task_.evals.niah) {
+      for (size_t i = 0; i < task_.evals.niah->context_lengths.size(); ++i) {
+        HLAB_RETURN_IF_ERROR(CheckContext(
+            absl::StrCat("evals.niah.context_lengths[", i, "]"),
+            task_.evals.niah->context_lengths[i], task_, model_.config));
       }
-      HLAB_RETURN_IF_ERROR(RunNiah(*task_.niah));
+      HLAB_RETURN_IF_ERROR(RunNiah(*task_.evals.niah));
     }
-    if (task_.receptive_field) {
-      HLAB_RETURN_IF_ERROR(RunReceptiveField(*task_.receptive_field));
+    if (task_.evals.receptive_field) {
+      HLAB_RETURN_IF_ERROR(RunReceptiveField(*task_.evals.receptive_field));
     }
-    if (task_.gradient_profile) {
-      HLAB_RETURN_IF_ERROR(RunGradientProfile(*task_.gradient_profile));
+    if (task_.evals.gradient_profile) {
+      HLAB_RETURN_IF_ERROR(RunGradientProfile(*task_.evals.gradient_profile));
     }
     emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
     return absl::OkStatus();
@@ -242,7 +254,7 @@ class EvalRun {
 
   absl::Status OpenRunData() {
     if (run_data_) return absl::OkStatus();
-    train::TrainTask run = task_.run;
+    task::TrainTask run = task_.run;
     run.model = model_.config;
     auto data = train::TrainingData::Create(run);
     if (!data.ok()) return Prefixed("config.data", data.status());
@@ -396,7 +408,7 @@ class EvalRun {
   absl::StatusOr<ValidationLossResult> ComputeValLoss(const ValLossSpec& spec,
                                                       std::string* source) {
     const ValidationLossOptions options = {
-        .tokens = spec.tokens > 0 ? spec.tokens : kDefaultValLossTokens,
+        .tokens = spec.tokens > 0 ? spec.tokens : task::kDefaultValLossTokens,
         .batch_sequences = spec.batch_sequences};
     if (spec.data.empty()) {
       HLAB_RETURN_IF_ERROR(OpenRunData());
@@ -440,7 +452,7 @@ class EvalRun {
                                       plan.context_len, task_, model_.config));
     HLAB_ASSIGN_OR_RETURN(
         CheckpointModel reference,
-        LoadCheckpointModel(spec.reference_checkpoint,
+        LoadCheckpointModel(spec.reference.File(),
                             "evals.longppl.reference.checkpoint"));
     std::vector<std::string> warnings;
     HLAB_RETURN_IF_ERROR(CheckReference(model_.config, tokenizer_,
@@ -448,9 +460,9 @@ class EvalRun {
                                         reference.meta.tokenizer, &warnings));
     HLAB_ASSIGN_OR_RETURN(auto docs, OpenData(spec.data, "evals.longppl.data"));
     const data::Corpus& corpus = docs->corpus();
-    const int64_t n =
-        std::min(spec.documents > 0 ? spec.documents : kDefaultLongPplDocuments,
-                 corpus.num_documents());
+    const int64_t n = std::min(
+        spec.documents > 0 ? spec.documents : task::kDefaultLongPplDocuments,
+        corpus.num_documents());
     int64_t longest = 0;
     for (int64_t i = 0; i < n; ++i) {
       longest = std::max(longest, corpus.DocumentLength(i));
@@ -514,8 +526,8 @@ class EvalRun {
                     {"key_tokens_selected", selected},
                     {"candidate_tokens", keys->candidate_tokens},
                     {"reference",
-                     {{"checkpoint", spec.reference_checkpoint},
-                      {"run_id", spec.reference_run_id},
+                     {{"checkpoint", spec.reference.File()},
+                      {"run_id", spec.reference.run_id},
                       {"step", reference.meta.step},
                       {"payload_sha256", reference.meta.payload_sha256}}},
                     {"source", docs->source()},
@@ -593,7 +605,7 @@ class EvalRun {
       r.apply();
       std::string source;
       absl::StatusOr<ValidationLossResult> loss =
-          ComputeValLoss(*task_.val_loss, &source);
+          ComputeValLoss(*task_.evals.val_loss, &source);
       absl::StatusOr<LongPplResult> longppl =
           absl::FailedPreconditionError("not measured");
       if (longppl_keys_ && log_longppl_) {
@@ -711,26 +723,27 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
                {"cache_dir", task.cache_dir},
                {"threads", task.threads},
                {"evals", Json::object()}};
-  if (task.val_loss) {
+  if (task.evals.val_loss) {
     plan["evals"]["val_loss"] = {
-        {"tokens", task.val_loss->tokens > 0 ? task.val_loss->tokens
-                                             : kDefaultValLossTokens},
-        {"batch_sequences", task.val_loss->batch_sequences},
-        {"source", DataDescription(task.val_loss->data, task, false)}};
+        {"tokens", task.evals.val_loss->tokens > 0
+                       ? task.evals.val_loss->tokens
+                       : task::kDefaultValLossTokens},
+        {"batch_sequences", task.evals.val_loss->batch_sequences},
+        {"source", DataDescription(task.evals.val_loss->data, task, false)}};
   }
-  if (task.longppl) {
-    const LongPplSpec& l = *task.longppl;
+  if (task.evals.longppl) {
+    const LongPplSpec& l = *task.evals.longppl;
     const LongPplPlan p = PlanLongPpl(l, task.run.seq_len);
     HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(KeyConfig(l, p)));
     HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
                                       p.context_len, task, *config));
-    auto ref = ReadHeader(l.reference_checkpoint,
-                          "evals.longppl.reference.checkpoint");
+    auto ref =
+        ReadHeader(l.reference.File(), "evals.longppl.reference.checkpoint");
     if (!ref.ok()) return ref.status();
     auto ref_config = model::ModelConfigFromJson(ref->model_config);
     if (!ref_config.ok()) {
       return absl::DataLossError(absl::StrCat(
-          "evals.longppl.reference.checkpoint: '", l.reference_checkpoint,
+          "evals.longppl.reference.checkpoint: '", l.reference.File(),
           "' holds an invalid model config: ", ref_config.status().message()));
     }
     std::vector<std::string> warnings;
@@ -740,26 +753,28 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
         {"trunc_len", p.trunc_len},
         {"sliding_window", p.sliding_window},
         {"context_len", p.context_len},
-        {"documents", l.documents > 0 ? l.documents : kDefaultLongPplDocuments},
-        {"reference", l.reference_checkpoint},
+        {"documents",
+         l.documents > 0 ? l.documents : task::kDefaultLongPplDocuments},
+        {"reference", l.reference.File()},
         {"reference_step", ref->step},
         {"source", DataDescription(l.data, task, true)},
         {"warnings", warnings}};
   }
-  if (task.niah) {
-    for (size_t i = 0; i < task.niah->context_lengths.size(); ++i) {
+  if (task.evals.niah) {
+    for (size_t i = 0; i < task.evals.niah->context_lengths.size(); ++i) {
       HLAB_RETURN_IF_ERROR(
           CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
-                       task.niah->context_lengths[i], task, *config));
+                       task.evals.niah->context_lengths[i], task, *config));
     }
-    plan["evals"]["niah"] = {{"kinds", task.niah->kinds},
-                             {"context_lengths", task.niah->context_lengths},
-                             {"depths", task.niah->depths},
-                             {"samples", task.niah->samples}};
+    plan["evals"]["niah"] = {
+        {"kinds", task.evals.niah->kinds},
+        {"context_lengths", task.evals.niah->context_lengths},
+        {"depths", task.evals.niah->depths},
+        {"samples", task.evals.niah->samples}};
   }
-  if (task.receptive_field) {
+  if (task.evals.receptive_field) {
     const int64_t h =
-        ReceptiveFieldLimit(*task.receptive_field, task.run.seq_len);
+        ReceptiveFieldLimit(*task.evals.receptive_field, task.run.seq_len);
     plan["evals"]["receptive_field"] = {
         {"limit", h},
         {"efficient_windows", {{"length", 3 * (h / 2)}, {"stride", h / 2}}}};

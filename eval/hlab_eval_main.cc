@@ -104,10 +104,10 @@ int main(int argc, char** argv) {
       argc, argv, {{"--example-task", hlab::TaskFlag::kAction}});
   if (!flags.ok()) Fail(std::string(flags.status().message()));
   if (flags->action == "--help") {
-    std::cout << kUsage << hlab::eval::kEvalTaskFieldsHelp;
+    std::cout << kUsage << hlab::task::kEvalTaskFieldsHelp;
     return 0;
   } else if (flags->action == "--example-task") {
-    std::cout << hlab::eval::ExampleEvalTaskJson();
+    std::cout << hlab::task::ExampleEvalTaskJson();
     return 0;
   }
   const std::string& task_path = flags->task_path;
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     return code;
   };
 
-  auto task = hlab::eval::LoadEvalTask(task_path);
+  auto task = hlab::task::LoadEvalTask(task_path);
   if (!task.ok()) return report(task.status());
   if (threads > 0) task->threads = threads;
   if (check_only) {

@@ -22,12 +22,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/task_flags.h"
+#include "task/train_plan.h"
 #include "train/devices.h"
 #include "train/exit_codes.h"
 #include "train/malloc_reuse.h"
 #include "train/openmp_env.h"
 #include "train/records.h"
-#include "train/task.h"
 #include "train/trainer.h"
 
 namespace {
@@ -111,10 +111,10 @@ int main(int argc, char** argv) {
                             {"--master-addr", hlab::TaskFlag::kValue}});
   if (!flags.ok()) Fail(std::string(flags.status().message()));
   if (flags->action == "--help") {
-    std::cout << kUsage << hlab::train::kTaskFieldsHelp;
+    std::cout << kUsage << hlab::task::kTaskFieldsHelp;
     return 0;
   } else if (flags->action == "--example-task") {
-    std::cout << hlab::train::ExampleTaskJson();
+    std::cout << hlab::task::ExampleTaskJson();
     return 0;
   } else if (flags->action == "--probe-devices") {
     std::cout << hlab::train::ProbeDevicesJson() << "\n";
@@ -167,11 +167,11 @@ int main(int argc, char** argv) {
     return code;
   };
 
-  auto task = hlab::train::LoadTrainTask(task_path);
+  auto task = hlab::task::LoadTrainTask(task_path);
   if (!task.ok()) return report(task.status());
   if (threads > 0) task->threads = threads;
   if (check_only) {
-    auto plan = hlab::train::CheckTrainTask(*task);
+    auto plan = hlab::task::CheckTrainTask(*task);
     if (!plan.ok()) return report(plan.status());
     std::cout << *plan << "\n";
     return hlab::train::kExitSuccess;

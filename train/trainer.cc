@@ -18,10 +18,10 @@
 #include "common/status_macros.h"
 #include "model/config/param_count.h"
 #include "model/hybrid_lm.h"
+#include "task/lr_schedule.h"
 #include "train/checkpoint_file.h"
 #include "train/exit_codes.h"
 #include "train/internal/cuda_backend.h"
-#include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "train/training_data.h"
 #include "train/training_state.h"
@@ -36,8 +36,8 @@ constexpr char kNonFiniteMarker[] = "nonfinite-step";
 
 // Hash of everything that shapes the trajectory up to a step; see
 // CheckpointMeta::fingerprint.
-std::string Fingerprint(const TrainTask& t) {
-  Json j = Json::parse(TrainTaskToJson(t));
+std::string Fingerprint(const task::TrainTask& t) {
+  Json j = Json::parse(task::TrainTaskToJson(t));
   Json f = {{"model", j["model"]},
             {"data", j["data"]},
             {"seq_len", t.seq_len},
@@ -101,14 +101,14 @@ int ExitCodeFor(const absl::Status& status) {
 }
 
 struct Trainer::State {
-  TrainTask task;
-  TrainPlan plan;
+  task::TrainTask task;
+  task::TrainPlan plan;
   RecordWriter* records = nullptr;
   std::unique_ptr<TrainingData> data;
   model::ModelConfig config;
   model::HybridLM model{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
-  std::unique_ptr<WsdSchedule> schedule;
+  std::unique_ptr<task::WsdSchedule> schedule;
   std::unique_ptr<DataParallel> parallel;  // null for one process
   int rank = 0;
   torch::Device device{torch::kCPU};  // the model's and the batches'
@@ -133,7 +133,7 @@ Trainer::Trainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Trainer::~Trainer() = default;
 
 int64_t Trainer::start_step() const { return state_->start_step; }
-const TrainPlan& Trainer::plan() const { return state_->plan; }
+const task::TrainPlan& Trainer::plan() const { return state_->plan; }
 const std::vector<double>& Trainer::losses() const { return state_->losses; }
 const TrainingTime& Trainer::time() const { return state_->time; }
 
@@ -273,14 +273,14 @@ absl::Status Trainer::State::OnNonFinite(int64_t step, double loss,
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
-    const TrainTask& task_in, RecordWriter* records,
+    const task::TrainTask& task_in, RecordWriter* records,
     const DistributedConfig& distributed) {
   auto s = std::make_unique<State>();
   s->task = task_in;
   s->rank = distributed.rank;
   s->records = distributed.rank == 0 ? records : nullptr;
-  TrainTask& task = s->task;
-  HLAB_RETURN_IF_ERROR(ValidateTrainTask(task));
+  task::TrainTask& task = s->task;
+  HLAB_RETURN_IF_ERROR(task::ValidateTrainTask(task));
   HLAB_RETURN_IF_ERROR(ValidateDistributedConfig(distributed));
   if (task.device == "cuda") {
     HLAB_RETURN_IF_ERROR(internal::CheckCudaTraining());
@@ -297,7 +297,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     task.match_params = false;
   }
   const auto count = model::CountParameters(s->config);
-  HLAB_ASSIGN_OR_RETURN(s->plan, PlanTraining(task, count.non_embedding));
+  HLAB_ASSIGN_OR_RETURN(s->plan, task::PlanTraining(task, count.non_embedding));
   if (s->plan.micro_batches % distributed.world_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "micro_batch_tokens: a step has ", s->plan.micro_batches,
@@ -318,7 +318,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
                             .beta2 = task.optimizer.beta2,
                             .eps = task.optimizer.eps,
                             .weight_decay = task.optimizer.weight_decay});
-  s->schedule = std::make_unique<WsdSchedule>(s->plan.schedule);
+  s->schedule = std::make_unique<task::WsdSchedule>(s->plan.schedule);
   if (distributed.world_size > 1) {
     DistributedConfig config = distributed;
     config.cuda = s->device.is_cuda();  // NCCL instead of Gloo
@@ -412,7 +412,7 @@ ValidationResult Trainer::Validate() {
 
 absl::Status Trainer::Run(const std::atomic<bool>* stop) {
   State& s = *state_;
-  const TrainPlan& plan = s.plan;
+  const task::TrainPlan& plan = s.plan;
   const int64_t seq_len = s.task.seq_len;
   // Only rank 0 writes checkpoints and validates.
   const bool checkpoints = !s.task.checkpoint.dir.empty() && s.rank == 0;

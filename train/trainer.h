@@ -3,7 +3,7 @@
 //
 // Exactness. The batch of step s is a pure function of (data seed, s)
 // (data/mixture.h), the learning rate a pure function of s
-// (train/lr_schedule.h), and a checkpoint holds the model, the AdamW state
+// (task/lr_schedule.h), and a checkpoint holds the model, the AdamW state
 // and the RNG state at a step boundary. So on CPU with a fixed thread count,
 // a run killed at any point and resumed from its newest checkpoint computes
 // bitwise the same losses as the uninterrupted run; and a WSD decay task
@@ -34,9 +34,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "task/train_plan.h"
 #include "train/data_parallel.h"
 #include "train/records.h"
-#include "train/task.h"
 
 namespace hlab::train {
 
@@ -67,7 +67,7 @@ class Trainer {
   // world size above 1 this connects to the other ranks (data parallel);
   // only rank 0 writes records and checkpoints.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
-      const TrainTask& task, RecordWriter* records,
+      const task::TrainTask& task, RecordWriter* records,
       const DistributedConfig& distributed = {});
   ~Trainer();
 
@@ -79,7 +79,7 @@ class Trainer {
   ValidationResult Validate();
 
   int64_t start_step() const;
-  const TrainPlan& plan() const;
+  const task::TrainPlan& plan() const;
   // Training loss of every step run by this process, in order.
   const std::vector<double>& losses() const;
   const TrainingTime& time() const;

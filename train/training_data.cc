@@ -17,8 +17,8 @@ namespace {
 constexpr uint64_t kValidationSeed = 0x7E57;
 
 absl::StatusOr<data::SyntheticCorpusConfig> SyntheticConfig(
-    const TrainTask& task, bool long_kind, data::Split split) {
-  const SyntheticDataConfig& s = task.data.synthetic;
+    const task::TrainTask& task, bool long_kind, data::Split split) {
+  const task::SyntheticDataConfig& s = task.data.synthetic;
   data::SyntheticCorpusConfig c;
   c.seed = task.data.seed;
   c.split = split;
@@ -78,9 +78,9 @@ absl::StatusOr<std::unique_ptr<data::Corpus>> ByLength(
 
 }  // namespace
 
-absl::Status TrainingData::OpenPrepared(const TrainTask& task,
+absl::Status TrainingData::OpenPrepared(const task::TrainTask& task,
                                         TrainingData* d) {
-  const DataConfig& c = task.data;
+  const task::DataConfig& c = task.data;
   for (const char* split : {data::kTrainSplit, data::kHeldOutSplit}) {
     const bool train = std::string(split) == data::kTrainSplit;
     std::unique_ptr<data::Corpus> long_docs, short_docs;
@@ -112,7 +112,7 @@ absl::Status TrainingData::OpenPrepared(const TrainTask& task,
 }
 
 absl::StatusOr<std::unique_ptr<TrainingData>> TrainingData::Create(
-    const TrainTask& task) {
+    const task::TrainTask& task) {
   std::unique_ptr<TrainingData> d(new TrainingData());
   if (task.data.source == "synthetic") {
     HLAB_ASSIGN_OR_RETURN(auto long_train,

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "data/corpus.h"
 #include "data/mixture.h"
-#include "train/task.h"
+#include "task/train_task.h"
 
 namespace hlab::train {
 
@@ -30,7 +30,7 @@ class TrainingData {
   // InvalidArgument naming the field for a bad data section; NotFound or
   // DataLoss naming the file for a missing or corrupt prepared dataset.
   static absl::StatusOr<std::unique_ptr<TrainingData>> Create(
-      const TrainTask& task);
+      const task::TrainTask& task);
 
   const data::SequenceMixture& train() const { return *train_; }
   const data::SequenceMixture& validation() const { return *validation_; }
@@ -43,7 +43,8 @@ class TrainingData {
 
  private:
   TrainingData() = default;
-  static absl::Status OpenPrepared(const TrainTask& task, TrainingData* d);
+  static absl::Status OpenPrepared(const task::TrainTask& task,
+                                   TrainingData* d);
 
   std::vector<std::unique_ptr<data::Corpus>> owned_;  // bases of views
   std::unique_ptr<data::Corpus> long_train_, short_train_, long_held_,

@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/log.h"
+#include "task/eval_task.h"
+#include "task/train_task.h"
 #include "worker/backoff.h"
 #include "worker/coordinator_client.h"
 #include "worker/metrics.h"
@@ -186,9 +188,9 @@ bool TaskRunner::GiveUpReports() const {
 }
 
 absl::StatusOr<std::string> TaskRunner::Prepare() {
-  nlohmann::json task = nlohmann::json::parse(task_.task_json(), nullptr,
-                                              /*allow_exceptions=*/false);
-  if (!task.is_object()) {
+  const nlohmann::json lease = nlohmann::json::parse(
+      task_.task_json(), nullptr, /*allow_exceptions=*/false);
+  if (!lease.is_object()) {
     return absl::InvalidArgumentError(
         "the lease's task_json is not a JSON object");
   }
@@ -207,29 +209,35 @@ absl::StatusOr<std::string> TaskRunner::Prepare() {
     return absl::InternalError(
         absl::StrCat("cannot create ", made.string(), ": ", ec.message()));
   }
+  std::string text;
   if (IsEval()) {
-    task["cache_dir"] = made.string();
-    const auto threads = task.find("threads");
-    if (threads == task.end() || !threads->is_number_integer()) {
-      task["threads"] = 0;
+    absl::StatusOr<task::EvalTask> eval = task::ReadEvalTask(lease);
+    if (!eval.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the lease's EVAL task: ", eval.status().message()));
     }
+    eval->cache_dir = made.string();
+    text = task::EvalTaskToJson(*eval);
   } else {
-    if (!task.contains("checkpoint") || !task["checkpoint"].is_object()) {
-      task["checkpoint"] = nlohmann::json::object();
+    absl::StatusOr<task::TrainTask> train = task::ReadTrainTask(lease);
+    if (!train.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the lease's training task: ", train.status().message()));
     }
-    task["checkpoint"]["dir"] = made.string();
+    train->checkpoint.dir = made.string();
     // Resume from no checkpoint the coordinator has not recorded: the
     // points of the steps after it may have died with an earlier worker.
-    task["checkpoint"]["resume_max_step"] =
+    train->checkpoint.resume_max_step =
         task_.resume_checkpoint().empty() ? int64_t{0} : task_.resume_step();
     // GPUs (given through CUDA_VISIBLE_DEVICES) mean CUDA training.
-    task["device"] = devices_.empty() ? "cpu" : "cuda";
+    train->device = devices_.empty() ? "cpu" : "cuda";
+    text = task::TrainTaskToJson(*train);
   }
   const fs::path file = dir / "task.json";
   const fs::path tmp = dir / "task.json.tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << task.dump(2) << "\n";
+    out << text << "\n";
     if (!out.good()) {
       return absl::InternalError(absl::StrCat("cannot write ", tmp.string()));
     }

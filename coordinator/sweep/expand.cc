@@ -17,6 +17,7 @@
 #include "coordinator/sweep/spec_validator.h"
 #include "model/config/architectures.h"
 #include "model/config/param_count.h"
+#include "task/run_config.h"
 
 namespace hlab::sweep {
 namespace {
@@ -144,6 +145,40 @@ std::string EvaluationSettings(const SweepSpec& spec) {
     j["gradient_profile"] = {{"sequences", e.gradient_profile().sequences()}};
   }
   return j.dump();
+}
+
+std::vector<std::string> EnabledEvals(const SweepSpec& spec) {
+  const auto& e = spec.evaluation();
+  const bool on[] = {e.validation_loss().enabled(), e.longppl().enabled(),
+                     e.niah().enabled(), e.receptive_field().enabled(),
+                     e.gradient_profile().enabled()};
+  const std::vector<std::string>& names = hlab::task::AllEvalNames();
+  static_assert(sizeof(on) / sizeof(on[0]) == 5, "one flag per evaluation");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) {
+    if (on[i]) out.push_back(names[i]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> EvalDraft(
+    const std::string& task_id, const std::string& run_id, int64_t step,
+    const std::string& settings, const std::string& run_config,
+    const hlab::task::LongPplReference& reference) {
+  hlab::task::EvalTask draft;
+  draft.task_id = task_id;
+  draft.run_id = run_id;
+  draft.step = step;
+  HLAB_ASSIGN_OR_RETURN(hlab::task::RunConfig run,
+                        hlab::task::RunConfigFromJson(run_config));
+  HLAB_ASSIGN_OR_RETURN(draft.run, hlab::task::TrainTaskForRun(run));
+  HLAB_ASSIGN_OR_RETURN(nlohmann::json evals,
+                        ParseJsonText(settings, "evaluation settings"));
+  HLAB_RETURN_IF_ERROR(
+      hlab::task::JsonFieldReader(evals, "evals", "docs/evaluation.md")
+          .Read(&draft.evals));
+  if (draft.evals.longppl) draft.evals.longppl->reference = reference;
+  return hlab::task::JsonFieldWriter::Write(draft).dump();  // compact
 }
 
 std::string EvalTaskId(const std::string& run_id, int64_t step,
@@ -278,7 +313,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
       }
       // The largest run's config: its schedule is warmup + constant LR up
       // to b_max, exactly what every budget trains on before its decay.
-      trunk.set_task_json(
+      trunk.set_draft_json(
           TrainingTaskJson(trunk, configs[members.back()]).dump());
       plan.tasks.push_back(trunk);
       for (int m : members) {
@@ -292,7 +327,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         decay.set_flops(
             fpt * batch *
             static_cast<double>(info[m].steps - info[m].branch_step));
-        decay.set_task_json(TrainingTaskJson(decay, configs[m]).dump());
+        decay.set_draft_json(TrainingTaskJson(decay, configs[m]).dump());
         info[m].final_task = decay.task_id();
         plan.tasks.push_back(decay);
         if (spec.evaluation().at_branch_points()) {
@@ -308,7 +343,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         train.set_start_step(0);
         train.set_end_step(info[m].steps);
         train.set_flops(run.flops());
-        train.set_task_json(TrainingTaskJson(train, configs[m]).dump());
+        train.set_draft_json(TrainingTaskJson(train, configs[m]).dump());
         info[m].final_task = train.task_id();
         plan.tasks.push_back(train);
       }
@@ -316,19 +351,14 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
   }
 
   // Evaluation tasks.
-  std::vector<std::string> evals;
+  const std::vector<std::string> evals = EnabledEvals(spec);
   const auto& e = spec.evaluation();
-  if (e.validation_loss().enabled()) evals.push_back("val_loss");
-  if (e.longppl().enabled()) evals.push_back("longppl");
-  if (e.niah().enabled()) evals.push_back("niah");
-  if (e.receptive_field().enabled()) evals.push_back("receptive_field");
-  if (e.gradient_profile().enabled()) evals.push_back("gradient_profile");
   if (evals.empty()) return plan;
   const int reference = ReferenceRun(spec, plan.runs, info);
   const std::string settings_text = EvaluationSettings(spec);
-  const nlohmann::json settings = nlohmann::json::parse(settings_text);
   // One EVAL task of run `i` at training step `step`, after `after`.
-  auto add_eval = [&](size_t i, int64_t step, const std::string& after) {
+  auto add_eval = [&](size_t i, int64_t step,
+                      const std::string& after) -> absl::Status {
     const Run& run = plan.runs[i];
     Task task = NewTask(spec, hlab::v1::TASK_KIND_EVAL, "", run.scale());
     task.set_task_id(EvalTaskId(run.run_id(), step, settings_text));
@@ -336,34 +366,30 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
     AddDependency(&task, after);
     task.set_eval_step(step);
     for (const std::string& name : evals) task.add_evals(name);
-    nlohmann::json j;
-    j["kind"] = "eval";
-    j["task_id"] = task.task_id();
-    j["run_id"] = run.run_id();
-    j["step"] = step;
-    j["evals"] = settings;
-    j["config"] = nlohmann::json::parse(configs[i]);
+    hlab::task::LongPplReference r;
     if (e.longppl().enabled()) {
       const auto& ref = e.longppl().reference();
-      nlohmann::json r;
       if (reference >= 0) {
-        r["run_id"] = plan.runs[reference].run_id();
+        r.run_id = plan.runs[reference].run_id();
         AddDependency(&task, info[reference].final_task);
       } else if (!ref.run_id().empty()) {
-        r["run_id"] = ref.run_id();
+        r.run_id = ref.run_id();
       } else {
-        r["checkpoint_path"] = ref.checkpoint_path();
+        r.checkpoint_path = ref.checkpoint_path();
       }
-      j["evals"]["longppl"]["reference"] = r;
     }
-    task.set_task_json(j.dump());
+    HLAB_ASSIGN_OR_RETURN(std::string draft,
+                          EvalDraft(task.task_id(), run.run_id(), step,
+                                    settings_text, configs[i], r));
+    task.set_draft_json(draft);
     plan.tasks.push_back(std::move(task));
+    return absl::OkStatus();
   };
   for (size_t i = 0; i < plan.runs.size(); ++i) {
-    add_eval(i, info[i].steps, info[i].final_task);
+    HLAB_RETURN_IF_ERROR(add_eval(i, info[i].steps, info[i].final_task));
   }
   for (const BranchEval& b : branch_evals) {
-    add_eval(static_cast<size_t>(b.run), b.step, b.trunk);
+    HLAB_RETURN_IF_ERROR(add_eval(static_cast<size_t>(b.run), b.step, b.trunk));
   }
   return plan;
 }

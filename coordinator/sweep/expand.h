@@ -30,6 +30,7 @@
 #include "hlab/v1/run.pb.h"
 #include "hlab/v1/sweep.pb.h"
 #include "hlab/v1/task.pb.h"
+#include "task/eval_task.h"
 
 namespace hlab::sweep {
 
@@ -61,6 +62,20 @@ absl::StatusOr<SweepPlan> PlanSweep(const hlab::v1::SweepSpec& spec);
 // spec's evaluation section: one entry per enabled evaluation with its
 // settings (apply WithDefaults first), as JSON text.
 std::string EvaluationSettings(const hlab::v1::SweepSpec& spec);
+
+// The evaluations the spec enables, in run order (task::AllEvalNames()).
+std::vector<std::string> EnabledEvals(const hlab::v1::SweepSpec& spec);
+
+// The draft of an EVAL task (its Task.task_json, completed at lease time by
+// coordinator/trainer_task.h): the evaluator's task without its checkpoint,
+// holding the run's training task (from `run_config`, its canonical config),
+// the evaluations of `settings` (EvaluationSettings) and, with LongPPL, its
+// `reference`. InvalidArgument if the config or the settings do not read.
+absl::StatusOr<std::string> EvalDraft(const std::string& task_id,
+                                      const std::string& run_id, int64_t step,
+                                      const std::string& settings,
+                                      const std::string& run_config,
+                                      const task::LongPplReference& reference);
 
 // The id of the EVAL task of `run_id` at training step `step` with
 // `settings` (EvaluationSettings): the same inputs give the same id, so a

@@ -13,6 +13,7 @@
 #include "coordinator/sweep/spec_parser.h"
 #include "model/config/architectures.h"
 #include "model/config/param_count.h"
+#include "task/run_config.h"
 
 namespace hlab::sweep {
 
@@ -96,35 +97,28 @@ int64_t DecayStartStep(const hlab::v1::SweepSpec& spec, int64_t total_steps) {
 std::string CanonicalRunConfig(const hlab::v1::SweepSpec& spec,
                                const hlab::model::ModelConfig& model,
                                int64_t tokens, int64_t seed) {
-  // nlohmann::json objects keep keys sorted, and doubles print in their
-  // shortest round-trip form: the text is canonical.
-  nlohmann::json j;
-  j["format"] = "hlab.run.v1";
-  j["model"] = nlohmann::json::parse(hlab::model::ModelConfigToJson(model));
-  j["seq_len"] = spec.seq_len();
-  j["batch_tokens"] = spec.batch_tokens();
-  j["tokens"] = tokens;
-  j["steps"] = tokens / spec.batch_tokens();
-  j["seed"] = seed;
+  task::RunConfig run;
+  run.model = model;
+  run.seq_len = spec.seq_len();
+  run.batch_tokens = spec.batch_tokens();
+  run.tokens = tokens;
+  run.steps = tokens / spec.batch_tokens();
+  run.seed = seed;
   const hlab::v1::DataSpec& d = spec.data();
-  nlohmann::json data;
-  data["source"] = d.source();
-  if (d.source() == "prepared") data["path"] = d.path();
-  if (d.source() == "synthetic") data["seed"] = d.seed();
-  data["long_fraction"] = d.long_fraction();
-  j["data"] = data;
+  run.data.source = d.source();
+  if (d.source() == "prepared") run.data.path = d.path();
+  if (d.source() == "synthetic") run.data.seed = d.seed();
+  run.data.long_fraction = d.long_fraction();
   const hlab::v1::ScheduleSpec& s = spec.schedule();
-  nlohmann::json schedule;
-  schedule["kind"] = "wsd";
-  schedule["peak_lr"] = s.peak_lr();
-  schedule["warmup_steps"] = WarmupSteps(spec);
-  schedule["decay_fraction"] = s.decay_fraction();
-  schedule["decay_shape"] = s.decay_shape();
-  schedule["min_lr_ratio"] = s.min_lr_ratio();
-  schedule["weight_decay"] = s.weight_decay();
-  schedule["grad_clip"] = s.grad_clip();
-  j["schedule"] = schedule;
-  return j.dump();
+  run.schedule.peak_lr = s.peak_lr();
+  run.schedule.warmup_steps = WarmupSteps(spec);
+  run.schedule.decay_fraction = s.decay_fraction();
+  run.schedule.decay_shape = s.decay_shape();
+  run.schedule.min_lr_ratio = s.min_lr_ratio();
+  run.schedule.weight_decay = s.weight_decay();
+  run.schedule.grad_clip = s.grad_clip();
+  // Sorted keys, doubles in their shortest round-trip form: canonical text.
+  return task::RunConfigToJson(run);
 }
 
 std::string SpecHash(const hlab::v1::SweepSpec& spec) {

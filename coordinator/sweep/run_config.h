@@ -58,7 +58,7 @@ int64_t BudgetTokens(const hlab::v1::SweepSpec& spec, int index,
 int BudgetCount(const hlab::v1::SweepSpec& spec);
 
 // First step of the decay phase of a run of `total_steps`, exactly as
-// train/lr_schedule.h's WsdSchedule computes it: total - round(fraction *
+// task/lr_schedule.h's WsdSchedule computes it: total - round(fraction *
 // total), at least the warmup. This is the run's WSD branch point.
 int64_t DecayStartStep(const hlab::v1::SweepSpec& spec, int64_t total_steps);
 

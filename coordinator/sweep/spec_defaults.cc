@@ -4,6 +4,7 @@
 #include <string>
 
 #include "model/config/model_config.h"
+#include "task/eval_task.h"
 
 namespace hlab::sweep {
 namespace {
@@ -34,12 +35,11 @@ void DefaultEvaluation(int64_t seq_len, hlab::v1::EvaluationSpec* e) {
   }
   hlab::v1::LongPplSpec* l = e->mutable_longppl();
   if (l->enabled()) {
-    if (l->trunc_len() == 0)
-      l->set_trunc_len(std::max<int64_t>(seq_len / 4, 1));
-    if (l->sliding_window() == 0) {
-      l->set_sliding_window(std::max<int64_t>(seq_len / 16, 1));
-    }
-    if (l->context_len() == 0) l->set_context_len(seq_len);
+    // hlab-eval's defaults (task/eval_task.h), written into the spec.
+    const task::LongPplPlan plan = task::PlanLongPpl({}, seq_len);
+    if (l->trunc_len() == 0) l->set_trunc_len(plan.trunc_len);
+    if (l->sliding_window() == 0) l->set_sliding_window(plan.sliding_window);
+    if (l->context_len() == 0) l->set_context_len(plan.context_len);
     hlab::v1::LongPplReference* r = l->mutable_reference();
     if (r->run_id().empty() && r->checkpoint_path().empty() &&
         r->architecture().empty()) {
@@ -55,10 +55,12 @@ void DefaultEvaluation(int64_t seq_len, hlab::v1::EvaluationSpec* e) {
     if (n->samples() == 0) n->set_samples(kDefaultNiahSamples);
   }
   hlab::v1::GradientProfileSpec* gp = e->mutable_gradient_profile();
-  if (gp->enabled() && gp->sequences() == 0) gp->set_sequences(16);
+  if (gp->enabled() && gp->sequences() == 0) {
+    gp->set_sequences(task::GradientProfileSpec().sequences);
+  }
   hlab::v1::ReceptiveFieldSpec* rf = e->mutable_receptive_field();
   if (rf->enabled() && rf->limit() == 0) {
-    rf->set_limit(std::max<int64_t>(2, seq_len / 8 / 2 * 2));
+    rf->set_limit(task::ReceptiveFieldLimit({}, seq_len));
   }
 }
 

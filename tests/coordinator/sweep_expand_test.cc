@@ -136,7 +136,7 @@ TEST(SweepExpandTest, TrunkTrainsWithTheLargestBudgetsSchedule) {
     int64_t largest = 0;
     for (const auto& id : t.run_ids()) largest = std::max(largest, steps[id]);
     const std::string needle = "\"steps\":" + std::to_string(largest) + ",";
-    EXPECT_NE(t.task_json().find(needle), std::string::npos) << t.task_json();
+    EXPECT_NE(t.draft_json().find(needle), std::string::npos) << t.draft_json();
     ++trunks;
   }
   EXPECT_EQ(trunks, 4);
@@ -295,7 +295,7 @@ TEST(SweepExpandTest, LongPplEvalWaitsOnTheReferenceRun) {
                         reference_decay),
               t.depends_on().end())
         << t.task_id();
-    EXPECT_NE(t.task_json().find(reference->run_id()), std::string::npos);
+    EXPECT_NE(t.draft_json().find(reference->run_id()), std::string::npos);
   }
   EXPECT_EQ(evals, 8);
 }
@@ -317,8 +317,8 @@ TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
   for (const auto& id : eval_ids(b)) EXPECT_EQ(ids_a.count(id), 0u) << id;
   for (const auto& t : a.tasks) {
     if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
-    EXPECT_NE(t.task_json().find("\"samples\":7"), std::string::npos);
-    EXPECT_NE(t.task_json().find("\"config\":"), std::string::npos);
+    EXPECT_NE(t.draft_json().find("\"samples\":7"), std::string::npos);
+    EXPECT_NE(t.draft_json().find("\"config\":"), std::string::npos);
   }
 }
 
@@ -333,7 +333,7 @@ TEST(SweepExpandTest, ReceptiveFieldEvaluationsCarryTheirLimit) {
   for (const auto& task : plan.tasks) {
     if (task.kind() != hlab::v1::TASK_KIND_EVAL) continue;
     ++evals;
-    const auto draft = nlohmann::json::parse(task.task_json());
+    const auto draft = nlohmann::json::parse(task.draft_json());
     EXPECT_EQ(draft["evals"]["receptive_field"]["limit"], 8) << draft.dump();
     EXPECT_TRUE(draft["evals"].contains("val_loss"));
     for (const auto& other : plain.tasks) {

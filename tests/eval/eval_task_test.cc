@@ -15,6 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+using task::EvalTask;
+using task::EvalTaskFromJson;
+using task::ExampleEvalTaskJson;
 using testing::FindRecord;
 using testing::TinyConfig;
 using testing::WriteTinyCheckpoint;
@@ -55,20 +58,20 @@ TEST(EvalTaskParseTest, ReadsTheContractsTaskFile) {
   EXPECT_EQ(task->step, 10);
   EXPECT_EQ(task->run.seq_len, 64);
   EXPECT_EQ(task->run.data.source, "synthetic");
-  EXPECT_EQ(task->EvalNames(),
+  EXPECT_EQ(task->evals.Names(),
             (std::vector<std::string>{"val_loss", "longppl", "niah"}));
-  EXPECT_EQ(task->longppl->reference_checkpoint, "/nonexistent/ref.ckpt");
-  EXPECT_EQ(task->longppl->reference_run_id, "r-ref");
-  const LongPplPlan plan = PlanLongPpl(*task->longppl, 64);
+  EXPECT_EQ(task->evals.longppl->reference.File(), "/nonexistent/ref.ckpt");
+  EXPECT_EQ(task->evals.longppl->reference.run_id, "r-ref");
+  const task::LongPplPlan plan = PlanLongPpl(*task->evals.longppl, 64);
   EXPECT_EQ(plan.trunc_len, 16);      // seq_len / 4
   EXPECT_EQ(plan.sliding_window, 4);  // seq_len / 16
   EXPECT_EQ(plan.context_len, 64);
-  EXPECT_EQ(task->niah->context_lengths, std::vector<int64_t>{64});
+  EXPECT_EQ(task->evals.niah->context_lengths, std::vector<int64_t>{64});
 }
 
 TEST(EvalTaskParseTest, AcceptsAnHlabTrainTaskAsTheConfig) {
   Json j = ContractTask();
-  j["config"] = Json::parse(train::ExampleTaskJson());
+  j["config"] = Json::parse(task::ExampleTaskJson());
   auto task = Parse(j);
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_EQ(task->run.seq_len, 128);

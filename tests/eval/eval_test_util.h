@@ -22,10 +22,10 @@
 #include "gtest/gtest.h"
 #include "model/config/model_config.h"
 #include "model/hybrid_lm.h"
+#include "task/train_task.h"
 #include "train/checkpoint_file.h"
 #include "train/optimizer.h"
 #include "train/records.h"
-#include "train/task.h"
 #include "train/trainer.h"
 #include "train/training_state.h"
 
@@ -71,7 +71,7 @@ inline std::string WriteTinyCheckpoint(const std::string& path,
 
 // Trains `task` with the real trainer (records dropped) and returns the
 // newest checkpoint in its checkpoint.dir.
-inline std::string Train(const train::TrainTask& task) {
+inline std::string Train(const task::TrainTask& task) {
   train::RecordWriter records(nullptr, train::RecordWriter::Human::kNone);
   auto trainer = train::Trainer::Create(task, &records);
   EXPECT_TRUE(trainer.ok()) << trainer.status();

@@ -97,7 +97,10 @@ TEST(LongPplReferenceTest, ATrainedReferenceFindsTheTrueRecallPositions) {
   ASSERT_TRUE(held_batch.defined());
 
   model::HybridLM lm(ReferenceConfig());
-  constexpr double kLr = 3e-3;
+  // 1e-3: learned by step 7000 here (seeds 1, 2: 4000, 8000). At 3e-3 the
+  // recall NLL sat near 1 nat past step 40000 on an AMD EPYC, though it had
+  // learned on the machine before: too close to the edge of stability.
+  constexpr double kLr = 1e-3;
   auto optimizer = train::MakeAdamW(*lm, {.lr = kLr, .weight_decay = 0.0});
   const auto start = std::chrono::steady_clock::now();
   const double learned = 0.1 * std::log(10.0);

@@ -17,6 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+using task::EvalTask;
+using task::EvalTaskFromJson;
 using testing::FindRecord;
 
 class RealDataTest : public ::testing::Test {
@@ -103,7 +105,7 @@ TEST_F(RealDataTest, GovReportLongPplWithAReferenceTrainedOnGovReport) {
   prepare.threads = 1;
   ASSERT_TRUE(data::PrepareDataset(prepare).ok());
   // The reference: full attention, trained briefly on GovReport.
-  auto task = train::TrainTaskFromJson(R"({
+  auto task = task::TrainTaskFromJson(R"({
     "model": {"arch": "full", "d_model": 32, "n_layers": 2, "n_heads": 2,
               "n_kv_heads": 1, "vocab_size": 258},
     "seq_len": 256, "batch_tokens": 2048, "budget_tokens": 122880,

@@ -1,26 +1,33 @@
 // libFuzzer target: the task files of hlab-train and hlab-eval
-// (train/task.h TrainTaskFromJson, eval/eval_task.h EvalTaskFromJson) and
-// the trainer's validation of what parses. Malformed input must give an
-// error status, never a crash.
+// (task/train_task.h TrainTaskFromJson, task/eval_task.h EvalTaskFromJson)
+// and their validation. Malformed input must give an error status, never a
+// crash; what reads back must write and read again to the same text.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "eval/eval_task.h"
-#include "train/task.h"
+#include "task/eval_task.h"
+#include "task/train_task.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<hlab::train::TrainTask> train =
-      hlab::train::TrainTaskFromJson(text);
+  absl::StatusOr<hlab::task::TrainTask> train =
+      hlab::task::TrainTaskFromJson(text);
   if (train.ok()) {
-    (void)hlab::train::ValidateTrainTask(*train);
-    // What parses prints back and parses again.
-    if (!hlab::train::TrainTaskFromJson(hlab::train::TrainTaskToJson(*train))
-             .ok()) {
+    const std::string once = hlab::task::TrainTaskToJson(*train);
+    auto again = hlab::task::TrainTaskFromJson(once);
+    if (!again.ok() || hlab::task::TrainTaskToJson(*again) != once) {
       __builtin_trap();
     }
   }
-  (void)hlab::eval::EvalTaskFromJson(text);
+  absl::StatusOr<hlab::task::EvalTask> eval =
+      hlab::task::EvalTaskFromJson(text);
+  if (eval.ok()) {
+    const std::string once = hlab::task::EvalTaskToJson(*eval);
+    auto again = hlab::task::EvalTaskFromJson(once);
+    if (!again.ok() || hlab::task::EvalTaskToJson(*again) != once) {
+      __builtin_trap();
+    }
+  }
   return 0;
 }

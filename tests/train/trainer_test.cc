@@ -47,7 +47,7 @@ class TrainerTest : public ::testing::Test {
   std::string Dir(const std::string& name) { return (root_ / name).string(); }
 
   std::unique_ptr<Trainer> Make(const Json& j) {
-    auto task = TrainTaskFromJson(j.dump());
+    auto task = task::TrainTaskFromJson(j.dump());
     EXPECT_TRUE(task.ok()) << task.status();
     auto trainer = Trainer::Create(*task, nullptr);
     EXPECT_TRUE(trainer.ok()) << trainer.status();
@@ -128,7 +128,7 @@ TEST_F(TrainerTest, EachValidationIsWrittenBeforeTheCheckpointsOfItsStep) {
   trunk["branch_budgets_tokens"] = {10 * kBatch, 15 * kBatch};
   trunk["checkpoint"] = {{"dir", Dir("order")}, {"every_steps", 4}};
   trunk["eval"] = {{"sequences", 8}, {"every_steps", 4}};
-  auto task = TrainTaskFromJson(trunk.dump());
+  auto task = task::TrainTaskFromJson(trunk.dump());
   ASSERT_TRUE(task.ok()) << task.status();
   const fs::path log = root_ / "records.jsonl";
   fs::create_directories(root_);
@@ -186,7 +186,7 @@ TEST_F(TrainerTest, CheckpointOfAnotherModelConfigIsRefused) {
   ASSERT_TRUE(Make(j)->Run().ok());
   Json other = BaseTask("swa-16");
   other["checkpoint"] = {{"dir", Dir("m")}};
-  auto task = TrainTaskFromJson(other.dump());
+  auto task = task::TrainTaskFromJson(other.dump());
   ASSERT_TRUE(task.ok());
   auto trainer = Trainer::Create(*task, nullptr);
   ASSERT_FALSE(trainer.ok());

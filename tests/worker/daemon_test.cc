@@ -1,7 +1,7 @@
 // The worker daemon end to end, against an in-process fake coordinator
 // (tests/worker/fake_coordinator.h) and a fake trainer: a bash script that
 // answers --probe-devices and, for a task, runs the behaviour named by the
-// task file's "behavior" field (behaviors/<name>.sh next to it), which
+// task file's name ("behavior=<name>") (behaviors/<name>.sh next to it), which
 // writes records to fd 3 with `rec '{...}'` and exits as it likes.
 // With HLAB_TRAIN_BIN set, one test runs the real hlab-train.
 #include <signal.h>
@@ -44,9 +44,9 @@ hlab::v1::Task MakeTask(const std::string& id, const std::string& behavior,
   t.set_attempt(attempt);
   t.set_kind(hlab::v1::TASK_KIND_TRAIN);
   t.add_run_ids("run-" + id);
-  t.set_task_json(nlohmann::json{{"behavior", behavior},
-                                 {"checkpoint", {{"every_steps", 5}}}}
-                      .dump());
+  nlohmann::json task = testing::FakeTrainTask(behavior);
+  task["checkpoint"] = {{"every_steps", 5}};
+  t.set_task_json(task.dump());
   return t;
 }
 
@@ -213,7 +213,7 @@ hlab::v1::Task MakeEvalTask(const std::string& id,
   t.add_evals("val_loss");
   t.add_evals("niah");
   t.set_task_json(nlohmann::json{
-      {"behavior", behavior},
+      {"config", testing::FakeTrainTask(behavior)},
       {"kind", "eval"},
       {"task_id", id},
       {"run_id", "run-e"},

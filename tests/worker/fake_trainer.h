@@ -31,6 +31,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace hlab::worker::testing {
 
 inline constexpr char kFakeTrainer[] = R"sh(#!/bin/bash
@@ -49,7 +51,7 @@ dir=$(dirname "$task")
 echo "$args" >> "$dir/args.txt"
 basename "$0" > "$dir/program"
 ckdir=$(sed -n 's/.*"dir": *"\([^"]*\)".*/\1/p' "$task" | head -1)
-behavior=$(sed -n 's/.*"behavior": *"\([^"]*\)".*/\1/p' "$task" | head -1)
+behavior=$(sed -n 's/.*"name": *"behavior=\([^"]*\)".*/\1/p' "$task" | head -1)
 rec() { echo "$1" >&3; }
 echo $$ > "$dir/pid"
 echo "${CUDA_VISIBLE_DEVICES:-unset}" > "$dir/cuda"
@@ -139,6 +141,20 @@ exit 0
 )"},
   };
   return *b;
+}
+
+// A valid hlab-train task (the worker reads its task files) whose name
+// selects the fake trainer's behaviour; for an EVAL task, its "config".
+inline nlohmann::json FakeTrainTask(const std::string& behavior) {
+  return nlohmann::json{{"name", "behavior=" + behavior},
+                        {"model",
+                         {{"arch", "full"},
+                          {"d_model", 16},
+                          {"n_layers", 1},
+                          {"n_heads", 2},
+                          {"n_kv_heads", 1},
+                          {"vocab_size", 258}}},
+                        {"budget_tokens", 4096}};
 }
 
 // Writes the script and its behaviours into `bin`; returns the script path.

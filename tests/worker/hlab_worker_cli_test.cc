@@ -147,7 +147,7 @@ TEST_F(HlabWorkerCliTest, SigtermStopsTrainersAndReportsThemRetryable) {
   task.set_task_id("t-sig");
   task.set_attempt(3);
   task.add_run_ids("run-sig");
-  task.set_task_json(nlohmann::json{{"behavior", "sleep"}}.dump());
+  task.set_task_json(testing::FakeTrainTask("sleep").dump());
   server.fake().AddTask(task);
   std::ofstream(root_ / "token") << "secret-token\n";
 
@@ -208,7 +208,7 @@ TEST_F(HlabWorkerCliTest, RunsATaskFromATlsCoordinatorWithTlsCa) {
   task.set_task_id("t-tls");
   task.set_attempt(1);
   task.add_run_ids("run-tls");
-  task.set_task_json(nlohmann::json{{"behavior", "ok"}}.dump());
+  task.set_task_json(testing::FakeTrainTask("ok").dump());
   server.fake().AddTask(task);
   std::ofstream(root_ / "ca.pem") << cert.cert_pem;
 

@@ -8,17 +8,20 @@
 //
 // Thread-safe (immutable after construction).
 //
-//   WsdSchedule schedule({.peak_lr = 1e-3, .warmup_steps = 100,
-//                         .total_steps = 2000});
+//   WsdConfig config;
+//   config.peak_lr = 1e-3;
+//   config.warmup_steps = 100;
+//   config.total_steps = 2000;
+//   WsdSchedule schedule(config);
 //   double lr = schedule.LearningRate(step);
-#ifndef HLAB_TRAIN_LR_SCHEDULE_H_
-#define HLAB_TRAIN_LR_SCHEDULE_H_
+#ifndef HLAB_TASK_LR_SCHEDULE_H_
+#define HLAB_TASK_LR_SCHEDULE_H_
 
 #include <cstdint>
 
 #include "absl/status/status.h"
 
-namespace hlab::train {
+namespace hlab::task {
 
 enum class DecayShape { kLinear, kCosine, kOneMinusSqrt };
 
@@ -47,6 +50,6 @@ class WsdSchedule {
   int64_t decay_start_;
 };
 
-}  // namespace hlab::train
+}  // namespace hlab::task
 
-#endif  // HLAB_TRAIN_LR_SCHEDULE_H_
+#endif  // HLAB_TASK_LR_SCHEDULE_H_

@@ -1,11 +1,11 @@
-#include "train/lr_schedule.h"
+#include "task/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
-namespace hlab::train {
+namespace hlab::task {
 
 absl::Status ValidateWsdConfig(const WsdConfig& c) {
   if (!(c.peak_lr > 0) || !std::isfinite(c.peak_lr)) {
@@ -60,4 +60,4 @@ double WsdSchedule::LearningRate(int64_t step) const {
   return peak * (min_ratio + (1.0 - min_ratio) * factor);
 }
 
-}  // namespace hlab::train
+}  // namespace hlab::task

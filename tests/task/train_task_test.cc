@@ -1,12 +1,13 @@
-#include "train/task.h"
+#include "task/train_task.h"
 
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "task/train_plan.h"
 
-namespace hlab::train {
+namespace hlab::task {
 namespace {
 
 using Json = nlohmann::json;
@@ -150,4 +151,4 @@ TEST(TrainTaskTest, BranchBudgetAboveTheTrunkIsAnError) {
 }
 
 }  // namespace
-}  // namespace hlab::train
+}  // namespace hlab::task

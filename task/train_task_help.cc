@@ -1,8 +1,8 @@
 // The field reference printed by `hlab-train --help`; keep it in step with
-// train/task.h and docs/training.md.
-#include "train/task.h"
+// task/train_task.h and docs/training.md.
+#include "task/train_task.h"
 
-namespace hlab::train {
+namespace hlab::task {
 
 const char kTaskFieldsHelp[] =
     R"(task file fields (JSON; unknown fields are errors):
@@ -62,4 +62,4 @@ const char kTaskFieldsHelp[] =
   eval.sequences         held-out sequences per validation pass        32
 )";
 
-}  // namespace hlab::train
+}  // namespace hlab::task

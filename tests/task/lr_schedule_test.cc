@@ -1,9 +1,9 @@
 // Tests of the warmup-stable-decay schedule.
-#include "train/lr_schedule.h"
+#include "task/lr_schedule.h"
 
 #include <gtest/gtest.h>
 
-namespace hlab::train {
+namespace hlab::task {
 namespace {
 
 TEST(WsdScheduleTest, WarmupStableDecayPhases) {
@@ -59,4 +59,4 @@ TEST(WsdScheduleTest, InvalidConfigsNameTheField) {
 }
 
 }  // namespace
-}  // namespace hlab::train
+}  // namespace hlab::task

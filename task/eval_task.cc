@@ -1,0 +1,239 @@
+#include "task/eval_task.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
+#include "common/status_macros.h"
+
+namespace hlab::task {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status FieldError(absl::string_view field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+absl::Status RequireNonNegative(const std::string& field, int64_t v) {
+  if (v < 0) return FieldError(field, absl::StrCat("must be >= 0, got ", v));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateData(const std::string& where, const EvalDataSpec& d) {
+  if (!d.jsonl.empty() && !d.prepared.empty()) {
+    return FieldError(where + ".prepared",
+                      "give at most one of jsonl and prepared");
+  }
+  if (d.split != "train" && d.split != "heldout") {
+    return FieldError(
+        where + ".split",
+        absl::StrCat("must be \"train\" or \"heldout\", got '", d.split, "'"));
+  }
+  if (!d.tokenizer.empty() && d.jsonl.empty()) {
+    return FieldError(where + ".tokenizer",
+                      "applies to jsonl data only (a prepared dataset "
+                      "carries its tokenizer)");
+  }
+  if (d.text_field.empty()) {
+    return FieldError(where + ".text_field", "must not be empty");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateValLoss(const ValLossSpec& v) {
+  HLAB_RETURN_IF_ERROR(RequireNonNegative("evals.val_loss.tokens", v.tokens));
+  if (v.batch_sequences < 1) {
+    return FieldError("evals.val_loss.batch_sequences", "must be >= 1");
+  }
+  return ValidateData("evals.val_loss.data", v.data);
+}
+
+absl::Status ValidateLongPpl(const LongPplSpec& l) {
+  const std::pair<const char*, int64_t> counts[] = {
+      {"trunc_len", l.trunc_len},
+      {"sliding_window", l.sliding_window},
+      {"context_len", l.context_len},
+      {"min_key_tokens", l.min_key_tokens},
+      {"documents", l.documents}};
+  for (const auto& [name, value] : counts) {
+    HLAB_RETURN_IF_ERROR(
+        RequireNonNegative(absl::StrCat("evals.longppl.", name), value));
+  }
+  if (l.reference.File().empty()) {
+    return FieldError(
+        "evals.longppl.reference.checkpoint",
+        l.reference.run_id.empty()
+            ? "is required (the reference model that selects key tokens: "
+              "\"reference\": {\"checkpoint\": \"/path/to/file.ckpt\"})"
+            : absl::StrCat("is required: the reference run ",
+                           l.reference.run_id,
+                           " was not resolved to a checkpoint file (it must "
+                           "have SUCCEEDED; the coordinator fills this in)"));
+  }
+  return ValidateData("evals.longppl.data", l.data);
+}
+
+absl::Status ValidateNiah(const NiahSpec& n) {
+  if (n.haystack != "noise" && n.haystack != "synthetic") {
+    return FieldError(
+        "evals.niah.haystack",
+        absl::StrCat("must be noise or synthetic, got '", n.haystack, "'"));
+  }
+  const std::set<std::string> kinds = {"single", "multikey", "multivalue",
+                                       "passkey"};
+  for (size_t i = 0; i < n.kinds.size(); ++i) {
+    if (kinds.count(n.kinds[i]) == 0) {
+      return FieldError(
+          absl::StrCat("evals.niah.kinds[", i, "]"),
+          absl::StrCat("must be single, multikey, multivalue or passkey, "
+                       "got '",
+                       n.kinds[i], "'"));
+    }
+  }
+  for (size_t i = 0; i < n.context_lengths.size(); ++i) {
+    if (n.context_lengths[i] < 2) {
+      return FieldError(absl::StrCat("evals.niah.context_lengths[", i, "]"),
+                        "must be >= 2");
+    }
+  }
+  for (size_t i = 0; i < n.depths.size(); ++i) {
+    if (!(n.depths[i] >= 0 && n.depths[i] <= 1)) {
+      return FieldError(absl::StrCat("evals.niah.depths[", i, "]"),
+                        "must be in [0, 1]");
+    }
+  }
+  if (n.samples < 1) return FieldError("evals.niah.samples", "must be >= 1");
+  if (n.candidates < 2) {
+    return FieldError("evals.niah.candidates", "must be >= 2");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReceptiveField(const EvalTask& t) {
+  const int64_t h = t.evals.receptive_field->limit;
+  if (h < 0 || h == 1 || h % 2 != 0) {
+    return FieldError("evals.receptive_field.limit",
+                      absl::StrCat("must be an even number >= 2 (or 0 for "
+                                   "seq_len / 8), got ",
+                                   h));
+  }
+  const int64_t limit =
+      ReceptiveFieldLimit(*t.evals.receptive_field, t.run.seq_len);
+  if (limit >= t.run.seq_len) {
+    return FieldError("evals.receptive_field.limit",
+                      absl::StrCat("must be below the context (seq_len ",
+                                   t.run.seq_len, "), got ", limit));
+  }
+  if (!t.evals.val_loss) {
+    return FieldError("evals.receptive_field",
+                      "needs evals.val_loss in the same task (its results "
+                      "are the changes against it)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGradientProfile(const GradientProfileSpec& g) {
+  if (g.sequences <= 0) {
+    return FieldError("evals.gradient_profile.sequences", "must be > 0");
+  }
+  if (g.batch_sequences <= 0) {
+    return FieldError("evals.gradient_profile.batch_sequences", "must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> EvalKinds::Names() const {
+  std::vector<std::string> names;
+  if (val_loss) names.push_back("val_loss");
+  if (longppl) names.push_back("longppl");
+  if (niah) names.push_back("niah");
+  if (receptive_field) names.push_back("receptive_field");
+  if (gradient_profile) names.push_back("gradient_profile");
+  return names;
+}
+
+const std::vector<std::string>& AllEvalNames() {
+  static const auto* names = [] {
+    EvalKinds all;
+    all.val_loss.emplace();
+    all.longppl.emplace();
+    all.niah.emplace();
+    all.receptive_field.emplace();
+    all.gradient_profile.emplace();
+    return new std::vector<std::string>(all.Names());
+  }();
+  return *names;
+}
+
+absl::Status ValidateEvalTask(const EvalTask& t) {
+  if (t.kind != "eval") {
+    return FieldError("kind",
+                      absl::StrCat("must be \"eval\", got '", t.kind,
+                                   "' (training tasks go to hlab-train)"));
+  }
+  if (t.step < -1) {
+    return FieldError("step", "must be >= 0 (or -1: the checkpoint's step)");
+  }
+  if (t.checkpoint.empty()) {
+    return FieldError("checkpoint",
+                      "is required (the checkpoint file to evaluate)");
+  }
+  HLAB_RETURN_IF_ERROR(RequireNonNegative("threads", t.threads));
+  const EvalKinds& e = t.evals;
+  if (e.val_loss) HLAB_RETURN_IF_ERROR(ValidateValLoss(*e.val_loss));
+  if (e.longppl) HLAB_RETURN_IF_ERROR(ValidateLongPpl(*e.longppl));
+  if (e.niah) HLAB_RETURN_IF_ERROR(ValidateNiah(*e.niah));
+  if (e.receptive_field) HLAB_RETURN_IF_ERROR(ValidateReceptiveField(t));
+  if (e.gradient_profile) {
+    HLAB_RETURN_IF_ERROR(ValidateGradientProfile(*e.gradient_profile));
+  }
+  if (e.Names().empty()) {
+    return FieldError("evals",
+                      "names no evaluation (val_loss, longppl, niah, "
+                      "receptive_field, gradient_profile)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvalTask> ReadEvalTask(const Json& json) {
+  EvalTask t;
+  HLAB_RETURN_IF_ERROR(JsonFieldReader(json, "", "hlab-eval --help").Read(&t));
+  return t;
+}
+
+absl::StatusOr<EvalTask> EvalTaskFromJson(absl::string_view text) {
+  HLAB_ASSIGN_OR_RETURN(Json j, ParseJsonText(text, "task"));
+  HLAB_ASSIGN_OR_RETURN(EvalTask t, ReadEvalTask(j));
+  HLAB_RETURN_IF_ERROR(ValidateEvalTask(t));
+  return t;
+}
+
+absl::StatusOr<EvalTask> LoadEvalTask(const std::string& path) {
+  return LoadTaskFile<EvalTask>(path, EvalTaskFromJson);
+}
+
+std::string EvalTaskToJson(const EvalTask& task) {
+  return JsonFieldWriter::Write(task).dump(2);
+}
+
+LongPplPlan PlanLongPpl(const LongPplSpec& spec, int64_t seq_len) {
+  LongPplPlan p;
+  p.trunc_len =
+      spec.trunc_len > 0 ? spec.trunc_len : std::max<int64_t>(1, seq_len / 4);
+  p.sliding_window = spec.sliding_window > 0
+                         ? spec.sliding_window
+                         : std::max<int64_t>(1, seq_len / 16);
+  p.context_len = spec.context_len > 0 ? spec.context_len : seq_len;
+  return p;
+}
+
+int64_t ReceptiveFieldLimit(const ReceptiveFieldSpec& spec, int64_t seq_len) {
+  if (spec.limit > 0) return spec.limit;
+  return std::max<int64_t>(2, seq_len / 8 / 2 * 2);
+}
+
+}  // namespace hlab::task

@@ -1,0 +1,260 @@
+// EvalTask: one evaluation of one trained checkpoint, the task file of
+// `hlab-eval --task task.json` (docs/evaluation.md, "The task file").
+//
+// The coordinator fills it at lease time from the EVAL draft it planned
+// (coordinator/trainer_task.cc); users write them by hand (`hlab-eval
+// --example-task`). Each struct lists its fields once (Fields,
+// task/json_fields.h): the one reader and the one writer. "config" is the
+// run's config: its canonical run config (task/run_config.h) or the
+// hlab-train task it was trained with; the evaluator reads its seq_len and
+// data. The model itself comes from the checkpoint's header. Running a task
+// is eval/eval_task.h's.
+//
+// No LibTorch. Thread-safety: plain data; pure functions.
+//
+//   HLAB_ASSIGN_OR_RETURN(EvalTask task, LoadEvalTask("task.json"));
+//   for (const std::string& name : task.evals.Names()) ...
+#ifndef HLAB_TASK_EVAL_TASK_H_
+#define HLAB_TASK_EVAL_TASK_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "task/json_fields.h"
+#include "task/train_task.h"
+
+namespace hlab::task {
+
+// Where an evaluation's documents come from; all empty: the run's own
+// held-out data. At most one of `jsonl` and `prepared`.
+struct EvalDataSpec {
+  std::string jsonl;                // a JSONL file (or .gz, or a directory)
+  std::string text_field = "text";  // its text field ("a+b" joins two)
+  std::string prepared;             // a dataset from `hlab-data prepare`
+  std::string split = "heldout";    // its split: "train" or "heldout"
+  // Tokenizer spec for `jsonl` (data/tokenizer.h); "" = the model's.
+  std::string tokenizer;
+  bool empty() const { return jsonl.empty() && prepared.empty(); }
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("jsonl", s.jsonl);
+    v("text_field", s.text_field);
+    v("prepared", s.prepared);
+    v("split", s.split);
+    v("tokenizer", s.tokenizer);
+  }
+};
+
+struct ValLossSpec {
+  int64_t tokens = 0;  // 0: kDefaultValLossTokens
+  int64_t batch_sequences = 8;
+  EvalDataSpec data;
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("tokens", s.tokens);
+    v("batch_sequences", s.batch_sequences);
+    v("data", s.data);
+  }
+};
+
+// The model that selects LongPPL's key tokens.
+struct LongPplReference {
+  std::string run_id;           // informational: the reference run
+  std::string checkpoint_path;  // as the sweep named it
+  std::string checkpoint;       // the resolved file (the coordinator's)
+  // The file to load: checkpoint, or else checkpoint_path.
+  const std::string& File() const {
+    return checkpoint.empty() ? checkpoint_path : checkpoint;
+  }
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("run_id", s.run_id);
+    v("checkpoint_path", s.checkpoint_path);
+    v("checkpoint", s.checkpoint);
+  }
+};
+
+struct LongPplSpec {
+  int64_t trunc_len = 0;       // K; 0: seq_len / 4
+  int64_t sliding_window = 0;  // W; 0: seq_len / 16
+  int64_t context_len = 0;     // documents are cut to it; 0: seq_len
+  double alpha = 2.0, beta = -2.0;
+  int64_t min_key_tokens = 10;
+  int64_t documents = 0;  // 0: kDefaultLongPplDocuments (or all, if fewer)
+  LongPplReference reference;
+  EvalDataSpec data;
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("trunc_len", s.trunc_len);
+    v("sliding_window", s.sliding_window);
+    v("context_len", s.context_len);
+    v("alpha", s.alpha);
+    v("beta", s.beta);
+    v("min_key_tokens", s.min_key_tokens);
+    v("documents", s.documents);
+    v("reference", s.reference);  // its file is required (validation)
+    v("data", s.data);
+  }
+};
+
+// evals.niah; converted to eval/niah.h's NiahConfig.
+struct NiahSpec {
+  std::vector<std::string> kinds;  // single, multikey, multivalue, passkey
+  std::vector<int64_t> context_lengths;
+  std::vector<double> depths;
+  int64_t samples = 20;
+  int64_t candidates = 8;
+  uint64_t seed = 0;
+  bool greedy = false;
+  std::string haystack = "noise";  // "noise" | "synthetic" (eval/niah.h)
+  std::string tokenizer;  // spec; empty: the model's (byte, or the prepared
+                          // data's manifest)
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("kinds", s.kinds);
+    v("context_lengths", s.context_lengths);
+    v("depths", s.depths);
+    v("samples", s.samples);
+    v("candidates", s.candidates);
+    v("seed", s.seed);
+    v("greedy", s.greedy);
+    v("haystack", s.haystack);
+    v("tokenizer", s.tokenizer);
+  }
+};
+
+// The receptive-field constraint of appendix D.1: val_loss and log(LongPPL)
+// again with (a) the full-attention layers restricted to the keys
+// [i-H, i], an exact mask, and (b) the efficient layers restricted instead,
+// softmax ones exactly as (a) and recurrent ones by the paper's
+// overlapping windows of 3H/2 tokens with stride H/2 and reset state, each
+// giving its last H/2 outputs (each output sees H to 3H/2 - 1 previous
+// tokens). Needs evals.val_loss (and uses evals.longppl when present): the
+// results are the changes against them. H even, 2 <= H < seq_len.
+struct ReceptiveFieldSpec {
+  int64_t limit = 0;  // H; 0: seq_len / 8 (the paper: ~2048 of 16K), even
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("limit", s.limit);
+  }
+};
+
+// Gradient profiling (appendix D.3, eval/gradient_profile.h) on the run's
+// long held-out documents (those of at least seq_len + 1 tokens), cut to
+// seq_len + 1.
+struct GradientProfileSpec {
+  int64_t sequences = 16;
+  int64_t batch_sequences = 8;
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("sequences", s.sequences);
+    v("batch_sequences", s.batch_sequences);
+  }
+};
+
+inline constexpr int64_t kDefaultValLossTokens = int64_t{1} << 16;
+inline constexpr int64_t kDefaultLongPplDocuments = 64;
+
+// The evaluations of a task ("evals"), each present or absent.
+struct EvalKinds {
+  std::optional<ValLossSpec> val_loss;
+  std::optional<LongPplSpec> longppl;
+  std::optional<NiahSpec> niah;
+  std::optional<ReceptiveFieldSpec> receptive_field;
+  std::optional<GradientProfileSpec> gradient_profile;
+
+  // "val_loss", "longppl", "niah", "receptive_field", "gradient_profile":
+  // the evaluations present, in run order.
+  std::vector<std::string> Names() const;
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("val_loss", s.val_loss);
+    v("longppl", s.longppl);
+    v("niah", s.niah);
+    v("receptive_field", s.receptive_field);
+    v("gradient_profile", s.gradient_profile);
+  }
+};
+
+// Every evaluation kind's name, in run order.
+const std::vector<std::string>& AllEvalNames();
+
+struct EvalTask {
+  std::string kind = "eval";
+  std::string task_id, run_id;
+  int64_t step = -1;  // -1: the checkpoint's step
+  std::string checkpoint;
+  TrainTask run;  // seq_len and data of the run ("config")
+  EvalKinds evals;
+  std::string cache_dir;  // "": no key-token cache
+  int64_t threads = 0;    // 0: all cores
+  bool allow_extrapolation = false;
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("kind", s.kind);
+    v("task_id", s.task_id);
+    v("run_id", s.run_id);
+    v("step", s.step);
+    v("checkpoint", s.checkpoint);
+    v.Required("config", s.run, "the run's config: its seq_len and data");
+    v.Required("evals", s.evals,
+               "one or more of val_loss, longppl, niah, receptive_field, "
+               "gradient_profile");
+    v("cache_dir", s.cache_dir);
+    v("threads", s.threads);
+    v("allow_extrapolation", s.allow_extrapolation);
+  }
+};
+
+// Reads the fields of a task without validating their values. For those
+// that fill a task in steps (the coordinator from its draft, the worker).
+absl::StatusOr<EvalTask> ReadEvalTask(const nlohmann::json& json);
+// Reads and validates a task. InvalidArgument names the field.
+absl::StatusOr<EvalTask> EvalTaskFromJson(absl::string_view json);
+// Reads `path`; NotFound / InvalidArgument name the file.
+absl::StatusOr<EvalTask> LoadEvalTask(const std::string& path);
+// The task file's JSON (reads back through EvalTaskFromJson to the same
+// task; "config" is written as the hlab-train task).
+std::string EvalTaskToJson(const EvalTask& task);
+
+// InvalidArgument naming the field: an unknown kind, no checkpoint or no
+// evaluation, a negative count, an unknown NIAH kind or haystack, a depth
+// outside [0, 1], a LongPPL reference without a file, a receptive-field
+// limit that is odd or not below seq_len or without val_loss.
+absl::Status ValidateEvalTask(const EvalTask& task);
+
+// Resolved LongPPL parameters (defaults from the run's seq_len).
+struct LongPplPlan {
+  int64_t trunc_len = 0, sliding_window = 0, context_len = 0;
+};
+LongPplPlan PlanLongPpl(const LongPplSpec& spec, int64_t seq_len);
+
+// H of a receptive-field spec (the default from seq_len: seq_len / 8,
+// rounded down to even, at least 2).
+int64_t ReceptiveFieldLimit(const ReceptiveFieldSpec& spec, int64_t seq_len);
+
+// A template task: the fields with their defaults and placeholder paths.
+std::string ExampleEvalTaskJson();
+
+// Every field, its default and meaning (for --help).
+extern const char kEvalTaskFieldsHelp[];
+
+}  // namespace hlab::task
+
+#endif  // HLAB_TASK_EVAL_TASK_H_

@@ -1,0 +1,94 @@
+// The EVAL task template and field reference (`hlab-eval --example-task`,
+// `hlab-eval --help`); keep them in step with task/eval_task.h and
+// docs/evaluation.md.
+#include <string>
+
+#include "task/eval_task.h"
+
+namespace hlab::task {
+
+std::string ExampleEvalTaskJson() {
+  return R"({
+  "kind": "eval",
+  "task_id": "example-eval",
+  "run_id": "example",
+  "checkpoint": "/path/to/run/checkpoints/step-0000000100.ckpt",
+  "config": {
+    "name": "example-swa",
+    "model": {"arch": "swa-32", "d_model": 64, "n_layers": 4, "n_heads": 4,
+              "n_kv_heads": 2, "vocab_size": 258},
+    "data": {"source": "synthetic", "seed": 0, "long_fraction": 0.5},
+    "seq_len": 128,
+    "batch_tokens": 2048,
+    "budget_tokens": 204800
+  },
+  "evals": {
+    "val_loss": {"tokens": 0},
+    "longppl": {"trunc_len": 0, "sliding_window": 0, "context_len": 0,
+                "reference": {"checkpoint":
+                              "/path/to/reference/step-0000000400.ckpt"}}
+  },
+  "cache_dir": "/tmp/hlab-eval-cache",
+  "threads": 0,
+  "allow_extrapolation": false
+}
+)";
+}
+
+const char kEvalTaskFieldsHelp[] =
+    R"(task fields (JSON object; unknown fields are errors):
+  kind                 "eval" (default)
+  task_id, run_id      copied into the records
+  step                 the training step the results are recorded at
+                       (default: the checkpoint's step)
+  checkpoint           (required) the checkpoint file to evaluate
+  config               (required) the run's config: the coordinator's
+                       canonical run config ("format": "hlab.run.v1") or the
+                       hlab-train task the model was trained with; seq_len
+                       and data are read from it
+  evals                (required) one or more of:
+    val_loss           {"tokens": 0 (= 65536), "batch_sequences": 8,
+                        "data": DATA}: mean NLL per token on held-out
+                       sequences of seq_len
+    longppl            {"trunc_len": 0 (= seq_len/4), "sliding_window": 0
+                        (= seq_len/16), "context_len": 0 (= seq_len),
+                        "alpha": 2, "beta": -2, "min_key_tokens": 10,
+                        "documents": 0 (= 64, or all if fewer),
+                        "reference": {"checkpoint": FILE (required),
+                                      "run_id": "", "checkpoint_path": ""},
+                        "data": DATA}: log(LongPPL) on key tokens the
+                       reference selects (default data: the run's long
+                       held-out documents)
+    niah               {"kinds": [...], "context_lengths": [...],
+                        "depths": [...], "samples": 20, "candidates": 8,
+                        "seed": 0, "greedy": false, "haystack": "noise"
+                        | "synthetic", "tokenizer": "" (= the model's)}:
+                       needle-in-a-haystack accuracy by candidate
+                       likelihood (greedy exact match too when greedy) per
+                       kind, length and depth; context_lengths default
+                       [seq_len], kinds all four, depths [0.1, 0.5, 0.9]
+    receptive_field    {"limit": 0 (= seq_len/8, even)}: appendix D.1,
+                       val_loss and log(LongPPL) again with the full-attention
+                       layers restricted to keys [i-H, i] and, separately,
+                       the efficient layers restricted (softmax exactly,
+                       recurrent by windows of 3H/2, stride H/2, reset
+                       state); results are the changes. Needs val_loss (and
+                       measures log(LongPPL) changes when longppl is there)
+    gradient_profile   {"sequences": 16, "batch_sequences": 8}: appendix
+                       D.3, the mean input-gradient norm G(d) of the last
+                       position's target logit at each distance d, on the
+                       run's long held-out documents; result grad_reach
+                       (where G falls to its far floor) with the binned
+                       G / G_base in the details
+  DATA                 {"jsonl": FILE, "text_field": "text",
+                        "tokenizer": "" (= the model's)} or
+                       {"prepared": DIR, "split": "heldout"}; absent: the
+                       run's own held-out data
+  cache_dir            where key tokens (and imported JSONL) are cached;
+                       "" = no cache
+  threads              0 = all cores
+  allow_extrapolation  allow contexts beyond the trained seq_len for models
+                       with full RoPE attention (default false)
+)";
+
+}  // namespace hlab::task
