@@ -144,6 +144,30 @@ absl::Status ValidateGradientProfile(const GradientProfileSpec& g) {
   return absl::OkStatus();
 }
 
+// What an evaluation reads of its run: seq_len and data.
+absl::Status ValidateRun(const TrainTask& run) {
+  if (run.seq_len < 2) {
+    return FieldError("config.seq_len",
+                      absl::StrCat("must be >= 2, got ", run.seq_len));
+  }
+  const DataConfig& d = run.data;
+  if (d.source != "synthetic" && d.source != "prepared") {
+    return FieldError("config.data.source",
+                      absl::StrCat("must be \"synthetic\" or \"prepared\", "
+                                   "got '",
+                                   d.source, "'"));
+  }
+  if (!(d.long_fraction >= 0 && d.long_fraction <= 1)) {
+    return FieldError("config.data.long_fraction", "must be in [0, 1]");
+  }
+  if (d.source == "prepared" && d.long_dir.empty() && d.short_dir.empty()) {
+    return FieldError("config.data.long_dir",
+                      "is required for prepared data (a directory from "
+                      "`hlab-data prepare`)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> EvalKinds::Names() const {
@@ -183,6 +207,7 @@ absl::Status ValidateEvalTask(const EvalTask& t) {
                       "is required (the checkpoint file to evaluate)");
   }
   HLAB_RETURN_IF_ERROR(RequireNonNegative("threads", t.threads));
+  HLAB_RETURN_IF_ERROR(ValidateRun(t.run));
   const EvalKinds& e = t.evals;
   if (e.val_loss) HLAB_RETURN_IF_ERROR(ValidateValLoss(*e.val_loss));
   if (e.longppl) HLAB_RETURN_IF_ERROR(ValidateLongPpl(*e.longppl));

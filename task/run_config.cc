@@ -106,15 +106,17 @@ absl::Status FieldCodec<TrainTask>::Read(const nlohmann::json& j,
     *out = *std::move(task);
     return absl::OkStatus();
   }
-  // Otherwise an hlab-train task (what a user trained with).
+  // Otherwise an hlab-train task (what a user trained with), read, not
+  // validated: an evaluation uses its seq_len and data (ValidateEvalTask),
+  // and a run config's task reads back the same way once written.
   TrainTask task;
   absl::Status read = JsonFieldReader(j, path, "hlab-train --help").Read(&task);
-  if (read.ok()) read = ValidateTrainTask(task);
   if (!read.ok()) {
-    return FieldError(path,
-                      absl::StrCat("not an hlab-train task (and no "
-                                   "\"format\": \"",
-                                   kRunConfigFormat, "\"): ", read.message()));
+    return absl::Status(read.code(),
+                        absl::StrCat(read.message(),
+                                     " (an hlab-train task, "
+                                     "or a run config with \"format\": \"",
+                                     kRunConfigFormat, "\")"));
   }
   *out = std::move(task);
   return absl::OkStatus();

@@ -198,7 +198,8 @@ struct TrainTask {
 // A training task as a field of another file (an EVAL task's "config"): a
 // run's canonical config ("format": "hlab.run.v1", read by ReadRunConfig and
 // turned into its task by TrainTaskForRun, task/run_config.h) or an
-// hlab-train task, validated. Written as the hlab-train task.
+// hlab-train task. Written as the hlab-train task; what the containing task
+// needs of it is that task's to validate (ValidateEvalTask: seq_len, data).
 template <>
 struct FieldCodec<TrainTask> {
   static absl::Status Read(const nlohmann::json& j, const std::string& path,

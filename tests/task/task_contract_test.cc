@@ -331,6 +331,19 @@ TEST(TaskContractTest, AnEvalTaskReadsEitherFormOfItsConfig) {
   EXPECT_EQ(back->run.seq_len, 64);
   EXPECT_EQ(back->run.data.long_dir, "/prepared/long");
 
+  // A sparse run config (only what an evaluation reads) writes as a task
+  // that reads back to the same text: what the worker does to a lease.
+  Json sparse = j;
+  sparse["config"] = {{"format", "hlab.run.v1"},
+                      {"model", j["config"]["model"]},
+                      {"seq_len", 32}};
+  absl::StatusOr<EvalTask> once = ReadEvalTask(sparse);
+  ASSERT_TRUE(once.ok()) << once.status();
+  absl::StatusOr<EvalTask> twice =
+      ReadEvalTask(Json::parse(EvalTaskToJson(*once)));
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  EXPECT_EQ(EvalTaskToJson(*twice), EvalTaskToJson(*once));
+
   j["config"]["format"] = "hlab.run.v0";
   EXPECT_NE(std::string(ReadEvalTask(j).status().message())
                 .find("config.format: must be \"hlab.run.v1\""),
