@@ -12,10 +12,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-absl::Status FieldError(absl::string_view field, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
-}
-
 absl::Status RequireNonNegative(const std::string& field, int64_t v) {
   if (v < 0) return FieldError(field, absl::StrCat("must be >= 0, got ", v));
   return absl::OkStatus();

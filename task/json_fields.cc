@@ -5,13 +5,9 @@
 
 namespace hlab::task {
 
-namespace internal {
-
 absl::Status FieldError(absl::string_view path, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
 }
-
-}  // namespace internal
 
 absl::StatusOr<std::string> ReadTaskFile(const std::string& path) {
   std::ifstream in(path);

@@ -87,9 +87,10 @@ struct HasFields<T, std::void_t<decltype(T::Fields(std::declval<Probe&>(),
                                                    std::declval<T&>()))>>
     : std::true_type {};
 
-absl::Status FieldError(absl::string_view path, absl::string_view message);
-
 }  // namespace internal
+
+// InvalidArgument "PATH: MESSAGE": how every task-file error names its field.
+absl::Status FieldError(absl::string_view path, absl::string_view message);
 
 class JsonFieldReader {
  public:
@@ -99,8 +100,8 @@ class JsonFieldReader {
                   std::string help)
       : object_(object), where_(std::move(where)), help_(std::move(help)) {
     if (!object_.is_object()) {
-      status_ = internal::FieldError(where_.empty() ? "task" : where_,
-                                     "must be an object");
+      status_ =
+          FieldError(where_.empty() ? "task" : where_, "must be an object");
     }
   }
 
@@ -126,8 +127,7 @@ class JsonFieldReader {
   template <class T>
   void Required(const char* key, T& value, const char* what) {
     if (status_.ok() && !object_.contains(key)) {
-      status_ = internal::FieldError(Path(key),
-                                     absl::StrCat("is required (", what, ")"));
+      status_ = FieldError(Path(key), absl::StrCat("is required (", what, ")"));
     }
     (*this)(key, value);
   }
@@ -141,8 +141,8 @@ class JsonFieldReader {
   absl::Status CheckKeys() const {
     for (const auto& item : object_.items()) {
       if (known_.count(item.key()) == 0) {
-        return internal::FieldError(
-            Path(item.key()), absl::StrCat("unknown field (see ", help_, ")"));
+        return FieldError(Path(item.key()),
+                          absl::StrCat("unknown field (see ", help_, ")"));
       }
     }
     return absl::OkStatus();
@@ -161,7 +161,7 @@ class JsonFieldReader {
       if (s.ok()) *out = std::move(v);
       return s;
     } else if constexpr (internal::IsVector<T>::value) {
-      if (!j.is_array()) return internal::FieldError(path, "must be a list");
+      if (!j.is_array()) return FieldError(path, "must be a list");
       T list;
       for (size_t i = 0; i < j.size(); ++i) {
         typename T::value_type v{};
@@ -173,28 +173,28 @@ class JsonFieldReader {
       return absl::OkStatus();
     } else if constexpr (std::is_same_v<T, bool>) {
       if (!j.is_boolean()) {
-        return internal::FieldError(path, "must be true or false");
+        return FieldError(path, "must be true or false");
       }
       *out = j.get<bool>();
       return absl::OkStatus();
     } else if constexpr (std::is_integral_v<T>) {
       if (!j.is_number_integer()) {
-        return internal::FieldError(path, "must be an integer");
+        return FieldError(path, "must be an integer");
       }
       if (!HoldsInteger<T>(j)) {
-        return internal::FieldError(path, std::is_unsigned_v<T>
-                                              ? "must be an integer >= 0"
-                                              : "must be a 64-bit integer");
+        return FieldError(path, std::is_unsigned_v<T>
+                                    ? "must be an integer >= 0"
+                                    : "must be a 64-bit integer");
       }
       *out = j.get<T>();
       return absl::OkStatus();
     } else if constexpr (std::is_floating_point_v<T>) {
-      if (!j.is_number()) return internal::FieldError(path, "must be a number");
+      if (!j.is_number()) return FieldError(path, "must be a number");
       *out = j.get<T>();
       return absl::OkStatus();
     } else {
       static_assert(std::is_same_v<T, std::string>, "unsupported field type");
-      if (!j.is_string()) return internal::FieldError(path, "must be a string");
+      if (!j.is_string()) return FieldError(path, "must be a string");
       *out = j.get<std::string>();
       return absl::OkStatus();
     }

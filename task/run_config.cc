@@ -10,10 +10,6 @@
 namespace hlab::task {
 namespace {
 
-absl::Status FieldError(absl::string_view field, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
-}
-
 std::string Path(const std::string& where, absl::string_view key) {
   return where.empty() ? std::string(key) : absl::StrCat(where, ".", key);
 }

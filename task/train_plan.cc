@@ -14,10 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-absl::Status FieldError(absl::string_view field, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
-}
-
 }  // namespace
 
 int64_t StepsForTokens(int64_t tokens, int64_t batch_tokens) {

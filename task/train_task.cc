@@ -12,10 +12,6 @@ using Json = nlohmann::json;
 
 constexpr char kHelp[] = "hlab-train --help";
 
-absl::Status FieldError(absl::string_view field, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
-}
-
 absl::Status RequirePositive(absl::string_view field, double value) {
   if (!(value > 0)) {
     return FieldError(field, absl::StrCat("must be > 0, got ", value));
