@@ -15,19 +15,24 @@ namespace {
 
 constexpr int kLexiconSize = 256;
 constexpr int kSuccessors = 4;
-constexpr int kKeyLetters = 4;
-constexpr int kValueDigits = 4;
-// Longest sentence a binding's recall needs after its due point:
-// "recall XXXX is 0000. ".
-constexpr int64_t kRecallLength = 21;
+// A recall "Kv. " is 4 tokens; its value is the second.
+constexpr int64_t kRecallLength = 4;
 
 struct Pending {
-  std::string key, value;
-  int64_t value_position;  // offset of the binding's first value digit
-  int64_t due;             // emit the recall once the text reaches this
+  int key, value;
+  int64_t binding_position;  // offset of the binding token
+  int64_t due;               // emit the recall once the text reaches this
 };
 
 }  // namespace
+
+std::string BindingSentence(int key, int value) {
+  return std::string(1, static_cast<char>(BindingToken(key, value))) + ". ";
+}
+
+std::string RecallSentence(int key, int value) {
+  return std::string{KeyLetter(key), ValueDigit(value), '.', ' '};
+}
 
 absl::Status ValidateSyntheticCorpusConfig(const SyntheticCorpusConfig& c) {
   if (c.min_length < 16) {
@@ -119,22 +124,25 @@ absl::StatusOr<Document> SyntheticCorpus::GetDocument(int64_t index) const {
     text += ". ";
   };
 
+  bool key_open[kSyntheticKeys] = {};
+  int open_keys = 0;
   while (static_cast<int64_t>(text.size()) < length) {
     const int64_t here = static_cast<int64_t>(text.size());
     if (!pending.empty() && pending.front().due <= here) {
       const Pending p = pending.front();
       pending.pop_front();
-      text += "recall " + p.key + " is ";
-      const int64_t value_start = static_cast<int64_t>(text.size());
-      text += p.value + ". ";
-      for (int64_t j = 0; j < kValueDigits; ++j) {
-        if (value_start + j >= length) break;
-        doc.recall_positions.push_back(value_start + j);
-        doc.recall_distances.push_back(value_start - p.value_position);
+      key_open[p.key] = false;
+      --open_keys;
+      text += RecallSentence(p.key, p.value);
+      const int64_t value_position = here + 1;
+      if (value_position < length) {
+        doc.recall_positions.push_back(value_position);
+        doc.recall_distances.push_back(value_position - p.binding_position);
       }
       continue;
     }
-    if (rng.UniformReal() < config_.binding_rate) {
+    if (open_keys < kSyntheticKeys &&
+        rng.UniformReal() < config_.binding_rate) {
       // Log-uniform distance in [min_distance, room left in the document],
       // so early bindings reach far and every binding can be recalled.
       const int64_t room = length - here - 2 * kRecallLength;
@@ -143,18 +151,20 @@ absl::StatusOr<Document> SyntheticCorpus::GetDocument(int64_t index) const {
           std::log(static_cast<double>(std::max(room, config_.min_distance)));
       const int64_t distance =
           static_cast<int64_t>(std::exp(lo + (hi - lo) * rng.UniformReal()));
+      // A key not open in the document (the n-th closed one).
+      int64_t nth = rng.Uniform(kSyntheticKeys - open_keys);
+      int key = 0;
+      while (key_open[key] || nth-- > 0) ++key;
       Pending p;
-      for (int i = 0; i < kKeyLetters; ++i) {
-        p.key.push_back(static_cast<char>('A' + rng.Uniform(26)));
-      }
-      for (int i = 0; i < kValueDigits; ++i) {
-        p.value.push_back(static_cast<char>('0' + rng.Uniform(10)));
-      }
-      const int64_t binding_length = 4 + kKeyLetters + 4;  // "key XXXX is "
-      p.value_position = here + binding_length;
-      p.due = p.value_position + distance - (kRecallLength - kValueDigits - 2);
+      p.key = key;
+      p.value = static_cast<int>(rng.Uniform(kSyntheticValues));
+      p.binding_position = here;
+      // The recall's value sits one token after its start.
+      p.due = p.binding_position + distance - 1;
       if (p.due + kRecallLength <= length) {
-        text += "key " + p.key + " is " + p.value + ". ";
+        text += BindingSentence(p.key, p.value);
+        key_open[p.key] = true;
+        ++open_keys;
         const auto at = std::upper_bound(
             pending.begin(), pending.end(), p.due,
             [](int64_t due, const Pending& q) { return due < q.due; });

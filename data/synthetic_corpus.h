@@ -2,20 +2,28 @@
 // documents mix learnable local structure with long-range recalls at known
 // distances.
 //
-// Documents are byte-level text (ids 0-255; see data/byte_tokenizer.h), so a
-// sample can be read. Two kinds of sentence make up a document:
+// Documents are byte-level text (ids 0-255; see data/byte_tokenizer.h). Two
+// kinds of sentence make up a document:
 //   * filler: words from a seeded lexicon of pseudo-words chained by a sparse
 //     bigram table ("tovu relka mip ..."), so short-context loss falls as a
 //     model learns the lexicon and its transitions;
-//   * bindings and recalls: "key QZXW is 4821. " states a binding; much later
-//     "recall QZXW is 4821. " repeats it. The four value digits of a recall
-//     cannot be predicted from anything but the binding, which lies
-//     `distance` tokens back. Distances are drawn log-uniformly between
-//     `min_distance` and the room left in the document, so they span the
-//     inside of a small sliding window to far beyond the largest one.
-// Every recall's value positions and distances are returned with the
-// document (Document::recall_positions / recall_distances): evaluation can
-// check which tokens truly need long context.
+//   * bindings and recalls: a binding is one reserved token (ids 0x80-0xF7,
+//     never in text) that holds a key and a value, `<C7>. `; later the
+//     recall `C7. ` names the key as an upper-case letter and repeats the
+//     value digit. The value cannot be predicted from anything but the
+//     binding, which lies `distance` tokens back. Distances are drawn
+//     log-uniformly between `min_distance` and the room left in the
+//     document, so they span the inside of a small sliding window to far
+//     beyond the largest one. The keys of a document's open bindings are
+//     distinct, so every recall has one answer.
+// Why one token: with the key and the value in one token, a recall is one
+// attention lookup (match the key, copy the value), which a tiny model
+// learns within about a million tokens; spelled over several tokens ("key
+// QZXW is 4821"), it needs an induction circuit over two layers, which
+// showed nothing after 2M tokens at the same scale (docs/data.md).
+// Every recall's value position and distance are returned with the document
+// (Document::recall_positions / recall_distances): evaluation can check
+// which tokens truly need long context.
 //
 // Document i is a pure function of (seed, split, kind, i): no state, no
 // stream to replay. The held-out split uses a disjoint seed domain, so its
@@ -40,6 +48,25 @@
 namespace hlab::data {
 
 enum class Split { kTrain, kHeldOut };
+
+// The binding alphabet (shared with eval/niah.h's corpus-format needles).
+inline constexpr int kSyntheticKeys = 12;    // recalled as 'A'..'L'
+inline constexpr int kSyntheticValues = 10;  // recalled as '0'..'9'
+inline constexpr int32_t kFirstBindingToken = 0x80;
+// The binding token of (key, value); key < kSyntheticKeys, value <
+// kSyntheticValues.
+inline constexpr int32_t BindingToken(int key, int value) {
+  return kFirstBindingToken + key * kSyntheticValues + value;
+}
+inline constexpr char KeyLetter(int key) {
+  return static_cast<char>('A' + key);
+}
+inline constexpr char ValueDigit(int value) {
+  return static_cast<char>('0' + value);
+}
+// A binding sentence "<b>. " and its recall "Kv. " as text (bytes).
+std::string BindingSentence(int key, int value);
+std::string RecallSentence(int key, int value);
 
 struct SyntheticCorpusConfig {
   uint64_t seed = 0;

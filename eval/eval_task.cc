@@ -276,7 +276,10 @@ class EvalRun {
       return Prefixed("evals.niah.tokenizer", tokenizer.status());
     }
     NiahConfig config;
-    if (!spec.kinds.empty()) config.kinds = spec.kinds;
+    config.haystack.source = spec.haystack;
+    config.haystack.corpus_seed = task_.run.data.seed;
+    config.kinds =
+        spec.kinds.empty() ? NiahKindsFor(config.haystack) : spec.kinds;
     config.context_lengths = spec.context_lengths;
     if (config.context_lengths.empty()) {
       config.context_lengths = {task_.run.seq_len};
@@ -286,8 +289,6 @@ class EvalRun {
     config.candidates = static_cast<int>(spec.candidates);
     config.seed = spec.seed;
     config.greedy = spec.greedy;
-    config.haystack.source = spec.haystack;
-    config.haystack.corpus_seed = task_.run.data.seed;
     HLAB_RETURN_IF_ERROR(Prefixed("evals.niah", ValidateNiahConfig(config)));
     if (spec.kinds.empty()) {
       // Default kinds: those whose needles, question and answer fit the

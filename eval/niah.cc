@@ -155,7 +155,14 @@ struct Layout {
   std::vector<std::string> values;   // values[j] belongs to needles[j]
 };
 
-Layout DrawLayout(const std::string& kind, data::Rng& rng,
+// Digits of a kind's values: the pass key's 5, the text format's 4, one in
+// the corpus format (a binding token's value).
+int ValueDigits(const std::string& kind, bool corpus_format) {
+  if (kind == "passkey") return 5;
+  return corpus_format ? 1 : 4;
+}
+
+Layout DrawLayout(const std::string& kind, bool corpus_format, data::Rng& rng,
                   std::set<std::string>& used_values) {
   Layout l;
   if (kind == "passkey") {
@@ -168,6 +175,24 @@ Layout DrawLayout(const std::string& kind, data::Rng& rng,
     return l;
   }
   const int needles = kind == "single" ? 1 : kMultiNeedles;
+  if (corpus_format) {
+    // The corpus's own sentences: binding tokens "<b>. " and the recall's
+    // key letter (multivalue is refused by the config check).
+    std::vector<int> keys;
+    while (static_cast<int>(keys.size()) < needles) {
+      const int k = static_cast<int>(rng.Uniform(data::kSyntheticKeys));
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        keys.push_back(k);
+      }
+    }
+    for (int j = 0; j < needles; ++j) {
+      l.values.push_back(FreshValue(rng, 1, used_values));
+      l.needles.push_back(data::BindingSentence(keys[static_cast<size_t>(j)],
+                                                l.values.back()[0] - '0'));
+    }
+    l.question = std::string(1, data::KeyLetter(keys[0]));
+    return l;
+  }
   std::vector<std::string> keys;
   if (kind == "multikey") {
     std::set<std::string> used_keys;
@@ -190,8 +215,8 @@ Layout DrawLayout(const std::string& kind, data::Rng& rng,
 // Distinct distractor answers: multivalue lists with some values replaced;
 // multikey's first distractors are the other keys' values.
 std::vector<std::string> DrawDistractors(const std::string& kind,
-                                         const Layout& l, int count,
-                                         data::Rng& rng,
+                                         bool corpus_format, const Layout& l,
+                                         int count, data::Rng& rng,
                                          std::set<std::string>& used_values) {
   std::vector<std::string> out;
   if (kind == "multivalue") {
@@ -218,17 +243,43 @@ std::vector<std::string> DrawDistractors(const std::string& kind,
       out.push_back(l.values[j]);
     }
   }
-  const int digits = kind == "passkey" ? 5 : 4;
+  const int digits = ValueDigits(kind, corpus_format);
   while (static_cast<int>(out.size()) < count) {
     out.push_back(FreshValue(rng, digits, used_values));
   }
   return out;
 }
 
+// The corpus format has one binding per key and 10 values.
+absl::Status CheckCorpusFormat(const std::string& kind, int64_t candidates,
+                               const NiahHaystack& haystack) {
+  if (haystack.source != "synthetic") return absl::OkStatus();
+  if (kind == "multivalue") {
+    return absl::InvalidArgumentError(
+        "kinds: multivalue needs haystack 'noise' (the synthetic corpus "
+        "never binds one key to several values)");
+  }
+  if (kind != "passkey" && candidates > data::kSyntheticValues) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("candidates: at most ", data::kSyntheticValues,
+                     " with haystack 'synthetic' (a binding's value is one of ",
+                     data::kSyntheticValues, " digits), got ", candidates));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> NiahKinds() {
   return {"single", "multikey", "multivalue", "passkey"};
+}
+
+std::vector<std::string> NiahKindsFor(const NiahHaystack& haystack) {
+  std::vector<std::string> kinds = NiahKinds();
+  if (haystack.source == "synthetic") {
+    kinds.erase(std::find(kinds.begin(), kinds.end(), "multivalue"));
+  }
+  return kinds;
 }
 
 absl::Status ValidateNiahConfig(const NiahConfig& config) {
@@ -286,6 +337,10 @@ absl::Status ValidateNiahConfig(const NiahConfig& config) {
         absl::StrCat("haystack.source: must be 'noise' or 'synthetic', got '",
                      config.haystack.source, "'"));
   }
+  for (const std::string& kind : config.kinds) {
+    HLAB_RETURN_IF_ERROR(
+        CheckCorpusFormat(kind, config.candidates, config.haystack));
+  }
   return absl::OkStatus();
 }
 
@@ -313,8 +368,10 @@ absl::StatusOr<NiahSample> GenerateNiahSample(const data::Tokenizer& tokenizer,
                      haystack.source, "'"));
   }
   data::Rng rng(SampleSeed(seed, kind, length, depth, index));
+  const bool corpus_format = haystack.source == "synthetic";
+  HLAB_RETURN_IF_ERROR(CheckCorpusFormat(kind, candidates, haystack));
   std::set<std::string> used_values;
-  const Layout layout = DrawLayout(kind, rng, used_values);
+  const Layout layout = DrawLayout(kind, corpus_format, rng, used_values);
   const int needles = static_cast<int>(layout.needles.size());
 
   // Multivalue lists its values in text order: value r goes to the needle
@@ -353,8 +410,8 @@ absl::StatusOr<NiahSample> GenerateNiahSample(const data::Tokenizer& tokenizer,
   });
 
   // Candidates, the true one at a uniform index.
-  const std::vector<std::string> distractors =
-      DrawDistractors(kind, layout, candidates - 1, rng, used_values);
+  const std::vector<std::string> distractors = DrawDistractors(
+      kind, corpus_format, layout, candidates - 1, rng, used_values);
   NiahSample s;
   s.kind = kind;
   s.length = length;

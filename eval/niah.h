@@ -3,8 +3,7 @@
 // mechanism analyses (a sample's candidates are the classes of a layer-wise
 // probe).
 //
-// Kinds (formats follow the synthetic training corpus, data/
-// synthetic_corpus.h, so models trained on it can retrieve):
+// Kinds, in the text format (haystack "noise"):
 //   single      one needle "key QZXW is 4821. "; question "recall QZXW is ";
 //               answer "4821"
 //   multikey    four needles with distinct keys; the question asks one, the
@@ -13,14 +12,21 @@
 //               the list of all four values in text order, "4821, 0375,
 //               9112, 6640"; each candidate is a whole list, so a sample is
 //               right only when every value is retrieved
+// With haystack "synthetic" the needles are the synthetic corpus's own
+// (data/synthetic_corpus.h), so a model trained on it can retrieve: single
+// is one binding token "<C7>. " and the question the recall's key letter
+// "C", answer "7"; multikey has four bindings with distinct keys;
+// multivalue is refused (the corpus never binds a key twice), and at most
+// 10 candidates (the corpus's values).
 //   passkey     the classic "The pass key is 72813. Remember it. 72813 is
 //               the pass key. " in the repeated noise text, after the
 //               classic instruction; question "What is the pass key? The
 //               pass key is "; answer "72813"
 // The haystack is RULER's noise ("The grass is green. The sky is blue. ...")
 // repeated, or (`haystack = "synthetic"`, not for passkey) the synthetic
-// corpus's filler sentences of a given corpus seed. Neither contains digits
-// or upper-case keys, so the answer is never in the haystack.
+// corpus's filler sentences of a given corpus seed. Neither contains digits,
+// binding tokens or upper-case keys, so the answer is never in the
+// haystack.
 //
 // Lengths are exact, in tokens of the given tokenizer: prompt tokens plus the
 // true answer's tokens equal `length` (the sequence the model scores, as
@@ -76,6 +82,10 @@ struct NiahHaystack {
   // training data.seed, so the filler is in its language).
   uint64_t corpus_seed = 0;
 };
+
+// The kinds a haystack supports: all four with "noise"; with "synthetic"
+// all but multivalue (the corpus never binds one key to several values).
+std::vector<std::string> NiahKindsFor(const NiahHaystack& haystack);
 
 struct NiahConfig {
   std::vector<std::string> kinds = NiahKinds();

@@ -43,12 +43,15 @@
 namespace hlab::task {
 
 struct SyntheticDataConfig {
-  // 0 = derived from seq_len: long documents fill a whole sequence
-  // (seq_len + 1 .. 2 * seq_len), short ones are 16 .. seq_len / 4.
+  // 0 = derived from seq_len: a long document is exactly one sequence
+  // (seq_len + 1 tokens, so every binding's recall is in it), short ones
+  // are 16 .. seq_len / 4. The defaults are the recipe under which a tiny
+  // full-attention model learns the recalls within ~1M tokens
+  // (docs/data.md).
   int64_t long_min_tokens = 0, long_max_tokens = 0;
   int64_t short_min_tokens = 0, short_max_tokens = 0;
-  int64_t min_distance = 16;
-  double binding_rate = 0.3;
+  int64_t min_distance = 4;
+  double binding_rate = 1.0;
 
   template <class V, class S>
   static void Fields(V& v, S& s) {

@@ -19,9 +19,9 @@ const char kTaskFieldsHelp[] =
   data.seed              seed of the data order                        0
   data.long_fraction     share of training tokens from long documents  0.5
   data.synthetic.*       long_min_tokens/long_max_tokens (default
-                         seq_len+1 .. 2*seq_len), short_min_tokens/
+                         seq_len+1 .. seq_len+1), short_min_tokens/
                          short_max_tokens (default 16 .. seq_len/4),
-                         min_distance (16), binding_rate (0.3)
+                         min_distance (4), binding_rate (1.0)
   data.long_dir          prepared dataset of long documents
   data.short_dir         prepared dataset of short documents
   seq_len                tokens per training sequence                  128

@@ -26,9 +26,7 @@ absl::StatusOr<data::SyntheticCorpusConfig> SyntheticConfig(
   c.binding_rate = s.binding_rate;
   if (long_kind) {
     c.min_length = s.long_min_tokens > 0 ? s.long_min_tokens : task.seq_len + 1;
-    c.max_length = s.long_max_tokens > 0
-                       ? s.long_max_tokens
-                       : std::max(c.min_length, 2 * task.seq_len);
+    c.max_length = s.long_max_tokens > 0 ? s.long_max_tokens : c.min_length;
   } else {
     c.min_length = s.short_min_tokens > 0 ? s.short_min_tokens : 16;
     c.max_length = s.short_max_tokens > 0

@@ -62,7 +62,9 @@ TEST_F(MixtureTest, PacksShortDocumentsWithSeparatorsAndKeepsRecallTargets) {
     for (size_t r = 0; r < s->recall_targets.size(); ++r) {
       const int64_t t = s->recall_targets[r] + 1;  // token index
       ASSERT_GE(t - s->recall_distances[r], 1);
-      EXPECT_EQ(s->tokens[t], s->tokens[t - s->recall_distances[r]]);
+      // "<C7>. ... C7. ": the key letter and value name the binding token.
+      EXPECT_EQ(s->tokens[t - s->recall_distances[r]],
+                data::BindingToken(s->tokens[t - 1] - 'A', s->tokens[t] - '0'));
       ++recalls;
     }
   }

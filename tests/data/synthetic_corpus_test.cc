@@ -43,8 +43,13 @@ TEST(SyntheticCorpusTest, RecallValuesRepeatTheBindingAtTheStatedDistance) {
       const int64_t d = doc->recall_distances[r];
       ASSERT_GT(d, 0);
       ASSERT_GE(p - d, 0);
-      EXPECT_TRUE(text[p] >= '0' && text[p] <= '9') << text.substr(p - 20, 30);
-      EXPECT_EQ(text[p], text[p - d]) << "document " << i << " position " << p;
+      // "...<C7>. ... C7. ": the recall's key letter and value digit name
+      // the binding token d tokens back.
+      const int key = doc->tokens[p - 1] - 'A', value = doc->tokens[p] - '0';
+      ASSERT_TRUE(key >= 0 && key < kSyntheticKeys) << "document " << i;
+      ASSERT_TRUE(value >= 0 && value < kSyntheticValues) << "document " << i;
+      EXPECT_EQ(doc->tokens[p - d], BindingToken(key, value))
+          << "document " << i << " position " << p;
       ++recalls;
       shortest = std::min(shortest, d);
       longest = std::max(longest, d);
@@ -56,20 +61,48 @@ TEST(SyntheticCorpusTest, RecallValuesRepeatTheBindingAtTheStatedDistance) {
   EXPECT_GT(longest, 1024);
 }
 
-TEST(SyntheticCorpusTest, RecallKeyMatchesBindingKey) {
+TEST(SyntheticCorpusTest, EveryRecallHasOneAnswerAndNothingElseLooksLikeOne) {
   SyntheticCorpus corpus(LongConfig());
-  auto doc = corpus.GetDocument(5);
-  ASSERT_TRUE(doc.ok());
-  const std::string text(doc->tokens.begin(), doc->tokens.end());
-  ASSERT_FALSE(doc->recall_positions.empty());
-  for (size_t r = 0; r < doc->recall_positions.size(); r += 4) {
-    const int64_t p = doc->recall_positions[r];
-    const int64_t b = p - doc->recall_distances[r];
-    // "recall QZXW is 4821": the key is 8..5 characters before the value.
-    EXPECT_EQ(text.substr(p - 15, 7), "recall ");
-    EXPECT_EQ(text.substr(b - 8, 4), text.substr(p - 8, 4));
-    EXPECT_EQ(text.substr(b - 12, 4), "key ");
+  int64_t bindings = 0;
+  for (int64_t i = 0; i < 20; ++i) {
+    auto doc = corpus.GetDocument(i);
+    ASSERT_TRUE(doc.ok());
+    const std::vector<int32_t>& t = doc->tokens;
+    std::set<int64_t> recall_keys, binding_tokens;
+    for (size_t r = 0; r < doc->recall_positions.size(); ++r) {
+      const int64_t p = doc->recall_positions[r];
+      const int64_t b = p - doc->recall_distances[r];
+      recall_keys.insert(p - 1);
+      recall_keys.insert(p);
+      binding_tokens.insert(b);
+      // No other binding of the same key between the binding and its recall.
+      const int key = t[p - 1] - 'A';
+      for (int64_t q = b + 1; q < p; ++q) {
+        if (t[q] >= kFirstBindingToken) {
+          EXPECT_NE((t[q] - kFirstBindingToken) / kSyntheticValues, key)
+              << "document " << i << ": key " << key << " bound twice";
+        }
+      }
+    }
+    // Binding tokens, key letters and digits occur only in bindings and
+    // recalls (a binding whose recall the document cut is still a binding).
+    for (size_t q = 0; q < t.size(); ++q) {
+      const int32_t x = t[q];
+      if (x >= kFirstBindingToken) {
+        EXPECT_LT(x,
+                  BindingToken(kSyntheticKeys - 1, kSyntheticValues - 1) + 1);
+        ++bindings;
+        continue;
+      }
+      const bool special = (x >= 'A' && x <= 'Z') || (x >= '0' && x <= '9');
+      // (A recall's key letter may end a document that cut its value.)
+      if (special && q + 1 < t.size()) {
+        EXPECT_EQ(recall_keys.count(static_cast<int64_t>(q)), 1u)
+            << "document " << i << " position " << q;
+      }
+    }
   }
+  EXPECT_GT(bindings, 100);
 }
 
 TEST(SyntheticCorpusTest, HeldOutSplitIsDisjointFromTraining) {

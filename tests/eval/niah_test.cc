@@ -10,6 +10,7 @@
 
 #include "data/gpt2_tokenizer.h"
 #include "data/random.h"
+#include "data/synthetic_corpus.h"
 #include "gtest/gtest.h"
 #include "tests/data/test_util.h"
 
@@ -39,9 +40,12 @@ std::string Text(const data::Tokenizer& tok, const std::vector<int32_t>& ids,
 // The question at the end of the prompt, in tokens.
 int64_t QuestionTokens(const data::Tokenizer& tok, const NiahSample& s) {
   const std::string text = tok.Decode(s.prompt);
-  const std::string question = s.kind == "passkey"
-                                   ? "What is the pass key? The pass key is "
-                                   : text.substr(text.rfind("recall "));
+  // The corpus format's question is the recall's key letter alone.
+  const bool corpus_format = text.rfind("recall ") == std::string::npos;
+  const std::string question =
+      s.kind == "passkey" ? "What is the pass key? The pass key is "
+      : corpus_format     ? text.substr(text.size() - 1)
+                          : text.substr(text.rfind("recall "));
   EXPECT_EQ(text.substr(text.size() - question.size()), question);
   return static_cast<int64_t>(tok.Encode(question).size());
 }
@@ -138,6 +142,21 @@ TEST(NiahGeneratorTest, TheQueriedNeedleSitsAtItsDepth) {
   }
 }
 
+TEST(NiahConfigTest, TheCorpusFormatRefusesMultivalueAndTooManyCandidates) {
+  NiahConfig config;
+  config.context_lengths = {256};
+  config.haystack.source = "synthetic";
+  EXPECT_NE(ValidateNiahConfig(config).message().find("kinds: multivalue"),
+            absl::string_view::npos);
+  config.kinds = NiahKindsFor(config.haystack);
+  EXPECT_EQ(config.kinds,
+            (std::vector<std::string>{"single", "multikey", "passkey"}));
+  EXPECT_TRUE(ValidateNiahConfig(config).ok());
+  config.candidates = 11;
+  EXPECT_NE(ValidateNiahConfig(config).message().find("candidates: at most 10"),
+            absl::string_view::npos);
+}
+
 TEST(NiahGeneratorTest, NeedlesFollowTheTrainingCorpusFormat) {
   auto tok = data::MakeByteTokenizer();
   const NiahSample s = Generate(*tok, "single", 200, 0.5, 0);
@@ -163,9 +182,36 @@ TEST(NiahGeneratorTest, AnswersAreInTheirNeedlesAndNeverInTheHaystack) {
   for (const NiahHaystack& haystack :
        {NiahHaystack(),
         NiahHaystack{.source = "synthetic", .corpus_seed = 5}}) {
-    for (const std::string& kind : NiahKinds()) {
+    const bool corpus_format = haystack.source == "synthetic";
+    for (const std::string& kind : NiahKindsFor(haystack)) {
       for (int64_t i = 0; i < 20; ++i) {
         const NiahSample s = Generate(*tok, kind, 600, 0.3, i, 3, 8, haystack);
+        if (corpus_format && kind != "passkey") {
+          // "<C7>. " needles; the question is the queried key's letter and
+          // the answer its value digit; multikey's keys are distinct.
+          std::set<int> keys;
+          for (int64_t at : s.needle_positions) {
+            const int32_t b = s.prompt[static_cast<size_t>(at)];
+            ASSERT_GE(b, data::kFirstBindingToken) << kind;
+            keys.insert((b - data::kFirstBindingToken) /
+                        data::kSyntheticValues);
+          }
+          EXPECT_EQ(keys.size(), s.needle_positions.size()) << kind;
+          const int32_t queried = s.prompt[static_cast<size_t>(
+              s.needle_positions[static_cast<size_t>(s.queried_needle)])];
+          const int key =
+              (queried - data::kFirstBindingToken) / data::kSyntheticValues;
+          EXPECT_EQ(s.prompt.back(), data::KeyLetter(key)) << kind;
+          EXPECT_EQ(s.candidates[static_cast<size_t>(s.answer_index)],
+                    std::string(1, data::ValueDigit(
+                                       (queried - data::kFirstBindingToken) %
+                                       data::kSyntheticValues)))
+              << kind;
+          const std::string hay = HaystackText(*tok, s);
+          EXPECT_EQ(hay.find_first_of("0123456789ABCDEFGHIJKL"),
+                    std::string::npos);
+          continue;
+        }
         const std::string hay = HaystackText(*tok, s);
         EXPECT_EQ(hay.find_first_of("0123456789"), std::string::npos)
             << kind << " " << haystack.source;
