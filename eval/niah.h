@@ -12,16 +12,16 @@
 //               the list of all four values in text order, "4821, 0375,
 //               9112, 6640"; each candidate is a whole list, so a sample is
 //               right only when every value is retrieved
+//   passkey     the classic "The pass key is 72813. Remember it. 72813 is
+//               the pass key. " in the repeated noise text, after the
+//               classic instruction; question "What is the pass key? The
+//               pass key is "; answer "72813"
 // With haystack "synthetic" the needles are the synthetic corpus's own
 // (data/synthetic_corpus.h), so a model trained on it can retrieve: single
 // is one binding token "<C7>. " and the question the recall's key letter
 // "C", answer "7"; multikey has four bindings with distinct keys;
 // multivalue is refused (the corpus never binds a key twice), and at most
 // 10 candidates (the corpus's values).
-//   passkey     the classic "The pass key is 72813. Remember it. 72813 is
-//               the pass key. " in the repeated noise text, after the
-//               classic instruction; question "What is the pass key? The
-//               pass key is "; answer "72813"
 // The haystack is RULER's noise ("The grass is green. The sky is blue. ...")
 // repeated, or (`haystack = "synthetic"`, not for passkey) the synthetic
 // corpus's filler sentences of a given corpus seed. Neither contains digits,

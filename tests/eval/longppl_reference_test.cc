@@ -2,15 +2,16 @@
 // corpus's true long-range positions well above chance.
 //
 // The reference is a 2-layer full-attention model trained here on short
-// synthetic documents (65 tokens, binding_rate 1: "key QZXW is 4821. recall
-// QZXW is 4821. ..."). Tiny models learn to copy a recalled value only after
+// synthetic documents (65 tokens, binding_rate 1: bindings "<C7>. " and
+// their recalls "C7. ", data/synthetic_corpus.h). Tiny models learn to copy
+// a recalled value only after
 // a plateau whose length grows with batch x context (an induction-style
 // phase change; docs/evaluation.md gives the measurements), so the batch is
 // 4 x 64 tokens and training runs until the held-out recall digits are
 // learned: their mean NLL below a tenth of ln 10, checked every 1,000
 // steps, with a cap. Then key tokens are selected with a short context of 8
-// tokens, less than any binding-to-recall distance, and compared with the
-// documents' recall positions.
+// tokens, at most the shortest binding-to-recall distance, and compared with
+// the documents' recall positions.
 //
 // Slow: about 10,000 steps, 75 s of one core on an idle machine.
 #include <chrono>
