@@ -50,6 +50,12 @@ namespace hlab::data {
 enum class Split { kTrain, kHeldOut };
 
 // The binding alphabet (shared with eval/niah.h's corpus-format needles).
+// The generator's version: bump it whenever a seed's documents change, so
+// that runs made on the old corpus get other ids (task::
+// kSyntheticCorpusVersion records it in a run's config; train/
+// training_data.cc asserts the two agree). 2: one binding token (8b9f9ad).
+inline constexpr int kSyntheticCorpusVersion = 2;
+
 inline constexpr int kSyntheticKeys = 12;    // recalled as 'A'..'L'
 inline constexpr int kSyntheticValues = 10;  // recalled as '0'..'9'
 inline constexpr int32_t kFirstBindingToken = 0x80;
@@ -75,9 +81,11 @@ struct SyntheticCorpusConfig {
   int64_t min_length = 64;
   int64_t max_length = 512;
   // Shortest binding-to-recall distance, in tokens.
-  int64_t min_distance = 16;
+  int64_t min_distance = 4;
   // Probability that a sentence opens a new binding (when one fits).
-  double binding_rate = 0.3;
+  double binding_rate = 1.0;
+  // (The training recipe's defaults, task::SyntheticDataConfig's: asserted
+  // equal in train/training_data.cc.)
   // Number of distinct documents; indices wrap beyond it.
   int64_t num_documents = int64_t{1} << 40;
 };

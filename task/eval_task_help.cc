@@ -45,7 +45,8 @@ const char kEvalTaskFieldsHelp[] =
   config               (required) the run's config: the coordinator's
                        canonical run config ("format": "hlab.run.v1") or the
                        hlab-train task the model was trained with; seq_len
-                       and data are read from it
+                       and data are read from it (a synthetic run config's
+                       data.corpus_version must be 2, this hlab's corpus)
   evals                (required) one or more of:
     val_loss           {"tokens": 0 (= 65536), "batch_sequences": 8,
                         "data": DATA}: mean NLL per token on held-out

@@ -40,6 +40,18 @@ absl::StatusOr<RunConfig> ReadRunConfig(const nlohmann::json& json,
                       absl::StrCat("must be \"synthetic\" or \"prepared\", "
                                    "got '",
                                    run.data.source, "'"));
+  } else if (run.data.corpus_version.value_or(1) != kSyntheticCorpusVersion) {
+    return FieldError(
+        Path(where, "data.corpus_version"),
+        absl::StrCat("the run was made on synthetic corpus v",
+                     run.data.corpus_version.value_or(1),
+                     run.data.corpus_version ? "" : " (the field is absent)",
+                     ", but this hlab generates only v",
+                     kSyntheticCorpusVersion,
+                     ": its results cannot be continued or re-evaluated on "
+                     "the same data. Submit the sweep again (the new corpus "
+                     "gives new run ids), preferably into a new database "
+                     "(docs/data.md)"));
   }
   return run;
 }

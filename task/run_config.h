@@ -35,6 +35,10 @@ struct RunDataConfig {
   std::string source = "synthetic";  // "synthetic" | "prepared"
   std::optional<std::string> path;   // prepared: the `hlab-data` directory
   std::optional<int64_t> seed;       // synthetic: the corpus seed
+  // synthetic: the generator's version (kSyntheticCorpusVersion). Part of
+  // the run id, so a sweep submitted after the corpus changes makes new runs
+  // instead of continuing the old corpus's. Absent in runs made before v2.
+  std::optional<int64_t> corpus_version;
   double long_fraction = 0.5;
 
   template <class V, class S>
@@ -42,6 +46,7 @@ struct RunDataConfig {
     v("source", s.source);
     v("path", s.path);
     v("seed", s.seed);
+    v("corpus_version", s.corpus_version);
     v("long_fraction", s.long_fraction);
   }
 };
@@ -96,8 +101,10 @@ struct RunConfig {
 
 // Reads a run config at `where` ("config" in an EVAL task, "" alone):
 // InvalidArgument naming the field for an unknown field, a wrong type, a
-// format other than hlab.run.v1, a seq_len below 2, or a data source other
-// than synthetic or prepared (with its path).
+// format other than hlab.run.v1, a seq_len below 2, a data source other
+// than synthetic or prepared (with its path), or a synthetic run of another
+// corpus version than this hlab generates (absent = v1, before commit
+// 8b9f9ad): its results cannot be continued or re-evaluated.
 absl::StatusOr<RunConfig> ReadRunConfig(const nlohmann::json& json,
                                         const std::string& where);
 absl::StatusOr<RunConfig> RunConfigFromJson(absl::string_view text);
@@ -111,6 +118,11 @@ std::string RunConfigToJson(const RunConfig& run);
 // what the task kind and the worker decide (name, threads, checkpoints,
 // branches, init_from).
 absl::StatusOr<TrainTask> TrainTaskForRun(const RunConfig& run);
+
+// The synthetic corpus this hlab generates (data/synthetic_corpus.h, which
+// asserts the same number): 1 = the spelled-out `key QZXW is 4821.` format,
+// 2 = one binding token per key and value (docs/data.md).
+inline constexpr int64_t kSyntheticCorpusVersion = 2;
 
 // The byte-level tokenizer of the synthetic corpus: 256 bytes + 2 specials.
 inline constexpr int64_t kByteVocab = 258;

@@ -10,11 +10,20 @@
 #include "data/shard_corpus.h"
 #include "data/shard_format.h"
 #include "data/synthetic_corpus.h"
+#include "task/run_config.h"
 
 namespace hlab::train {
 namespace {
 
 constexpr uint64_t kValidationSeed = 0x7E57;
+
+// One corpus recipe: the task's defaults are the generator's, and a run
+// config's corpus version is what this generator makes.
+static_assert(task::kSyntheticCorpusVersion == data::kSyntheticCorpusVersion);
+static_assert(task::SyntheticDataConfig{}.min_distance ==
+              data::SyntheticCorpusConfig{}.min_distance);
+static_assert(task::SyntheticDataConfig{}.binding_rate ==
+              data::SyntheticCorpusConfig{}.binding_rate);
 
 absl::StatusOr<data::SyntheticCorpusConfig> SyntheticConfig(
     const task::TrainTask& task, bool long_kind, data::Split split) {

@@ -107,7 +107,10 @@ std::string CanonicalRunConfig(const hlab::v1::SweepSpec& spec,
   const hlab::v1::DataSpec& d = spec.data();
   run.data.source = d.source();
   if (d.source() == "prepared") run.data.path = d.path();
-  if (d.source() == "synthetic") run.data.seed = d.seed();
+  if (d.source() == "synthetic") {
+    run.data.seed = d.seed();
+    run.data.corpus_version = task::kSyntheticCorpusVersion;
+  }
   run.data.long_fraction = d.long_fraction();
   const hlab::v1::ScheduleSpec& s = spec.schedule();
   run.schedule.peak_lr = s.peak_lr();

@@ -33,7 +33,7 @@ Json ContractTask() {
                "seq_len": 64, "batch_tokens": 256, "tokens": 2560,
                "steps": 10, "seed": 0,
                "data": {"source": "synthetic", "seed": 0,
-                        "long_fraction": 0.5},
+                        "corpus_version": 2, "long_fraction": 0.5},
                "schedule": {"kind": "wsd", "peak_lr": 0.003}},
     "evals": {
       "val_loss": {"tokens": 0},

@@ -54,8 +54,14 @@ class OracleScorer final : public TokenScorer {
 
 class LongPplTest : public ::testing::Test {
  protected:
-  data::SyntheticCorpus docs_{
-      {.seed = 5, .min_length = 600, .max_length = 900, .num_documents = 8}};
+  // Sparse bindings (the v1 corpus's rate), so key tokens are rare and
+  // chance precision is low.
+  data::SyntheticCorpus docs_{{.seed = 5,
+                               .min_length = 600,
+                               .max_length = 900,
+                               .min_distance = 16,
+                               .binding_rate = 0.3,
+                               .num_documents = 8}};
   KeyTokenConfig config_{.short_context = 128,
                          .window = 64,
                          .max_tokens = 800,

@@ -11,6 +11,7 @@
 #include "eval/eval_task.h"
 #include "eval_test_util.h"
 #include "gtest/gtest.h"
+#include "task/run_config.h"
 
 namespace hlab::eval {
 namespace {
@@ -34,7 +35,10 @@ class RealDataTest : public ::testing::Test {
               {"model", Json::parse(model::ModelConfigToJson(
                             testing::TinyConfig("swa-16")))},
               {"seq_len", seq_len},
-              {"data", {{"source", "synthetic"}, {"seed", 0}}}}},
+              {"data",
+               {{"source", "synthetic"},
+                {"seed", 0},
+                {"corpus_version", task::kSyntheticCorpusVersion}}}}},
             {"evals", Json::object()},
             {"cache_dir", (dir_ / "cache").string()},
             {"threads", 1}};

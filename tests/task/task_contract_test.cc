@@ -154,6 +154,7 @@ RunConfig FilledRunConfig() {
   r.data.source = "prepared";
   r.data.path = "/prepared";
   r.data.seed = 3;  // not both in a real config; here every field
+  r.data.corpus_version = kSyntheticCorpusVersion;
   r.data.long_fraction = 0.75;
   r.schedule.kind = "wsd2";
   r.schedule.peak_lr = 2e-3;
@@ -336,13 +337,29 @@ TEST(TaskContractTest, AnEvalTaskReadsEitherFormOfItsConfig) {
   Json sparse = j;
   sparse["config"] = {{"format", "hlab.run.v1"},
                       {"model", j["config"]["model"]},
-                      {"seq_len", 32}};
+                      {"seq_len", 32},
+                      {"data", {{"corpus_version", kSyntheticCorpusVersion}}}};
   absl::StatusOr<EvalTask> once = ReadEvalTask(sparse);
   ASSERT_TRUE(once.ok()) << once.status();
   absl::StatusOr<EvalTask> twice =
       ReadEvalTask(Json::parse(EvalTaskToJson(*once)));
   ASSERT_TRUE(twice.ok()) << twice.status();
   EXPECT_EQ(EvalTaskToJson(*twice), EvalTaskToJson(*once));
+
+  // A synthetic run of the v1 corpus (made before the field existed)
+  // cannot be evaluated on today's corpus: the error says what to do.
+  Json v1 = sparse;
+  v1["config"].erase("data");
+  const std::string absent(ReadEvalTask(v1).status().message());
+  EXPECT_NE(absent.find("config.data.corpus_version: the run was made on "
+                        "synthetic corpus v1 (the field is absent)"),
+            std::string::npos)
+      << absent;
+  EXPECT_NE(absent.find("Submit the sweep again"), std::string::npos);
+  v1["config"]["data"] = {{"corpus_version", 3}};
+  EXPECT_NE(std::string(ReadEvalTask(v1).status().message())
+                .find("synthetic corpus v3, but this hlab generates only v2"),
+            std::string::npos);
 
   j["config"]["format"] = "hlab.run.v0";
   EXPECT_NE(std::string(ReadEvalTask(j).status().message())
