@@ -66,6 +66,12 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
                         it materialises T x T scores and cannot train 16384)
   --no-layer-bench      skip the SWA-layer time/memory scaling check
   --quick               full,swa-128,gdn at T=1024 only, 2 steps
+  --micro               the demo's largest model (examples/sweeps/demo.yaml:
+                        d_model 72, 2 layers, 4 heads, 2 KV, vocab 258, T=128,
+                        8 sequences a step, one thread) in full, swa-16,
+                        swa-64 and gdn, 3 rounds, with the target that a
+                        step costs at most 3x its FLOP time at the measured
+                        matmul peak (#21: micro studies are many tiny steps)
   --json                one JSON object per line instead of tables
   --profile DIR         write a Chrome trace (chrome://tracing, Perfetto) of
                         each configuration's last training step to
@@ -259,7 +265,7 @@ int main(int argc, char** argv) {
   Options o;
   std::string child_mode, child_arch;
   int64_t child_seq = 0, child_batch = 0;
-  bool child_bf16 = false, quick = false;
+  bool child_bf16 = false, quick = false, micro = false;
   std::string child_profile;
   std::map<std::string, int64_t*> ints = {
       {"--tokens-per-step", &o.tokens_per_step},
@@ -302,6 +308,8 @@ int main(int argc, char** argv) {
       o.layer_bench = false;
     } else if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--micro") {
+      micro = true;
     } else if (arg == "--json") {
       o.json = true;
     } else if (arg == "--profile") {
@@ -316,6 +324,21 @@ int main(int argc, char** argv) {
     } else {
       Fail("unknown option '" + arg + "' (see --help)");
     }
+  }
+  if (micro) {  // before the threads are set: one, as a demo worker's task
+    o.archs = {"full", "swa-16", "swa-64", "gdn"};
+    o.seq_lens = {128};
+    o.bf16_seq_lens = {};
+    o.tokens_per_step = 1024;
+    o.d_model = 72;
+    o.layers = 2;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.vocab = 258;
+    o.threads = 1;
+    o.steps = 8;
+    o.rounds = std::max<int64_t>(o.rounds, 3);
+    o.layer_bench = false;
   }
   // LibTorch (Debian) starts with one intra-op thread: set it explicitly.
   at::set_num_threads(static_cast<int>(
@@ -579,6 +602,18 @@ int main(int argc, char** argv) {
     target(absl::StrCat(arch, " T=", r.j["seq_len"].get<int64_t>(),
                         " vs reference >= ", Fmt(need, 1), "x"),
            got >= need, Fmt(got, 2) + "x");
+  }
+  for (const Row& r : rows) {
+    if (!micro || !r.ok || r.j["dtype"] != "fp32") continue;
+    // A step's time over the time its FLOPs take at the matmul peak.
+    const double ratio = 1.0 / r.j["mfu"].get<double>();
+    target(absl::StrCat(r.j["arch"].get<std::string>(), " micro (d_model ",
+                        o.d_model, ", T=", r.j["seq_len"].get<int64_t>(),
+                        ") step <= 3x its FLOP time"),
+           ratio <= 3.0,
+           absl::StrCat(Fmt(ratio, 2), "x (MFU ",
+                        Fmt(100 * r.j["mfu"].get<double>()), "%, ",
+                        Fmt(r.j["step_ms"].get<double>(), 1), " ms a step)"));
   }
   for (const std::string arch : {"swa-128", "gdn"}) {
     const Row* full = find("full", 8192, "fp32");

@@ -128,7 +128,8 @@ std::string EvaluationSettings(const SweepSpec& spec) {
   if (e.longppl().enabled()) {
     j["longppl"] = {{"trunc_len", e.longppl().trunc_len()},
                     {"sliding_window", e.longppl().sliding_window()},
-                    {"context_len", e.longppl().context_len()}};
+                    {"context_len", e.longppl().context_len()},
+                    {"min_key_tokens", e.longppl().min_key_tokens()}};
   }
   if (e.niah().enabled()) {
     j["niah"] = {{"context_lengths",
@@ -136,7 +137,8 @@ std::string EvaluationSettings(const SweepSpec& spec) {
                                        e.niah().context_lengths().end())},
                  {"depths", std::vector<double>(e.niah().depths().begin(),
                                                 e.niah().depths().end())},
-                 {"samples", e.niah().samples()}};
+                 {"samples", e.niah().samples()},
+                 {"haystack", e.niah().haystack()}};
   }
   if (e.receptive_field().enabled()) {
     j["receptive_field"] = {{"limit", e.receptive_field().limit()}};
@@ -355,6 +357,18 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
   const auto& e = spec.evaluation();
   if (evals.empty()) return plan;
   const int reference = ReferenceRun(spec, plan.runs, info);
+  // The LongPPL reference's training gates every EVAL task, and it is the
+  // sweep's largest: leased first (one priority step up), evaluations run
+  // beside the rest of the training instead of all after it.
+  if (e.longppl().enabled() && reference >= 0) {
+    const std::string& ref_id = plan.runs[reference].run_id();
+    for (Task& t : plan.tasks) {
+      if (std::find(t.run_ids().begin(), t.run_ids().end(), ref_id) !=
+          t.run_ids().end()) {
+        t.set_priority(spec.priority() + 1);
+      }
+    }
+  }
   const std::string settings_text = EvaluationSettings(spec);
   // One EVAL task of run `i` at training step `step`, after `after`.
   auto add_eval = [&](size_t i, int64_t step,

@@ -29,7 +29,8 @@ void DefaultSchedule(hlab::v1::ScheduleSpec* s) {
   if (!s->has_grad_clip()) s->set_grad_clip(kDefaultGradClip);
 }
 
-void DefaultEvaluation(int64_t seq_len, hlab::v1::EvaluationSpec* e) {
+void DefaultEvaluation(int64_t seq_len, const hlab::v1::DataSpec& data,
+                       hlab::v1::EvaluationSpec* e) {
   if (!e->validation_loss().has_enabled()) {
     e->mutable_validation_loss()->set_enabled(true);
   }
@@ -40,6 +41,9 @@ void DefaultEvaluation(int64_t seq_len, hlab::v1::EvaluationSpec* e) {
     if (l->trunc_len() == 0) l->set_trunc_len(plan.trunc_len);
     if (l->sliding_window() == 0) l->set_sliding_window(plan.sliding_window);
     if (l->context_len() == 0) l->set_context_len(plan.context_len);
+    if (l->min_key_tokens() == 0) {
+      l->set_min_key_tokens(task::LongPplSpec().min_key_tokens);
+    }
     hlab::v1::LongPplReference* r = l->mutable_reference();
     if (r->run_id().empty() && r->checkpoint_path().empty() &&
         r->architecture().empty()) {
@@ -53,6 +57,9 @@ void DefaultEvaluation(int64_t seq_len, hlab::v1::EvaluationSpec* e) {
       for (double d : {0.1, 0.5, 0.9}) n->add_depths(d);
     }
     if (n->samples() == 0) n->set_samples(kDefaultNiahSamples);
+    if (n->haystack().empty()) {
+      n->set_haystack(data.source() == "synthetic" ? "synthetic" : "noise");
+    }
   }
   hlab::v1::GradientProfileSpec* gp = e->mutable_gradient_profile();
   if (gp->enabled() && gp->sequences() == 0) {
@@ -105,7 +112,7 @@ hlab::v1::SweepSpec WithDefaults(const hlab::v1::SweepSpec& in) {
   if (data->source().empty()) data->set_source("synthetic");
   if (!data->has_long_fraction()) data->set_long_fraction(kDefaultLongFraction);
   DefaultSchedule(spec.mutable_schedule());
-  DefaultEvaluation(spec.seq_len(), spec.mutable_evaluation());
+  DefaultEvaluation(spec.seq_len(), spec.data(), spec.mutable_evaluation());
   DefaultRetry(spec.mutable_retry());
   if (!spec.has_share_trunk()) spec.set_share_trunk(true);
   if (!spec.has_match_params()) spec.set_match_params(true);

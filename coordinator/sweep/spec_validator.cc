@@ -185,6 +185,9 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
     if (l.sliding_window() <= 0) {
       return Bad(lp + ".sliding_window", "must be > 0");
     }
+    if (l.min_key_tokens() < 1) {
+      return Bad(lp + ".min_key_tokens", "must be >= 1");
+    }
     if (l.context_len() > spec.seq_len()) {
       return Bad(lp + ".context_len",
                  absl::StrCat("must be <= seq_len = ", spec.seq_len()));
@@ -210,6 +213,17 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
     }
   }
   if (n.samples() < 0) return Bad("evaluation.niah.samples", "must be >= 0");
+  if (n.enabled() && n.haystack() != "synthetic" && n.haystack() != "noise") {
+    return Bad(
+        "evaluation.niah.haystack",
+        absl::StrCat("must be synthetic or noise, got '", n.haystack(), "'"));
+  }
+  if (n.enabled() && n.haystack() == "synthetic" &&
+      spec.data().source() != "synthetic") {
+    return Bad("evaluation.niah.haystack",
+               "synthetic needs data.source synthetic (its needles are the "
+               "built-in corpus's binding tokens); use noise");
+  }
   const auto& gp = e.gradient_profile();
   if (gp.enabled() && (gp.sequences() < 1 || gp.sequences() > 100000)) {
     return Bad("evaluation.gradient_profile.sequences",

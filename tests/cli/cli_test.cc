@@ -98,7 +98,7 @@ TEST(CliTest, DryRunPrintsThePlanOfTheDemo) {
   EXPECT_NE(r.out.find("run id"), std::string::npos);
   EXPECT_NE(r.out.find("with WSD trunk sharing"), std::string::npos);
   EXPECT_NE(r.out.find("without WSD trunk sharing"), std::string::npos);
-  EXPECT_NE(r.out.find("swa-32"), std::string::npos);
+  EXPECT_NE(r.out.find("swa-64"), std::string::npos);
 }
 
 TEST(CliTest, DryRunJsonIsTheSubmitResponse) {

@@ -139,7 +139,9 @@ TEST_F(TrainerTaskTest, EvalTasksCarryTheirCheckpointsForHlabEval) {
     EXPECT_EQ(t["evals"]["longppl"]["reference"]["checkpoint"],
               "/ckpt/ref/step-20.ckpt");
     EXPECT_TRUE(t["evals"]["longppl"]["reference"].contains("run_id"));
-    EXPECT_EQ(t["evals"]["niah"]["samples"], 10);
+    EXPECT_EQ(t["evals"]["niah"]["samples"], 20);
+    EXPECT_EQ(t["evals"]["niah"]["haystack"], "synthetic");
+    EXPECT_EQ(t["evals"]["longppl"]["min_key_tokens"], 3);
     EXPECT_EQ(t["config"]["seq_len"], 128);
     EXPECT_EQ(t["cache_dir"], "");
     EXPECT_TRUE(t["threads"].is_number_integer());
@@ -302,8 +304,15 @@ TEST_F(TrainerTaskTest, LeasedTrunkAndDecayTrainWithTheRealTrainer) {
     return response;
   };
   TrainerRun worker(stub.get(), trainer, dir_.File(""));
+  // First the LongPPL reference's trunk, which every EVAL waits for (the
+  // sweep's largest); left leased here. Then the cheapest trunk.
+  hlab::v1::LeaseResponse reference = lease();
+  ASSERT_EQ(reference.task().kind(), hlab::v1::TASK_KIND_TRUNK);
+  EXPECT_EQ(reference.task().priority(), 1);
   hlab::v1::LeaseResponse trunk = lease();
   ASSERT_EQ(trunk.task().kind(), hlab::v1::TASK_KIND_TRUNK);
+  EXPECT_EQ(trunk.task().priority(), 0);
+  EXPECT_LT(trunk.task().end_step(), reference.task().end_step());
   ASSERT_TRUE(worker.Run(trunk.task()));
   // Its decays are now the cheapest work, each from its branch checkpoint.
   hlab::v1::LeaseResponse decay = lease();

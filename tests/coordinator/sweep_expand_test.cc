@@ -296,8 +296,22 @@ TEST(SweepExpandTest, LongPplEvalWaitsOnTheReferenceRun) {
               t.depends_on().end())
         << t.task_id();
     EXPECT_NE(t.draft_json().find(reference->run_id()), std::string::npos);
+    EXPECT_NE(t.draft_json().find("\"min_key_tokens\":10"), std::string::npos);
   }
   EXPECT_EQ(evals, 8);
+  // The reference's trunk and decay are leased first; nothing else is.
+  int raised = 0;
+  for (const auto& t : plan.tasks) {
+    const bool of_reference =
+        t.kind() != hlab::v1::TASK_KIND_EVAL &&
+        std::find(t.run_ids().begin(), t.run_ids().end(),
+                  reference->run_id()) != t.run_ids().end();
+    EXPECT_EQ(t.priority(), of_reference ? 1 : 0) << t.task_id();
+    raised += of_reference;
+  }
+  EXPECT_EQ(raised, 2);  // its trunk and its decay
+  // Without LongPPL there is no reference to wait for.
+  for (const auto& t : Plan(kBase).tasks) EXPECT_EQ(t.priority(), 0);
 }
 
 TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
@@ -318,6 +332,9 @@ TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
   for (const auto& t : a.tasks) {
     if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
     EXPECT_NE(t.draft_json().find("\"samples\":7"), std::string::npos);
+    // The synthetic corpus's own needles by default.
+    EXPECT_NE(t.draft_json().find("\"haystack\":\"synthetic\""),
+              std::string::npos);
     EXPECT_NE(t.draft_json().find("\"config\":"), std::string::npos);
   }
 }

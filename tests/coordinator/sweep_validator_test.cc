@@ -243,6 +243,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"niah length beyond seq_len", "evaluation",
                 "{niah: {enabled: true, context_lengths: [128]}}",
                 "evaluation.niah.context_lengths[0]"},
+        BadSpec{"niah unknown haystack", "evaluation",
+                "{niah: {enabled: true, haystack: books}}",
+                "evaluation.niah.haystack: must be synthetic or noise, got "
+                "'books'"},
+        BadSpec{"longppl min_key_tokens below 1", "evaluation",
+                "{longppl: {enabled: true, min_key_tokens: -1}}",
+                "evaluation.longppl.min_key_tokens: must be >= 1"},
         BadSpec{"branch-point evals without sharing", "evaluation",
                 "{at_branch_points: true}\nshare_trunk: false",
                 "evaluation.at_branch_points"},

@@ -222,7 +222,7 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
 
   // The data behind the residuals: the stored law is the truth, so the
   // prediction is the observation and the residual zero.
-  std::ifstream data(Out() / "data" / "loss_swa-32.dat");
+  std::ifstream data(Out() / "data" / "loss_swa-16.dat");
   std::string line;
   int points = 0, held_out = 0;
   while (std::getline(data, line)) {
@@ -349,7 +349,7 @@ TEST_F(ReportTest, AFitWhoseAOverflowedIsShownByItsLog) {
   StoreTrueFits(sweep_id, "loss");
   const std::pair<std::string, double> overflowed[] = {
       {"gdn", std::numeric_limits<double>::quiet_NaN()},  // stored NULL
-      {"lightning", std::numeric_limits<double>::infinity()}};
+      {"swa-64", std::numeric_limits<double>::infinity()}};
   for (const auto& [arch, a] : overflowed) {
     store::FitRecord fit;
     fit.sweep_id = sweep_id;
@@ -373,7 +373,7 @@ TEST_F(ReportTest, AFitWhoseAOverflowedIsShownByItsLog) {
                        "410/D^0.28"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("lightning / loss: L(N, D) = 1.8 + exp(812.2)/N^100"),
+  EXPECT_NE(r.out.find("swa-64 / loss: L(N, D) = 1.8 + exp(812.2)/N^100"),
             std::string::npos)
       << r.out;
   const std::string md = ReadFile(Out() / "report.md");
@@ -395,7 +395,7 @@ TEST_F(ReportTest, AFitWhoseAOverflowedIsShownByItsLog) {
   int seen = 0;
   for (const auto& row : fits.rows) {
     const std::string arch = row[fits.Column("architecture")];
-    if (arch != "gdn" && arch != "lightning") {
+    if (arch != "gdn" && arch != "swa-64") {
       EXPECT_NEAR(Number(row[fits.Column("log_A")]), std::log(400), 1e-9);
       continue;
     }

@@ -39,7 +39,7 @@ struct Law {
 // A different law per architecture and target, so a mix-up shows.
 inline Law LossLaw(const std::string& arch) {
   static const std::map<std::string, double> kE = {
-      {"full", 1.6}, {"swa-32", 1.7}, {"lightning", 1.8}, {"gdn", 1.9}};
+      {"full", 1.6}, {"swa-16", 1.7}, {"swa-64", 1.8}, {"gdn", 1.9}};
   return Law{kE.at(arch), 400, 0.34, 410, 0.28};
 }
 inline Law LongPplLaw(const std::string& arch) {
@@ -228,7 +228,7 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
 // of +-1% (gdn's A without an upper bound) and a warning in the details.
 inline void StoreTrueFits(store::Store& store, int64_t sweep_id,
                           const std::string& target) {
-  for (const std::string arch : {"full", "swa-32", "lightning", "gdn"}) {
+  for (const std::string arch : {"full", "swa-16", "swa-64", "gdn"}) {
     const Law law = target == "loss" ? LossLaw(arch) : LongPplLaw(arch);
     store::FitRecord fit;
     fit.sweep_id = sweep_id;
