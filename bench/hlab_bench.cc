@@ -71,7 +71,8 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
                         8 sequences a step, one thread) in full, swa-16,
                         swa-64 and gdn, 3 rounds, with the target that a
                         step costs at most 3x its FLOP time at the measured
-                        matmul peak (#21: micro studies are many tiny steps)
+                        matmul peak (#21: micro studies are many tiny steps);
+                        other flags given with it override its values
   --json                one JSON object per line instead of tables
   --profile DIR         write a Chrome trace (chrome://tracing, Perfetto) of
                         each configuration's last training step to
@@ -280,6 +281,25 @@ int main(int argc, char** argv) {
       {"--reference-max-seq-len", &o.reference_max_seq_len},
       {"--child-seq-len", &child_seq},
       {"--child-batch", &child_batch}};
+  // --micro is a preset: applied first, so flags given with it (--archs,
+  // --threads, --rounds, ...) override its values.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--micro") continue;
+    micro = true;
+    o.archs = {"full", "swa-16", "swa-64", "gdn"};
+    o.seq_lens = {128};
+    o.bf16_seq_lens = {};
+    o.tokens_per_step = 1024;
+    o.d_model = 72;
+    o.layers = 2;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.vocab = 258;
+    o.threads = 1;
+    o.steps = 8;
+    o.rounds = 3;
+    o.layer_bench = false;
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -309,7 +329,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--quick") {
       quick = true;
     } else if (arg == "--micro") {
-      micro = true;
+      // applied above
     } else if (arg == "--json") {
       o.json = true;
     } else if (arg == "--profile") {
@@ -324,21 +344,6 @@ int main(int argc, char** argv) {
     } else {
       Fail("unknown option '" + arg + "' (see --help)");
     }
-  }
-  if (micro) {  // before the threads are set: one, as a demo worker's task
-    o.archs = {"full", "swa-16", "swa-64", "gdn"};
-    o.seq_lens = {128};
-    o.bf16_seq_lens = {};
-    o.tokens_per_step = 1024;
-    o.d_model = 72;
-    o.layers = 2;
-    o.heads = 4;
-    o.kv_heads = 2;
-    o.vocab = 258;
-    o.threads = 1;
-    o.steps = 8;
-    o.rounds = std::max<int64_t>(o.rounds, 3);
-    o.layer_bench = false;
   }
   // LibTorch (Debian) starts with one intra-op thread: set it explicitly.
   at::set_num_threads(static_cast<int>(
