@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "report/claims.h"
 #include "report/study_report.h"
 #include "report/tables.h"
 
@@ -11,6 +12,12 @@ namespace hlab::report {
 namespace {
 
 // What the receptive-field table shows (docs/evaluation.md).
+constexpr char kClaimsNote[] =
+    "Each of the paper's claims (docs/reproduction.md) beside this sweep's "
+    "figures, with the verdict its rule computes from them; intervals are "
+    "bootstraps over matched runs. A claim the sweep's architectures or "
+    "evaluations cannot test says what it needs.";
+
 constexpr char kReceptiveFieldNote[] =
     "Each run's validation loss and log(LongPPL) again with its "
     "full-attention layers restricted to the last H keys, and with its "
@@ -77,6 +84,8 @@ std::string ReportMarkdown(const StudyData& study,
   for (const std::string& note : study.notes) {
     absl::StrAppend(&md, "> Note: ", note, "\n\n");
   }
+  absl::StrAppend(&md, "## The paper's claims\n\n", kClaimsNote, "\n\n",
+                  TableToMarkdown(ClaimsTable(EvaluateClaims(study))), "\n");
   md += "## Fitted laws: L(N, D) = E + A/N^alpha + B/D^beta\n\n";
   const std::vector<std::string> laws = LawLines(study);
   if (laws.empty()) md += "No fits.\n";
@@ -127,6 +136,9 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
   for (const std::string& note : study.notes) {
     absl::StrAppend(&html, "<p class=\"note\">", HtmlEscape(note), "</p>\n");
   }
+  absl::StrAppend(&html, "<h2>The paper's claims</h2>\n<p>",
+                  HtmlEscape(kClaimsNote), "</p>\n",
+                  TableToHtml(ClaimsTable(EvaluateClaims(study))));
   html +=
       "<h2>Fitted laws: L(N, D) = E + A/N<sup>&alpha;</sup> + "
       "B/D<sup>&beta;</sup></h2>\n<ul>\n";

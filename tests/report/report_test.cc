@@ -183,6 +183,16 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
                                             "longppl_residuals"};
   const std::string index = ReadFile(Out() / "index.html");
   const std::string md = ReadFile(Out() / "report.md");
+  // The claims lead the report. Claim 2's known answer: every hybrid's law
+  // has E 0.1-0.3 above full's, outside the +-0.05 overlap band.
+  EXPECT_LT(md.find("## The paper's claims"), md.find("## Fitted laws"));
+  EXPECT_NE(md.find("| 2. Hybrids' validation loss overlaps Full's | not "
+                    "reproduced | "),
+            std::string::npos)
+      << md.substr(0, 3000);
+  EXPECT_NE(md.find("swa-16 - full: +0.100 [+0.100, +0.100]"),
+            std::string::npos);
+  EXPECT_NE(index.find("<h2>The paper's claims</h2>"), std::string::npos);
   for (const std::string& name : figures) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(fs::exists(Out() / (name + ".gp")));

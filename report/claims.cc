@@ -1,0 +1,483 @@
+#include "report/claims.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace hlab::report {
+namespace {
+
+using Figure = std::function<std::optional<double>(const RunRow&)>;
+
+std::optional<double> ValLoss(const RunRow& r) { return r.Target("loss"); }
+std::optional<double> LogLongPpl(const RunRow& r) { return r.log_longppl; }
+
+struct Mean {
+  double value = 0;
+  double lower = 0, upper = 0;  // the bootstrap interval
+  int n = 0;
+};
+
+// The mean of `x` with a percentile-bootstrap interval.
+Mean BootstrapMean(const std::vector<double>& x, const ClaimOptions& o,
+                   uint64_t salt) {
+  Mean m;
+  m.n = static_cast<int>(x.size());
+  if (x.empty()) return m;
+  double sum = 0;
+  for (double v : x) sum += v;
+  m.value = sum / x.size();
+  std::mt19937_64 rng(o.seed ^ (salt * 0x9E3779B97F4A7C15ull));
+  std::uniform_int_distribution<size_t> pick(0, x.size() - 1);
+  std::vector<double> means;
+  means.reserve(o.resamples);
+  for (int b = 0; b < o.resamples; ++b) {
+    double s = 0;
+    for (size_t i = 0; i < x.size(); ++i) s += x[pick(rng)];
+    means.push_back(s / x.size());
+  }
+  std::sort(means.begin(), means.end());
+  const double tail = (1 - o.confidence) / 2;
+  auto at = [&](double q) {
+    const size_t i =
+        std::min(means.size() - 1, static_cast<size_t>(q * (means.size() - 1)));
+    return means[i];
+  };
+  m.lower = at(tail);
+  m.upper = at(1 - tail);
+  return m;
+}
+
+std::string Show(const Mean& m) {
+  return absl::StrFormat("%+.3f [%+.3f, %+.3f] (%d cells)", m.value, m.lower,
+                         m.upper, m.n);
+}
+
+// Succeeded runs of `arch` with `figure`, by scale.
+std::map<std::string, std::vector<const RunRow*>> RunsOf(
+    const StudyData& study, const std::string& arch, const Figure& figure) {
+  std::map<std::string, std::vector<const RunRow*>> out;
+  for (const RunRow& r : study.runs) {
+    if (r.arch == arch && r.succeeded() && figure(r) && r.n > 0) {
+      out[r.scale].push_back(&r);
+    }
+  }
+  return out;
+}
+
+// figure(a) - figure(b) over cells where both ran: same scale, D/N within 5%.
+std::vector<double> PairedDifferences(const StudyData& study,
+                                      const std::string& a,
+                                      const std::string& b,
+                                      const Figure& figure) {
+  const auto runs_a = RunsOf(study, a, figure);
+  const auto runs_b = RunsOf(study, b, figure);
+  std::vector<double> out;
+  for (const auto& [scale, list] : runs_a) {
+    auto it = runs_b.find(scale);
+    if (it == runs_b.end()) continue;
+    for (const RunRow* x : list) {
+      for (const RunRow* y : it->second) {
+        const double ratio = (x->d / x->n) / (y->d / y->n);
+        if (std::abs(ratio - 1) <= 0.05) {
+          out.push_back(*figure(*x) - *figure(*y));
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+bool Has(const StudyData& study, const std::string& arch) {
+  const std::vector<std::string> archs = study.Architectures();
+  return std::find(archs.begin(), archs.end(), arch) != archs.end();
+}
+
+// A layer-wise SWA architecture's window ("swa-64" -> 64), else nullopt.
+std::optional<int> SwaWindow(const std::string& arch) {
+  int w = 0;
+  if (absl::StartsWith(arch, "swa-") && absl::SimpleAtoi(arch.substr(4), &w)) {
+    return w;
+  }
+  return std::nullopt;
+}
+
+Verdict Combine(const std::vector<Verdict>& parts) {
+  if (parts.empty()) return Verdict::kNotTested;
+  bool all = true;
+  for (Verdict v : parts) {
+    if (v == Verdict::kNotReproduced) return Verdict::kNotReproduced;
+    all = all && v == Verdict::kReproduced;
+  }
+  return all ? Verdict::kReproduced : Verdict::kInconclusive;
+}
+
+// Inside the overlap band: reproduced; wholly outside: not; else open.
+Verdict Overlap(const Mean& m, double band) {
+  if (m.lower >= -band && m.upper <= band) return Verdict::kReproduced;
+  if (m.lower > band || m.upper < -band) return Verdict::kNotReproduced;
+  return Verdict::kInconclusive;
+}
+
+// Above zero: reproduced; below: not; else open.
+Verdict Positive(const Mean& m) {
+  if (m.lower > 0) return Verdict::kReproduced;
+  if (m.upper < 0) return Verdict::kNotReproduced;
+  return Verdict::kInconclusive;
+}
+
+ClaimResult LossLawsFit(const StudyData& study) {
+  ClaimResult c;
+  c.number = 1;
+  c.claim = "Loss laws fit every architecture";
+  c.rule =
+      "each architecture's loss law has R^2 fit >= 0.98 and, on the held-out "
+      "scales, R^2 verify >= 0.9: reproduced when every fitted architecture's "
+      "does, not reproduced when one falls below either, inconclusive "
+      "without held-out points. R^2 of the one fitted law: no interval";
+  std::vector<std::string> parts;
+  std::vector<Verdict> verdicts;
+  for (const std::string& arch : study.Architectures()) {
+    const FitRow* f = study.FindFit(arch, "loss");
+    if (f == nullptr || !f->r2_fit) continue;
+    Verdict v = Verdict::kInconclusive;
+    if (*f->r2_fit < 0.98 || (f->r2_verify && *f->r2_verify < 0.9)) {
+      v = Verdict::kNotReproduced;
+    } else if (f->r2_verify) {
+      v = Verdict::kReproduced;
+    }
+    verdicts.push_back(v);
+    parts.push_back(absl::StrFormat(
+        "%s %.3f / %s", arch, *f->r2_fit,
+        f->r2_verify ? absl::StrFormat("%.3f", *f->r2_verify) : "-"));
+  }
+  if (verdicts.empty()) {
+    c.needs = "fitted loss laws (fit.targets: [loss], 3+ scales and budgets)";
+    return c;
+  }
+  c.measured = "R^2 fit / verify: " + absl::StrJoin(parts, "; ");
+  c.verdict = Combine(verdicts);
+  return c;
+}
+
+// Claims of the form "architecture X's `figure` matches Y's".
+ClaimResult MatchClaim(
+    const StudyData& study, int number, const std::string& claim,
+    const std::string& what,
+    const std::vector<std::pair<std::string, std::string>>& pairs,
+    const std::string& needs, const ClaimOptions& o) {
+  ClaimResult c;
+  c.number = number;
+  c.claim = claim;
+  c.rule = absl::StrFormat(
+      "per pair, the mean %s difference over matched cells, with its %.0f%% "
+      "bootstrap interval: inside +-%.2f nats reproduced, wholly outside not "
+      "reproduced, else inconclusive; all pairs must agree",
+      what, 100 * o.confidence, o.overlap_nats);
+  std::vector<std::string> parts;
+  std::vector<Verdict> verdicts;
+  for (const auto& [a, b] : pairs) {
+    const std::vector<double> diff = PairedDifferences(study, a, b, ValLoss);
+    if (diff.empty()) continue;
+    const Mean m = BootstrapMean(diff, o, number * 131 + parts.size());
+    verdicts.push_back(Overlap(m, o.overlap_nats));
+    parts.push_back(absl::StrCat(a, " - ", b, ": ", Show(m)));
+  }
+  if (verdicts.empty()) {
+    c.needs = needs;
+    return c;
+  }
+  c.measured = absl::StrJoin(parts, "; ");
+  c.verdict = Combine(verdicts);
+  return c;
+}
+
+ClaimResult HybridsOverlapFull(const StudyData& study, const ClaimOptions& o) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (Has(study, "full")) {
+    for (const std::string& arch : study.Architectures()) {
+      if (arch != "full") pairs.push_back({arch, "full"});
+    }
+  }
+  return MatchClaim(study, 2, "Hybrids' validation loss overlaps Full's",
+                    "validation-loss", pairs,
+                    "full and at least one hybrid, trained at the same scales "
+                    "and budgets, with validation loss",
+                    o);
+}
+
+ClaimResult LargeWindowWorst(const StudyData& study, const ClaimOptions& o) {
+  ClaimResult c;
+  c.number = 3;
+  c.claim =
+      "Large-window SWA has the worst log(LongPPL) at low D/N, and the gaps "
+      "shrink as D/N grows";
+  c.rule =
+      "per scale, at its lowest and highest D/N: worst = large-window SWA's "
+      "log(LongPPL) minus the highest of the other architectures' at the "
+      "lowest D/N; shrink = its gap to full at the lowest D/N minus the gap "
+      "at the highest. Means over scales with bootstrap intervals: both above "
+      "0 reproduced, either below 0 not reproduced, else inconclusive";
+  std::optional<std::string> large;
+  int swa_count = 0;
+  for (const std::string& arch : study.Architectures()) {
+    const std::optional<int> w = SwaWindow(arch);
+    if (!w) continue;
+    ++swa_count;
+    if (!large || *w > *SwaWindow(*large)) large = arch;
+  }
+  if (swa_count < 2 || !Has(study, "full")) {
+    c.needs =
+        "full and two layer-wise SWA windows (swa-W), with LongPPL evaluated";
+    return c;
+  }
+  const auto large_runs = RunsOf(study, *large, LogLongPpl);
+  std::vector<double> worst, shrink;
+  for (const auto& [scale, list] : large_runs) {
+    if (list.size() < 2) continue;
+    auto by_dn = [](const RunRow* x, const RunRow* y) {
+      return x->d / x->n < y->d / y->n;
+    };
+    const RunRow* low = *std::min_element(list.begin(), list.end(), by_dn);
+    const RunRow* high = *std::max_element(list.begin(), list.end(), by_dn);
+    // Another architecture's figure at the same scale and D/N.
+    auto at = [&](const std::string& arch,
+                  const RunRow* like) -> std::optional<double> {
+      for (const RunRow& r : study.runs) {
+        if (r.arch == arch && r.scale == scale && r.succeeded() &&
+            r.log_longppl && r.n > 0 &&
+            std::abs((r.d / r.n) / (like->d / like->n) - 1) <= 0.05) {
+          return r.log_longppl;
+        }
+      }
+      return std::nullopt;
+    };
+    std::optional<double> highest_other;
+    for (const std::string& arch : study.Architectures()) {
+      if (arch == *large) continue;
+      const std::optional<double> v = at(arch, low);
+      if (v && (!highest_other || *v > *highest_other)) highest_other = v;
+    }
+    const std::optional<double> full_low = at("full", low);
+    const std::optional<double> full_high = at("full", high);
+    if (!highest_other || !full_low || !full_high) continue;
+    worst.push_back(*low->log_longppl - *highest_other);
+    shrink.push_back((*low->log_longppl - *full_low) -
+                     (*high->log_longppl - *full_high));
+  }
+  if (worst.empty()) {
+    c.needs =
+        absl::StrCat("log(LongPPL) for ", *large,
+                     " and full at two or more budgets of the same scale");
+    return c;
+  }
+  const Mean w = BootstrapMean(worst, o, 301);
+  const Mean s = BootstrapMean(shrink, o, 302);
+  c.measured = absl::StrCat(*large, ": worst ", Show(w), "; shrink ", Show(s));
+  c.verdict = Combine({Positive(w), Positive(s)});
+  return c;
+}
+
+ClaimResult NopeLowersLongPpl(const StudyData& study, const ClaimOptions& o) {
+  ClaimResult c;
+  c.number = 6;
+  c.claim =
+      "NoPE on the full layers of the small-window hybrid lowers "
+      "log(LongPPL) with |delta loss| small";
+  c.rule = absl::StrFormat(
+      "per swa-W-nope and its swa-W: the mean log(LongPPL) difference "
+      "(NoPE minus RoPE) over matched cells below 0 and the mean loss "
+      "difference inside +-%.2f nats, by %.0f%% bootstrap intervals: both "
+      "hold reproduced, either fails wholly not reproduced, else "
+      "inconclusive",
+      o.overlap_nats, 100 * o.confidence);
+  std::vector<std::string> parts;
+  std::vector<Verdict> verdicts;
+  for (const std::string& arch : study.Architectures()) {
+    if (!absl::EndsWith(arch, "-nope")) continue;
+    const std::string base = arch.substr(0, arch.size() - 5);
+    if (!Has(study, base)) continue;
+    const std::vector<double> dl =
+        PairedDifferences(study, arch, base, LogLongPpl);
+    const std::vector<double> dv =
+        PairedDifferences(study, arch, base, ValLoss);
+    if (dl.empty() || dv.empty()) continue;
+    const Mean ml = BootstrapMean(dl, o, 601 + parts.size());
+    const Mean mv = BootstrapMean(dv, o, 701 + parts.size());
+    Mean negated = ml;
+    negated.value = -ml.value;
+    negated.lower = -ml.upper;
+    negated.upper = -ml.lower;
+    verdicts.push_back(
+        Combine({Positive(negated), Overlap(mv, o.overlap_nats)}));
+    parts.push_back(absl::StrCat(arch, " - ", base, ": log(LongPPL) ", Show(ml),
+                                 ", loss ", Show(mv)));
+  }
+  if (verdicts.empty()) {
+    c.needs =
+        "a NoPE variant (swa-W-nope) beside its swa-W, with LongPPL evaluated";
+    return c;
+  }
+  c.measured = absl::StrJoin(parts, "; ");
+  c.verdict = Combine(verdicts);
+  return c;
+}
+
+// An efficient-layer change this small is float noise of an unchanged
+// computation (SWA(w <= H + 1) under the restriction: 1e-8 seen).
+constexpr double kNotBinding = 1e-6;
+
+ClaimResult ReceptiveField(const StudyData& study, const ClaimOptions& o) {
+  ClaimResult c;
+  c.number = 8;
+  c.claim =
+      "Restricting full attention's receptive field raises log(LongPPL) far "
+      "more than restricting the efficient layers";
+  c.rule =
+      "per hybrid architecture, over its runs with both restrictions: the "
+      "mean of (full-restricted minus efficient-restricted) log(LongPPL) "
+      "change with its bootstrap interval above 0 and the full change at "
+      "least twice the efficient one on average: reproduced; interval below "
+      "0: not reproduced; else inconclusive. An architecture whose efficient "
+      "change is below 1e-6 in every run (layers inside the restriction's "
+      "windows, e.g. SWA(w <= H + 1)) is left out: the restriction does not "
+      "bind";
+  std::map<std::string, std::vector<std::pair<double, double>>> by_arch;
+  for (const RunRow& r : study.runs) {
+    if (r.succeeded() && r.rf_full_delta_log_longppl &&
+        r.rf_efficient_delta_log_longppl) {
+      by_arch[r.arch].push_back(
+          {*r.rf_full_delta_log_longppl, *r.rf_efficient_delta_log_longppl});
+    }
+  }
+  std::vector<std::string> parts, skipped;
+  std::vector<Verdict> verdicts;
+  for (const auto& [arch, pairs] : by_arch) {
+    std::vector<double> diff;
+    double full = 0, efficient = 0;
+    bool binds = false;
+    for (const auto& [f, e] : pairs) {
+      diff.push_back(f - e);
+      full += f;
+      efficient += e;
+      binds = binds || std::abs(e) > kNotBinding;
+    }
+    if (!binds) {
+      skipped.push_back(arch);
+      continue;
+    }
+    full /= pairs.size();
+    efficient /= pairs.size();
+    const Mean m = BootstrapMean(diff, o, 801 + parts.size());
+    Verdict v = Positive(m);
+    if (v == Verdict::kReproduced && !(full >= 2 * efficient)) {
+      v = Verdict::kInconclusive;
+    }
+    verdicts.push_back(v);
+    parts.push_back(
+        absl::StrFormat("%s: full %+.3f, efficient %+.3f, difference %s", arch,
+                        full, efficient, Show(m)));
+  }
+  if (verdicts.empty()) {
+    c.needs = "a hybrid with evaluation.receptive_field and LongPPL evaluated";
+    return c;
+  }
+  c.measured = absl::StrJoin(parts, "; ");
+  if (!skipped.empty()) {
+    absl::StrAppend(&c.measured,
+                    " (left out, not binding: ", absl::StrJoin(skipped, ", "),
+                    ")");
+  }
+  c.verdict = Combine(verdicts);
+  return c;
+}
+
+ClaimResult NotComputed(int number, const std::string& claim,
+                        const std::string& needs) {
+  ClaimResult c;
+  c.number = number;
+  c.claim = claim;
+  c.rule = "";
+  c.needs = needs;
+  return c;
+}
+
+}  // namespace
+
+std::string VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kReproduced:
+      return "reproduced";
+    case Verdict::kNotReproduced:
+      return "not reproduced";
+    case Verdict::kInconclusive:
+      return "inconclusive";
+    case Verdict::kNotTested:
+      return "not tested";
+  }
+  return "not tested";
+}
+
+std::vector<ClaimResult> EvaluateClaims(const StudyData& study,
+                                        const ClaimOptions& options) {
+  std::vector<std::pair<std::string, std::string>> ratio_pairs;
+  for (const std::string& arch : study.Architectures()) {
+    if (absl::EndsWith(arch, "-1to3")) {
+      const std::string base = arch.substr(0, arch.size() - 5);
+      if (Has(study, base)) ratio_pairs.push_back({arch, base});
+    }
+  }
+  return {
+      LossLawsFit(study),
+      HybridsOverlapFull(study, options),
+      LargeWindowWorst(study, options),
+      MatchClaim(study, 4, "1:3 matches 1:1 on loss", "validation-loss",
+                 ratio_pairs, "a 1:3 hybrid (swa-W-1to3) beside its 1:1 swa-W",
+                 options),
+      NotComputed(5,
+                  "Head-wise SWA is no better than layer-wise and converges "
+                  "more slowly on log(LongPPL)",
+                  "swa-W-headwise beside swa-W, and its computation, not in "
+                  "this hlab yet (#21)"),
+      NopeLowersLongPpl(study, options),
+      NotComputed(7,
+                  "Short convolution's log(LongPPL) advantage closes with "
+                  "budget",
+                  "gdn or mamba2 with and without short convolution, and its "
+                  "computation, not in this hlab yet (#21)"),
+      ReceptiveField(study, options),
+      NotComputed(9, "Retrieval heads form later with the larger window",
+                  "the retrieval-head analysis (#22), not built yet"),
+  };
+}
+
+Table ClaimsTable(const std::vector<ClaimResult>& claims) {
+  Table t;
+  t.columns = {"claim", "verdict", "hlab's figures", "rule"};
+  for (const ClaimResult& c : claims) {
+    const std::string claim = absl::StrCat(c.number, ". ", c.claim);
+    const std::string verdict =
+        c.verdict == Verdict::kNotTested
+            ? absl::StrCat("not tested: needs ", c.needs)
+            : VerdictName(c.verdict);
+    t.rows.push_back({{claim, claim},
+                      {verdict, verdict},
+                      {c.measured, c.measured},
+                      {c.rule, c.rule}});
+  }
+  return t;
+}
+
+}  // namespace hlab::report

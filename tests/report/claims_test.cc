@@ -1,0 +1,187 @@
+// The claims' computations (report/claims.h) on studies built in memory
+// with known answers: each rule's reproduced, not-reproduced and
+// inconclusive sides, and "not tested: needs ..." for sweeps whose
+// architectures or evaluations cannot test a claim.
+#include "report/claims.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace hlab::report {
+namespace {
+
+// A succeeded run of `arch` at `scale` (N = n) with D = dn * n.
+RunRow MakeRun(const std::string& arch, const std::string& scale, double n,
+               double dn, double loss, std::optional<double> log_longppl = {}) {
+  RunRow r;
+  r.run_id = arch + "-" + scale + "-" + std::to_string(dn);
+  r.arch = arch;
+  r.scale = scale;
+  r.state = "SUCCEEDED";
+  r.n = n;
+  r.d = dn * n;
+  r.val_loss = loss;
+  r.log_longppl = log_longppl;
+  return r;
+}
+
+const ClaimResult& Claim(const std::vector<ClaimResult>& claims, int number) {
+  return claims.at(number - 1);
+}
+
+TEST(ClaimsTest, LossLawsFitByTheirRSquared) {
+  StudyData study;
+  study.runs = {MakeRun("full", "S1", 1e4, 10, 2.0),
+                MakeRun("gdn", "S1", 1e4, 10, 2.1)};
+  FitRow good;
+  good.arch = "full";
+  good.target = "loss";
+  good.r2_fit = 0.99;
+  good.r2_verify = 0.95;
+  FitRow bad = good;
+  bad.arch = "gdn";
+  bad.r2_verify = -1.2;
+  study.fits = {good};
+  EXPECT_EQ(Claim(EvaluateClaims(study), 1).verdict, Verdict::kReproduced);
+  study.fits = {good, bad};
+  const ClaimResult c = Claim(EvaluateClaims(study), 1);
+  EXPECT_EQ(c.verdict, Verdict::kNotReproduced);
+  EXPECT_NE(c.measured.find("gdn 0.990 / -1.200"), std::string::npos)
+      << c.measured;
+  good.r2_verify.reset();  // no held-out points
+  study.fits = {good};
+  EXPECT_EQ(Claim(EvaluateClaims(study), 1).verdict, Verdict::kInconclusive);
+  study.fits = {};
+  EXPECT_EQ(Claim(EvaluateClaims(study), 1).verdict, Verdict::kNotTested);
+}
+
+TEST(ClaimsTest, HybridsOverlapFullWithinTheBand) {
+  StudyData study;
+  for (const char* scale : {"S1", "S2", "S3"}) {
+    for (double dn : {5.0, 20.0}) {
+      study.runs.push_back(MakeRun("full", scale, 1e4, dn, 2.0));
+      study.runs.push_back(MakeRun("swa-16", scale, 1e4, dn, 2.01));
+      // GDN's N differs a little (appendix B): still matched cells.
+      study.runs.push_back(MakeRun("gdn", scale, 1.0006e4, dn, 2.2));
+    }
+  }
+  ClaimResult c = Claim(EvaluateClaims(study), 2);
+  // swa-16 is 0.01 above full everywhere (inside +-0.05), gdn 0.2 (outside).
+  EXPECT_EQ(c.verdict, Verdict::kNotReproduced);
+  EXPECT_NE(c.measured.find("swa-16 - full: +0.010 [+0.010, +0.010] (6 cells)"),
+            std::string::npos)
+      << c.measured;
+  EXPECT_NE(c.measured.find("gdn - full: +0.200"), std::string::npos);
+  study.runs.erase(
+      std::remove_if(study.runs.begin(), study.runs.end(),
+                     [](const RunRow& r) { return r.arch == "gdn"; }),
+      study.runs.end());
+  EXPECT_EQ(Claim(EvaluateClaims(study), 2).verdict, Verdict::kReproduced);
+  // Differences of -0.1 and +0.1 (mean 0, interval across the band's
+  // edges): inconclusive.
+  for (RunRow& r : study.runs) {
+    if (r.arch == "swa-16") r.val_loss = r.scale == "S1" ? 1.9 : 2.1;
+  }
+  EXPECT_EQ(Claim(EvaluateClaims(study), 2).verdict, Verdict::kInconclusive);
+}
+
+TEST(ClaimsTest, LargeWindowWorstAtLowBudgetAndConverging) {
+  StudyData study;
+  for (const char* scale : {"S1", "S2", "S3"}) {
+    // Low D/N: swa-64 worst (3.0 against 2.6 and 2.5); high D/N: its gap to
+    // full 0.1, down from 0.5.
+    study.runs.push_back(MakeRun("full", scale, 1e4, 5, 2.0, 2.5));
+    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 5, 2.0, 2.6));
+    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 5, 2.0, 3.0));
+    study.runs.push_back(MakeRun("full", scale, 1e4, 40, 1.5, 1.0));
+    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 40, 1.5, 1.05));
+    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 40, 1.5, 1.1));
+  }
+  ClaimResult c = Claim(EvaluateClaims(study), 3);
+  EXPECT_EQ(c.verdict, Verdict::kReproduced) << c.measured;
+  EXPECT_NE(c.measured.find("swa-64: worst +0.400"), std::string::npos)
+      << c.measured;
+  EXPECT_NE(c.measured.find("shrink +0.400"), std::string::npos);
+  // The gaps grow instead: not reproduced.
+  for (RunRow& r : study.runs) {
+    if (r.arch == "swa-64" && r.d / r.n > 10) r.log_longppl = 2.0;
+  }
+  EXPECT_EQ(Claim(EvaluateClaims(study), 3).verdict, Verdict::kNotReproduced);
+  // One SWA window only: not tested, and the table says what it needs.
+  study.runs.erase(
+      std::remove_if(study.runs.begin(), study.runs.end(),
+                     [](const RunRow& r) { return r.arch == "swa-16"; }),
+      study.runs.end());
+  c = Claim(EvaluateClaims(study), 3);
+  EXPECT_EQ(c.verdict, Verdict::kNotTested);
+  const Table t = ClaimsTable(EvaluateClaims(study));
+  EXPECT_EQ(t.rows[2][1].exact,
+            "not tested: needs full and two layer-wise SWA windows (swa-W), "
+            "with LongPPL evaluated");
+}
+
+TEST(ClaimsTest, ReceptiveFieldRestrictionsCompared) {
+  StudyData study;
+  auto with_rf = [](RunRow r, double full, double efficient) {
+    r.rf_full_delta_log_longppl = full;
+    r.rf_efficient_delta_log_longppl = efficient;
+    return r;
+  };
+  for (double dn : {5.0, 20.0, 40.0}) {
+    study.runs.push_back(
+        with_rf(MakeRun("swa-64", "S4", 1e5, dn, 1.2), 2.0, 0.3));
+    // SWA(16) inside the restriction's windows: 0 up to float noise.
+    study.runs.push_back(
+        with_rf(MakeRun("swa-16", "S4", 1e5, dn, 1.2), 4.0, -1e-8));
+  }
+  ClaimResult c = Claim(EvaluateClaims(study), 8);
+  EXPECT_EQ(c.verdict, Verdict::kReproduced) << c.measured;
+  EXPECT_NE(c.measured.find("left out, not binding: swa-16"), std::string::npos)
+      << c.measured;
+  // A hybrid whose recurrent layers carry the long range: not reproduced.
+  for (double dn : {5.0, 20.0, 40.0}) {
+    study.runs.push_back(with_rf(MakeRun("gdn", "S4", 1e5, dn, 1.2), 0.6, 3.2));
+  }
+  c = Claim(EvaluateClaims(study), 8);
+  EXPECT_EQ(c.verdict, Verdict::kNotReproduced);
+  EXPECT_NE(c.measured.find("gdn: full +0.600, efficient +3.200"),
+            std::string::npos)
+      << c.measured;
+}
+
+TEST(ClaimsTest, NopeAndRatioVariantsAgainstTheirBase) {
+  StudyData study;
+  for (const char* scale : {"S1", "S2"}) {
+    for (double dn : {5.0, 20.0}) {
+      study.runs.push_back(MakeRun("swa-16", scale, 1e4, dn, 2.0, 2.0));
+      study.runs.push_back(MakeRun("swa-16-nope", scale, 1e4, dn, 2.01, 1.7));
+      study.runs.push_back(MakeRun("swa-16-1to3", scale, 1e4, dn, 2.02, 2.1));
+    }
+  }
+  const std::vector<ClaimResult> claims = EvaluateClaims(study);
+  EXPECT_EQ(Claim(claims, 4).verdict, Verdict::kReproduced);
+  EXPECT_EQ(Claim(claims, 6).verdict, Verdict::kReproduced)
+      << Claim(claims, 6).measured;
+}
+
+// A sweep of one architecture tests nothing but its own law, and every
+// other claim says what it needs instead of a verdict.
+TEST(ClaimsTest, AFullOnlySweepGetsNeedsNotVerdicts) {
+  StudyData study;
+  study.runs = {MakeRun("full", "S1", 1e4, 5, 2.0, 2.5),
+                MakeRun("full", "S1", 1e4, 20, 1.8, 2.0)};
+  const std::vector<ClaimResult> claims = EvaluateClaims(study);
+  ASSERT_EQ(claims.size(), 9u);
+  for (const ClaimResult& c : claims) {
+    EXPECT_EQ(c.verdict, Verdict::kNotTested) << c.number;
+    EXPECT_FALSE(c.needs.empty()) << c.number;
+  }
+  EXPECT_EQ(Claim(claims, 9).needs,
+            "the retrieval-head analysis (#22), not built yet");
+}
+
+}  // namespace
+}  // namespace hlab::report
