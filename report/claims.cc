@@ -10,10 +10,10 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "model/config/architectures.h"
 
 namespace hlab::report {
 namespace {
@@ -76,7 +76,13 @@ std::map<std::string, std::vector<const RunRow*>> RunsOf(
   return out;
 }
 
-// figure(a) - figure(b) over cells where both ran: same scale, D/N within 5%.
+// Two runs are one cell: the same scale and D/N within 5% (appendix-B
+// matching moves N a little).
+bool SameCell(const RunRow& x, const RunRow& y) {
+  return x.scale == y.scale && std::abs((x.d / x.n) / (y.d / y.n) - 1) <= 0.05;
+}
+
+// figure(a) - figure(b) over cells where both ran.
 std::vector<double> PairedDifferences(const StudyData& study,
                                       const std::string& a,
                                       const std::string& b,
@@ -89,8 +95,7 @@ std::vector<double> PairedDifferences(const StudyData& study,
     if (it == runs_b.end()) continue;
     for (const RunRow* x : list) {
       for (const RunRow* y : it->second) {
-        const double ratio = (x->d / x->n) / (y->d / y->n);
-        if (std::abs(ratio - 1) <= 0.05) {
+        if (SameCell(*x, *y)) {
           out.push_back(*figure(*x) - *figure(*y));
           break;
         }
@@ -105,13 +110,15 @@ bool Has(const StudyData& study, const std::string& arch) {
   return std::find(archs.begin(), archs.end(), arch) != archs.end();
 }
 
-// A layer-wise SWA architecture's window ("swa-64" -> 64), else nullopt.
-std::optional<int> SwaWindow(const std::string& arch) {
-  int w = 0;
-  if (absl::StartsWith(arch, "swa-") && absl::SimpleAtoi(arch.substr(4), &w)) {
-    return w;
+// A layer-wise SWA hybrid's window: the architecture (a name or a pattern)
+// expands to SWA(w) and full attention 1:1 with RoPE, else nullopt.
+std::optional<int64_t> SwaWindow(const std::string& arch) {
+  const auto layers = model::ExpandArchitecture(arch, 2);
+  if (!layers.ok() || (*layers)[0].kind != model::MixerKind::kSlidingWindow ||
+      (*layers)[1].kind != model::MixerKind::kFull || (*layers)[1].nope) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  return (*layers)[0].window;
 }
 
 Verdict Combine(const std::vector<Verdict>& parts) {
@@ -135,6 +142,13 @@ Verdict Overlap(const Mean& m, double band) {
 Verdict Positive(const Mean& m) {
   if (m.lower > 0) return Verdict::kReproduced;
   if (m.upper < 0) return Verdict::kNotReproduced;
+  return Verdict::kInconclusive;
+}
+
+// Below zero: reproduced; above: not; else open.
+Verdict Negative(const Mean& m) {
+  if (m.upper < 0) return Verdict::kReproduced;
+  if (m.lower > 0) return Verdict::kNotReproduced;
   return Verdict::kInconclusive;
 }
 
@@ -231,12 +245,16 @@ ClaimResult LargeWindowWorst(const StudyData& study, const ClaimOptions& o) {
       "at the highest. Means over scales with bootstrap intervals: both above "
       "0 reproduced, either below 0 not reproduced, else inconclusive";
   std::optional<std::string> large;
+  std::optional<int64_t> large_window;
   int swa_count = 0;
   for (const std::string& arch : study.Architectures()) {
-    const std::optional<int> w = SwaWindow(arch);
+    const std::optional<int64_t> w = SwaWindow(arch);
     if (!w) continue;
     ++swa_count;
-    if (!large || *w > *SwaWindow(*large)) large = arch;
+    if (!large || *w > *large_window) {
+      large = arch;
+      large_window = w;
+    }
   }
   if (swa_count < 2 || !Has(study, "full")) {
     c.needs =
@@ -256,9 +274,8 @@ ClaimResult LargeWindowWorst(const StudyData& study, const ClaimOptions& o) {
     auto at = [&](const std::string& arch,
                   const RunRow* like) -> std::optional<double> {
       for (const RunRow& r : study.runs) {
-        if (r.arch == arch && r.scale == scale && r.succeeded() &&
-            r.log_longppl && r.n > 0 &&
-            std::abs((r.d / r.n) / (like->d / like->n) - 1) <= 0.05) {
+        if (r.arch == arch && r.succeeded() && r.log_longppl && r.n > 0 &&
+            SameCell(r, *like)) {
           return r.log_longppl;
         }
       }
@@ -316,12 +333,7 @@ ClaimResult NopeLowersLongPpl(const StudyData& study, const ClaimOptions& o) {
     if (dl.empty() || dv.empty()) continue;
     const Mean ml = BootstrapMean(dl, o, 601 + parts.size());
     const Mean mv = BootstrapMean(dv, o, 701 + parts.size());
-    Mean negated = ml;
-    negated.value = -ml.value;
-    negated.lower = -ml.upper;
-    negated.upper = -ml.lower;
-    verdicts.push_back(
-        Combine({Positive(negated), Overlap(mv, o.overlap_nats)}));
+    verdicts.push_back(Combine({Negative(ml), Overlap(mv, o.overlap_nats)}));
     parts.push_back(absl::StrCat(arch, " - ", base, ": log(LongPPL) ", Show(ml),
                                  ", loss ", Show(mv)));
   }
