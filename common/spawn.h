@@ -4,6 +4,12 @@
 // list of actions. The one way hlab starts child processes: the worker's
 // trainers, the coordinator's sweep fitter, `hlab up`'s daemons.
 //
+// A child that must not outlive its parent (parent_death_signal) is started
+// with fork + exec instead, since posix_spawn cannot set it: between the two
+// the child makes only async-signal-safe system calls (prctl, sigaction,
+// setpgid, open, dup2, close, execve), so this is safe from a threaded
+// process too.
+//
 // The caller owns the child: it waits for it (waitpid) and signals it.
 //
 // Thread-safety: SpawnProcess is thread-safe; a SpawnOptions is a plain
@@ -44,6 +50,14 @@ struct SpawnOptions {
   // A process group of its own (pgid = its pid), so a signal to -pid
   // reaches the child and its own children.
   bool new_process_group = false;
+  // Linux: the signal the child gets when its parent dies (0: none). Set
+  // SIGKILL for a child that must not outlive its parent: a trainer whose
+  // worker was killed with SIGKILL, even a stopped (SIGSTOP) one. The
+  // kernel sends it when the *thread* that spawned the child exits, so
+  // spawn from a thread that outlives the child (and waits for it). A child
+  // whose parent died before it could ask for the signal kills itself with
+  // it at once.
+  int parent_death_signal = 0;
   // The child's environment ("KEY=VALUE"); nullopt: the caller's.
   std::optional<std::vector<std::string>> environment;
 

@@ -72,9 +72,14 @@ ExitStatus FromWaitStatus(int status) {
 
 // Default signal handling, an empty signal mask and a process group of its
 // own for the child, whatever the daemon blocks (it blocks SIGTERM/SIGINT to
-// sigwait for them); stdin from /dev/null.
+// sigwait for them); stdin from /dev/null. SIGKILL when the worker dies, so
+// a worker killed with SIGKILL (or lost to an OOM kill) leaves no trainer
+// behind, not even one that is stopped and would never notice its record
+// pipe close. The task runner's thread spawns and waits for its trainers,
+// so it outlives them (the signal follows the spawning thread).
 SpawnOptions ChildOptions() {
   SpawnOptions options;
+  options.parent_death_signal = SIGKILL;
   options.reset_signal_mask = true;
   options.default_signal_handlers = true;
   options.new_process_group = true;

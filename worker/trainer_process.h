@@ -1,16 +1,19 @@
 // TrainerProcess: one hlab-train child process of the worker daemon.
 //
-// Start() spawns the program (posix_spawn, i.e. fork + exec without running
-// any code of ours in the child) in a process group of its own, with stdin
-// from /dev/null, stdout and stderr appended to a log file, and, when asked,
-// a pipe on file descriptor 3 for the JSON-lines records (`--record-fd 3`).
+// Start() spawns the program (common/spawn.h) in a process group of its
+// own, with stdin from /dev/null, stdout and stderr appended to a log file,
+// and, when asked, a pipe on file descriptor 3 for the JSON-lines records
+// (`--record-fd 3`). The child gets SIGKILL when the thread that started it
+// exits, the whole worker dying included (kill -9, an OOM kill), so start
+// and wait for it on one thread that outlives it.
 // Signals go to the whole process group, so a wrapper script and its
 // children die together. The exit is detected by waitpid, never by the end
 // of the record pipe (a grandchild may hold it open).
 //
 // Not thread-safe: one supervising thread owns each TrainerProcess. The
 // destructor kills (SIGKILL) and reaps a child that is still running, so a
-// TrainerProcess never leaves a zombie or an orphan behind.
+// TrainerProcess never leaves a zombie or an orphan behind, and the
+// parent-death signal covers the worker's own death.
 //
 //   TrainerLaunch launch;
 //   launch.argv = {"/opt/hlab/bin/hlab-train", "--task", "t.json",

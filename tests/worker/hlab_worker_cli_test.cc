@@ -1,6 +1,7 @@
 // The hlab-worker binary: one-line errors for bad flags, SIGTERM end to end
 // (trainer terminated, task reported retryable, the worker deregisters,
-// exit 0) against the in-process fake coordinator and the fake trainer, and
+// exit 0) and no trainer left behind by a kill -9 of the worker, against
+// the in-process fake coordinator and the fake trainer, and
 // TLS to a coordinator that serves it (--tls-ca, --tls-server-name).
 #include <netinet/in.h>
 #include <signal.h>
@@ -189,6 +190,71 @@ TEST_F(HlabWorkerCliTest, SigtermStopsTrainersAndReportsThemRetryable) {
   std::ifstream(root_ / "data" / "tasks" / "t-sig" / "pid") >> trainer_pid;
   ASSERT_GT(trainer_pid, 0);
   EXPECT_NE(::kill(trainer_pid, 0), 0) << "trainer still alive";
+}
+
+// The state letter of /proc/<pid>/stat ('T' stopped, 'Z' a zombie); 0 when
+// there is no such process.
+char ProcessState(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return 0;
+  return stat[paren + 2];
+}
+
+TEST_F(HlabWorkerCliTest, KillNineOfTheWorkerTakesItsSilentTrainerWithIt) {
+  // The wait_go trainer writes one step and then waits without writing, so
+  // no SIGPIPE would tell it that its worker died; it is running, not
+  // stopped, so the kernel's SIGHUP to a newly orphaned process group with a
+  // stopped member does not end it either. The parent-death signal
+  // (SIGKILL) does.
+  FakeServer server(std::make_unique<FakeCoordinator>());
+  hlab::v1::Task task;
+  task.set_task_id("t-orphan");
+  task.set_attempt(1);
+  task.add_run_ids("run-orphan");
+  task.set_task_json(testing::FakeTrainTask("wait_go").dump());
+  server.fake().AddTask(task);
+  std::ofstream(root_ / "token") << "secret-token\n";
+  TrainerLaunch launch;
+  launch.argv = {HLAB_WORKER_BIN,
+                 "--coordinator",
+                 server.address(),
+                 "--token-file",
+                 (root_ / "token").string(),
+                 "--data-dir",
+                 (root_ / "data").string(),
+                 "--trainer",
+                 trainer_,
+                 "--metrics-listen",
+                 "none",
+                 "--name",
+                 "w-kill"};
+  launch.log_path = (root_ / "worker.log").string();
+  auto worker = TrainerProcess::Start(launch);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const fs::path task_dir = root_ / "data" / "tasks" / "t-orphan";
+  pid_t trainer_pid = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    std::ifstream(task_dir / "pid") >> trainer_pid;
+    if (trainer_pid > 0 && fs::exists(task_dir / "running")) break;
+    usleep(10000);
+  }
+  ASSERT_GT(trainer_pid, 0);
+  ASSERT_TRUE(fs::exists(task_dir / "running")) << "the trainer did not start";
+  ASSERT_EQ(::kill((*worker)->pid(), SIGKILL), 0);
+  const ExitStatus exit = (*worker)->Wait();
+  EXPECT_TRUE(exit.signaled && exit.signal == SIGKILL) << exit.ToString();
+  const absl::Time gone_by = absl::Now() + absl::Seconds(10);
+  char state = ProcessState(trainer_pid);
+  while (state != 0 && state != 'Z' && absl::Now() < gone_by) {
+    usleep(10000);
+    state = ProcessState(trainer_pid);
+  }
+  if (state != 0 && state != 'Z') ::kill(trainer_pid, SIGKILL);
+  EXPECT_TRUE(state == 0 || state == 'Z')
+      << "the trainer outlived its worker, in state " << state;
 }
 
 std::shared_ptr<grpc::ServerCredentials> TlsCredentials(
