@@ -4,6 +4,9 @@
 //
 //   build/bin/hlab-bench-eval                    # default grid
 //   build/bin/hlab-bench-eval --seq-len 512 --d-model 128 --repeats 3
+//   # the demo's S4 model:
+//   build/bin/hlab-bench-eval --seq-len 128 --d-model 72 --layers 2
+//       --heads 4 --kv-heads 2 --arch swa-64 --probe-samples 512
 //
 // Every architecture gets the same seeded width and depth and the same
 // synthetic held-out long documents (cut to seq_len). The architectures are
@@ -14,7 +17,11 @@
 // Selection: K = seq_len / 4, W = seq_len / 16 (the evaluator's defaults).
 // The receptive-field constraint (appendix D.1, H = seq_len / 8): one
 // scoring pass with the full layers restricted and one with the efficient
-// layers' overlapping windows, each as a multiple of the plain pass.
+// layers' overlapping windows, each as a multiple of the plain pass. The
+// gradient profile (appendix D.3) of the same documents, as a multiple of
+// the plain pass; layer-wise probing (appendix D.2) of --probe-samples
+// synthetic NIAH samples at seq_len (features and a probe per layer), in
+// seconds.
 #include <time.h>
 
 #include <algorithm>
@@ -31,7 +38,10 @@
 
 #include "absl/strings/numbers.h"
 #include "data/synthetic_corpus.h"
+#include "data/tokenizer.h"
+#include "eval/gradient_profile.h"
 #include "eval/longppl.h"
+#include "eval/probing.h"
 #include "eval/token_scorer.h"
 #include "model/config/model_config.h"
 #include "model/hybrid_lm.h"
@@ -45,7 +55,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   int64_t seq_len = 512, d_model = 128, layers = 4, documents = 8;
-  int64_t batch = 8, repeats = 3, threads = 0;
+  int64_t batch = 8, repeats = 3, threads = 0, probe_samples = 128;
+  int64_t heads = 0, kv_heads = 0;  // 0: d_model / 32, d_model / 64
   std::vector<std::string> archs = {"full", "swa-64", "lightning", "mamba2",
                                     "gdn"};
   bool json = false;
@@ -74,8 +85,9 @@ hlab::model::ModelConfig ConfigFor(const Options& o, const std::string& arch) {
       {"arch", arch},
       {"d_model", o.d_model},
       {"n_layers", o.layers},
-      {"n_heads", o.d_model / 32},
-      {"n_kv_heads", std::max<int64_t>(1, o.d_model / 64)},
+      {"n_heads", o.heads > 0 ? o.heads : std::max<int64_t>(1, o.d_model / 32)},
+      {"n_kv_heads",
+       o.kv_heads > 0 ? o.kv_heads : std::max<int64_t>(1, o.d_model / 64)},
       {"vocab_size", 258}}.dump());
   if (!config.ok()) {
     std::cerr << "hlab-bench-eval: " << arch << ": " << config.status() << "\n";
@@ -85,7 +97,8 @@ hlab::model::ModelConfig ConfigFor(const Options& o, const std::string& arch) {
 }
 
 struct Figures {
-  std::vector<double> score_tps, select_s, score_s, rf_full_s, rf_efficient_s;
+  std::vector<double> score_tps, select_s, score_s, rf_full_s, rf_efficient_s,
+      gradient_s, probe_s;
 };
 
 }  // namespace
@@ -117,6 +130,12 @@ int main(int argc, char** argv) {
       number(&o.repeats);
     } else if (arg == "--threads") {
       number(&o.threads);
+    } else if (arg == "--heads") {
+      number(&o.heads);
+    } else if (arg == "--kv-heads") {
+      number(&o.kv_heads);
+    } else if (arg == "--probe-samples") {
+      number(&o.probe_samples);
     } else if (arg == "--arch") {
       if (i + 1 >= argc) return 2;
       o.archs = {argv[++i]};
@@ -127,7 +146,9 @@ int main(int argc, char** argv) {
     } else {
       std::cerr << "usage: hlab-bench-eval [--seq-len N] [--d-model N] "
                    "[--layers N] [--documents N] [--batch N] [--repeats N] "
-                   "[--threads N] [--arch A] [--wall] [--json]\n";
+                   "[--threads N] [--heads N] [--kv-heads N] "
+                   "[--probe-samples N] [--arch A] [--wall] "
+                   "[--json]\n";
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -138,12 +159,22 @@ int main(int argc, char** argv) {
                                     .split = hlab::data::Split::kHeldOut,
                                     .min_length = o.seq_len + 1,
                                     .max_length = 2 * o.seq_len});
-  std::vector<std::vector<int32_t>> batch;
+  std::vector<std::vector<int32_t>> batch, profiled;
   for (int64_t d = 0; d < o.batch; ++d) {
     auto doc = *docs.GetDocument(d);
     doc.tokens.resize(static_cast<size_t>(o.seq_len + 1));
     batch.push_back(doc.tokens);
   }
+  for (int64_t d = 0; d < o.documents; ++d) {
+    auto doc = *docs.GetDocument(d);
+    doc.tokens.resize(static_cast<size_t>(o.seq_len + 1));
+    profiled.push_back(doc.tokens);
+  }
+  const auto bytes = hlab::data::MakeByteTokenizer();
+  hlab::eval::ProbingConfig probing;
+  probing.context_length = o.seq_len;
+  probing.samples = std::max<int64_t>(16, o.probe_samples);
+  probing.corpus_seed = 1;
   const hlab::eval::KeyTokenConfig config = {
       .short_context = o.seq_len / 4,
       .window = std::max<int64_t>(1, o.seq_len / 16),
@@ -192,6 +223,18 @@ int main(int argc, char** argv) {
         model->set_efficient_receptive_field(0);
       }
       start = Now();
+      auto profile = hlab::eval::ProfileGradients(model, profiled);
+      f.gradient_s.push_back(Now() - start);
+      start = Now();
+      auto probes = hlab::eval::ProbeNiahLayers(model, *bytes, probing);
+      f.probe_s.push_back(Now() - start);
+      if (!profile.ok() || !probes.ok()) {
+        std::cerr << "hlab-bench-eval: "
+                  << (profile.ok() ? probes.status() : profile.status())
+                  << "\n";
+        return 1;
+      }
+      start = Now();
       auto keys =
           hlab::eval::SelectKeyTokens(scorer, docs, config, o.documents);
       f.select_s.push_back(Now() - start);
@@ -206,23 +249,25 @@ int main(int argc, char** argv) {
   if (!o.json) {
     std::printf(
         "seq_len %lld, d_model %lld, %lld layers, batch %lld, %d threads; "
-        "selection K=%lld W=%lld over %lld documents; median of %lld; %s "
-        "time\n",
+        "selection K=%lld W=%lld over %lld documents; probing %lld samples; "
+        "median of %lld; %s time\n",
         static_cast<long long>(o.seq_len), static_cast<long long>(o.d_model),
         static_cast<long long>(o.layers), static_cast<long long>(o.batch),
         at::get_num_threads(), static_cast<long long>(config.short_context),
         static_cast<long long>(config.window),
-        static_cast<long long>(o.documents), static_cast<long long>(o.repeats),
-        g_wall ? "wall" : "CPU");
-    std::printf("%-10s %14s %12s %12s %16s %14s %14s\n", "arch", "score tok/s",
-                "score s", "select s", "select / score", "rf full / sc",
-                "rf eff / sc");
+        static_cast<long long>(o.documents),
+        static_cast<long long>(probing.samples),
+        static_cast<long long>(o.repeats), g_wall ? "wall" : "CPU");
+    std::printf("%-10s %12s %9s %9s %9s %9s %9s %9s %9s\n", "arch",
+                "score tok/s", "score s", "select s", "sel / sc", "rf full",
+                "rf eff", "grad / sc", "probe s");
   }
   for (const std::string& arch : o.archs) {
     const Figures& f = figures[arch];
     const double tps = Median(f.score_tps), score = Median(f.score_s),
                  select = Median(f.select_s), rf_full = Median(f.rf_full_s),
-                 rf_efficient = Median(f.rf_efficient_s);
+                 rf_efficient = Median(f.rf_efficient_s),
+                 gradient = Median(f.gradient_s), probe = Median(f.probe_s);
     out.push_back({{"arch", arch},
                    {"score_tokens_per_s", tps},
                    {"score_pass_s", score},
@@ -230,11 +275,15 @@ int main(int argc, char** argv) {
                    {"select_over_score", select / score},
                    {"receptive_field_limit", limit},
                    {"rf_full_over_score", rf_full / score},
-                   {"rf_efficient_over_score", rf_efficient / score}});
+                   {"rf_efficient_over_score", rf_efficient / score},
+                   {"gradient_profile_over_score", gradient / score},
+                   {"probing_s", probe},
+                   {"probing_samples", probing.samples}});
     if (!o.json) {
-      std::printf("%-10s %14.0f %12.3f %12.3f %16.2f %14.2f %14.2f\n",
+      std::printf("%-10s %12.0f %9.3f %9.3f %9.2f %9.2f %9.2f %9.2f %9.3f\n",
                   arch.c_str(), tps, score, select, select / score,
-                  rf_full / score, rf_efficient / score);
+                  rf_full / score, rf_efficient / score, gradient / score,
+                  probe);
     }
   }
   if (o.json) std::cout << out.dump(2) << "\n";

@@ -37,8 +37,8 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     if (!known) {
       return absl::InvalidArgumentError(
           absl::StrCat("evals: unknown evaluation '", name,
-                       "'; use val_loss, longppl, niah, receptive_field or "
-                       "gradient_profile"));
+                       "'; use val_loss, longppl, niah, receptive_field, "
+                       "gradient_profile or probing"));
     }
     wanted.insert(name);
   }
@@ -75,6 +75,7 @@ hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
   e->mutable_niah()->set_enabled(on("niah"));
   e->mutable_receptive_field()->set_enabled(on("receptive_field"));
   e->mutable_gradient_profile()->set_enabled(on("gradient_profile"));
+  e->mutable_probing()->set_enabled(on("probing"));
   // Its changes are against the unrestricted loss, which it needs.
   if (on("receptive_field")) {
     e->mutable_validation_loss()->set_enabled(true);

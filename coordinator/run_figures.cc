@@ -54,7 +54,10 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
       Newest("rf_efficient_delta_val_loss"),
       Newest("rf_efficient_delta_log_longppl"), Newest("grad_reach"),
       ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "
-      "e.metric = 'grad_reach' ORDER BY e.step DESC LIMIT 1)"
+      "e.metric = 'grad_reach' ORDER BY e.step DESC LIMIT 1)",
+      Newest("probe_acc"),
+      ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "
+      "e.metric = 'probe_acc' ORDER BY e.step DESC LIMIT 1)"
       " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
       " WHERE sr.sweep_id = ",
       sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
@@ -62,7 +65,7 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
   std::vector<RunFigures> runs;
   runs.reserve(result.rows.size());
   for (const auto& row : result.rows) {
-    if (row.size() != 17) continue;
+    if (row.size() != 19) continue;
     RunFigures r;
     r.run_id = Text(row[0]);
     r.arch = Text(row[1]);
@@ -84,6 +87,8 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
     r.rf_efficient_delta_log_longppl = Real(row[14]);
     r.grad_reach = Real(row[15]);
     r.grad_profile = Text(row[16]);
+    r.probe_accuracy = Real(row[17]);
+    r.probe_layers = Text(row[18]);
     runs.push_back(std::move(r));
   }
   return runs;

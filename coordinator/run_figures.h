@@ -9,7 +9,8 @@
 // of the newest positive "longppl" eval; the newest "niah_acc" eval; the
 // newest receptive-field changes (rf_<full|efficient>_delta_<val_loss|
 // log_longppl>, appendix D.1); the newest gradient profile (grad_reach and
-// its details, appendix D.3).
+// its details, appendix D.3); the newest layer probes (probe_acc and its
+// details, appendix D.2).
 //
 // Thread-safety: ReadRunFigures is reentrant (as thread-safe as `query`).
 //
@@ -53,6 +54,10 @@ struct RunFigures {
   // binned profile, eval/gradient_profile.h); "" without one.
   std::optional<double> grad_reach;
   std::string grad_profile;
+  // Appendix D.2: the newest probe_acc (the peak layer's test accuracy) and
+  // its details (every layer's, eval/probing.h); "" without one.
+  std::optional<double> probe_accuracy;
+  std::string probe_layers;
 
   bool succeeded() const { return state == "SUCCEEDED"; }
   // The value fitted for `target` ("loss": validation, else training loss;

@@ -1,5 +1,6 @@
-// Checking and running EVAL tasks (eval/eval_task.h); the file format is
-// task/eval_task.h's.
+// Running EVAL tasks (eval/eval_task.h); the file format is
+// task/eval_task.h's, `--check` is eval_task_check.cc, and the checks both
+// share are eval/internal/task_checks.h.
 #include "eval/eval_task.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "data/shard_format.h"
 #include "data/synthetic_corpus.h"
@@ -23,9 +25,11 @@
 #include "eval/checkpoint_model.h"
 #include "eval/eval_data.h"
 #include "eval/gradient_profile.h"
+#include "eval/internal/task_checks.h"
 #include "eval/key_token_cache.h"
 #include "eval/longppl.h"
 #include "eval/niah.h"
+#include "eval/probing.h"
 #include "eval/token_scorer.h"
 #include "eval/validation_loss.h"
 #include "model/config/param_count.h"
@@ -33,12 +37,21 @@
 
 namespace hlab::eval {
 
+using internal::CheckContext;
+using internal::CheckProbing;
+using internal::CheckReference;
+using internal::DataDescription;
+using internal::KeyConfig;
+using internal::Prefixed;
+using internal::ProbingContext;
+using internal::ValidateLongPplConfig;
 using task::EvalDataSpec;
 using task::EvalTask;
 using task::GradientProfileSpec;
 using task::LongPplPlan;
 using task::LongPplSpec;
 using task::NiahSpec;
+using task::ProbingSpec;
 using task::ReceptiveFieldSpec;
 using task::ValLossSpec;
 
@@ -49,129 +62,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-absl::Status Prefixed(const std::string& prefix, const absl::Status& status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(prefix, ": ", status.message()));
-}
-
-// A checkpoint's header, with errors that name `field` and say what to do.
-absl::StatusOr<train::CheckpointMeta> ReadHeader(const std::string& path,
-                                                 const std::string& field) {
-  auto meta = train::ReadCheckpointMeta(path);
-  if (meta.ok()) return meta;
-  const bool missing = meta.status().code() == absl::StatusCode::kNotFound;
-  return absl::Status(
-      meta.status().code(),
-      absl::StrCat(field, ": ", meta.status().message(),
-                   missing ? ": check the path, or re-run the training task "
-                             "that writes it"
-                           : ": the file is corrupt; re-run the training task "
-                             "or choose another checkpoint"));
-}
-
-// FailedPrecondition when `length` tokens exceed the run's trained seq_len
-// and the model cannot extrapolate (full attention with RoPE).
-absl::Status CheckContext(const std::string& field, int64_t length,
-                          const EvalTask& task,
-                          const model::ModelConfig& config) {
-  if (length <= task.run.seq_len || task.allow_extrapolation ||
-      CanExtrapolate(config)) {
-    return absl::OkStatus();
-  }
-  size_t layer = 0;
-  while (layer < config.layers.size() &&
-         !(model::IsFullAttention(config.layers[layer].kind) &&
-           !config.layers[layer].nope)) {
-    ++layer;
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      field, ": ", length, " tokens exceed the model's trained seq_len (",
-      task.run.seq_len, ") and layer ", layer,
-      " has full attention with RoPE, which does not extrapolate beyond its "
-      "trained length: use at most ",
-      task.run.seq_len,
-      ", or set allow_extrapolation: true to measure it anyway"));
-}
-
-// The reference must tokenize like the evaluated model: key tokens are
-// positions in one tokenization.
-absl::Status CheckReference(const model::ModelConfig& model,
-                            const std::string& model_tokenizer,
-                            const model::ModelConfig& reference,
-                            const std::string& reference_tokenizer,
-                            std::vector<std::string>* warnings) {
-  const std::string field = "evals.longppl.reference.checkpoint";
-  if (reference.vocab_size != model.vocab_size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field, ": vocab/tokenizer differ: the reference has a vocabulary of ",
-        reference.vocab_size, " tokens, the evaluated model ", model.vocab_size,
-        ": key tokens are positions in one tokenization; use a reference "
-        "trained with the evaluated model's tokenizer"));
-  }
-  if (!model_tokenizer.empty() && !reference_tokenizer.empty() &&
-      model_tokenizer != reference_tokenizer) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field,
-        ": vocab/tokenizer differ: the reference was trained with "
-        "tokenizer '",
-        reference_tokenizer, "', the evaluated model with '", model_tokenizer,
-        "': use a reference trained with the evaluated model's tokenizer"));
-  }
-  if (reference_tokenizer.empty()) {
-    warnings->push_back(
-        absl::StrCat(field,
-                     ": the reference checkpoint records no tokenizer (written "
-                     "before checkpoints did); only the vocabulary sizes were "
-                     "compared"));
-  }
-  return absl::OkStatus();
-}
-
-std::string DataDescription(const EvalDataSpec& d, const EvalTask& task,
-                            bool long_docs) {
-  if (!d.jsonl.empty()) return absl::StrCat("jsonl:", d.jsonl);
-  if (!d.prepared.empty()) {
-    return absl::StrCat("prepared:", d.prepared, " (", d.split, ")");
-  }
-  const std::string what =
-      long_docs ? "long held-out documents" : "held-out sequences";
-  if (task.run.data.source == "synthetic") {
-    return absl::StrCat("synthetic ", what, " (data seed ", task.run.data.seed,
-                        ")");
-  }
-  return absl::StrCat(
-      "prepared ", what, " of ",
-      long_docs ? task.run.data.long_dir
-                : task.run.data.long_dir + " / " + task.run.data.short_dir);
-}
-
-// ValidateKeyTokenConfig naming the task's fields.
-absl::Status ValidateLongPplConfig(const KeyTokenConfig& config) {
-  const absl::Status valid = ValidateKeyTokenConfig(config);
-  if (valid.ok()) return valid;
-  std::string message(valid.message());
-  for (const auto& [ours, theirs] :
-       {std::pair<const char*, const char*>{"short_context", "trunc_len"},
-        {"window", "sliding_window"},
-        {"max_tokens", "context_len"}}) {
-    if (absl::StartsWith(message, ours)) {
-      message = absl::StrCat(theirs, message.substr(std::strlen(ours)));
-      break;
-    }
-  }
-  return absl::InvalidArgumentError(absl::StrCat("evals.longppl.", message));
-}
-
-KeyTokenConfig KeyConfig(const LongPplSpec& spec, const LongPplPlan& plan) {
-  return {.short_context = plan.trunc_len,
-          .window = plan.sliding_window,
-          .alpha = spec.alpha,
-          .beta = spec.beta,
-          .max_tokens = plan.context_len,
-          .min_key_tokens = spec.min_key_tokens};
 }
 
 class EvalRun {
@@ -205,6 +95,9 @@ class EvalRun {
       HLAB_RETURN_IF_ERROR(OpenRunData());
       tokenizer_ = run_data_->vocabulary().tokenizer;
     }
+    if (task_.evals.probing) {
+      HLAB_RETURN_IF_ERROR(CheckProbing(task_, model_.config));
+    }
     scorer_ = std::make_unique<ModelScorer>(model_.model);
     if (task_.evals.val_loss)
       HLAB_RETURN_IF_ERROR(RunValLoss(*task_.evals.val_loss));
@@ -224,6 +117,8 @@ class EvalRun {
     if (task_.evals.gradient_profile) {
       HLAB_RETURN_IF_ERROR(RunGradientProfile(*task_.evals.gradient_profile));
     }
+    if (task_.evals.probing)
+      HLAB_RETURN_IF_ERROR(RunProbing(*task_.evals.probing));
     emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
     return absl::OkStatus();
   }
@@ -265,16 +160,9 @@ class EvalRun {
   // Needle in a haystack (eval/niah.h): "niah_acc" over all cells (details:
   // the per kind/length/depth table) and "niah_acc/<kind>" per kind.
   absl::Status RunNiah(const NiahSpec& spec) {
-    EvalDataSpec tokenizer_only;
-    tokenizer_only.tokenizer = spec.tokenizer;
-    std::string tokenizer_spec, tokenizer_dir;
-    HLAB_RETURN_IF_ERROR(TokenizerSpec(tokenizer_only, "evals.niah",
-                                       &tokenizer_spec, &tokenizer_dir));
     absl::StatusOr<std::unique_ptr<data::Tokenizer>> tokenizer =
-        data::MakeTokenizer(tokenizer_spec, tokenizer_dir);
-    if (!tokenizer.ok()) {
-      return Prefixed("evals.niah.tokenizer", tokenizer.status());
-    }
+        SampleTokenizer(spec.tokenizer, "evals.niah");
+    if (!tokenizer.ok()) return tokenizer.status();
     NiahConfig config;
     config.haystack.source = spec.haystack;
     config.haystack.corpus_seed = task_.run.data.seed;
@@ -341,6 +229,23 @@ class EvalRun {
              {{"candidates", result.candidates}, {"cells", cells}});
     }
     return absl::OkStatus();
+  }
+
+  // The tokenizer NIAH samples are written in: `spec` (the field
+  // <field>.tokenizer), or the model's.
+  absl::StatusOr<std::unique_ptr<data::Tokenizer>> SampleTokenizer(
+      const std::string& spec, const std::string& field) {
+    EvalDataSpec tokenizer_only;
+    tokenizer_only.tokenizer = spec;
+    std::string tokenizer_spec, tokenizer_dir;
+    HLAB_RETURN_IF_ERROR(
+        TokenizerSpec(tokenizer_only, field, &tokenizer_spec, &tokenizer_dir));
+    absl::StatusOr<std::unique_ptr<data::Tokenizer>> tokenizer =
+        data::MakeTokenizer(tokenizer_spec, tokenizer_dir);
+    if (!tokenizer.ok()) {
+      return Prefixed(field + ".tokenizer", tokenizer.status());
+    }
+    return tokenizer;
   }
 
   // The tokenizer spec (and its base directory) for importing JSONL.
@@ -687,6 +592,65 @@ class EvalRun {
     return absl::OkStatus();
   }
 
+  // Appendix D.2 (eval/probing.h): "probe_acc/l<k>" per layer (0: the
+  // embeddings) and "probe_acc", the peak layer's, with every layer in its
+  // details.
+  absl::Status RunProbing(const ProbingSpec& spec) {
+    const auto start = Clock::now();
+    HLAB_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                          SampleTokenizer(spec.tokenizer, "evals.probing"));
+    ProbingConfig config;
+    config.context_length = ProbingContext(spec, task_.run.seq_len);
+    if (!spec.depths.empty()) config.depths = spec.depths;
+    config.samples = spec.samples;
+    config.classes = static_cast<int>(spec.classes);
+    config.seed = spec.seed;
+    config.corpus_seed = task_.run.data.seed;
+    config.batch_sequences = spec.batch_sequences;
+    config.probe.test_fraction = spec.test_fraction;
+    config.probe.l2 = spec.l2;
+    absl::StatusOr<ProbingResult> probed = ProbeNiahLayers(
+        model_.model, *tokenizer, config, [this](int64_t done, int64_t n) {
+          Progress("probing", done, n, "reading the residual stream");
+        });
+    if (!probed.ok()) return Prefixed("evals.probing", probed.status());
+    Json layers = Json::array();
+    for (const ProbeLayer& l : probed->layers) {
+      Json row = {{"layer", l.layer},
+                  {"mixer", l.mixer},
+                  {"accuracy", l.fit.accuracy},
+                  {"lo", l.fit.lo},
+                  {"hi", l.fit.hi},
+                  {"correct", l.fit.correct},
+                  {"test", l.fit.test},
+                  {"train", l.fit.train},
+                  {"train_accuracy", l.fit.train_accuracy}};
+      layers.push_back(row);
+      row["chance"] = probed->chance;
+      Result(absl::StrCat("probe_acc/l", l.layer), l.fit.accuracy, row);
+    }
+    const ProbeLayer& peak =
+        probed->layers[static_cast<size_t>(probed->peak_layer)];
+    Result("probe_acc", probed->peak_accuracy,
+           {{"layers", layers},
+            {"peak_layer", probed->peak_layer},
+            {"peak_mixer", peak.mixer},
+            {"classes", probed->classes},
+            {"chance", probed->chance},
+            {"samples", probed->samples},
+            {"skipped", probed->skipped},
+            {"context_length", config.context_length},
+            {"depths", config.depths},
+            {"test_fraction", config.probe.test_fraction},
+            {"l2", config.probe.l2},
+            {"seed", config.seed},
+            {"interval", "Wilson 95%"},
+            {"position", "the last prompt token (the recall's key letter)"},
+            {"source", "synthetic NIAH, single needle"},
+            {"seconds", SecondsSince(start)}});
+    return absl::OkStatus();
+  }
+
   const EvalTask& task_;
   const RecordSink& emit_;
   CheckpointModel model_;
@@ -702,86 +666,6 @@ class EvalRun {
 };
 
 }  // namespace
-
-absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
-  auto meta = ReadHeader(task.checkpoint, "checkpoint");
-  if (!meta.ok()) return meta.status();
-  auto config = model::ModelConfigFromJson(meta->model_config);
-  if (!config.ok()) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint: '", task.checkpoint,
-        "' holds an invalid model config: ", config.status().message()));
-  }
-  const auto count = model::CountParameters(*config);
-  Json plan = {{"run_id", task.run_id},
-               {"step", task.step >= 0 ? task.step : meta->step},
-               {"checkpoint", task.checkpoint},
-               {"checkpoint_step", meta->step},
-               {"arch", config->arch},
-               {"non_embedding_params", count.non_embedding},
-               {"seq_len", task.run.seq_len},
-               {"tokenizer", meta->tokenizer},
-               {"cache_dir", task.cache_dir},
-               {"threads", task.threads},
-               {"evals", Json::object()}};
-  if (task.evals.val_loss) {
-    plan["evals"]["val_loss"] = {
-        {"tokens", task.evals.val_loss->tokens > 0
-                       ? task.evals.val_loss->tokens
-                       : task::kDefaultValLossTokens},
-        {"batch_sequences", task.evals.val_loss->batch_sequences},
-        {"source", DataDescription(task.evals.val_loss->data, task, false)}};
-  }
-  if (task.evals.longppl) {
-    const LongPplSpec& l = *task.evals.longppl;
-    const LongPplPlan p = PlanLongPpl(l, task.run.seq_len);
-    HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(KeyConfig(l, p)));
-    HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
-                                      p.context_len, task, *config));
-    auto ref =
-        ReadHeader(l.reference.File(), "evals.longppl.reference.checkpoint");
-    if (!ref.ok()) return ref.status();
-    auto ref_config = model::ModelConfigFromJson(ref->model_config);
-    if (!ref_config.ok()) {
-      return absl::DataLossError(absl::StrCat(
-          "evals.longppl.reference.checkpoint: '", l.reference.File(),
-          "' holds an invalid model config: ", ref_config.status().message()));
-    }
-    std::vector<std::string> warnings;
-    HLAB_RETURN_IF_ERROR(CheckReference(*config, meta->tokenizer, *ref_config,
-                                        ref->tokenizer, &warnings));
-    plan["evals"]["longppl"] = {
-        {"trunc_len", p.trunc_len},
-        {"sliding_window", p.sliding_window},
-        {"context_len", p.context_len},
-        {"documents",
-         l.documents > 0 ? l.documents : task::kDefaultLongPplDocuments},
-        {"reference", l.reference.File()},
-        {"reference_step", ref->step},
-        {"source", DataDescription(l.data, task, true)},
-        {"warnings", warnings}};
-  }
-  if (task.evals.niah) {
-    for (size_t i = 0; i < task.evals.niah->context_lengths.size(); ++i) {
-      HLAB_RETURN_IF_ERROR(
-          CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
-                       task.evals.niah->context_lengths[i], task, *config));
-    }
-    plan["evals"]["niah"] = {
-        {"kinds", task.evals.niah->kinds},
-        {"context_lengths", task.evals.niah->context_lengths},
-        {"depths", task.evals.niah->depths},
-        {"samples", task.evals.niah->samples}};
-  }
-  if (task.evals.receptive_field) {
-    const int64_t h =
-        ReceptiveFieldLimit(*task.evals.receptive_field, task.run.seq_len);
-    plan["evals"]["receptive_field"] = {
-        {"limit", h},
-        {"efficient_windows", {{"length", 3 * (h / 2)}, {"stride", h / 2}}}};
-  }
-  return plan.dump();
-}
 
 absl::Status RunEvalTask(const EvalTask& task, const RecordSink& emit) {
   try {

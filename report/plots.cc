@@ -396,6 +396,83 @@ std::vector<ProfileLine> ProfileLines(const StudyData& study) {
   return out;
 }
 
+// The probing figure's line of one architecture: its largest succeeded
+// run (N, then D) with layer probes, and each layer's accuracy.
+struct ProbeLine {
+  const RunRow* run = nullptr;
+  std::string data_file;
+  struct Point {
+    double layer, accuracy, lo, hi;
+  };
+  std::vector<Point> points;
+  double chance = 0;
+};
+
+std::vector<ProbeLine> ProbeLines(const StudyData& study) {
+  std::vector<ProbeLine> out;
+  for (const std::string& arch : study.Architectures()) {
+    ProbeLine line;
+    for (const RunRow& r : study.runs) {
+      if (r.arch != arch || !r.succeeded() || r.probe_layers.empty()) continue;
+      if (line.run == nullptr || r.n > line.run->n ||
+          (r.n == line.run->n && r.d > line.run->d)) {
+        line.run = &r;
+      }
+    }
+    if (line.run == nullptr) continue;
+    const nlohmann::json details = nlohmann::json::parse(
+        line.run->probe_layers, nullptr, /*allow_exceptions=*/false);
+    if (!details.is_object() || !details.contains("layers") ||
+        !details["layers"].is_array()) {
+      continue;
+    }
+    for (const auto& l : details["layers"]) {
+      bool numbers = l.is_object();
+      for (const char* key : {"layer", "accuracy", "lo", "hi"}) {
+        numbers = numbers && l.contains(key) && l[key].is_number();
+      }
+      if (!numbers) continue;
+      line.points.push_back({l["layer"].get<double>(),
+                             l["accuracy"].get<double>(), l["lo"].get<double>(),
+                             l["hi"].get<double>()});
+    }
+    if (line.points.empty()) continue;
+    if (details.contains("chance") && details["chance"].is_number()) {
+      line.chance = details["chance"].get<double>();
+    }
+    line.data_file = absl::StrCat("data/probing_", FileSafe(arch), ".dat");
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::string ProbeScript(const Plot& plot, const std::vector<ProbeLine>& lines) {
+  std::string gp = Header(plot, 720, 460);
+  absl::StrAppend(&gp,
+                  "set xlabel \"layer (0: embeddings)\"\n"
+                  "set ylabel \"probe test accuracy\"\n"
+                  "set yrange [0:1]\nset xtics 1\nset key outside right top\n"
+                  "set title \"Layer-wise probes: the needle's value from the "
+                  "residual stream\"\n");
+  std::vector<std::string> clauses;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const RunRow& r = *lines[i].run;
+    absl::StrAppend(&clauses.emplace_back(), "\"", lines[i].data_file,
+                    "\" using 1:2:3:4 with yerrorlines pt 7 ps 0.8 lw 1.5 lc "
+                    "rgb \"",
+                    Color(i), "\" title ",
+                    Quote(absl::StrFormat("%s %s N=%.3g D/N=%.3g", r.arch,
+                                          r.scale, r.n, r.d / r.n)));
+  }
+  if (!lines.empty() && lines[0].chance > 0) {
+    clauses.push_back(absl::StrCat(G(lines[0].chance),
+                                   " with lines dt 2 lc rgb \"#888888\" "
+                                   "title \"chance\""));
+  }
+  absl::StrAppend(&gp, "plot ", absl::StrJoin(clauses, ", \\\n     "), "\n");
+  return gp;
+}
+
 std::string ProfileScript(const Plot& plot,
                           const std::vector<ProfileLine>& lines) {
   std::string gp = Header(plot, 720, 460);
@@ -530,6 +607,31 @@ absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
     HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + profile.name + ".gp",
                                    ProfileScript(profile, lines)));
     plots.push_back(std::move(profile));
+  }
+  // Appendix D.2, only for sweeps that probed layers.
+  const std::vector<ProbeLine> probes = ProbeLines(study);
+  if (!probes.empty()) {
+    Plot probing = MakePlot(
+        "probing", "", "Layer-wise probes: accuracy against layer",
+        "test accuracy of a linear softmax probe of the needle's value "
+        "(chance dashed) on the residual stream at the query "
+        "position of synthetic NIAH samples, after each layer (0: the "
+        "embeddings), with Wilson 95% intervals, for each architecture's "
+        "largest probed run (appendix D.2, docs/evaluation.md)");
+    for (const ProbeLine& line : probes) {
+      std::string data =
+          absl::StrCat("# hlab report: layer probes of run ", line.run->run_id,
+                       " (", line.run->arch, ")\n# layer accuracy lo hi\n");
+      for (const ProbeLine::Point& p : line.points) {
+        absl::StrAppend(&data, G(p.layer), " ", G(p.accuracy), " ", G(p.lo),
+                        " ", G(p.hi), "\n");
+      }
+      HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + line.data_file, data));
+    }
+    probing.scripted = true;
+    HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + probing.name + ".gp",
+                                   ProbeScript(probing, probes)));
+    plots.push_back(std::move(probing));
   }
   return plots;
 }

@@ -15,6 +15,13 @@
 //                                 one line per architecture, from its
 //                                 largest profiled run (data/gradient_<arch>
 //                                 .dat: d_mid ratio).
+// and, for a sweep that probed layers (appendix D.2):
+//   probing                       probe test accuracy against layer (0: the
+//                                 embeddings) with its 95% interval, one
+//                                 line per architecture, from its largest
+//                                 probed run, chance dashed
+//                                 (data/probing_<arch>.dat: layer accuracy
+//                                 lo hi).
 // Each figure is a gnuplot script <name>.gp in the report directory, over
 // data files data/<target>_<arch>.dat (whitespace columns: N D observed
 // predicted rel_residual held_out scale run_id; one block per scale), so a

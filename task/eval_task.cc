@@ -140,6 +140,39 @@ absl::Status ValidateGradientProfile(const GradientProfileSpec& g) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateProbing(const ProbingSpec& p) {
+  if (p.samples < 2 * p.classes) {
+    return FieldError("evals.probing.samples",
+                      absl::StrCat("must be at least 2 per class (",
+                                   2 * p.classes, "), got ", p.samples));
+  }
+  HLAB_RETURN_IF_ERROR(
+      RequireNonNegative("evals.probing.context_length", p.context_length));
+  if (p.context_length == 1) {
+    return FieldError("evals.probing.context_length", "must be >= 2");
+  }
+  for (size_t i = 0; i < p.depths.size(); ++i) {
+    if (!(p.depths[i] >= 0 && p.depths[i] <= 1)) {
+      return FieldError(absl::StrCat("evals.probing.depths[", i, "]"),
+                        "must be in [0, 1]");
+    }
+  }
+  if (p.classes < 2 || p.classes > 10) {
+    return FieldError("evals.probing.classes",
+                      absl::StrCat("must be in [2, 10] (the synthetic "
+                                   "corpus's values), got ",
+                                   p.classes));
+  }
+  if (!(p.test_fraction > 0 && p.test_fraction < 1)) {
+    return FieldError("evals.probing.test_fraction", "must be in (0, 1)");
+  }
+  if (!(p.l2 >= 0)) return FieldError("evals.probing.l2", "must be >= 0");
+  if (p.batch_sequences < 1) {
+    return FieldError("evals.probing.batch_sequences", "must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
 // What an evaluation reads of its run: seq_len and data.
 absl::Status ValidateRun(const TrainTask& run) {
   if (run.seq_len < 2) {
@@ -173,6 +206,7 @@ std::vector<std::string> EvalKinds::Names() const {
   if (niah) names.push_back("niah");
   if (receptive_field) names.push_back("receptive_field");
   if (gradient_profile) names.push_back("gradient_profile");
+  if (probing) names.push_back("probing");
   return names;
 }
 
@@ -184,6 +218,7 @@ const std::vector<std::string>& AllEvalNames() {
     all.niah.emplace();
     all.receptive_field.emplace();
     all.gradient_profile.emplace();
+    all.probing.emplace();
     return new std::vector<std::string>(all.Names());
   }();
   return *names;
@@ -212,10 +247,11 @@ absl::Status ValidateEvalTask(const EvalTask& t) {
   if (e.gradient_profile) {
     HLAB_RETURN_IF_ERROR(ValidateGradientProfile(*e.gradient_profile));
   }
+  if (e.probing) HLAB_RETURN_IF_ERROR(ValidateProbing(*e.probing));
   if (e.Names().empty()) {
     return FieldError("evals",
                       "names no evaluation (val_loss, longppl, niah, "
-                      "receptive_field, gradient_profile)");
+                      "receptive_field, gradient_profile, probing)");
   }
   return absl::OkStatus();
 }

@@ -166,6 +166,36 @@ struct GradientProfileSpec {
   }
 };
 
+// Layer-wise probing (appendix D.2, eval/probing.h): synthetic-haystack
+// single-needle NIAH samples whose value is one of `classes` classes, a
+// linear softmax probe per layer on the residual stream at the query
+// position, test accuracy with a Wilson 95% interval. Needs a model with a
+// full-attention layer (the paper's analysis of full attention's role).
+struct ProbingSpec {
+  int64_t samples = 512;        // kept samples, all classes
+  int64_t context_length = 0;   // 0: seq_len
+  std::vector<double> depths;   // empty: 0.1, 0.3, 0.5, 0.7, 0.9
+  int64_t classes = 8;          // 2 .. 10 (the synthetic corpus's values)
+  double test_fraction = 0.25;  // of each class, in (0, 1)
+  double l2 = 1e-2;             // (l2 / 2) ||W||^2 on the mean CE
+  uint64_t seed = 0;
+  int64_t batch_sequences = 8;
+  std::string tokenizer;  // as evals.niah.tokenizer
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("samples", s.samples);
+    v("context_length", s.context_length);
+    v("depths", s.depths);
+    v("classes", s.classes);
+    v("test_fraction", s.test_fraction);
+    v("l2", s.l2);
+    v("seed", s.seed);
+    v("batch_sequences", s.batch_sequences);
+    v("tokenizer", s.tokenizer);
+  }
+};
+
 inline constexpr int64_t kDefaultValLossTokens = int64_t{1} << 16;
 inline constexpr int64_t kDefaultLongPplDocuments = 64;
 
@@ -176,9 +206,10 @@ struct EvalKinds {
   std::optional<NiahSpec> niah;
   std::optional<ReceptiveFieldSpec> receptive_field;
   std::optional<GradientProfileSpec> gradient_profile;
+  std::optional<ProbingSpec> probing;
 
-  // "val_loss", "longppl", "niah", "receptive_field", "gradient_profile":
-  // the evaluations present, in run order.
+  // "val_loss", "longppl", "niah", "receptive_field", "gradient_profile",
+  // "probing": the evaluations present, in run order.
   std::vector<std::string> Names() const;
 
   template <class V, class S>
@@ -188,6 +219,7 @@ struct EvalKinds {
     v("niah", s.niah);
     v("receptive_field", s.receptive_field);
     v("gradient_profile", s.gradient_profile);
+    v("probing", s.probing);
   }
 };
 
@@ -215,7 +247,7 @@ struct EvalTask {
     v.Required("config", s.run, "the run's config: its seq_len and data");
     v.Required("evals", s.evals,
                "one or more of val_loss, longppl, niah, receptive_field, "
-               "gradient_profile");
+               "gradient_profile, probing");
     v("cache_dir", s.cache_dir);
     v("threads", s.threads);
     v("allow_extrapolation", s.allow_extrapolation);
@@ -236,7 +268,10 @@ std::string EvalTaskToJson(const EvalTask& task);
 // InvalidArgument naming the field: an unknown kind, no checkpoint or no
 // evaluation, a negative count, an unknown NIAH kind or haystack, a depth
 // outside [0, 1], a LongPPL reference without a file, a receptive-field
-// limit that is odd or not below seq_len or without val_loss.
+// limit that is odd or not below seq_len or without val_loss, probing
+// classes outside [2, 10], fewer than 2 probing samples per class, a test
+// fraction outside (0, 1) or a negative l2. (Context lengths above the
+// model's are checked against its checkpoint, by hlab-eval.)
 absl::Status ValidateEvalTask(const EvalTask& task);
 
 // Resolved LongPPL parameters (defaults from the run's seq_len).

@@ -81,6 +81,17 @@ const char kEvalTaskFieldsHelp[] =
                        run's long held-out documents; result grad_reach
                        (where G falls to its far floor) with the binned
                        G / G_base in the details
+    probing            {"samples": 512, "context_length": 0 (= seq_len),
+                        "depths": [0.1, 0.3, 0.5, 0.7, 0.9], "classes": 8,
+                        "test_fraction": 0.25, "l2": 0.01, "seed": 0,
+                        "batch_sequences": 8, "tokenizer": ""}: appendix
+                       D.2, a linear softmax probe per layer (0 = the
+                       embeddings) on the residual stream at the query
+                       position of synthetic single-needle NIAH samples,
+                       class = the needle's value; results probe_acc (the
+                       peak layer's test accuracy, the per-layer table in
+                       the details) and probe_acc/l<k>, with Wilson 95%
+                       intervals. Needs a full-attention layer
   DATA                 {"jsonl": FILE, "text_field": "text",
                         "tokenizer": "" (= the model's)} or
                        {"prepared": DIR, "split": "heldout"}; absent: the

@@ -146,18 +146,27 @@ std::string EvaluationSettings(const SweepSpec& spec) {
   if (e.gradient_profile().enabled()) {
     j["gradient_profile"] = {{"sequences", e.gradient_profile().sequences()}};
   }
+  if (e.probing().enabled()) {
+    j["probing"] = {{"samples", e.probing().samples()},
+                    {"context_length", e.probing().context_length()},
+                    {"classes", e.probing().classes()}};
+  }
   return j.dump();
 }
 
 std::vector<std::string> EnabledEvals(const SweepSpec& spec) {
   const auto& e = spec.evaluation();
-  const bool on[] = {e.validation_loss().enabled(), e.longppl().enabled(),
-                     e.niah().enabled(), e.receptive_field().enabled(),
-                     e.gradient_profile().enabled()};
+  const bool on[] = {e.validation_loss().enabled(),
+                     e.longppl().enabled(),
+                     e.niah().enabled(),
+                     e.receptive_field().enabled(),
+                     e.gradient_profile().enabled(),
+                     e.probing().enabled()};
   const std::vector<std::string>& names = hlab::task::AllEvalNames();
-  static_assert(sizeof(on) / sizeof(on[0]) == 5, "one flag per evaluation");
+  constexpr size_t kEvals = sizeof(on) / sizeof(on[0]);
+  static_assert(kEvals == 6, "one flag per evaluation");
   std::vector<std::string> out;
-  for (size_t i = 0; i < names.size() && i < 5; ++i) {
+  for (size_t i = 0; i < names.size() && i < kEvals; ++i) {
     if (on[i]) out.push_back(names[i]);
   }
   return out;

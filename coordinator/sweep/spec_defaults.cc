@@ -65,6 +65,13 @@ void DefaultEvaluation(int64_t seq_len, const hlab::v1::DataSpec& data,
   if (gp->enabled() && gp->sequences() == 0) {
     gp->set_sequences(task::GradientProfileSpec().sequences);
   }
+  hlab::v1::ProbingSpec* pr = e->mutable_probing();
+  if (pr->enabled()) {
+    const task::ProbingSpec defaults;
+    if (pr->samples() == 0) pr->set_samples(defaults.samples);
+    if (pr->context_length() == 0) pr->set_context_length(seq_len);
+    if (pr->classes() == 0) pr->set_classes(defaults.classes);
+  }
   hlab::v1::ReceptiveFieldSpec* rf = e->mutable_receptive_field();
   if (rf->enabled() && rf->limit() == 0) {
     rf->set_limit(task::ReceptiveFieldLimit({}, seq_len));

@@ -16,6 +16,8 @@
 #include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/run_config.h"
 #include "coordinator/sweep/spec_defaults.h"
+#include "model/config/architectures.h"
+#include "model/config/model_config.h"
 #include "model/config/param_count.h"
 
 namespace hlab::sweep {
@@ -141,6 +143,51 @@ absl::Status CheckSchedule(const SweepSpec& spec) {
   return absl::OkStatus();
 }
 
+// evaluation.probing (defaults applied): counts in range, and a
+// full-attention layer in every architecture at every scale.
+absl::Status CheckProbing(const SweepSpec& spec) {
+  const auto& p = spec.evaluation().probing();
+  if (!p.enabled()) return absl::OkStatus();
+  const std::string at = "evaluation.probing";
+  if (p.classes() < 2 || p.classes() > 10) {
+    return Bad(at + ".classes",
+               absl::StrCat("must be in [2, 10] (the synthetic corpus's "
+                            "values), got ",
+                            p.classes()));
+  }
+  if (p.samples() < 2 * p.classes() || p.samples() > 100000) {
+    return Bad(at + ".samples",
+               absl::StrCat("must be in [2 x classes = ", 2 * p.classes(),
+                            ", 100000], got ", p.samples()));
+  }
+  if (p.context_length() < 2 || p.context_length() > spec.seq_len()) {
+    return Bad(at + ".context_length",
+               absl::StrCat("must be in [2, seq_len = ", spec.seq_len(),
+                            "], got ", p.context_length()));
+  }
+  for (const auto& arch : spec.architectures()) {
+    const std::string& layers =
+        arch.pattern().empty() ? arch.name() : arch.pattern();
+    for (const auto& scale : spec.scales()) {
+      absl::StatusOr<std::vector<hlab::model::MixerSpec>> mixers =
+          hlab::model::ExpandArchitecture(layers, scale.n_layers());
+      if (!mixers.ok()) continue;  // reported with the architecture
+      if (std::none_of(mixers->begin(), mixers->end(),
+                       [](const hlab::model::MixerSpec& m) {
+                         return hlab::model::IsFullAttention(m.kind);
+                       })) {
+        return Bad(at, absl::StrCat("architecture '", arch.name(),
+                                    "' has no full-attention layer at scale '",
+                                    scale.name(),
+                                    "'; layer-wise probing traces how full "
+                                    "attention carries retrieval: remove the "
+                                    "architecture or disable probing"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckEvaluation(const SweepSpec& spec) {
   const auto& e = spec.evaluation();
   if (e.validation_loss().tokens() < 0) {
@@ -229,6 +276,7 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
     return Bad("evaluation.gradient_profile.sequences",
                absl::StrCat("must be in [1, 100000], got ", gp.sequences()));
   }
+  HLAB_RETURN_IF_ERROR(CheckProbing(spec));
   const auto& rf = e.receptive_field();
   if (rf.enabled()) {
     if (rf.limit() < 2 || rf.limit() % 2 != 0 || rf.limit() >= spec.seq_len()) {

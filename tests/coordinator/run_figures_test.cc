@@ -20,7 +20,8 @@ using store::Value;
 std::vector<Value> Row(const std::string& id, const std::string& state,
                        Value train, Value val, Value log_longppl, Value longppl,
                        Value niah, std::vector<Value> rf = {{}, {}, {}, {}},
-                       Value grad_reach = {}, Value grad_profile = {}) {
+                       Value grad_reach = {}, Value grad_profile = {},
+                       Value probe_acc = {}, Value probe_layers = {}) {
   std::vector<Value> row = {id,
                             "full",
                             "S1",
@@ -35,6 +36,8 @@ std::vector<Value> Row(const std::string& id, const std::string& state,
   row.insert(row.end(), rf.begin(), rf.end());
   row.push_back(grad_reach);
   row.push_back(grad_profile);
+  row.push_back(probe_acc);
+  row.push_back(probe_layers);
   return row;
 }
 
@@ -46,7 +49,8 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
     const Value null;
     result.rows.push_back(Row("a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75,
                               {0.01, 1.0, 0.001, 0.1}, 32.0,
-                              std::string("{\"bins\": []}")));
+                              std::string("{\"bins\": []}"), 0.625,
+                              std::string("{\"layers\": []}")));
     // No log_longppl: the log of longppl; no validation loss.
     result.rows.push_back(Row("b", "FAILED", 4.0, null, null, 2.0, null));
     // Not finite, or a longppl that has no log: unknown.
@@ -78,6 +82,9 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_EQ(a.rf_efficient_delta_log_longppl, 0.1);
   EXPECT_EQ(a.grad_reach, 32.0);
   EXPECT_EQ(a.grad_profile, "{\"bins\": []}");
+  EXPECT_EQ(a.probe_accuracy, 0.625);
+  EXPECT_EQ(a.probe_layers, "{\"layers\": []}");
+  EXPECT_NE(asked.find("'probe_acc'"), std::string::npos);
   EXPECT_NE(asked.find("'rf_efficient_delta_log_longppl'"), std::string::npos);
   EXPECT_EQ(a.Target("perplexity"), std::nullopt);
   const RunFigures& b = (*runs)[1];
@@ -88,6 +95,8 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_EQ(b.niah_accuracy, std::nullopt);
   EXPECT_EQ(b.rf_full_delta_log_longppl, std::nullopt);
   EXPECT_EQ(b.grad_profile, "");
+  EXPECT_EQ(b.probe_accuracy, std::nullopt);
+  EXPECT_EQ(b.probe_layers, "");
   const RunFigures& c = (*runs)[2];
   EXPECT_EQ(c.val_loss, std::nullopt);
   EXPECT_EQ(c.Target("loss"), std::nullopt);

@@ -137,6 +137,21 @@ INSTANTIATE_TEST_SUITE_P(
                 "{gradient_profile: {enabled: true, sequences: -1}}",
                 "evaluation.gradient_profile.sequences: must be in [1, "
                 "100000], got -1"},
+        BadSpec{"probing classes above the corpus's values", "evaluation",
+                "{probing: {enabled: true, classes: 11}}",
+                "evaluation.probing.classes: must be in [2, 10]"},
+        BadSpec{"too few probing samples", "evaluation",
+                "{probing: {enabled: true, samples: 10}}",
+                "evaluation.probing.samples: must be in [2 x classes = 16"},
+        BadSpec{"probing beyond the context", "evaluation",
+                "{probing: {enabled: true, context_length: 65}}",
+                "evaluation.probing.context_length: must be in [2, seq_len "
+                "= 64], got 65"},
+        BadSpec{"probing a model without full attention", "architectures",
+                "[full, {name: local, pattern: 'swa:16'}]\n"
+                "evaluation: {probing: {enabled: true}}",
+                "evaluation.probing: architecture 'local' has no "
+                "full-attention layer at scale 'A'"},
         BadSpec{"receptive field without the loss", "evaluation",
                 "{validation_loss: {enabled: false}, receptive_field: "
                 "{enabled: true}}",

@@ -41,6 +41,7 @@ evaluation:
   niah: {enabled: true, context_lengths: [64], samples: 4}
   receptive_field: {enabled: true}
   gradient_profile: {enabled: true, sequences: 2}
+  probing: {enabled: true, samples: 32}
 resources:
   - {scale: T1, cpu_threads: 1}
 )";
@@ -126,6 +127,8 @@ TEST_F(SweepEndToEndTest,
        "'rf_full_delta_val_loss' AND e.value IS NOT NULL) AS rf_full, "
        "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.metric = "
        "'grad_reach' AND e.value IS NOT NULL) AS grad_reach, "
+       "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.metric "
+       "LIKE 'probe\\_acc%' ESCAPE '\\' AND e.value IS NOT NULL) AS probes, "
        "(SELECT count(*) FROM evals e WHERE e.run_id = r.id AND e.details = "
        "'{}') AS bare, r.arch FROM runs r",
        "--format", "json", "--address", address});
@@ -142,6 +145,8 @@ TEST_F(SweepEndToEndTest,
     EXPECT_EQ(row["rf"], 4) << row.dump();
     EXPECT_EQ(row["rf_full"], 1) << row.dump();
     EXPECT_EQ(row["grad_reach"], 1) << row.dump();
+    // probe_acc and probe_acc/l0..l2 (the embeddings and two blocks).
+    EXPECT_EQ(row["probes"], 4) << row.dump();
     EXPECT_EQ(row["bare"], 0) << "results without details: " << row.dump();
   }
   // `hlab eval` of a finished run with the sweep's settings finds the

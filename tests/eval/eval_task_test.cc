@@ -544,6 +544,83 @@ TEST_F(EvalTaskRunTest, GradientProfileGivesTheReachAndTheBins) {
       << bad;
 }
 
+// Appendix D.2: a probe per layer (the embeddings and each block) with its
+// interval, the peak in probe_acc; a model without full attention, a
+// context that cannot hold the sample or exceeds the trained length are
+// refused naming the field, before anything runs.
+TEST_F(EvalTaskRunTest, ProbingGivesEveryLayersAccuracyAndNamesBadInput) {
+  Json j = Task();
+  j["evals"] = {{"val_loss", {{"tokens", 256}}},
+                {"probing", {{"samples", 64}, {"context_length", 48}}}};
+  const absl::Status ran = Run(j);
+  ASSERT_TRUE(ran.ok()) << ran;
+  EXPECT_EQ(records_.front()["evals"], Json({"val_loss", "probing"}));
+  const Json peak = FindRecord(records_, "result", "probe_acc");
+  ASSERT_FALSE(peak.is_null());
+  const Json& d = peak["details"];
+  ASSERT_EQ(d["layers"].size(), 3u);  // the embeddings and two blocks
+  EXPECT_EQ(d["layers"][0]["mixer"], "embedding");
+  EXPECT_EQ(d["chance"], 0.125);
+  EXPECT_EQ(d["classes"], 8);
+  EXPECT_EQ(d["samples"], 64);
+  EXPECT_EQ(d["context_length"], 48);
+  const int64_t at = d["peak_layer"].get<int64_t>();
+  EXPECT_EQ(peak["value"], d["layers"][static_cast<size_t>(at)]["accuracy"]);
+  for (int k = 0; k < 3; ++k) {
+    const Json layer =
+        FindRecord(records_, "result", "probe_acc/l" + std::to_string(k));
+    ASSERT_FALSE(layer.is_null()) << k;
+    EXPECT_EQ(layer["value"], d["layers"][static_cast<size_t>(k)]["accuracy"]);
+    EXPECT_LE(layer["details"]["lo"].get<double>(),
+              layer["value"].get<double>());
+    EXPECT_GE(layer["details"]["hi"].get<double>(),
+              layer["value"].get<double>());
+  }
+
+  const std::string swa = (dir_ / "swa16" / "step-0000000010.ckpt").string();
+  model::ModelConfig only_swa = TinyConfig("full");
+  for (model::MixerSpec& layer : only_swa.layers) {
+    layer.kind = model::MixerKind::kSlidingWindow;
+    layer.window = 16;
+  }
+  WriteTinyCheckpoint(swa, only_swa, "byte", 4, 10);
+  Json no_full = j;
+  no_full["checkpoint"] = swa;
+  absl::Status s = Run(no_full);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(s.message())
+                .find("evals.probing: the model has no full-attention "
+                      "layer (layers swa, swa)"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(FindRecord(records_, "result", "val_loss"), Json(nullptr))
+      << "refused before anything ran";
+  auto task = Parse(no_full);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(CheckEvalTask(*task).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  j["evals"]["probing"]["context_length"] = 4;
+  s = Run(j);
+  EXPECT_NE(std::string(s.message())
+                .find("evals.probing: context_length: 4 tokens cannot hold"),
+            std::string::npos)
+      << s;
+  j["evals"]["probing"]["context_length"] = 128;  // seq_len is 64
+  s = Run(j);
+  EXPECT_NE(std::string(s.message())
+                .find("evals.probing.context_length: 128 tokens exceed"),
+            std::string::npos)
+      << s;
+  j["evals"]["probing"]["context_length"] = 48;
+  j["evals"]["probing"]["classes"] = 12;
+  s = Run(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("evals.probing.classes"),
+            std::string::npos)
+      << s;
+}
+
 TEST_F(EvalTaskRunTest, BadReceptiveFieldLimitsNameTheField) {
   Json j = Task();
   j["evals"].erase("longppl");

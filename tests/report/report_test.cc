@@ -249,10 +249,11 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
   EXPECT_EQ(held_out, 3);
 }
 
-TEST_F(ReportTest, ReceptiveFieldChangesGetTheirSectionAndCsv) {
+TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
   SweepOptions sweep;
   sweep.receptive_field = true;
   sweep.gradient_profile = true;
+  sweep.probing = true;
   const int64_t sweep_id = StoreDemoSweep(sweep);
   StoreTrueFits(sweep_id, "loss");
   store_.reset();
@@ -286,6 +287,14 @@ TEST_F(ReportTest, ReceptiveFieldChangesGetTheirSectionAndCsv) {
   const std::string svg = ReadFile(Out() / "gradient_profile.svg");
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(index.find("src=\"gradient_profile.svg\""), std::string::npos);
+  // The probing figure: each layer's accuracy and interval, drawn.
+  const std::string probes = ReadFile(Out() / "data" / "probing_full.dat");
+  EXPECT_NE(probes.find(
+                "0 0.125 0.0625 0.25\n1 0.75 0.625 0.875\n2 0.5 0.375 0.625\n"),
+            std::string::npos)
+      << probes;
+  EXPECT_NE(ReadFile(Out() / "probing.svg").find("</svg>"), std::string::npos);
+  EXPECT_NE(index.find("src=\"probing.svg\""), std::string::npos);
 }
 
 // Through the library, so the fits can start from 32 points near the truth

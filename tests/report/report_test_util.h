@@ -112,6 +112,8 @@ struct SweepOptions {
   // record a gradient profile (grad_reach 8, bins with G / G_base falling
   // from 16 to 1) for every run
   bool gradient_profile = false;
+  // record layer probes (probe_acc 0.75 at layer 1 of 0..2) for every run
+  bool probing = false;
 };
 
 // Stores the demo sweep in `store`; every run (but, by default, gdn's
@@ -209,6 +211,20 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
         {"from": 2, "to": 4, "g": 4, "ratio": 4},
         {"from": 4, "to": 8, "g": 2, "ratio": 2},
         {"from": 8, "to": 16, "g": 1, "ratio": 1}], "baseline": 1})";
+      EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+    }
+    if (options.probing) {
+      store::EvalResult eval;
+      eval.run_id = run.id;
+      eval.step = 10;
+      eval.metric = "probe_acc";
+      eval.value = 0.75;
+      eval.details = R"({"layers": [
+        {"layer": 0, "mixer": "embedding", "accuracy": 0.125, "lo": 0.0625,
+         "hi": 0.25},
+        {"layer": 1, "mixer": "full", "accuracy": 0.75, "lo": 0.625, "hi": 0.875},
+        {"layer": 2, "mixer": "full", "accuracy": 0.5, "lo": 0.375, "hi": 0.625}],
+        "peak_layer": 1, "chance": 0.125})";
       EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
     }
     if (run.arch == "full") {

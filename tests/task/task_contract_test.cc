@@ -137,6 +137,16 @@ EvalTask FilledEvalTask() {
   e.evals.gradient_profile.emplace();
   e.evals.gradient_profile->sequences = 2;
   e.evals.gradient_profile->batch_sequences = 1;
+  e.evals.probing.emplace();
+  e.evals.probing->samples = 40;
+  e.evals.probing->context_length = 48;
+  e.evals.probing->depths = {0.25};
+  e.evals.probing->classes = 4;
+  e.evals.probing->test_fraction = 0.5;
+  e.evals.probing->l2 = 0.5;
+  e.evals.probing->seed = 9;
+  e.evals.probing->batch_sequences = 2;
+  e.evals.probing->tokenizer = "byte";
   e.cache_dir = "/cache";
   e.threads = 3;
   e.allow_extrapolation = true;
@@ -233,6 +243,7 @@ TEST(TaskContractTest, EveryEvalTaskFieldRoundTrips) {
   defaults.evals.niah.emplace();
   defaults.evals.receptive_field.emplace();
   defaults.evals.gradient_profile.emplace();
+  defaults.evals.probing.emplace();
   Json d = Json::parse(EvalTaskToJson(defaults));
   d.erase("config");  // the run is TrainTask's (above)
   Json f = Json::parse(once);

@@ -1,0 +1,116 @@
+// CheckEvalTask (eval_task.h): `hlab-eval --check`, the task against its
+// checkpoints' headers, without running a model.
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "eval/eval_task.h"
+#include "eval/internal/task_checks.h"
+#include "model/config/param_count.h"
+
+namespace hlab::eval {
+
+using internal::CheckContext;
+using internal::CheckProbing;
+using internal::CheckReference;
+using internal::DataDescription;
+using internal::KeyConfig;
+using internal::ProbingContext;
+using internal::ReadHeader;
+using internal::ValidateLongPplConfig;
+using task::EvalTask;
+using task::LongPplPlan;
+using task::LongPplSpec;
+using task::ProbingSpec;
+using Json = nlohmann::json;
+
+absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
+  auto meta = ReadHeader(task.checkpoint, "checkpoint");
+  if (!meta.ok()) return meta.status();
+  auto config = model::ModelConfigFromJson(meta->model_config);
+  if (!config.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint: '", task.checkpoint,
+        "' holds an invalid model config: ", config.status().message()));
+  }
+  const auto count = model::CountParameters(*config);
+  Json plan = {{"run_id", task.run_id},
+               {"step", task.step >= 0 ? task.step : meta->step},
+               {"checkpoint", task.checkpoint},
+               {"checkpoint_step", meta->step},
+               {"arch", config->arch},
+               {"non_embedding_params", count.non_embedding},
+               {"seq_len", task.run.seq_len},
+               {"tokenizer", meta->tokenizer},
+               {"cache_dir", task.cache_dir},
+               {"threads", task.threads},
+               {"evals", Json::object()}};
+  if (task.evals.val_loss) {
+    plan["evals"]["val_loss"] = {
+        {"tokens", task.evals.val_loss->tokens > 0
+                       ? task.evals.val_loss->tokens
+                       : task::kDefaultValLossTokens},
+        {"batch_sequences", task.evals.val_loss->batch_sequences},
+        {"source", DataDescription(task.evals.val_loss->data, task, false)}};
+  }
+  if (task.evals.longppl) {
+    const LongPplSpec& l = *task.evals.longppl;
+    const LongPplPlan p = PlanLongPpl(l, task.run.seq_len);
+    HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(KeyConfig(l, p)));
+    HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
+                                      p.context_len, task, *config));
+    auto ref =
+        ReadHeader(l.reference.File(), "evals.longppl.reference.checkpoint");
+    if (!ref.ok()) return ref.status();
+    auto ref_config = model::ModelConfigFromJson(ref->model_config);
+    if (!ref_config.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "evals.longppl.reference.checkpoint: '", l.reference.File(),
+          "' holds an invalid model config: ", ref_config.status().message()));
+    }
+    std::vector<std::string> warnings;
+    HLAB_RETURN_IF_ERROR(CheckReference(*config, meta->tokenizer, *ref_config,
+                                        ref->tokenizer, &warnings));
+    plan["evals"]["longppl"] = {
+        {"trunc_len", p.trunc_len},
+        {"sliding_window", p.sliding_window},
+        {"context_len", p.context_len},
+        {"documents",
+         l.documents > 0 ? l.documents : task::kDefaultLongPplDocuments},
+        {"reference", l.reference.File()},
+        {"reference_step", ref->step},
+        {"source", DataDescription(l.data, task, true)},
+        {"warnings", warnings}};
+  }
+  if (task.evals.niah) {
+    for (size_t i = 0; i < task.evals.niah->context_lengths.size(); ++i) {
+      HLAB_RETURN_IF_ERROR(
+          CheckContext(absl::StrCat("evals.niah.context_lengths[", i, "]"),
+                       task.evals.niah->context_lengths[i], task, *config));
+    }
+    plan["evals"]["niah"] = {
+        {"kinds", task.evals.niah->kinds},
+        {"context_lengths", task.evals.niah->context_lengths},
+        {"depths", task.evals.niah->depths},
+        {"samples", task.evals.niah->samples}};
+  }
+  if (task.evals.probing) {
+    HLAB_RETURN_IF_ERROR(CheckProbing(task, *config));
+    const ProbingSpec& p = *task.evals.probing;
+    plan["evals"]["probing"] = {
+        {"context_length", ProbingContext(p, task.run.seq_len)},
+        {"samples", p.samples},
+        {"classes", p.classes},
+        {"layers", config->n_layers + 1}};
+  }
+  if (task.evals.receptive_field) {
+    const int64_t h =
+        ReceptiveFieldLimit(*task.evals.receptive_field, task.run.seq_len);
+    plan["evals"]["receptive_field"] = {
+        {"limit", h},
+        {"efficient_windows", {{"length", 3 * (h / 2)}, {"stride", h / 2}}}};
+  }
+  return plan.dump();
+}
+
+}  // namespace hlab::eval
