@@ -10,9 +10,17 @@
 // in sampling and packing batches over the time of the step loop. A second
 // figure times batch building alone, without the model, for the same
 // batches.
+//
+// --q-grad-every N adds the Q-gradient hook's cost (analysis.
+// q_grad_every_steps = N, records dropped): each architecture with a
+// full-attention head trains the same task with and without the hook,
+// alternating, 3 times each; the column is the median time with the hook
+// over the median without, minus 1.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,10 +28,14 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "data/mixture.h"
 #include "train/malloc_reuse.h"
 #include "train/openmp_env.h"
+#include "train/records.h"
 #include "train/trainer.h"
 #include "train/training_data.h"
 
@@ -33,7 +45,7 @@ using Json = nlohmann::json;
 
 struct Options {
   int64_t steps = 20, seq_len = 256, batch_tokens = 8192, d_model = 128;
-  int64_t layers = 4, threads = 0;
+  int64_t layers = 4, threads = 0, q_grad_every = 0;
   std::vector<std::string> archs = {"full", "swa-64", "lightning", "mamba2",
                                     "gdn"};
   bool json = false;
@@ -55,6 +67,31 @@ Json TaskFor(const Options& o, const std::string& arch, int64_t steps) {
             {"log_every_steps", 1000000},
             {"eval", {{"sequences", 0}}}};
   return j;
+}
+
+// Median step-loop time with the hook over the median without, minus 1;
+// InvalidArgument when the architecture has no full-attention head.
+absl::StatusOr<double> HookOverhead(const Options& o, const std::string& arch,
+                                    int64_t steps) {
+  std::vector<double> off, on;
+  hlab::train::RecordWriter dropped(nullptr,
+                                    hlab::train::RecordWriter::Human::kNone);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    for (const bool hooked : {false, true}) {
+      Json j = TaskFor(o, arch, steps);
+      if (hooked) j["analysis"] = {{"q_grad_every_steps", o.q_grad_every}};
+      auto task = hlab::task::TrainTaskFromJson(j.dump());
+      if (!task.ok()) return task.status();
+      HLAB_RETURN_IF_ERROR(hlab::task::ValidateTrainTask(*task));
+      auto trainer = hlab::train::Trainer::Create(*task, &dropped);
+      if (!trainer.ok()) return trainer.status();
+      HLAB_RETURN_IF_ERROR((*trainer)->Run());
+      (hooked ? on : off).push_back((*trainer)->time().total_seconds);
+    }
+  }
+  std::sort(off.begin(), off.end());
+  std::sort(on.begin(), on.end());
+  return on[1] / off[1] - 1;
 }
 
 }  // namespace
@@ -84,6 +121,8 @@ int main(int argc, char** argv) {
       next_int(&o.layers);
     else if (arg == "--threads")
       next_int(&o.threads);
+    else if (arg == "--q-grad-every")
+      next_int(&o.q_grad_every);
     else if (arg == "--arch" && i + 1 < argc)
       o.archs = {argv[++i]};
     else if (arg == "--json")
@@ -91,7 +130,8 @@ int main(int argc, char** argv) {
     else {
       std::cout << "usage: hlab-bench-train [--steps N] [--seq-len N] "
                    "[--batch-tokens N] [--d-model N] [--layers N] "
-                   "[--threads N] [--arch NAME] [--json]\n";
+                   "[--threads N] [--arch NAME] [--q-grad-every N] "
+                   "[--json]\n";
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -103,8 +143,8 @@ int main(int argc, char** argv) {
         static_cast<long long>(o.seq_len),
         static_cast<long long>(o.batch_tokens), static_cast<long long>(o.steps),
         std::thread::hardware_concurrency());
-    std::printf("%-10s %12s %12s %14s %16s\n", "arch", "tok/s", "ms/step",
-                "data share", "data-only tok/s");
+    std::printf("%-10s %12s %12s %14s %16s %10s\n", "arch", "tok/s", "ms/step",
+                "data share", "data-only tok/s", "q-grad hook");
   }
   for (const std::string& arch : o.archs) {
     // Warm-up run (allocator, OpenMP pool), then the measured run.
@@ -139,19 +179,33 @@ int main(int argc, char** argv) {
                                    .count();
       const double tokens = static_cast<double>(steps * o.batch_tokens);
       const double share = t.data_seconds / t.total_seconds;
+      std::optional<double> hook;
+      if (o.q_grad_every > 0) {
+        absl::StatusOr<double> h = HookOverhead(o, arch, steps);
+        if (h.ok()) {
+          hook = *h;
+        } else if (!absl::IsInvalidArgument(h.status())) {
+          std::cerr << "hlab-bench-train: " << h.status().message() << "\n";
+          return 1;
+        }  // else: no full-attention head to hook
+      }
       if (o.json) {
         std::cout << Json{{"arch", arch},
                           {"tokens_per_s", tokens / t.total_seconds},
                           {"ms_per_step", 1e3 * t.total_seconds / steps},
                           {"data_share", share},
                           {"data_only_tokens_per_s", tokens / data_only},
+                          {"q_grad_hook_overhead",
+                           hook ? Json(*hook) : Json(nullptr)},
                           {"checksum", checksum}}
                          .dump()
                   << "\n";
       } else {
-        std::printf("%-10s %12.0f %12.1f %13.2f%% %16.3g\n", arch.c_str(),
+        const std::string hook_text =
+            hook ? absl::StrFormat("%+.1f%%", 100 * *hook) : std::string("-");
+        std::printf("%-10s %12.0f %12.1f %13.2f%% %16.3g %10s\n", arch.c_str(),
                     tokens / t.total_seconds, 1e3 * t.total_seconds / steps,
-                    100 * share, tokens / data_only);
+                    100 * share, tokens / data_only, hook_text.c_str());
       }
     }
   }

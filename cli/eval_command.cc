@@ -39,7 +39,8 @@ std::string StateName(v1::TaskState state) {
 // Whether an evals row's metric comes from one of `evals` (val_loss ->
 // val_loss, longppl -> log_longppl, niah -> niah_acc and niah_acc/<kind>,
 // receptive_field -> rf_*, gradient_profile -> grad_reach, probing ->
-// probe_acc and probe_acc/l<k>).
+// probe_acc and probe_acc/l<k>, retrieval_heads -> retrieval_score and
+// retrieval_mass).
 bool Wanted(const std::string& metric,
             const google::protobuf::RepeatedPtrField<std::string>& evals) {
   for (const std::string& e : evals) {
@@ -49,6 +50,9 @@ bool Wanted(const std::string& metric,
     if (e == "receptive_field" && absl::StartsWith(metric, "rf_")) return true;
     if (e == "gradient_profile" && metric == "grad_reach") return true;
     if (e == "probing" && absl::StartsWith(metric, "probe_acc")) return true;
+    if (e == "retrieval_heads" && absl::StartsWith(metric, "retrieval_")) {
+      return true;
+    }
   }
   return false;
 }
@@ -212,13 +216,13 @@ Command EvalCommand() {
   c.name = kName;
   c.summary =
       "evaluate a finished run (val_loss, longppl, niah, receptive_field, "
-      "gradient_profile, probing)";
+      "gradient_profile, probing, retrieval_heads)";
   c.usage =
       "usage: hlab eval RUN_ID [--evals EVALS] [--step N]\n"
       "                 [--no-wait] [--poll SECONDS] [--format "
       "table|json|csv]\n\n"
       "EVALS: a comma-separated list of val_loss, longppl, niah,\n"
-      "receptive_field, gradient_profile, probing.\n\n"
+      "receptive_field, gradient_profile, probing, retrieval_heads.\n\n"
       "Evaluates a run whose training has finished: the coordinator adds an\n"
       "EVAL task that a worker runs with hlab-eval, and the results go to\n"
       "the evals table. By default the evaluations and settings of the\n"

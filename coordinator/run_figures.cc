@@ -57,7 +57,10 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
       "e.metric = 'grad_reach' ORDER BY e.step DESC LIMIT 1)",
       Newest("probe_acc"),
       ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "
-      "e.metric = 'probe_acc' ORDER BY e.step DESC LIMIT 1)"
+      "e.metric = 'probe_acc' ORDER BY e.step DESC LIMIT 1)",
+      Newest("retrieval_score"),
+      ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "
+      "e.metric = 'retrieval_score' ORDER BY e.step DESC LIMIT 1)"
       " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
       " WHERE sr.sweep_id = ",
       sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
@@ -65,7 +68,7 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
   std::vector<RunFigures> runs;
   runs.reserve(result.rows.size());
   for (const auto& row : result.rows) {
-    if (row.size() != 19) continue;
+    if (row.size() != 21) continue;
     RunFigures r;
     r.run_id = Text(row[0]);
     r.arch = Text(row[1]);
@@ -89,6 +92,8 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
     r.grad_profile = Text(row[16]);
     r.probe_accuracy = Real(row[17]);
     r.probe_layers = Text(row[18]);
+    r.retrieval_score = Real(row[19]);
+    r.retrieval_heads = Text(row[20]);
     runs.push_back(std::move(r));
   }
   return runs;

@@ -10,7 +10,8 @@
 // newest receptive-field changes (rf_<full|efficient>_delta_<val_loss|
 // log_longppl>, appendix D.1); the newest gradient profile (grad_reach and
 // its details, appendix D.3); the newest layer probes (probe_acc and its
-// details, appendix D.2).
+// details, appendix D.2); the newest retrieval-head trace (retrieval_score
+// and its details, appendix D.4).
 //
 // Thread-safety: ReadRunFigures is reentrant (as thread-safe as `query`).
 //
@@ -58,6 +59,10 @@ struct RunFigures {
   // its details (every layer's, eval/probing.h); "" without one.
   std::optional<double> probe_accuracy;
   std::string probe_layers;
+  // Appendix D.4: the newest retrieval_score (the top head's) and its
+  // details (every head's, eval/retrieval_heads.h); "" without one.
+  std::optional<double> retrieval_score;
+  std::string retrieval_heads;
 
   bool succeeded() const { return state == "SUCCEEDED"; }
   // The value fitted for `target` ("loss": validation, else training loss;

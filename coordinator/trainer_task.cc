@@ -147,6 +147,10 @@ absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
   t.threads = CpuThreads(task);
   json payload = json::parse(task.spec.payload, nullptr, false);
   t.checkpoint.every_steps = CheckpointEvery(payload);
+  if (draft.contains("analysis") && draft["analysis"].is_object()) {
+    t.analysis.q_grad_every_steps =
+        draft["analysis"].value("q_grad_every_steps", int64_t{0});
+  }
   // With W ranks a step is W micro-batches, one per rank (hlab-train needs
   // the micro-batch count divisible by the world size).
   const int64_t ranks = Ranks(task);

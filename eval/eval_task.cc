@@ -30,6 +30,7 @@
 #include "eval/longppl.h"
 #include "eval/niah.h"
 #include "eval/probing.h"
+#include "eval/retrieval_heads.h"
 #include "eval/token_scorer.h"
 #include "eval/validation_loss.h"
 #include "model/config/param_count.h"
@@ -40,10 +41,12 @@ namespace hlab::eval {
 using internal::CheckContext;
 using internal::CheckProbing;
 using internal::CheckReference;
+using internal::CheckRetrievalHeads;
 using internal::DataDescription;
 using internal::KeyConfig;
 using internal::Prefixed;
 using internal::ProbingContext;
+using internal::RetrievalContext;
 using internal::ValidateLongPplConfig;
 using task::EvalDataSpec;
 using task::EvalTask;
@@ -53,6 +56,7 @@ using task::LongPplSpec;
 using task::NiahSpec;
 using task::ProbingSpec;
 using task::ReceptiveFieldSpec;
+using task::RetrievalHeadsSpec;
 using task::ValLossSpec;
 
 namespace {
@@ -98,6 +102,9 @@ class EvalRun {
     if (task_.evals.probing) {
       HLAB_RETURN_IF_ERROR(CheckProbing(task_, model_.config));
     }
+    if (task_.evals.retrieval_heads) {
+      HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(task_, model_.config));
+    }
     scorer_ = std::make_unique<ModelScorer>(model_.model);
     if (task_.evals.val_loss)
       HLAB_RETURN_IF_ERROR(RunValLoss(*task_.evals.val_loss));
@@ -119,6 +126,9 @@ class EvalRun {
     }
     if (task_.evals.probing)
       HLAB_RETURN_IF_ERROR(RunProbing(*task_.evals.probing));
+    if (task_.evals.retrieval_heads) {
+      HLAB_RETURN_IF_ERROR(RunRetrievalHeads(*task_.evals.retrieval_heads));
+    }
     emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
     return absl::OkStatus();
   }
@@ -648,6 +658,65 @@ class EvalRun {
             {"position", "the last prompt token (the recall's key letter)"},
             {"source", "synthetic NIAH, single needle"},
             {"seconds", SecondsSince(start)}});
+    return absl::OkStatus();
+  }
+
+  // Appendix D.4 (eval/retrieval_heads.h): "retrieval_score" and
+  // "retrieval_mass", the top head's, with every head in the details.
+  absl::Status RunRetrievalHeads(const RetrievalHeadsSpec& spec) {
+    const auto start = Clock::now();
+    HLAB_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::Tokenizer> tokenizer,
+        SampleTokenizer(spec.tokenizer, "evals.retrieval_heads"));
+    RetrievalHeadsConfig config;
+    config.context_length = RetrievalContext(spec, task_.run.seq_len);
+    if (!spec.depths.empty()) config.depths = spec.depths;
+    config.samples = spec.samples;
+    config.top_heads = static_cast<int>(spec.top_heads);
+    config.seed = spec.seed;
+    config.corpus_seed = task_.run.data.seed;
+    absl::StatusOr<RetrievalHeadsResult> traced = TraceRetrievalHeads(
+        model_.model, *tokenizer, config, [this](int64_t done, int64_t n) {
+          Progress("retrieval_heads", done, n, "tracing attention");
+        });
+    if (!traced.ok()) {
+      return Prefixed("evals.retrieval_heads", traced.status());
+    }
+    auto row = [](const RetrievalHead& h) {
+      return Json{{"layer", h.layer},     {"head", h.head},
+                  {"score", h.score},     {"needle_mass", h.needle_mass},
+                  {"entropy", h.entropy}, {"hits", h.hits},
+                  {"copied", h.copied}};
+    };
+    Json heads = Json::array(), top = Json::array();
+    for (const RetrievalHead& h : traced->heads) heads.push_back(row(h));
+    for (int i : traced->top) {
+      top.push_back(row(traced->heads[static_cast<size_t>(i)]));
+    }
+    const RetrievalHead& best =
+        traced->heads[static_cast<size_t>(traced->top.front())];
+    Json details = {
+        {"heads", heads},
+        {"top", top},
+        {"layers", traced->layers},
+        {"answer_accuracy", traced->answer_accuracy},
+        {"samples", traced->samples},
+        {"copied", traced->copied},
+        {"context_length", config.context_length},
+        {"depths", config.depths},
+        {"seed", config.seed},
+        {"score_rule",
+         "per answer token: the head's top-1 key lies in the needle and the "
+         "generated (argmax, teacher-forced) token is the needle's value"},
+        {"source", "synthetic NIAH, single needle"},
+        {"seconds", SecondsSince(start)}};
+    Result("retrieval_score", best.score, details);
+    Result("retrieval_mass", best.needle_mass,
+           {{"layer", best.layer},
+            {"head", best.head},
+            {"score", best.score},
+            {"entropy", best.entropy},
+            {"samples", traced->samples}});
     return absl::OkStatus();
   }
 

@@ -13,10 +13,12 @@ namespace hlab::eval {
 using internal::CheckContext;
 using internal::CheckProbing;
 using internal::CheckReference;
+using internal::CheckRetrievalHeads;
 using internal::DataDescription;
 using internal::KeyConfig;
 using internal::ProbingContext;
 using internal::ReadHeader;
+using internal::RetrievalContext;
 using internal::ValidateLongPplConfig;
 using task::EvalTask;
 using task::LongPplPlan;
@@ -102,6 +104,14 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
         {"samples", p.samples},
         {"classes", p.classes},
         {"layers", config->n_layers + 1}};
+  }
+  if (task.evals.retrieval_heads) {
+    HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(task, *config));
+    const task::RetrievalHeadsSpec& r = *task.evals.retrieval_heads;
+    plan["evals"]["retrieval_heads"] = {
+        {"context_length", RetrievalContext(r, task.run.seq_len)},
+        {"samples", r.samples},
+        {"top_heads", r.top_heads}};
   }
   if (task.evals.receptive_field) {
     const int64_t h =

@@ -80,6 +80,20 @@ void Attention::set_capture_probabilities(bool on) {
   if (!on) captured_ = torch::Tensor();
 }
 
+torch::Tensor Attention::q_grad_norms() const {
+  const torch::Tensor& grad = q_proj_->weight.grad();
+  if (!grad.defined()) return torch::Tensor();
+  // (H * dh, d) -> (H, dh * d): one row per head.
+  return grad.detach().to(torch::kFloat64).reshape({n_heads_, -1}).norm(2, {1});
+}
+
+int64_t Attention::first_full_head() const {
+  for (const HeadGroup& group : groups_) {
+    if (group.window == 0) return group.head_begin;
+  }
+  return n_heads_;
+}
+
 int64_t Attention::EffectiveWindow(const HeadGroup& group) const {
   if (key_limit_ == 0) return group.window;
   if (group.window == 0) return key_limit_;

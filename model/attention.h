@@ -68,6 +68,14 @@ class Attention final : public Mixer {
   // The probabilities of the last captured call; undefined before one.
   torch::Tensor captured_probabilities() const { return captured_; }
 
+  // Analysis hook (appendix D.4's formation curve): the Frobenius norm of
+  // each query head's rows of q_proj's weight gradient, (H) fp64 in head
+  // order; undefined before a backward pass has filled the gradient.
+  torch::Tensor q_grad_norms() const;
+  // The first head that is not windowed: 0 for full attention, the
+  // windowed heads' count for head-wise SWA, H for SWA (no full head).
+  int64_t first_full_head() const;
+
   // Kernel block sizes (tuning; the defaults suit the CPU target).
   void set_blocks(const AttentionBlocks& blocks) { blocks_ = blocks; }
 

@@ -230,6 +230,22 @@ void HybridLMImpl::set_full_attention_key_limit(int64_t keys) {
   }
 }
 
+std::vector<HybridLMImpl::HeadNorm> HybridLMImpl::full_attention_q_grad_norms()
+    const {
+  std::vector<HeadNorm> out;
+  for (int64_t layer = 0; layer < num_layers(); ++layer) {
+    auto a = std::dynamic_pointer_cast<Attention>(blocks_[layer]->mixer);
+    if (!a) continue;
+    const torch::Tensor norms = a->q_grad_norms();
+    if (!norms.defined()) continue;
+    auto acc = norms.accessor<double, 1>();
+    for (int64_t h = a->first_full_head(); h < norms.size(0); ++h) {
+      out.push_back({layer, h, acc[h]});
+    }
+  }
+  return out;
+}
+
 void HybridLMImpl::set_efficient_receptive_field(int64_t stride, int64_t span) {
   if (stride < 0 || (stride > 0 && span < 2)) {
     throw std::invalid_argument(

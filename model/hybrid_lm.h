@@ -117,6 +117,15 @@ class HybridLMImpl : public torch::nn::Module {
   // (B, H, T, T) fp32 probabilities of a captured layer from the last forward.
   torch::Tensor captured_attention(int64_t layer) const;
   void set_full_attention_key_limit(int64_t keys);
+  // Analysis hook: each full-attention head's q_proj gradient norm
+  // (Attention::q_grad_norms) after a backward pass, layer then head order
+  // (the full heads of a head-wise SWA layer only); empty for a model
+  // without full-attention heads or before a backward pass.
+  struct HeadNorm {
+    int64_t layer = 0, head = 0;
+    double norm = 0;
+  };
+  std::vector<HeadNorm> full_attention_q_grad_norms() const;
   // stride > 0 and span >= 2, or stride 0 (off); else std::invalid_argument.
   void set_efficient_receptive_field(int64_t stride, int64_t span = 2);
 

@@ -496,6 +496,100 @@ std::string ProfileScript(const Plot& plot,
   return gp;
 }
 
+// The retrieval figure's line of one architecture: its runs at the largest
+// scale with a retrieval-head trace, by D, and the formation D: the first
+// whose top head scores at least kRetrievalFormation.
+struct RetrievalLine {
+  std::string arch, scale, data_file;
+  double n = 0;
+  struct Point {
+    double d, score;
+    int64_t layer, head;
+  };
+  std::vector<Point> points;
+  std::optional<double> formation_d;
+};
+
+std::vector<RetrievalLine> RetrievalLines(const StudyData& study) {
+  std::vector<RetrievalLine> out;
+  for (const std::string& arch : study.Architectures()) {
+    RetrievalLine line;
+    line.arch = arch;
+    for (const RunRow& r : study.runs) {
+      if (r.arch == arch && r.succeeded() && r.retrieval_score &&
+          r.n > line.n) {
+        line.n = r.n;
+        line.scale = r.scale;
+      }
+    }
+    if (line.n == 0) continue;
+    for (const RunRow& r : study.runs) {
+      if (r.arch != arch || !r.succeeded() || !r.retrieval_score ||
+          r.n != line.n) {
+        continue;
+      }
+      RetrievalLine::Point p{r.d, *r.retrieval_score, -1, -1};
+      const nlohmann::json details = nlohmann::json::parse(
+          r.retrieval_heads, nullptr, /*allow_exceptions=*/false);
+      if (details.is_object() && details.contains("top") &&
+          details["top"].is_array() && !details["top"].empty()) {
+        const auto& top = details["top"][0];
+        if (top.is_object() && top.contains("layer") &&
+            top["layer"].is_number_integer() && top.contains("head") &&
+            top["head"].is_number_integer()) {
+          p.layer = top["layer"].get<int64_t>();
+          p.head = top["head"].get<int64_t>();
+        }
+      }
+      line.points.push_back(p);
+    }
+    std::sort(line.points.begin(), line.points.end(),
+              [](const auto& a, const auto& b) { return a.d < b.d; });
+    for (const auto& p : line.points) {
+      if (p.score >= kRetrievalFormation) {
+        line.formation_d = p.d;
+        break;
+      }
+    }
+    line.data_file = absl::StrCat("data/retrieval_", FileSafe(arch), ".dat");
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::string RetrievalScript(const Plot& plot,
+                            const std::vector<RetrievalLine>& lines) {
+  std::string gp = Header(plot, 720, 460);
+  absl::StrAppend(&gp,
+                  "set xlabel \"training tokens D\"\n"
+                  "set ylabel \"top head's Retrieval\\_Head score\"\n"
+                  "set logscale x\nset yrange [0:1.05]\n"
+                  "set key outside right top\n"
+                  "set title \"Retrieval heads: the top head's score against "
+                  "D\"\n");
+  std::vector<std::string> clauses;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const RetrievalLine& l = lines[i];
+    absl::StrAppend(
+        &clauses.emplace_back(), "\"", l.data_file,
+        "\" index 0 using 1:2 with linespoints pt 7 ps 0.8 lw 1.5 "
+        "lc rgb \"",
+        Color(i), "\" title ",
+        Quote(absl::StrFormat("%s %s N=%.3g", l.arch, l.scale, l.n)));
+    if (l.formation_d) {
+      absl::StrAppend(&clauses.emplace_back(), "\"", l.data_file,
+                      "\" index 1 using 1:2 with points pt 6 ps 2.5 lw 2 lc "
+                      "rgb \"",
+                      Color(i), "\" notitle");
+    }
+  }
+  clauses.push_back(absl::StrCat(G(kRetrievalFormation),
+                                 " with lines dt 2 lc rgb \"#888888\" "
+                                 "title \"formation threshold\""));
+  absl::StrAppend(&gp, "plot ", absl::StrJoin(clauses, ", \\\n     "), "\n");
+  return gp;
+}
+
 Plot MakePlot(std::string name, std::string target, std::string title,
               std::string caption) {
   Plot plot;
@@ -632,6 +726,40 @@ absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
     HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + probing.name + ".gp",
                                    ProbeScript(probing, probes)));
     plots.push_back(std::move(probing));
+  }
+  // Appendix D.4, only for sweeps that traced retrieval heads.
+  const std::vector<RetrievalLine> retrieval = RetrievalLines(study);
+  if (!retrieval.empty()) {
+    Plot heads = MakePlot(
+        "retrieval_heads", "", "Retrieval heads: formation against D",
+        absl::StrCat(
+            "the Retrieval_Head score of each run's top full-attention head "
+            "(its top-1 key in the needle and the generated token equal to "
+            "it, on synthetic single-needle NIAH samples) against training "
+            "tokens D, at each architecture's largest traced scale; the "
+            "circled point is the formation D, the first whose score is at "
+            "least ",
+            G(kRetrievalFormation),
+            " (dashed; appendix D.4, docs/evaluation.md)"));
+    for (const RetrievalLine& line : retrieval) {
+      std::string data =
+          absl::StrCat("# hlab report: retrieval heads of ", line.arch, " ",
+                       line.scale, "\n# D score top_layer top_head\n");
+      for (const auto& p : line.points) {
+        absl::StrAppend(&data, G(p.d), " ", G(p.score), " ", p.layer, " ",
+                        p.head, "\n");
+      }
+      if (line.formation_d) {
+        absl::StrAppend(&data, "\n\n# formation: D score\n",
+                        G(*line.formation_d), " ", G(kRetrievalFormation),
+                        "\n");
+      }
+      HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + line.data_file, data));
+    }
+    heads.scripted = true;
+    HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + heads.name + ".gp",
+                                   RetrievalScript(heads, retrieval)));
+    plots.push_back(std::move(heads));
   }
   return plots;
 }

@@ -22,6 +22,15 @@
 //                                 probed run, chance dashed
 //                                 (data/probing_<arch>.dat: layer accuracy
 //                                 lo hi).
+// and, for a sweep that traced retrieval heads (appendix D.4):
+//   retrieval_heads               the top full-attention head's
+//                                 Retrieval_Head score against D, one line
+//                                 per architecture at its largest traced
+//                                 scale, the formation D (the first with a
+//                                 score >= kRetrievalFormation) circled
+//                                 (data/retrieval_<arch>.dat: D score
+//                                 top_layer top_head; a second block holds
+//                                 the formation point).
 // Each figure is a gnuplot script <name>.gp in the report directory, over
 // data files data/<target>_<arch>.dat (whitespace columns: N D observed
 // predicted rel_residual held_out scale run_id; one block per scale), so a
@@ -49,6 +58,10 @@
 #include "report/study_data.h"
 
 namespace hlab::report {
+
+// The Retrieval_Head score at which a model's retrieval head counts as
+// formed (the retrieval figure's threshold, appendix D.4).
+inline constexpr double kRetrievalFormation = 0.5;
 
 struct Plot {
   std::string name;       // file stem: "loss_vs_tokens"

@@ -173,6 +173,27 @@ absl::Status ValidateProbing(const ProbingSpec& p) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRetrievalHeads(const RetrievalHeadsSpec& r) {
+  if (r.samples < 1) {
+    return FieldError("evals.retrieval_heads.samples", "must be >= 1");
+  }
+  HLAB_RETURN_IF_ERROR(RequireNonNegative(
+      "evals.retrieval_heads.context_length", r.context_length));
+  if (r.context_length == 1) {
+    return FieldError("evals.retrieval_heads.context_length", "must be >= 2");
+  }
+  for (size_t i = 0; i < r.depths.size(); ++i) {
+    if (!(r.depths[i] >= 0 && r.depths[i] <= 1)) {
+      return FieldError(absl::StrCat("evals.retrieval_heads.depths[", i, "]"),
+                        "must be in [0, 1]");
+    }
+  }
+  if (r.top_heads < 1) {
+    return FieldError("evals.retrieval_heads.top_heads", "must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
 // What an evaluation reads of its run: seq_len and data.
 absl::Status ValidateRun(const TrainTask& run) {
   if (run.seq_len < 2) {
@@ -207,6 +228,7 @@ std::vector<std::string> EvalKinds::Names() const {
   if (receptive_field) names.push_back("receptive_field");
   if (gradient_profile) names.push_back("gradient_profile");
   if (probing) names.push_back("probing");
+  if (retrieval_heads) names.push_back("retrieval_heads");
   return names;
 }
 
@@ -219,6 +241,7 @@ const std::vector<std::string>& AllEvalNames() {
     all.receptive_field.emplace();
     all.gradient_profile.emplace();
     all.probing.emplace();
+    all.retrieval_heads.emplace();
     return new std::vector<std::string>(all.Names());
   }();
   return *names;
@@ -248,10 +271,14 @@ absl::Status ValidateEvalTask(const EvalTask& t) {
     HLAB_RETURN_IF_ERROR(ValidateGradientProfile(*e.gradient_profile));
   }
   if (e.probing) HLAB_RETURN_IF_ERROR(ValidateProbing(*e.probing));
+  if (e.retrieval_heads) {
+    HLAB_RETURN_IF_ERROR(ValidateRetrievalHeads(*e.retrieval_heads));
+  }
   if (e.Names().empty()) {
     return FieldError("evals",
                       "names no evaluation (val_loss, longppl, niah, "
-                      "receptive_field, gradient_profile, probing)");
+                      "receptive_field, gradient_profile, probing, "
+                      "retrieval_heads)");
   }
   return absl::OkStatus();
 }

@@ -196,6 +196,31 @@ struct ProbingSpec {
   }
 };
 
+// Retrieval-head tracing (appendix D.4, eval/retrieval_heads.h): every
+// full-attention head on synthetic-haystack single-needle NIAH samples,
+// teacher-forced on the true answer: the Retrieval_Head score (its top-1
+// key lies in the needle and the generated token equals the token there),
+// the attention mass on the needle and the normalised attention entropy;
+// the top heads. Needs a model with a full-attention layer.
+struct RetrievalHeadsSpec {
+  int64_t samples = 64;
+  int64_t context_length = 0;  // 0: seq_len
+  std::vector<double> depths;  // empty: 0.1, 0.3, 0.5, 0.7, 0.9
+  int64_t top_heads = 2;
+  uint64_t seed = 0;
+  std::string tokenizer;  // as evals.niah.tokenizer
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("samples", s.samples);
+    v("context_length", s.context_length);
+    v("depths", s.depths);
+    v("top_heads", s.top_heads);
+    v("seed", s.seed);
+    v("tokenizer", s.tokenizer);
+  }
+};
+
 inline constexpr int64_t kDefaultValLossTokens = int64_t{1} << 16;
 inline constexpr int64_t kDefaultLongPplDocuments = 64;
 
@@ -207,9 +232,10 @@ struct EvalKinds {
   std::optional<ReceptiveFieldSpec> receptive_field;
   std::optional<GradientProfileSpec> gradient_profile;
   std::optional<ProbingSpec> probing;
+  std::optional<RetrievalHeadsSpec> retrieval_heads;
 
   // "val_loss", "longppl", "niah", "receptive_field", "gradient_profile",
-  // "probing": the evaluations present, in run order.
+  // "probing", "retrieval_heads": the evaluations present, in run order.
   std::vector<std::string> Names() const;
 
   template <class V, class S>
@@ -220,6 +246,7 @@ struct EvalKinds {
     v("receptive_field", s.receptive_field);
     v("gradient_profile", s.gradient_profile);
     v("probing", s.probing);
+    v("retrieval_heads", s.retrieval_heads);
   }
 };
 
@@ -247,7 +274,7 @@ struct EvalTask {
     v.Required("config", s.run, "the run's config: its seq_len and data");
     v.Required("evals", s.evals,
                "one or more of val_loss, longppl, niah, receptive_field, "
-               "gradient_profile, probing");
+               "gradient_profile, probing, retrieval_heads");
     v("cache_dir", s.cache_dir);
     v("threads", s.threads);
     v("allow_extrapolation", s.allow_extrapolation);
@@ -270,7 +297,8 @@ std::string EvalTaskToJson(const EvalTask& task);
 // outside [0, 1], a LongPPL reference without a file, a receptive-field
 // limit that is odd or not below seq_len or without val_loss, probing
 // classes outside [2, 10], fewer than 2 probing samples per class, a test
-// fraction outside (0, 1) or a negative l2. (Context lengths above the
+// fraction outside (0, 1), a negative l2, fewer than one retrieval-heads
+// sample or top head. (Context lengths above the
 // model's are checked against its checkpoint, by hlab-eval.)
 absl::Status ValidateEvalTask(const EvalTask& task);
 

@@ -92,6 +92,17 @@ const char kEvalTaskFieldsHelp[] =
                        peak layer's test accuracy, the per-layer table in
                        the details) and probe_acc/l<k>, with Wilson 95%
                        intervals. Needs a full-attention layer
+    retrieval_heads    {"samples": 64, "context_length": 0 (= seq_len),
+                        "depths": [0.1, 0.3, 0.5, 0.7, 0.9],
+                        "top_heads": 2, "seed": 0, "tokenizer": ""}:
+                       appendix D.4, every full-attention head on
+                       synthetic single-needle NIAH samples teacher-forced
+                       on the answer: Retrieval_Head score (top-1 key in
+                       the needle and the generated token equal to it),
+                       needle attention mass, normalised entropy; results
+                       retrieval_score and retrieval_mass (the top head's,
+                       every head in the details). Needs a full-attention
+                       layer
   DATA                 {"jsonl": FILE, "text_field": "text",
                         "tokenizer": "" (= the model's)} or
                        {"prepared": DIR, "split": "heldout"}; absent: the

@@ -1,9 +1,12 @@
 #include "task/train_task.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/config/model_config.h"
 
 namespace hlab::task {
 namespace {
@@ -206,6 +209,24 @@ absl::Status ValidateTrainTask(const TrainTask& t) {
   if (t.eval.every_steps < 0)
     return FieldError("eval.every_steps", "must be >= 0");
   if (t.eval.sequences < 0) return FieldError("eval.sequences", "must be >= 0");
+  if (t.analysis.q_grad_every_steps < 0) {
+    return FieldError("analysis.q_grad_every_steps", "must be >= 0");
+  }
+  if (t.analysis.q_grad_every_steps > 0 &&
+      std::none_of(t.model.layers.begin(), t.model.layers.end(),
+                   [&](const model::MixerSpec& l) {
+                     return l.kind == model::MixerKind::kFull ||
+                            (l.kind ==
+                                 model::MixerKind::kHeadwiseSlidingWindow &&
+                             model::EffectiveWindowedHeads(t.model, l) <
+                                 t.model.n_heads);
+                   })) {
+    return FieldError(
+        "analysis.q_grad_every_steps",
+        absl::StrCat("the model (arch '", t.model.arch,
+                     "') has no full-attention head whose q_proj gradient "
+                     "could be logged; set 0 or train a hybrid"));
+  }
   return absl::OkStatus();
 }
 

@@ -145,6 +145,19 @@ struct EvalConfig {
   }
 };
 
+// Training-time analysis hooks; they read the gradients and change nothing
+// (the losses are bitwise those of a run without them).
+struct AnalysisConfig {
+  // Every N steps, each full-attention head's q_proj gradient Frobenius
+  // norm (appendix D.4's formation curve) as an "analysis" record; 0: off.
+  int64_t q_grad_every_steps = 0;
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("q_grad_every_steps", s.q_grad_every_steps);
+  }
+};
+
 struct TrainTask {
   std::string name;
   model::ModelConfig model;
@@ -170,6 +183,7 @@ struct TrainTask {
   bool bf16 = false;  // bf16 autocast of the forward pass (CPU or CUDA)
   int64_t log_every_steps = 1;
   EvalConfig eval;
+  AnalysisConfig analysis;
 
   template <class V, class S>
   static void Fields(V& v, S& s) {
@@ -195,6 +209,7 @@ struct TrainTask {
     v("bf16", s.bf16);
     v("log_every_steps", s.log_every_steps);
     v("eval", s.eval);
+    v("analysis", s.analysis);
   }
 };
 

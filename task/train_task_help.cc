@@ -60,6 +60,11 @@ const char kTaskFieldsHelp[] =
   eval.every_steps       held-out validation every N steps; 0 = only
                          at branch points and at the end               0
   eval.sequences         held-out sequences per validation pass        32
+  analysis.q_grad_every_steps
+                         every N steps, an "analysis" record with each
+                         full-attention head's q_proj gradient norm
+                         (before clipping); 0 = off. Needs a
+                         full-attention head                           0
 )";
 
 }  // namespace hlab::task

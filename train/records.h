@@ -5,6 +5,9 @@
 //   start       task name, model, N, budget, steps, start step, threads
 //   step        step, tokens, loss, lr, grad_norm, tokens_per_s
 //   eval        step, tokens, val_loss, val_recall_loss, sequences, tokens
+//   analysis    step, tokens, q_grad_norm {"l<layer>h<head>": norm} (the
+//               analysis.q_grad_every_steps hook: each full-attention
+//               head's q_proj gradient norm before clipping)
 //   checkpoint  step, tokens, kind ("latest" | "branch"), path, sha256,
 //               branch_budget_tokens
 //   warning     message

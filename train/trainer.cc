@@ -475,6 +475,18 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
         loss_sum = s.parallel->Sum({loss_sum})[0];
       }
       const double loss = loss_sum / static_cast<double>(plan.micro_batches);
+      // The q_proj gradient norms, before clipping (reads only).
+      const int64_t q_every = s.task.analysis.q_grad_every_steps;
+      if (q_every > 0 && s.records != nullptr && (step + 1) % q_every == 0) {
+        nlohmann::json norms = nlohmann::json::object();
+        for (const auto& h : s.model->full_attention_q_grad_norms()) {
+          norms[absl::StrCat("l", h.layer, "h", h.head)] = h.norm;
+        }
+        s.Emit({{"type", "analysis"},
+                {"step", step + 1},
+                {"tokens", (step + 1) * s.task.batch_tokens},
+                {"q_grad_norm", norms}});
+      }
       const double grad_norm =
           ClipGradNorm(*s.model, s.task.optimizer.grad_clip);
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {

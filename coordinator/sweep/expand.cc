@@ -99,7 +99,8 @@ int ReferenceRun(const SweepSpec& spec, const std::vector<Run>& runs,
   return best;
 }
 
-nlohmann::json TrainingTaskJson(const Task& t, const std::string& config) {
+nlohmann::json TrainingTaskJson(const SweepSpec& spec, const Task& t,
+                                const std::string& config) {
   nlohmann::json j;
   j["kind"] = TaskKindName(t.kind());
   j["task_id"] = t.task_id();
@@ -113,6 +114,11 @@ nlohmann::json TrainingTaskJson(const Task& t, const std::string& config) {
   }
   if (!branches.empty()) j["branch_points"] = branches;
   j["config"] = nlohmann::json::parse(config);
+  // Outside the run config: a hook changes no loss, so no run id.
+  if (spec.analysis().q_grad_every_steps() > 0) {
+    j["analysis"] = {
+        {"q_grad_every_steps", spec.analysis().q_grad_every_steps()}};
+  }
   return j;
 }
 
@@ -151,6 +157,12 @@ std::string EvaluationSettings(const SweepSpec& spec) {
                     {"context_length", e.probing().context_length()},
                     {"classes", e.probing().classes()}};
   }
+  if (e.retrieval_heads().enabled()) {
+    j["retrieval_heads"] = {
+        {"samples", e.retrieval_heads().samples()},
+        {"context_length", e.retrieval_heads().context_length()},
+        {"top_heads", e.retrieval_heads().top_heads()}};
+  }
   return j.dump();
 }
 
@@ -161,10 +173,11 @@ std::vector<std::string> EnabledEvals(const SweepSpec& spec) {
                      e.niah().enabled(),
                      e.receptive_field().enabled(),
                      e.gradient_profile().enabled(),
-                     e.probing().enabled()};
+                     e.probing().enabled(),
+                     e.retrieval_heads().enabled()};
   const std::vector<std::string>& names = hlab::task::AllEvalNames();
   constexpr size_t kEvals = sizeof(on) / sizeof(on[0]);
-  static_assert(kEvals == 6, "one flag per evaluation");
+  static_assert(kEvals == 7, "one flag per evaluation");
   std::vector<std::string> out;
   for (size_t i = 0; i < names.size() && i < kEvals; ++i) {
     if (on[i]) out.push_back(names[i]);
@@ -325,7 +338,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
       // The largest run's config: its schedule is warmup + constant LR up
       // to b_max, exactly what every budget trains on before its decay.
       trunk.set_draft_json(
-          TrainingTaskJson(trunk, configs[members.back()]).dump());
+          TrainingTaskJson(spec, trunk, configs[members.back()]).dump());
       plan.tasks.push_back(trunk);
       for (int m : members) {
         const Run& run = plan.runs[m];
@@ -338,7 +351,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         decay.set_flops(
             fpt * batch *
             static_cast<double>(info[m].steps - info[m].branch_step));
-        decay.set_draft_json(TrainingTaskJson(decay, configs[m]).dump());
+        decay.set_draft_json(TrainingTaskJson(spec, decay, configs[m]).dump());
         info[m].final_task = decay.task_id();
         plan.tasks.push_back(decay);
         if (spec.evaluation().at_branch_points()) {
@@ -354,7 +367,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
         train.set_start_step(0);
         train.set_end_step(info[m].steps);
         train.set_flops(run.flops());
-        train.set_draft_json(TrainingTaskJson(train, configs[m]).dump());
+        train.set_draft_json(TrainingTaskJson(spec, train, configs[m]).dump());
         info[m].final_task = train.task_id();
         plan.tasks.push_back(train);
       }

@@ -72,6 +72,13 @@ void DefaultEvaluation(int64_t seq_len, const hlab::v1::DataSpec& data,
     if (pr->context_length() == 0) pr->set_context_length(seq_len);
     if (pr->classes() == 0) pr->set_classes(defaults.classes);
   }
+  hlab::v1::RetrievalHeadsSpec* rh = e->mutable_retrieval_heads();
+  if (rh->enabled()) {
+    const task::RetrievalHeadsSpec defaults;
+    if (rh->samples() == 0) rh->set_samples(defaults.samples);
+    if (rh->context_length() == 0) rh->set_context_length(seq_len);
+    if (rh->top_heads() == 0) rh->set_top_heads(defaults.top_heads);
+  }
   hlab::v1::ReceptiveFieldSpec* rf = e->mutable_receptive_field();
   if (rf->enabled() && rf->limit() == 0) {
     rf->set_limit(task::ReceptiveFieldLimit({}, seq_len));

@@ -143,6 +143,41 @@ absl::Status CheckSchedule(const SweepSpec& spec) {
   return absl::OkStatus();
 }
 
+// Bad naming `at` unless every architecture has a full-attention layer at
+// every scale: the mechanism analyses trace what full attention carries.
+absl::Status RequireFullAttention(const SweepSpec& spec, const std::string& at,
+                                  const std::string& analysis) {
+  for (const auto& arch : spec.architectures()) {
+    const std::string& layers =
+        arch.pattern().empty() ? arch.name() : arch.pattern();
+    for (const auto& scale : spec.scales()) {
+      absl::StatusOr<std::vector<hlab::model::MixerSpec>> mixers =
+          hlab::model::ExpandArchitecture(layers, scale.n_layers());
+      if (!mixers.ok()) continue;  // reported with the architecture
+      if (std::none_of(mixers->begin(), mixers->end(),
+                       [](const hlab::model::MixerSpec& m) {
+                         return hlab::model::IsFullAttention(m.kind);
+                       })) {
+        return Bad(at,
+                   absl::StrCat("architecture '", arch.name(),
+                                "' has no full-attention layer at scale '",
+                                scale.name(), "'; ", analysis,
+                                ": remove the architecture or disable ", at));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckContextLength(const SweepSpec& spec, const std::string& at,
+                                int64_t length) {
+  if (length < 2 || length > spec.seq_len()) {
+    return Bad(at, absl::StrCat("must be in [2, seq_len = ", spec.seq_len(),
+                                "], got ", length));
+  }
+  return absl::OkStatus();
+}
+
 // evaluation.probing (defaults applied): counts in range, and a
 // full-attention layer in every architecture at every scale.
 absl::Status CheckProbing(const SweepSpec& spec) {
@@ -160,32 +195,30 @@ absl::Status CheckProbing(const SweepSpec& spec) {
                absl::StrCat("must be in [2 x classes = ", 2 * p.classes(),
                             ", 100000], got ", p.samples()));
   }
-  if (p.context_length() < 2 || p.context_length() > spec.seq_len()) {
-    return Bad(at + ".context_length",
-               absl::StrCat("must be in [2, seq_len = ", spec.seq_len(),
-                            "], got ", p.context_length()));
+  HLAB_RETURN_IF_ERROR(
+      CheckContextLength(spec, at + ".context_length", p.context_length()));
+  return RequireFullAttention(
+      spec, at,
+      "layer-wise probing traces how full attention carries retrieval");
+}
+
+// evaluation.retrieval_heads (defaults applied), as probing.
+absl::Status CheckRetrievalHeads(const SweepSpec& spec) {
+  const auto& r = spec.evaluation().retrieval_heads();
+  if (!r.enabled()) return absl::OkStatus();
+  const std::string at = "evaluation.retrieval_heads";
+  if (r.samples() < 1 || r.samples() > 100000) {
+    return Bad(at + ".samples",
+               absl::StrCat("must be in [1, 100000], got ", r.samples()));
   }
-  for (const auto& arch : spec.architectures()) {
-    const std::string& layers =
-        arch.pattern().empty() ? arch.name() : arch.pattern();
-    for (const auto& scale : spec.scales()) {
-      absl::StatusOr<std::vector<hlab::model::MixerSpec>> mixers =
-          hlab::model::ExpandArchitecture(layers, scale.n_layers());
-      if (!mixers.ok()) continue;  // reported with the architecture
-      if (std::none_of(mixers->begin(), mixers->end(),
-                       [](const hlab::model::MixerSpec& m) {
-                         return hlab::model::IsFullAttention(m.kind);
-                       })) {
-        return Bad(at, absl::StrCat("architecture '", arch.name(),
-                                    "' has no full-attention layer at scale '",
-                                    scale.name(),
-                                    "'; layer-wise probing traces how full "
-                                    "attention carries retrieval: remove the "
-                                    "architecture or disable probing"));
-      }
-    }
+  if (r.top_heads() < 1) {
+    return Bad(at + ".top_heads",
+               absl::StrCat("must be >= 1, got ", r.top_heads()));
   }
-  return absl::OkStatus();
+  HLAB_RETURN_IF_ERROR(
+      CheckContextLength(spec, at + ".context_length", r.context_length()));
+  return RequireFullAttention(
+      spec, at, "retrieval-head tracing scores full-attention heads");
 }
 
 absl::Status CheckEvaluation(const SweepSpec& spec) {
@@ -277,6 +310,17 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
                absl::StrCat("must be in [1, 100000], got ", gp.sequences()));
   }
   HLAB_RETURN_IF_ERROR(CheckProbing(spec));
+  HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(spec));
+  const int64_t q_every = spec.analysis().q_grad_every_steps();
+  if (q_every < 0) {
+    return Bad("analysis.q_grad_every_steps",
+               absl::StrCat("must be >= 0, got ", q_every));
+  }
+  if (q_every > 0) {
+    HLAB_RETURN_IF_ERROR(RequireFullAttention(
+        spec, "analysis.q_grad_every_steps",
+        "the hook logs full-attention heads' q_proj gradients"));
+  }
   const auto& rf = e.receptive_field();
   if (rf.enabled()) {
     if (rf.limit() < 2 || rf.limit() % 2 != 0 || rf.limit() >= spec.seq_len()) {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "eval/checkpoint_model.h"
 #include "eval/token_scorer.h"
 
@@ -102,29 +103,60 @@ int64_t ProbingContext(const ProbingSpec& spec, int64_t seq_len) {
   return spec.context_length > 0 ? spec.context_length : seq_len;
 }
 
+namespace {
+
+// FailedPrecondition naming `field` for a model without a full-attention
+// layer: the mechanism analyses trace what full attention carries.
+absl::Status RequireFullAttention(const std::string& field,
+                                  const std::string& analysis,
+                                  const model::ModelConfig& config) {
+  const bool has_full = std::any_of(
+      config.layers.begin(), config.layers.end(),
+      [](const model::MixerSpec& l) { return model::IsFullAttention(l.kind); });
+  if (has_full) return absl::OkStatus();
+  std::vector<std::string> mixers;
+  for (const model::MixerSpec& l : config.layers) {
+    mixers.emplace_back(model::MixerKindName(l.kind));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      field, ": the model has no full-attention layer (",
+      config.arch.empty() ? "" : absl::StrCat("arch '", config.arch, "', "),
+      "layers ", absl::StrJoin(mixers, ", "), "); ", analysis,
+      ": run it on a hybrid or full-attention run"));
+}
+
+}  // namespace
+
 // Layer-wise probing is an analysis of what full attention carries: refused
 // for a model without a full-attention layer. Its samples must fit.
 absl::Status CheckProbing(const EvalTask& task,
                           const model::ModelConfig& config) {
-  const bool has_full = std::any_of(
-      config.layers.begin(), config.layers.end(),
-      [](const model::MixerSpec& l) { return model::IsFullAttention(l.kind); });
-  if (!has_full) {
-    std::vector<std::string> mixers;
-    for (const model::MixerSpec& l : config.layers) {
-      mixers.emplace_back(model::MixerKindName(l.kind));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "evals.probing: the model has no full-attention layer (",
-        config.arch.empty() ? "" : absl::StrCat("arch '", config.arch, "', "),
-        "layers ", absl::StrJoin(mixers, ", "),
-        "); layer-wise probing traces how the full-attention layers of a "
-        "hybrid carry retrieval (appendix D.2): probe a hybrid or "
-        "full-attention run"));
-  }
+  HLAB_RETURN_IF_ERROR(RequireFullAttention(
+      "evals.probing",
+      "layer-wise probing traces how the full-attention layers of a hybrid "
+      "carry retrieval (appendix D.2)",
+      config));
   return CheckContext("evals.probing.context_length",
                       ProbingContext(*task.evals.probing, task.run.seq_len),
                       task, config);
+}
+
+int64_t RetrievalContext(const task::RetrievalHeadsSpec& spec,
+                         int64_t seq_len) {
+  return spec.context_length > 0 ? spec.context_length : seq_len;
+}
+
+absl::Status CheckRetrievalHeads(const EvalTask& task,
+                                 const model::ModelConfig& config) {
+  HLAB_RETURN_IF_ERROR(RequireFullAttention(
+      "evals.retrieval_heads",
+      "retrieval-head tracing scores the full-attention heads (appendix "
+      "D.4)",
+      config));
+  return CheckContext(
+      "evals.retrieval_heads.context_length",
+      RetrievalContext(*task.evals.retrieval_heads, task.run.seq_len), task,
+      config);
 }
 
 std::string DataDescription(const EvalDataSpec& d, const EvalTask& task,

@@ -1,7 +1,8 @@
 // The checks an EVAL task shares between running (eval_task.cc) and
 // `hlab-eval --check` (eval_task_check.cc): checkpoint headers, context
 // lengths against the trained one, the LongPPL reference's tokenizer,
-// probing's full-attention requirement, and the errors' field names.
+// the mechanism analyses' full-attention requirement, and the errors'
+// field names.
 //
 // Thread-safety: free functions over their arguments.
 #ifndef HLAB_EVAL_INTERNAL_TASK_CHECKS_H_
@@ -51,6 +52,14 @@ int64_t ProbingContext(const task::ProbingSpec& spec, int64_t seq_len);
 // full-attention layer; its samples must fit the context (CheckContext).
 absl::Status CheckProbing(const task::EvalTask& task,
                           const model::ModelConfig& config);
+
+// Retrieval heads' sample length: the spec's, or seq_len.
+int64_t RetrievalContext(const task::RetrievalHeadsSpec& spec, int64_t seq_len);
+
+// Retrieval-head tracing reads full-attention heads: the same checks as
+// probing's, naming evals.retrieval_heads.
+absl::Status CheckRetrievalHeads(const task::EvalTask& task,
+                                 const model::ModelConfig& config);
 
 // Where an evaluation's documents come from, for the records.
 std::string DataDescription(const task::EvalDataSpec& d,

@@ -21,7 +21,8 @@ std::vector<Value> Row(const std::string& id, const std::string& state,
                        Value train, Value val, Value log_longppl, Value longppl,
                        Value niah, std::vector<Value> rf = {{}, {}, {}, {}},
                        Value grad_reach = {}, Value grad_profile = {},
-                       Value probe_acc = {}, Value probe_layers = {}) {
+                       Value probe_acc = {}, Value probe_layers = {},
+                       Value retrieval_score = {}, Value retrieval_heads = {}) {
   std::vector<Value> row = {id,
                             "full",
                             "S1",
@@ -38,6 +39,8 @@ std::vector<Value> Row(const std::string& id, const std::string& state,
   row.push_back(grad_profile);
   row.push_back(probe_acc);
   row.push_back(probe_layers);
+  row.push_back(retrieval_score);
+  row.push_back(retrieval_heads);
   return row;
 }
 
@@ -47,10 +50,10 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
     asked = sql;
     store::QueryResult result;
     const Value null;
-    result.rows.push_back(Row("a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75,
-                              {0.01, 1.0, 0.001, 0.1}, 32.0,
-                              std::string("{\"bins\": []}"), 0.625,
-                              std::string("{\"layers\": []}")));
+    result.rows.push_back(Row(
+        "a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75, {0.01, 1.0, 0.001, 0.1},
+        32.0, std::string("{\"bins\": []}"), 0.625,
+        std::string("{\"layers\": []}"), 0.5, std::string("{\"heads\": []}")));
     // No log_longppl: the log of longppl; no validation loss.
     result.rows.push_back(Row("b", "FAILED", 4.0, null, null, 2.0, null));
     // Not finite, or a longppl that has no log: unknown.
@@ -85,6 +88,9 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_EQ(a.probe_accuracy, 0.625);
   EXPECT_EQ(a.probe_layers, "{\"layers\": []}");
   EXPECT_NE(asked.find("'probe_acc'"), std::string::npos);
+  EXPECT_EQ(a.retrieval_score, 0.5);
+  EXPECT_EQ(a.retrieval_heads, "{\"heads\": []}");
+  EXPECT_NE(asked.find("'retrieval_score'"), std::string::npos);
   EXPECT_NE(asked.find("'rf_efficient_delta_log_longppl'"), std::string::npos);
   EXPECT_EQ(a.Target("perplexity"), std::nullopt);
   const RunFigures& b = (*runs)[1];
@@ -97,6 +103,8 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_EQ(b.grad_profile, "");
   EXPECT_EQ(b.probe_accuracy, std::nullopt);
   EXPECT_EQ(b.probe_layers, "");
+  EXPECT_EQ(b.retrieval_score, std::nullopt);
+  EXPECT_EQ(b.retrieval_heads, "");
   const RunFigures& c = (*runs)[2];
   EXPECT_EQ(c.val_loss, std::nullopt);
   EXPECT_EQ(c.Target("loss"), std::nullopt);

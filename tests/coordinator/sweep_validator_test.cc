@@ -152,6 +152,24 @@ INSTANTIATE_TEST_SUITE_P(
                 "evaluation: {probing: {enabled: true}}",
                 "evaluation.probing: architecture 'local' has no "
                 "full-attention layer at scale 'A'"},
+        BadSpec{"no retrieval heads to report", "evaluation",
+                "{retrieval_heads: {enabled: true, top_heads: -1}}",
+                "evaluation.retrieval_heads.top_heads: must be >= 1"},
+        BadSpec{"retrieval heads beyond the context", "evaluation",
+                "{retrieval_heads: {enabled: true, context_length: 65}}",
+                "evaluation.retrieval_heads.context_length: must be in [2, "
+                "seq_len = 64], got 65"},
+        BadSpec{"retrieval heads of a model without full attention",
+                "architectures",
+                "[full, {name: local, pattern: 'swa:16'}]\n"
+                "evaluation: {retrieval_heads: {enabled: true}}",
+                "evaluation.retrieval_heads: architecture 'local' has no "
+                "full-attention layer at scale 'A'"},
+        BadSpec{"a q-gradient hook without full attention", "architectures",
+                "[{name: local, pattern: 'swa:16'}]\n"
+                "analysis: {q_grad_every_steps: 10}",
+                "analysis.q_grad_every_steps: architecture 'local' has no "
+                "full-attention layer"},
         BadSpec{"receptive field without the loss", "evaluation",
                 "{validation_loss: {enabled: false}, receptive_field: "
                 "{enabled: true}}",

@@ -621,6 +621,75 @@ TEST_F(EvalTaskRunTest, ProbingGivesEveryLayersAccuracyAndNamesBadInput) {
       << s;
 }
 
+// Appendix D.4: every full-attention head's row, the top heads best first,
+// retrieval_score and retrieval_mass the top head's; a model without full
+// attention and bad fields are refused naming them, before anything runs.
+TEST_F(EvalTaskRunTest, RetrievalHeadsTraceEveryFullHeadAndNameBadInput) {
+  Json j = Task();
+  j["evals"] = {{"val_loss", {{"tokens", 256}}},
+                {"retrieval_heads", {{"samples", 6}, {"context_length", 48}}}};
+  const absl::Status ran = Run(j);
+  ASSERT_TRUE(ran.ok()) << ran;
+  EXPECT_EQ(records_.front()["evals"], Json({"val_loss", "retrieval_heads"}));
+  const Json score = FindRecord(records_, "result", "retrieval_score");
+  ASSERT_FALSE(score.is_null());
+  const Json& d = score["details"];
+  // The model is TinyConfig("swa-16"): every head of its full layers.
+  const model::ModelConfig config = TinyConfig("swa-16");
+  int64_t full_layers = 0;
+  for (const model::MixerSpec& l : config.layers) {
+    full_layers += l.kind == model::MixerKind::kFull ? 1 : 0;
+  }
+  ASSERT_GT(full_layers, 0);
+  ASSERT_EQ(d["heads"].size(),
+            static_cast<size_t>(full_layers * config.n_heads));
+  EXPECT_EQ(d["layers"].size(), static_cast<size_t>(full_layers));
+  ASSERT_EQ(d["top"].size(), 2u);
+  EXPECT_GE(d["top"][0]["score"].get<double>(),
+            d["top"][1]["score"].get<double>());
+  EXPECT_EQ(score["value"], d["top"][0]["score"]);
+  EXPECT_EQ(d["samples"], 6);
+  EXPECT_EQ(d["context_length"], 48);
+  const Json mass = FindRecord(records_, "result", "retrieval_mass");
+  ASSERT_FALSE(mass.is_null());
+  EXPECT_EQ(mass["value"], d["top"][0]["needle_mass"]);
+  EXPECT_EQ(mass["details"]["layer"], d["top"][0]["layer"]);
+
+  const std::string swa = (dir_ / "swa16r" / "step-0000000010.ckpt").string();
+  model::ModelConfig only_swa = TinyConfig("full");
+  for (model::MixerSpec& layer : only_swa.layers) {
+    layer.kind = model::MixerKind::kSlidingWindow;
+    layer.window = 16;
+  }
+  WriteTinyCheckpoint(swa, only_swa, "byte", 4, 10);
+  Json no_full = j;
+  no_full["checkpoint"] = swa;
+  absl::Status s = Run(no_full);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(s.message())
+                .find("evals.retrieval_heads: the model has no full-attention "
+                      "layer (layers swa, swa)"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(FindRecord(records_, "result", "val_loss"), Json(nullptr))
+      << "refused before anything ran";
+
+  j["evals"]["retrieval_heads"]["context_length"] = 128;  // seq_len is 64
+  s = Run(j);
+  EXPECT_NE(
+      std::string(s.message())
+          .find("evals.retrieval_heads.context_length: 128 tokens exceed"),
+      std::string::npos)
+      << s;
+  j["evals"]["retrieval_heads"]["context_length"] = 48;
+  j["evals"]["retrieval_heads"]["top_heads"] = 0;
+  s = Run(j);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("evals.retrieval_heads.top_heads"),
+            std::string::npos)
+      << s;
+}
+
 TEST_F(EvalTaskRunTest, BadReceptiveFieldLimitsNameTheField) {
   Json j = Task();
   j["evals"].erase("longppl");

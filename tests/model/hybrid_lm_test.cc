@@ -190,6 +190,44 @@ TEST(HybridLMTest, StepIsTheSameFromRunToRun) {
   }
 }
 
+// The Q-gradient hook (appendix D.4): after backward, each full head's
+// norm equals the norm of its q_proj rows in a separate torch::autograd::grad
+// of the same loss; SWA layers are left out, and nothing before a backward.
+TEST(HybridLMTest, QGradNormsEqualASeparateAutogradComputation) {
+  torch::manual_seed(4);
+  const ModelConfig config = TinyConfig("swa-4");  // full at layers 1 and 3
+  HybridLM model(config);
+  EXPECT_TRUE(model->full_attention_q_grad_norms().empty());
+  const torch::Tensor tokens = torch::randint(0, 50, {2, 10}, torch::kInt64);
+  const torch::Tensor inputs = tokens.narrow(1, 0, 9);
+  const torch::Tensor targets = tokens.narrow(1, 1, 9);
+  model->loss(inputs, targets).backward();
+  const auto norms = model->full_attention_q_grad_norms();
+  ASSERT_EQ(norms.size(), 2u * static_cast<size_t>(config.n_heads));
+
+  std::vector<torch::Tensor> weights;
+  for (int64_t layer : {1, 3}) {
+    for (const auto& item : model->block(layer)->named_parameters()) {
+      if (item.key() == "mixer.q_proj.weight") weights.push_back(item.value());
+    }
+  }
+  ASSERT_EQ(weights.size(), 2u);
+  const std::vector<torch::Tensor> grads =
+      torch::autograd::grad({model->loss(inputs, targets)}, weights);
+  const int64_t dh = config.head_dim;
+  for (size_t i = 0; i < norms.size(); ++i) {
+    const auto& n = norms[i];
+    EXPECT_EQ(n.layer, i < static_cast<size_t>(config.n_heads) ? 1 : 3);
+    EXPECT_EQ(n.head, static_cast<int64_t>(i) % config.n_heads);
+    const torch::Tensor rows =
+        grads[n.layer == 1 ? 0 : 1].narrow(0, n.head * dh, dh);
+    EXPECT_NEAR(n.norm, rows.to(torch::kFloat64).norm().item<double>(),
+                1e-6 * (1 + n.norm))
+        << n.layer << "/" << n.head;
+    EXPECT_GT(n.norm, 0);
+  }
+}
+
 TEST(HybridLMTest, CapturesHiddenStatesAndAttention) {
   torch::manual_seed(3);
   HybridLM model(TinyConfig("swa-4"));

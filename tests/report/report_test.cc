@@ -14,6 +14,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,7 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
   sweep.receptive_field = true;
   sweep.gradient_profile = true;
   sweep.probing = true;
+  sweep.retrieval_heads = true;
   const int64_t sweep_id = StoreDemoSweep(sweep);
   StoreTrueFits(sweep_id, "loss");
   store_.reset();
@@ -295,6 +297,30 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
       << probes;
   EXPECT_NE(ReadFile(Out() / "probing.svg").find("</svg>"), std::string::npos);
   EXPECT_NE(index.find("src=\"probing.svg\""), std::string::npos);
+  // The retrieval figure: full's three S4 budgets (D/N 6, 17, 48: scores
+  // 0.25, 0.71, 1) by D, and the formation at the first score >= 0.5.
+  std::istringstream heads(ReadFile(Out() / "data" / "retrieval_full.dat"));
+  std::vector<std::vector<double>> points;
+  std::string line;
+  while (std::getline(heads, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::vector<double> p;
+    double v;
+    while (fields >> v) p.push_back(v);
+    points.push_back(p);
+  }
+  ASSERT_EQ(points.size(), 4u);  // three runs and the formation point
+  EXPECT_NEAR(points[0][1], 0.25, 0.01);
+  EXPECT_NEAR(points[1][1], 17.0 / 24, 0.01);
+  EXPECT_EQ(points[2][1], 1);
+  EXPECT_EQ(points[0][2], 1);  // the top head's layer and head
+  EXPECT_EQ(points[0][3], 0);
+  EXPECT_EQ(points[3][0], points[1][0]) << "formed at the D/N 17 run";
+  EXPECT_EQ(points[3][1], kRetrievalFormation);
+  EXPECT_NE(ReadFile(Out() / "retrieval_heads.svg").find("</svg>"),
+            std::string::npos);
+  EXPECT_NE(index.find("src=\"retrieval_heads.svg\""), std::string::npos);
 }
 
 // Through the library, so the fits can start from 32 points near the truth

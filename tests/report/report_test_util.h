@@ -4,6 +4,7 @@
 #ifndef HLAB_TESTS_REPORT_REPORT_TEST_UTIL_H_
 #define HLAB_TESTS_REPORT_REPORT_TEST_UTIL_H_
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/cli.h"
 #include "coordinator/store/store.h"
@@ -114,6 +116,9 @@ struct SweepOptions {
   bool gradient_profile = false;
   // record layer probes (probe_acc 0.75 at layer 1 of 0..2) for every run
   bool probing = false;
+  // record a retrieval-head trace for every run: the top head (layer 1,
+  // head 0) scores min(1, (D/N) / 24)
+  bool retrieval_heads = false;
 };
 
 // Stores the demo sweep in `store`; every run (but, by default, gdn's
@@ -211,6 +216,18 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
         {"from": 2, "to": 4, "g": 4, "ratio": 4},
         {"from": 4, "to": 8, "g": 2, "ratio": 2},
         {"from": 8, "to": 16, "g": 1, "ratio": 1}], "baseline": 1})";
+      EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+    }
+    if (options.retrieval_heads) {
+      store::EvalResult eval;
+      eval.run_id = run.id;
+      eval.step = 10;
+      eval.metric = "retrieval_score";
+      eval.value = std::min(1.0, static_cast<double>(run.budget_tokens) /
+                                     static_cast<double>(run.n_params) / 24.0);
+      eval.details =
+          absl::StrCat(R"({"top": [{"layer": 1, "head": 0, "score": )",
+                       eval.value, R"(}], "heads": []})");
       EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
     }
     if (options.probing) {

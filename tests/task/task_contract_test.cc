@@ -86,6 +86,7 @@ TrainTask FilledTrainTask() {
   t.log_every_steps = 4;
   t.eval.every_steps = 6;
   t.eval.sequences = 8;
+  t.analysis.q_grad_every_steps = 7;
   return t;
 }
 
@@ -147,6 +148,13 @@ EvalTask FilledEvalTask() {
   e.evals.probing->seed = 9;
   e.evals.probing->batch_sequences = 2;
   e.evals.probing->tokenizer = "byte";
+  e.evals.retrieval_heads.emplace();
+  e.evals.retrieval_heads->samples = 12;
+  e.evals.retrieval_heads->context_length = 40;
+  e.evals.retrieval_heads->depths = {0.75};
+  e.evals.retrieval_heads->top_heads = 3;
+  e.evals.retrieval_heads->seed = 4;
+  e.evals.retrieval_heads->tokenizer = "byte";
   e.cache_dir = "/cache";
   e.threads = 3;
   e.allow_extrapolation = true;
@@ -244,6 +252,7 @@ TEST(TaskContractTest, EveryEvalTaskFieldRoundTrips) {
   defaults.evals.receptive_field.emplace();
   defaults.evals.gradient_profile.emplace();
   defaults.evals.probing.emplace();
+  defaults.evals.retrieval_heads.emplace();
   Json d = Json::parse(EvalTaskToJson(defaults));
   d.erase("config");  // the run is TrainTask's (above)
   Json f = Json::parse(once);

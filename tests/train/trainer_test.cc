@@ -162,6 +162,57 @@ TEST_F(TrainerTest, EachValidationIsWrittenBeforeTheCheckpointsOfItsStep) {
   EXPECT_EQ(validated, (std::set<int64_t>{4, 8, 12}));
 }
 
+// The Q-gradient hook: an "analysis" record every N steps with each
+// full-attention head's q_proj gradient norm, and losses bitwise those of
+// the same run without it.
+TEST_F(TrainerTest, TheQGradHookLogsEveryFullHeadAndChangesNoLoss) {
+  Json plain = BaseTask("swa-16");  // 2 layers: SWA then full, 2 heads
+  Json hooked = plain;
+  hooked["analysis"] = {{"q_grad_every_steps", 4}};
+  auto task = task::TrainTaskFromJson(hooked.dump());
+  ASSERT_TRUE(task.ok()) << task.status();
+  const fs::path log = root_ / "records.jsonl";
+  fs::create_directories(root_);
+  std::FILE* out = std::fopen(log.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  RecordWriter records(out, RecordWriter::Human::kNone);
+  auto with = Trainer::Create(*task, &records);
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE((*with)->Run().ok());
+  std::fclose(out);
+  auto without = Make(plain);
+  ASSERT_TRUE(without->Run().ok());
+  EXPECT_EQ((*with)->losses(), without->losses());  // bitwise
+
+  std::vector<int64_t> steps;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const Json r = Json::parse(line);
+    if (r["type"] != "analysis") continue;
+    steps.push_back(r["step"].get<int64_t>());
+    EXPECT_EQ(r["tokens"], r["step"].get<int64_t>() * kBatch);
+    const Json& norms = r["q_grad_norm"];
+    ASSERT_EQ(norms.size(), 2u) << norms;  // the full layer's two heads
+    for (const char* key : {"l1h0", "l1h1"}) {
+      ASSERT_TRUE(norms.contains(key)) << norms;
+      EXPECT_GT(norms[key].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{4, 8, 12}));
+
+  Json swa = BaseTask("swa-16");
+  swa["model"]["arch"] = "swa:16";
+  swa["analysis"] = {{"q_grad_every_steps", 4}};
+  auto refused = task::TrainTaskFromJson(swa.dump());
+  const absl::Status s =
+      refused.ok() ? task::ValidateTrainTask(*refused) : refused.status();
+  EXPECT_NE(std::string(s.message())
+                .find("analysis.q_grad_every_steps: the model (arch 'swa:16') "
+                      "has no full-attention head"),
+            std::string::npos)
+      << s;
+}
+
 TEST_F(TrainerTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   Json j = BaseTask();
   j["checkpoint"] = {{"dir", Dir("c")}, {"every_steps", 2}, {"keep_last", 3}};

@@ -63,6 +63,25 @@ TEST(RecordRelayTest, StepAndEvalRecordsBecomePoints) {
   EXPECT_EQ(relay.PeekPoints(100).size(), 2u);
 }
 
+// The Q-gradient hook's record: one point per head, q_grad_norm/l<k>h<h>;
+// non-numbers are dropped.
+TEST(RecordRelayTest, AnalysisRecordsBecomeOnePointPerHead) {
+  RecordRelay relay(TrainTask());
+  ASSERT_TRUE(relay
+                  .Add(R"({"type":"analysis","step":8,"tokens":512,)"
+                       R"("q_grad_norm":{"l1h0":0.5,"l1h1":0.25,"l3h0":null}})",
+                       absl::FromUnixMillis(7))
+                  .ok());
+  auto points = relay.PeekPoints(100);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].name(), "q_grad_norm/l1h0");
+  EXPECT_EQ(points[0].value(), 0.5);
+  EXPECT_EQ(points[0].step(), 8);
+  EXPECT_EQ(points[0].tokens(), 512);
+  EXPECT_EQ(points[1].name(), "q_grad_norm/l1h1");
+  EXPECT_EQ(points[1].value(), 0.25);
+}
+
 // Integer fields beyond int64 or given as huge floats are taken as
 // missing (0), not converted undefined (found by
 // tests/fuzz/fuzz_trainer_record.cc under UBSan).
