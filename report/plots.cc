@@ -562,7 +562,7 @@ std::string RetrievalScript(const Plot& plot,
   std::string gp = Header(plot, 720, 460);
   absl::StrAppend(&gp,
                   "set xlabel \"training tokens D\"\n"
-                  "set ylabel \"top head's Retrieval\\_Head score\"\n"
+                  "set ylabel \"top head's retrieval score\"\n"
                   "set logscale x\nset yrange [0:1.05]\n"
                   "set key outside right top\n"
                   "set title \"Retrieval heads: the top head's score against "

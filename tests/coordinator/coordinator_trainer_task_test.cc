@@ -157,6 +157,20 @@ TEST_F(TrainerTaskTest, EvalTasksCarryTheirCheckpointsForHlabEval) {
   FAIL() << "no eval task";
 }
 
+// A draft's analysis section (the spec's hook) reaches hlab-train's task.
+TEST_F(TrainerTaskTest, TheDraftsAnalysisReachesTheTrainerTask) {
+  for (store::Task task : tasks_) {
+    if (task.spec.kind != store::TaskKind::kDecay) continue;
+    EXPECT_EQ(Build(task)["analysis"]["q_grad_every_steps"], 0);
+    json payload = json::parse(task.spec.payload);
+    payload["draft"]["analysis"] = {{"q_grad_every_steps", 5}};
+    task.spec.payload = payload.dump();
+    EXPECT_EQ(Build(task)["analysis"]["q_grad_every_steps"], 5);
+    return;
+  }
+  FAIL() << "no decay task";
+}
+
 TEST_F(TrainerTaskTest, DecayWithoutBranchCheckpointIsNotBuilt) {
   for (const store::Task& task : tasks_) {
     if (task.spec.kind != store::TaskKind::kDecay) continue;

@@ -142,6 +142,34 @@ TEST(SweepExpandTest, TrunkTrainsWithTheLargestBudgetsSchedule) {
   EXPECT_EQ(trunks, 4);
 }
 
+// The Q-gradient hook goes into every training task's draft, outside the
+// run config: the same runs, ids and configs as without it.
+TEST(SweepExpandTest, TheQGradHookChangesNoRunAndReachesEveryTrainingTask) {
+  const SweepPlan plain = Plan(kBase);
+  const SweepPlan hooked =
+      Plan(std::string(kBase) + "\nanalysis: {q_grad_every_steps: 5}\n");
+  ASSERT_EQ(plain.runs.size(), hooked.runs.size());
+  for (size_t i = 0; i < plain.runs.size(); ++i) {
+    EXPECT_EQ(plain.runs[i].run_id(), hooked.runs[i].run_id());
+    EXPECT_EQ(plain.runs[i].config_json(), hooked.runs[i].config_json());
+  }
+  int training = 0;
+  for (const auto& t : hooked.tasks) {
+    const bool trains = t.kind() != hlab::v1::TASK_KIND_EVAL;
+    const bool has =
+        t.draft_json().find("\"analysis\":{\"q_grad_every_steps\":5}") !=
+        std::string::npos;
+    EXPECT_EQ(has, trains) << t.draft_json();
+    training += trains ? 1 : 0;
+  }
+  EXPECT_GT(training, 0);
+  for (const auto& t : plain.tasks) {
+    EXPECT_EQ(t.draft_json().find("\"q_grad_every_steps\":5"),
+              std::string::npos)
+        << t.draft_json();
+  }
+}
+
 TEST(SweepExpandTest, FlopSavingMatchesHandComputation) {
   // One model, budgets of 10 and 20 steps of 256 tokens. Decay 10%:
   // branch points at steps 9 and 18. Shared: trunk 18 steps + decays 1 + 2
