@@ -590,6 +590,102 @@ std::string RetrievalScript(const Plot& plot,
   return gp;
 }
 
+// The Q-gradient figure's line of one architecture: its largest run (N,
+// then D) with hook metrics, and one head's norms against tokens: the
+// run's top retrieval head when it was traced and logged, else the head
+// with the largest mean norm.
+struct QGradLine {
+  const RunRow* run = nullptr;
+  std::string head, why, data_file;
+  std::vector<std::pair<double, double>> points;  // (tokens, norm)
+  std::optional<double> formation_d;
+};
+
+std::vector<QGradLine> QGradLines(const StudyData& study,
+                                  const std::vector<RetrievalLine>& formed) {
+  std::vector<QGradLine> out;
+  std::map<std::string, std::map<std::string, std::vector<const QGradPoint*>>>
+      by_run;  // run -> head -> points
+  for (const QGradPoint& p : study.q_grad)
+    by_run[p.run_id][p.head].push_back(&p);
+  for (const std::string& arch : study.Architectures()) {
+    QGradLine line;
+    for (const RunRow& r : study.runs) {
+      if (r.arch != arch || by_run.count(r.run_id) == 0) continue;
+      if (line.run == nullptr || r.n > line.run->n ||
+          (r.n == line.run->n && r.d > line.run->d)) {
+        line.run = &r;
+      }
+    }
+    if (line.run == nullptr) continue;
+    const auto& heads = by_run[line.run->run_id];
+    const nlohmann::json details = nlohmann::json::parse(
+        line.run->retrieval_heads, nullptr, /*allow_exceptions=*/false);
+    if (details.is_object() && details.contains("top") &&
+        details["top"].is_array() && !details["top"].empty() &&
+        details["top"][0].is_object()) {
+      const auto& top = details["top"][0];
+      if (top.contains("layer") && top["layer"].is_number_integer() &&
+          top.contains("head") && top["head"].is_number_integer()) {
+        const std::string head = absl::StrCat("l", top["layer"].get<int64_t>(),
+                                              "h", top["head"].get<int64_t>());
+        if (heads.count(head) > 0) {
+          line.head = head;
+          line.why = "top retrieval head";
+        }
+      }
+    }
+    if (line.head.empty()) {
+      double best = -1;
+      for (const auto& [head, points] : heads) {
+        double mean = 0;
+        for (const QGradPoint* p : points) mean += p->value / points.size();
+        if (mean > best) {
+          best = mean;
+          line.head = head;
+        }
+      }
+      line.why = "largest mean norm";
+    }
+    for (const QGradPoint* p : heads.at(line.head)) {
+      line.points.emplace_back(p->tokens, p->value);
+    }
+    for (const RetrievalLine& r : formed) {
+      if (r.arch == arch) line.formation_d = r.formation_d;
+    }
+    line.data_file = absl::StrCat("data/q_grad_", FileSafe(arch), ".dat");
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::string QGradScript(const Plot& plot, const std::vector<QGradLine>& lines) {
+  std::string gp = Header(plot, 720, 460);
+  absl::StrAppend(&gp,
+                  "set xlabel \"training tokens D\"\n"
+                  "set ylabel \"Q-projection gradient norm\"\n"
+                  "set logscale y\nset key outside right top\n"
+                  "set title \"Q-projection gradient norm of a full-attention "
+                  "head\"\n");
+  std::vector<std::string> clauses;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const QGradLine& l = lines[i];
+    if (l.formation_d) {
+      absl::StrAppend(&gp, "set arrow from ", G(*l.formation_d),
+                      ", graph 0 to ", G(*l.formation_d),
+                      ", graph 1 nohead dt 3 lw 1.5 lc rgb \"", Color(i),
+                      "\"\n");
+    }
+    absl::StrAppend(&clauses.emplace_back(), "\"", l.data_file,
+                    "\" using 1:2 with lines lw 1.5 lc rgb \"", Color(i),
+                    "\" title ",
+                    Quote(absl::StrFormat("%s %s %s (%s)", l.run->arch,
+                                          l.run->scale, l.head, l.why)));
+  }
+  absl::StrAppend(&gp, "plot ", absl::StrJoin(clauses, ", \\\n     "), "\n");
+  return gp;
+}
+
 Plot MakePlot(std::string name, std::string target, std::string title,
               std::string caption) {
   Plot plot;
@@ -760,6 +856,34 @@ absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
     HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + heads.name + ".gp",
                                    RetrievalScript(heads, retrieval)));
     plots.push_back(std::move(heads));
+  }
+  // The Q-gradient hook's curves, only for sweeps that logged them.
+  const std::vector<QGradLine> q_grad = QGradLines(study, retrieval);
+  if (!q_grad.empty()) {
+    Plot curves = MakePlot(
+        "q_grad", "", "Q-projection gradient norms against D",
+        absl::StrCat(
+            "the Frobenius norm of one full-attention head's rows of the "
+            "q_proj weight gradient (before clipping) during training "
+            "(analysis.q_grad_every_steps), for each architecture's largest "
+            "run with the hook: its top retrieval head when traced, else "
+            "its head with the largest mean norm; a dotted line marks the "
+            "formation D of the retrieval figure (score >= ",
+            G(kRetrievalFormation),
+            ") where one was reached (appendix D.4, docs/evaluation.md)"));
+    for (const QGradLine& line : q_grad) {
+      std::string data = absl::StrCat(
+          "# hlab report: q_proj gradient norm of ", line.head, ", run ",
+          line.run->run_id, " (", line.run->arch, ")\n# tokens norm\n");
+      for (const auto& [tokens, norm] : line.points) {
+        absl::StrAppend(&data, G(tokens), " ", G(norm), "\n");
+      }
+      HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + line.data_file, data));
+    }
+    curves.scripted = true;
+    HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + curves.name + ".gp",
+                                   QGradScript(curves, q_grad)));
+    plots.push_back(std::move(curves));
   }
   return plots;
 }

@@ -30,7 +30,15 @@
 //                                 score >= kRetrievalFormation) circled
 //                                 (data/retrieval_<arch>.dat: D score
 //                                 top_layer top_head; a second block holds
-//                                 the formation point).
+//                                 the formation point);
+// and, for a sweep whose training logged the Q-gradient hook:
+//   q_grad                        one full-attention head's q_proj gradient
+//                                 norm against training tokens, one line per
+//                                 architecture from its largest hooked run
+//                                 (its top retrieval head when traced, else
+//                                 the head with the largest mean norm), the
+//                                 retrieval figure's formation D dotted
+//                                 (data/q_grad_<arch>.dat: tokens norm).
 // Each figure is a gnuplot script <name>.gp in the report directory, over
 // data files data/<target>_<arch>.dat (whitespace columns: N D observed
 // predicted rel_residual held_out scale run_id; one block per scale), so a

@@ -5,6 +5,7 @@
 #include <limits>
 #include <tuple>
 #include <utility>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -112,6 +113,39 @@ std::pair<double, double> ScaleCoefficient(std::optional<double> value,
   }
   if (log_value) return {std::numeric_limits<double>::infinity(), *log_value};
   return {kNaN, kNaN};
+}
+
+absl::StatusOr<std::vector<QGradPoint>> ReadQGrad(RowSource& source,
+                                                  int64_t sweep_id) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      source.Query(absl::StrCat(
+          "SELECT m.run_id, m.name, m.step, m.tokens, m.value FROM metrics m"
+          " JOIN sweep_runs sr ON sr.run_id = m.run_id WHERE sr.sweep_id = ",
+          sweep_id,
+          " AND substr(m.name, 1, 12) = 'q_grad_norm_' ORDER BY m.run_id,"
+          " m.name, m.step")));
+  std::vector<QGradPoint> points;
+  constexpr size_t kPrefix = sizeof("q_grad_norm_") - 1;
+  for (const auto& row : result.rows) {
+    if (row.size() != 5) continue;
+    const std::string name = TextValue(row[1]);
+    const auto* step = std::get_if<int64_t>(&row[2]);
+    const auto* tokens = std::get_if<int64_t>(&row[3]);
+    const auto* value = std::get_if<double>(&row[4]);
+    if (name.size() <= kPrefix || step == nullptr || value == nullptr ||
+        !std::isfinite(*value)) {
+      continue;
+    }
+    QGradPoint p;
+    p.run_id = TextValue(row[0]);
+    p.head = name.substr(kPrefix);
+    p.step = *step;
+    p.tokens = tokens != nullptr ? static_cast<double>(*tokens) : 0;
+    p.value = *value;
+    points.push_back(std::move(p));
+  }
+  return points;
 }
 
 // The stored fits of the sweep; CIs, objective and warnings from the JSON
@@ -249,6 +283,7 @@ absl::StatusOr<StudyData> ReadStudyData(RowSource& source,
   HLAB_ASSIGN_OR_RETURN(study.runs, ReadRuns(source, sweep.id));
   for (RunRow& r : study.runs)
     r.verify = Contains(study.verify_scales, r.scale);
+  HLAB_ASSIGN_OR_RETURN(study.q_grad, ReadQGrad(source, sweep.id));
   HLAB_ASSIGN_OR_RETURN(study.fits, ReadStoredFits(source, sweep.id));
   if (!study.fits.empty()) {
     study.fits_origin = "stored";

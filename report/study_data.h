@@ -2,6 +2,9 @@
 // RowSource: every run (one row each, whatever its state) with its final
 // figures, and the power-law fits per architecture and target.
 //
+// The Q-gradient hook's metrics: every finite q_grad_norm_* point of the
+// sweep's runs.
+//
 // Runs: read with coordinator::ReadRunFigures, the reader of the
 // coordinator's fits: N = non-embedding parameters, D = planned tokens; the
 // final training loss, the final validation loss (run_summary), the newest
@@ -89,6 +92,16 @@ struct FitRow {
   }
 };
 
+// Appendix D.4's training hook: one full-attention head's q_proj gradient
+// norm at one step of a run (metrics q_grad_norm_<head>, <head> "l1h0").
+struct QGradPoint {
+  std::string run_id;
+  std::string head;
+  int64_t step = 0;
+  double tokens = 0;
+  double value = 0;
+};
+
 struct StudyData {
   int64_t sweep_id = 0;
   std::string sweep_name;
@@ -97,6 +110,9 @@ struct StudyData {
   std::vector<std::string> verify_scales;
   std::vector<RunRow> runs;  // by architecture, N, D, run id
   std::vector<FitRow> fits;  // by architecture, then target
+  // The Q-gradient hook's metrics of the sweep's runs, by run, head, step
+  // (empty unless the spec set analysis.q_grad_every_steps).
+  std::vector<QGradPoint> q_grad;
   // "stored" (the fits table), "computed" (FitSweepRuns, none stored) or
   // "none".
   std::string fits_origin = "none";

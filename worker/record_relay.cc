@@ -85,12 +85,12 @@ absl::Status RecordRelay::Add(absl::string_view line, absl::Time now) {
       AddPoint("val_recall_loss", step, tokens, v, wall_ms);
     }
   } else if (type == "analysis") {
-    // "q_grad_norm": {"l1h0": v, ...} -> metrics q_grad_norm/l1h0, ...
+    // "q_grad_norm": {"l1h0": v, ...} -> metrics q_grad_norm_l1h0, ...
     auto norms = r.find("q_grad_norm");
     if (norms != r.end() && norms->is_object()) {
       for (auto it = norms->begin(); it != norms->end(); ++it) {
         if (!it.value().is_number()) continue;
-        AddPoint(absl::StrCat("q_grad_norm/", it.key()), step, tokens,
+        AddPoint(absl::StrCat("q_grad_norm_", it.key()), step, tokens,
                  it.value().get<double>(), wall_ms);
       }
     }

@@ -256,6 +256,7 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
   sweep.gradient_profile = true;
   sweep.probing = true;
   sweep.retrieval_heads = true;
+  sweep.q_grad = true;
   const int64_t sweep_id = StoreDemoSweep(sweep);
   StoreTrueFits(sweep_id, "loss");
   store_.reset();
@@ -321,6 +322,23 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
   EXPECT_NE(ReadFile(Out() / "retrieval_heads.svg").find("</svg>"),
             std::string::npos);
   EXPECT_NE(index.find("src=\"retrieval_heads.svg\""), std::string::npos);
+  // The Q-gradient figure: the top retrieval head's (l1h0) curve, although
+  // l1h1 has the larger mean, and full's formation D dotted.
+  EXPECT_EQ(ReadFile(Out() / "data" / "q_grad_full.dat")
+                .substr(ReadFile(Out() / "data" / "q_grad_full.dat")
+                            .find("# tokens norm\n")),
+            "# tokens norm\n100 1\n200 2\n300 3\n");
+  const std::string q_script = ReadFile(Out() / "q_grad.gp");
+  EXPECT_NE(q_script.find("l1h0 (top retrieval head)"), std::string::npos);
+  // Every architecture's scores reach 0.5 at D/N 17 here: four arrows.
+  size_t arrows = 0;
+  for (size_t at = q_script.find("set arrow from "); at != std::string::npos;
+       at = q_script.find("set arrow from ", at + 1)) {
+    ++arrows;
+  }
+  EXPECT_EQ(arrows, 4u) << q_script;
+  EXPECT_NE(ReadFile(Out() / "q_grad.svg").find("</svg>"), std::string::npos);
+  EXPECT_NE(index.find("src=\"q_grad.svg\""), std::string::npos);
 }
 
 // Through the library, so the fits can start from 32 points near the truth

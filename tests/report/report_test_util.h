@@ -119,6 +119,9 @@ struct SweepOptions {
   // record a retrieval-head trace for every run: the top head (layer 1,
   // head 0) scores min(1, (D/N) / 24)
   bool retrieval_heads = false;
+  // record the Q-gradient hook's metrics for every run: q_grad_norm_l1h0 =
+  // 1, 2, 3 at steps 1, 2, 3 (tokens 100 each), and l1h1 = 10 at step 1
+  bool q_grad = false;
 };
 
 // Stores the demo sweep in `store`; every run (but, by default, gdn's
@@ -179,6 +182,22 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
     train.name = "train_loss";
     train.value = loss.value + 0.5;
     EXPECT_TRUE(store.RecordMetrics(task.id, *attempt, {loss, train}).ok());
+    if (options.q_grad) {
+      std::vector<store::MetricPoint> norms;
+      for (int64_t step = 1; step <= 3; ++step) {
+        store::MetricPoint p;
+        p.name = "q_grad_norm_l1h0";
+        p.step = step;
+        p.tokens = 100 * step;
+        p.value = static_cast<double>(step);
+        norms.push_back(p);
+      }
+      store::MetricPoint other = norms[0];
+      other.name = "q_grad_norm_l1h1";
+      other.value = 10;
+      norms.push_back(other);
+      EXPECT_TRUE(store.RecordMetrics(task.id, *attempt, norms).ok());
+    }
     if (options.longppl) {
       store::EvalResult eval;
       eval.run_id = run.id;

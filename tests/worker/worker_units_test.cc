@@ -63,7 +63,7 @@ TEST(RecordRelayTest, StepAndEvalRecordsBecomePoints) {
   EXPECT_EQ(relay.PeekPoints(100).size(), 2u);
 }
 
-// The Q-gradient hook's record: one point per head, q_grad_norm/l<k>h<h>;
+// The Q-gradient hook's record: one point per head, q_grad_norm_l<k>h<h>;
 // non-numbers are dropped.
 TEST(RecordRelayTest, AnalysisRecordsBecomeOnePointPerHead) {
   RecordRelay relay(TrainTask());
@@ -74,11 +74,11 @@ TEST(RecordRelayTest, AnalysisRecordsBecomeOnePointPerHead) {
                   .ok());
   auto points = relay.PeekPoints(100);
   ASSERT_EQ(points.size(), 2u);
-  EXPECT_EQ(points[0].name(), "q_grad_norm/l1h0");
+  EXPECT_EQ(points[0].name(), "q_grad_norm_l1h0");
   EXPECT_EQ(points[0].value(), 0.5);
   EXPECT_EQ(points[0].step(), 8);
   EXPECT_EQ(points[0].tokens(), 512);
-  EXPECT_EQ(points[1].name(), "q_grad_norm/l1h1");
+  EXPECT_EQ(points[1].name(), "q_grad_norm_l1h1");
   EXPECT_EQ(points[1].value(), 0.25);
 }
 
