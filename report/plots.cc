@@ -664,7 +664,7 @@ std::string QGradScript(const Plot& plot, const std::vector<QGradLine>& lines) {
   absl::StrAppend(&gp,
                   "set xlabel \"training tokens D\"\n"
                   "set ylabel \"Q-projection gradient norm\"\n"
-                  "set logscale y\nset key outside right top\n"
+                  "set logscale y\nset key inside left top\n"
                   "set title \"Q-projection gradient norm of a full-attention "
                   "head\"\n");
   std::vector<std::string> clauses;
