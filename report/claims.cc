@@ -471,7 +471,9 @@ std::vector<ClaimResult> EvaluateClaims(const StudyData& study,
                   "computation, not in this hlab yet (#21)"),
       ReceptiveField(study, options),
       NotComputed(9, "Retrieval heads form later with the larger window",
-                  "the retrieval-head analysis (#22), not built yet"),
+                  "a rule over the retrieval heads' formation D (the "
+                  "retrieval_heads evaluation is built, #22; the rule is not "
+                  "written yet, #21)"),
   };
 }
 

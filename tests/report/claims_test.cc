@@ -180,7 +180,8 @@ TEST(ClaimsTest, AFullOnlySweepGetsNeedsNotVerdicts) {
     EXPECT_FALSE(c.needs.empty()) << c.number;
   }
   EXPECT_EQ(Claim(claims, 9).needs,
-            "the retrieval-head analysis (#22), not built yet");
+            "a rule over the retrieval heads' formation D (the retrieval_heads "
+            "evaluation is built, #22; the rule is not written yet, #21)");
 }
 
 }  // namespace
