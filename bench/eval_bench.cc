@@ -21,7 +21,8 @@
 // gradient profile (appendix D.3) of the same documents, as a multiple of
 // the plain pass; layer-wise probing (appendix D.2) of --probe-samples
 // synthetic NIAH samples at seq_len (features and a probe per layer), in
-// seconds.
+// seconds; retrieval-head tracing (appendix D.4) of 64 such samples, in
+// seconds ("-" for a model without full attention).
 #include <time.h>
 
 #include <algorithm>
@@ -36,12 +37,15 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "data/synthetic_corpus.h"
 #include "data/tokenizer.h"
 #include "eval/gradient_profile.h"
 #include "eval/longppl.h"
 #include "eval/probing.h"
+#include "eval/retrieval_heads.h"
 #include "eval/token_scorer.h"
 #include "model/config/model_config.h"
 #include "model/hybrid_lm.h"
@@ -98,7 +102,7 @@ hlab::model::ModelConfig ConfigFor(const Options& o, const std::string& arch) {
 
 struct Figures {
   std::vector<double> score_tps, select_s, score_s, rf_full_s, rf_efficient_s,
-      gradient_s, probe_s;
+      gradient_s, probe_s, heads_s;
 };
 
 }  // namespace
@@ -175,6 +179,9 @@ int main(int argc, char** argv) {
   probing.context_length = o.seq_len;
   probing.samples = std::max<int64_t>(16, o.probe_samples);
   probing.corpus_seed = 1;
+  hlab::eval::RetrievalHeadsConfig tracing;
+  tracing.context_length = o.seq_len;
+  tracing.corpus_seed = 1;
   const hlab::eval::KeyTokenConfig config = {
       .short_context = o.seq_len / 4,
       .window = std::max<int64_t>(1, o.seq_len / 16),
@@ -228,6 +235,13 @@ int main(int argc, char** argv) {
       start = Now();
       auto probes = hlab::eval::ProbeNiahLayers(model, *bytes, probing);
       f.probe_s.push_back(Now() - start);
+      start = Now();
+      auto heads = hlab::eval::TraceRetrievalHeads(model, *bytes, tracing);
+      f.heads_s.push_back(heads.ok() ? Now() - start : -1);
+      if (!heads.ok() && !absl::IsFailedPrecondition(heads.status())) {
+        std::cerr << "hlab-bench-eval: " << heads.status() << "\n";
+        return 1;
+      }
       if (!profile.ok() || !probes.ok()) {
         std::cerr << "hlab-bench-eval: "
                   << (profile.ok() ? probes.status() : profile.status())
@@ -258,16 +272,17 @@ int main(int argc, char** argv) {
         static_cast<long long>(o.documents),
         static_cast<long long>(probing.samples),
         static_cast<long long>(o.repeats), g_wall ? "wall" : "CPU");
-    std::printf("%-10s %12s %9s %9s %9s %9s %9s %9s %9s\n", "arch",
+    std::printf("%-10s %12s %9s %9s %9s %9s %9s %9s %9s %9s\n", "arch",
                 "score tok/s", "score s", "select s", "sel / sc", "rf full",
-                "rf eff", "grad / sc", "probe s");
+                "rf eff", "grad / sc", "probe s", "heads s");
   }
   for (const std::string& arch : o.archs) {
     const Figures& f = figures[arch];
     const double tps = Median(f.score_tps), score = Median(f.score_s),
                  select = Median(f.select_s), rf_full = Median(f.rf_full_s),
                  rf_efficient = Median(f.rf_efficient_s),
-                 gradient = Median(f.gradient_s), probe = Median(f.probe_s);
+                 gradient = Median(f.gradient_s), probe = Median(f.probe_s),
+                 heads = Median(f.heads_s);
     out.push_back({{"arch", arch},
                    {"score_tokens_per_s", tps},
                    {"score_pass_s", score},
@@ -278,12 +293,16 @@ int main(int argc, char** argv) {
                    {"rf_efficient_over_score", rf_efficient / score},
                    {"gradient_profile_over_score", gradient / score},
                    {"probing_s", probe},
-                   {"probing_samples", probing.samples}});
+                   {"probing_samples", probing.samples},
+                   {"retrieval_heads_s", heads >= 0 ? Json(heads) : Json()},
+                   {"retrieval_heads_samples", tracing.samples}});
     if (!o.json) {
-      std::printf("%-10s %12.0f %9.3f %9.3f %9.2f %9.2f %9.2f %9.2f %9.3f\n",
-                  arch.c_str(), tps, score, select, select / score,
-                  rf_full / score, rf_efficient / score, gradient / score,
-                  probe);
+      const std::string heads_text =
+          heads >= 0 ? absl::StrFormat("%.3f", heads) : std::string("-");
+      std::printf(
+          "%-10s %12.0f %9.3f %9.3f %9.2f %9.2f %9.2f %9.2f %9.3f %9s\n",
+          arch.c_str(), tps, score, select, select / score, rf_full / score,
+          rf_efficient / score, gradient / score, probe, heads_text.c_str());
     }
   }
   if (o.json) std::cout << out.dump(2) << "\n";
