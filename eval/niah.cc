@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -609,6 +610,14 @@ std::string NiahResultToJson(const NiahResult& result) {
     j["cells"].push_back(std::move(cell));
   }
   return j.dump();
+}
+
+absl::Status ForOneContextLength(const absl::Status& status) {
+  constexpr absl::string_view kMany = "context_lengths: ";
+  if (!absl::StartsWith(status.message(), kMany)) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrCat("context_length: ", status.message().substr(kMany.size())));
 }
 
 }  // namespace hlab::eval

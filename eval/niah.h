@@ -131,6 +131,11 @@ absl::StatusOr<NiahSample> GenerateNiahSample(
     double depth, uint64_t seed, int64_t index, int candidates,
     const NiahHaystack& haystack = NiahHaystack());
 
+// A GenerateNiahSample error said of one sample length, for callers whose
+// field is `context_length`: "context_lengths: ..." becomes
+// "context_length: ..."; other errors are returned unchanged.
+absl::Status ForOneContextLength(const absl::Status& status);
+
 // Prompt + candidate c, the sequence the scorer sees.
 std::vector<int32_t> NiahSequence(const NiahSample& sample, int c);
 

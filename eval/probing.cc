@@ -6,7 +6,6 @@
 
 #include <torch/torch.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -201,15 +200,7 @@ absl::StatusOr<ProbingResult> ProbeNiahLayers(model::HybridLM& model,
     absl::StatusOr<NiahSample> sample =
         GenerateNiahSample(tokenizer, "single", config.context_length, depth,
                            config.seed, i, config.classes, haystack);
-    if (!sample.ok()) {
-      // "context_lengths: N tokens cannot hold ...", said of our one length.
-      std::string message(sample.status().message());
-      if (absl::StartsWith(message, "context_lengths: ")) {
-        message = absl::StrCat("context_length: ",
-                               message.substr(sizeof("context_lengths: ") - 1));
-      }
-      return absl::Status(sample.status().code(), message);
-    }
+    if (!sample.ok()) return ForOneContextLength(sample.status());
     const std::string& value =
         sample->candidates[static_cast<size_t>(sample->answer_index)];
     const int label = value.size() == 1 ? value[0] - '0' : -1;

@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "eval/niah.h"
@@ -186,14 +185,7 @@ absl::StatusOr<RetrievalHeadsResult> TraceRetrievalHeads(
     absl::StatusOr<NiahSample> sample =
         GenerateNiahSample(tokenizer, "single", config.context_length, depth,
                            config.seed, i, 2, haystack);
-    if (!sample.ok()) {
-      std::string message(sample.status().message());
-      if (absl::StartsWith(message, "context_lengths: ")) {
-        message = absl::StrCat("context_length: ",
-                               message.substr(sizeof("context_lengths: ") - 1));
-      }
-      return absl::Status(sample.status().code(), message);
-    }
+    if (!sample.ok()) return ForOneContextLength(sample.status());
     const std::vector<int32_t> sequence =
         NiahSequence(*sample, sample->answer_index);
     const int64_t t = static_cast<int64_t>(sequence.size());
