@@ -46,12 +46,13 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandNamed(absl::string_view name,
   const bool sparse = ConsumeSuffix(&base, "-1to3");
   const bool headwise = ConsumeSuffix(&base, "-headwise");
   const bool mha = ConsumeSuffix(&base, "-mha");
+  const bool conv = ConsumeSuffix(&base, "-conv");
   MixerSpec full;
   full.kind = MixerKind::kFull;
   full.nope = nope;
 
   if (base == "full") {
-    if (sparse || headwise || mha) {
+    if (sparse || headwise || mha || conv) {
       return ArchError(name, "full has no efficient layers to vary");
     }
     return std::vector<MixerSpec>(n_layers, full);
@@ -73,13 +74,18 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandNamed(absl::string_view name,
   } else {
     return ArchError(name,
                      "unknown name; known: full, swa-<window>, lightning, "
-                     "mamba2, gdn, with optional -headwise (swa), -mha (gdn), "
-                     "-1to3 and "
-                     "-nope suffixes, or a pattern such as 'swa:128,full'");
+                     "mamba2, gdn, with optional -headwise (swa), -conv "
+                     "(mamba2, gdn), -mha (gdn), -1to3 and -nope suffixes, "
+                     "or a pattern such as 'swa:128,full'");
   }
   if (mha && efficient.kind != MixerKind::kGatedDeltaNet) {
     return ArchError(name, "-mha applies to gdn only");
   }
+  if (conv && efficient.kind != MixerKind::kMamba2 &&
+      efficient.kind != MixerKind::kGatedDeltaNet) {
+    return ArchError(name, "-conv applies to mamba2 and gdn only");
+  }
+  efficient.short_conv = conv;
   if (headwise && efficient.kind != MixerKind::kHeadwiseSlidingWindow) {
     return ArchError(name, "-headwise applies to swa-<window> only");
   }
@@ -156,7 +162,13 @@ absl::StatusOr<MixerSpec> ParseLayerSpec(absl::string_view text) {
       spec.ssm_state = value;
     } else if (absl::StartsWith(opt, "dim=") &&
                absl::SimpleAtoi(opt.substr(4), &value)) {
-      spec.gdn_head_dim = value;
+      // The head dimension of the recurrent mixer: GDN's dk = dv, Mamba-2's
+      // P (which must divide its inner width: tiny models need a small one).
+      if (spec.kind == MixerKind::kMamba2) {
+        spec.ssm_head_dim = value;
+      } else {
+        spec.gdn_head_dim = value;
+      }
     } else if (absl::StartsWith(opt, "chunk=") &&
                absl::SimpleAtoi(opt.substr(6), &value)) {
       spec.chunk = value;
@@ -209,6 +221,9 @@ std::string LayerSpecToString(const MixerSpec& spec) {
   if (spec.short_conv) absl::StrAppend(&out, ":conv");
   if (spec.ssm_state != d.ssm_state) {
     absl::StrAppend(&out, ":state=", spec.ssm_state);
+  }
+  if (spec.kind == MixerKind::kMamba2 && spec.ssm_head_dim != d.ssm_head_dim) {
+    absl::StrAppend(&out, ":dim=", spec.ssm_head_dim);
   }
   if (spec.gdn_head_dim != 0) absl::StrAppend(&out, ":dim=", spec.gdn_head_dim);
   if (spec.gdn_mha) absl::StrAppend(&out, ":mha");

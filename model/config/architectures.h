@@ -9,6 +9,8 @@
 //   full                      every layer full attention
 //   swa-<w>                   SWA(w) and full interleaved 1:1
 //   lightning, mamba2, gdn    the efficient mixer and full interleaved 1:1
+//   mamba2-conv, gdn-conv     with the short causal convolution (appendix
+//                             B.3/B.4's ablation; off in the named mixers)
 //   gdn-mha                   gdn with a q, k head per value head (gdn's q
 //                             and k are grouped like the backbone's GQA)
 //   <hybrid>-1to3             one full layer per four (1:3 full:efficient)
@@ -20,7 +22,8 @@
 // A pattern is a comma-separated list of layer specs, repeated to fill the
 // layers (its length must divide n_layers). A spec is a kind followed by
 // options separated by ':' — full[:nope], swa:<w>, hswa:<w>[:<heads>][:nope],
-// lightning, mamba2[:conv][:state=<n>], gdn[:conv][:dim=<n>][:mha].
+// lightning, mamba2[:conv][:state=<n>][:dim=<P>], gdn[:conv][:dim=<n>][:mha]
+// (dim: the recurrent head dimension, GDN's dk = dv or Mamba-2's P).
 #ifndef HLAB_MODEL_CONFIG_ARCHITECTURES_H_
 #define HLAB_MODEL_CONFIG_ARCHITECTURES_H_
 

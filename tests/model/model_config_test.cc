@@ -52,6 +52,11 @@ TEST(ArchitecturesTest, VariantsOneToThreeNopeAndHeadwise) {
             "gdn,gdn,gdn,full:nope");
   EXPECT_EQ(LayersToPattern(*ExpandArchitecture("swa-128-headwise", 2)),
             "hswa:128,hswa:128");
+  // Appendix B.3/B.4's short-convolution ablation, by name.
+  EXPECT_EQ(LayersToPattern(*ExpandArchitecture("gdn-conv", 2)),
+            "gdn:conv,full");
+  EXPECT_EQ(LayersToPattern(*ExpandArchitecture("mamba2-conv-1to3", 4)),
+            "mamba2:conv,mamba2:conv,mamba2:conv,full");
   // Tiny models scale windows down by name.
   EXPECT_EQ(LayersToPattern(*ExpandArchitecture("swa-16", 2)), "swa:16,full");
 }
@@ -75,6 +80,14 @@ TEST(ArchitecturesTest, CustomPatternRepeatsAndRoundTrips) {
             "full:nope");
   EXPECT_TRUE((*layers)[0].short_conv);
   EXPECT_EQ((*layers)[1].ssm_state, 8);
+  // dim= is the recurrent head dimension of either mixer: Mamba-2's P (a
+  // micro model's inner width of 16 cannot hold the default 64), GDN's dk.
+  auto small = ExpandArchitecture("mamba2:conv:dim=8,gdn:dim=12", 2);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ((*small)[0].ssm_head_dim, 8);
+  EXPECT_EQ((*small)[0].gdn_head_dim, 0);
+  EXPECT_EQ((*small)[1].gdn_head_dim, 12);
+  EXPECT_EQ(LayersToPattern(*small), "mamba2:conv:dim=8,gdn:dim=12");
 }
 
 TEST(ArchitecturesTest, BadNamesNameTheProblem) {
@@ -92,6 +105,11 @@ TEST(ArchitecturesTest, BadNamesNameTheProblem) {
   EXPECT_NE(bad_mixer.status().message().find("unknown mixer 'rwkv'"),
             std::string::npos);
   EXPECT_FALSE(ExpandArchitecture("swa", 2).ok());  // needs a window
+  EXPECT_NE(ExpandArchitecture("swa-16-conv", 2)
+                .status()
+                .message()
+                .find("-conv applies to mamba2 and gdn only"),
+            std::string::npos);
   EXPECT_FALSE(ExpandArchitecture("gdn:bogus,full", 2).ok());
 }
 
