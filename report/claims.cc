@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "model/config/architectures.h"
+#include "report/plots.h"
 
 namespace hlab::report {
 namespace {
@@ -22,6 +23,9 @@ using Figure = std::function<std::optional<double>(const RunRow&)>;
 
 std::optional<double> ValLoss(const RunRow& r) { return r.Target("loss"); }
 std::optional<double> LogLongPpl(const RunRow& r) { return r.log_longppl; }
+std::optional<double> RetrievalScore(const RunRow& r) {
+  return r.retrieval_score;
+}
 
 struct Mean {
   double value = 0;
@@ -105,6 +109,34 @@ std::vector<double> PairedDifferences(const StudyData& study,
   return out;
 }
 
+// figure(a) - figure(b) at each scale's lowest and highest matched D/N:
+// one {low, high} per scale with two or more matched cells.
+std::vector<std::pair<double, double>> EndDifferences(const StudyData& study,
+                                                      const std::string& a,
+                                                      const std::string& b,
+                                                      const Figure& figure) {
+  const auto runs_a = RunsOf(study, a, figure);
+  const auto runs_b = RunsOf(study, b, figure);
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [scale, list] : runs_a) {
+    auto it = runs_b.find(scale);
+    if (it == runs_b.end()) continue;
+    std::vector<std::pair<double, double>> cells;  // {D/N, difference}
+    for (const RunRow* x : list) {
+      for (const RunRow* y : it->second) {
+        if (SameCell(*x, *y)) {
+          cells.push_back({x->d / x->n, *figure(*x) - *figure(*y)});
+          break;
+        }
+      }
+    }
+    if (cells.size() < 2) continue;
+    std::sort(cells.begin(), cells.end());
+    out.push_back({cells.front().second, cells.back().second});
+  }
+  return out;
+}
+
 bool Has(const StudyData& study, const std::string& arch) {
   const std::vector<std::string> archs = study.Architectures();
   return std::find(archs.begin(), archs.end(), arch) != archs.end();
@@ -149,6 +181,14 @@ Verdict Positive(const Mean& m) {
 Verdict Negative(const Mean& m) {
   if (m.upper < 0) return Verdict::kReproduced;
   if (m.lower > 0) return Verdict::kNotReproduced;
+  return Verdict::kInconclusive;
+}
+
+// "No better" than by the band: wholly below -band (better) not
+// reproduced; above -band reproduced; else open.
+Verdict NoBetter(const Mean& m, double band) {
+  if (m.upper < -band) return Verdict::kNotReproduced;
+  if (m.lower > -band) return Verdict::kReproduced;
   return Verdict::kInconclusive;
 }
 
@@ -416,13 +456,155 @@ ClaimResult ReceptiveField(const StudyData& study, const ClaimOptions& o) {
   return c;
 }
 
-ClaimResult NotComputed(int number, const std::string& claim,
-                        const std::string& needs) {
+ClaimResult HeadwiseNoBetter(const StudyData& study, const ClaimOptions& o) {
   ClaimResult c;
-  c.number = number;
-  c.claim = claim;
-  c.rule = "";
-  c.needs = needs;
+  c.number = 5;
+  c.claim =
+      "Head-wise SWA is no better than layer-wise and converges more slowly "
+      "on log(LongPPL)";
+  c.rule = absl::StrFormat(
+      "per swa-W-headwise and its layer-wise swa-W, log(LongPPL) head-wise "
+      "minus layer-wise: no better = the mean over matched cells not below "
+      "-%.2f nats; more slowly = the mean over scales of the difference at "
+      "each scale's lowest D/N above 0 (head-wise behind early), by %.0f%% "
+      "bootstrap intervals: both hold reproduced, either fails wholly not "
+      "reproduced, else inconclusive",
+      o.overlap_nats, 100 * o.confidence);
+  std::vector<std::string> parts;
+  std::vector<Verdict> verdicts;
+  for (const std::string& arch : study.Architectures()) {
+    if (!absl::EndsWith(arch, "-headwise")) continue;
+    const std::string base = arch.substr(0, arch.size() - 9);
+    if (!Has(study, base)) continue;
+    const std::vector<double> all =
+        PairedDifferences(study, arch, base, LogLongPpl);
+    std::vector<double> low;
+    for (const auto& [l, h] : EndDifferences(study, arch, base, LogLongPpl)) {
+      low.push_back(l);
+    }
+    if (all.empty() || low.empty()) continue;
+    const Mean ma = BootstrapMean(all, o, 501 + parts.size());
+    const Mean ml = BootstrapMean(low, o, 511 + parts.size());
+    verdicts.push_back(Combine({NoBetter(ma, o.overlap_nats), Positive(ml)}));
+    parts.push_back(absl::StrCat(arch, " - ", base, ": log(LongPPL) ", Show(ma),
+                                 "; at the lowest D/N ", Show(ml)));
+  }
+  if (verdicts.empty()) {
+    c.needs =
+        "swa-W-headwise beside its swa-W at two or more budgets of a scale, "
+        "with LongPPL evaluated";
+    return c;
+  }
+  c.measured = absl::StrJoin(parts, "; ");
+  c.verdict = Combine(verdicts);
+  return c;
+}
+
+ClaimResult ShortConvAdvantageCloses(const StudyData& study,
+                                     const ClaimOptions& o) {
+  ClaimResult c;
+  c.number = 7;
+  c.claim = "Short convolution's log(LongPPL) advantage closes with budget";
+  c.rule = absl::StrFormat(
+      "per X-conv (mamba2-conv, gdn-conv) and its X, the advantage = X's "
+      "log(LongPPL) minus X-conv's, at each scale's lowest and highest "
+      "matched D/N: an advantage at the lowest D/N (mean over scales above "
+      "0) that closes (the lowest-D/N advantage minus the highest-D/N one "
+      "above 0), by %.0f%% bootstrap intervals: both hold reproduced, either "
+      "below 0 not reproduced, else inconclusive",
+      100 * o.confidence);
+  std::vector<std::string> parts;
+  std::vector<Verdict> verdicts;
+  for (const std::string& arch : study.Architectures()) {
+    if (!absl::EndsWith(arch, "-conv")) continue;
+    const std::string base = arch.substr(0, arch.size() - 5);
+    if (!Has(study, base)) continue;
+    std::vector<double> low, closes;
+    for (const auto& [l, h] : EndDifferences(study, base, arch, LogLongPpl)) {
+      low.push_back(l);
+      closes.push_back(l - h);
+    }
+    if (low.empty()) continue;
+    const Mean ml = BootstrapMean(low, o, 701 + parts.size());
+    const Mean mc = BootstrapMean(closes, o, 711 + parts.size());
+    verdicts.push_back(Combine({Positive(ml), Positive(mc)}));
+    parts.push_back(absl::StrCat(arch, ": advantage at the lowest D/N ",
+                                 Show(ml), ", closing by ", Show(mc)));
+  }
+  if (verdicts.empty()) {
+    c.needs =
+        "mamba2-conv or gdn-conv beside its mamba2 or gdn at two or more "
+        "budgets of a scale, with LongPPL evaluated";
+    return c;
+  }
+  c.measured = absl::StrJoin(parts, "; ");
+  c.verdict = Combine(verdicts);
+  return c;
+}
+
+ClaimResult RetrievalHeadsLater(const StudyData& study, const ClaimOptions& o) {
+  ClaimResult c;
+  c.number = 9;
+  c.claim = "Retrieval heads form later with the larger window";
+  c.rule = absl::StrFormat(
+      "the smallest and the largest layer-wise SWA window (swa-W): the mean "
+      "over matched cells of the top full-attention head's retrieval score, "
+      "small window minus large (the small window's heads further along at "
+      "the same budget), with its %.0f%% bootstrap interval: above 0 "
+      "reproduced, below 0 not reproduced, else inconclusive. Shown beside "
+      "it: each scale's formation D/N, the first budget whose score reaches "
+      "%.1f",
+      100 * o.confidence, kRetrievalFormation);
+  std::optional<std::string> small, large;
+  std::optional<int64_t> small_w, large_w;
+  for (const std::string& arch : study.Architectures()) {
+    const std::optional<int64_t> w = SwaWindow(arch);
+    if (!w || RunsOf(study, arch, RetrievalScore).empty()) continue;
+    if (!small || *w < *small_w) {
+      small = arch;
+      small_w = w;
+    }
+    if (!large || *w > *large_w) {
+      large = arch;
+      large_w = w;
+    }
+  }
+  if (!small || *small_w == *large_w) {
+    c.needs =
+        "two layer-wise SWA windows (swa-W) with "
+        "evaluation.retrieval_heads";
+    return c;
+  }
+  const std::vector<double> diff =
+      PairedDifferences(study, *small, *large, RetrievalScore);
+  if (diff.empty()) {
+    c.needs = absl::StrCat("retrieval_heads for ", *small, " and ", *large,
+                           " at the same scales and budgets");
+    return c;
+  }
+  // Formation D/N per scale: "-" where no budget reaches the threshold.
+  auto formation = [&](const std::string& arch) {
+    std::vector<std::string> out;
+    for (auto& [scale, list] : RunsOf(study, arch, RetrievalScore)) {
+      std::optional<double> first;
+      for (const RunRow* r : list) {
+        const double dn = r->d / r->n;
+        if (*r->retrieval_score >= kRetrievalFormation &&
+            (!first || dn < *first)) {
+          first = dn;
+        }
+      }
+      out.push_back(absl::StrCat(
+          scale, " ", first ? absl::StrFormat("%.3g", *first) : "-"));
+    }
+    return absl::StrJoin(out, ", ");
+  };
+  const Mean m = BootstrapMean(diff, o, 901);
+  c.measured =
+      absl::StrCat(*small, " - ", *large, ": retrieval score ", Show(m),
+                   "; formation D/N ", *small, " (", formation(*small), "), ",
+                   *large, " (", formation(*large), ")");
+  c.verdict = Positive(m);
   return c;
 }
 
@@ -458,22 +640,11 @@ std::vector<ClaimResult> EvaluateClaims(const StudyData& study,
       MatchClaim(study, 4, "1:3 matches 1:1 on loss", "validation-loss",
                  ratio_pairs, "a 1:3 hybrid (swa-W-1to3) beside its 1:1 swa-W",
                  options),
-      NotComputed(5,
-                  "Head-wise SWA is no better than layer-wise and converges "
-                  "more slowly on log(LongPPL)",
-                  "swa-W-headwise beside swa-W, and its computation, not in "
-                  "this hlab yet (#21)"),
+      HeadwiseNoBetter(study, options),
       NopeLowersLongPpl(study, options),
-      NotComputed(7,
-                  "Short convolution's log(LongPPL) advantage closes with "
-                  "budget",
-                  "gdn or mamba2 with and without short convolution, and its "
-                  "computation, not in this hlab yet (#21)"),
+      ShortConvAdvantageCloses(study, options),
       ReceptiveField(study, options),
-      NotComputed(9, "Retrieval heads form later with the larger window",
-                  "a rule over the retrieval heads' formation D (the "
-                  "retrieval_heads evaluation is built, #22; the rule is not "
-                  "written yet, #21)"),
+      RetrievalHeadsLater(study, options),
   };
 }
 

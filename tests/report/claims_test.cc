@@ -167,6 +167,98 @@ TEST(ClaimsTest, NopeAndRatioVariantsAgainstTheirBase) {
       << Claim(claims, 6).measured;
 }
 
+TEST(ClaimsTest, HeadwiseBehindEarlyAndNoBetter) {
+  StudyData study;
+  for (const char* scale : {"S1", "S2", "S3"}) {
+    // Behind by 0.4 at D/N 5, level at D/N 40: reproduced.
+    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 5, 2.0, 2.0));
+    study.runs.push_back(MakeRun("swa-16-headwise", scale, 1e4, 5, 2.0, 2.4));
+    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 40, 1.5, 1.0));
+    study.runs.push_back(MakeRun("swa-16-headwise", scale, 1e4, 40, 1.5, 1.0));
+  }
+  ClaimResult c = Claim(EvaluateClaims(study), 5);
+  EXPECT_EQ(c.verdict, Verdict::kReproduced) << c.measured;
+  EXPECT_NE(c.measured.find("swa-16-headwise - swa-16: log(LongPPL) +0.200"),
+            std::string::npos)
+      << c.measured;
+  EXPECT_NE(c.measured.find("at the lowest D/N +0.400"), std::string::npos)
+      << c.measured;
+  // Head-wise clearly better everywhere: not reproduced.
+  for (RunRow& r : study.runs) {
+    if (r.arch == "swa-16-headwise") r.log_longppl = *r.log_longppl - 0.6;
+  }
+  EXPECT_EQ(Claim(EvaluateClaims(study), 5).verdict, Verdict::kNotReproduced);
+  // One budget per scale cannot show convergence: not tested.
+  study.runs.erase(
+      std::remove_if(study.runs.begin(), study.runs.end(),
+                     [](const RunRow& r) { return r.d / r.n > 10; }),
+      study.runs.end());
+  c = Claim(EvaluateClaims(study), 5);
+  EXPECT_EQ(c.verdict, Verdict::kNotTested);
+  EXPECT_NE(c.needs.find("two or more budgets"), std::string::npos);
+}
+
+TEST(ClaimsTest, ShortConvAdvantageClosesWithBudget) {
+  StudyData study;
+  for (const char* scale : {"S1", "S2", "S3"}) {
+    // gdn-conv ahead by 0.3 at D/N 5, by 0.02 at D/N 40.
+    study.runs.push_back(MakeRun("gdn", scale, 1e4, 5, 2.0, 2.3));
+    study.runs.push_back(MakeRun("gdn-conv", scale, 1e4, 5, 1.98, 2.0));
+    study.runs.push_back(MakeRun("gdn", scale, 1e4, 40, 1.5, 1.02));
+    study.runs.push_back(MakeRun("gdn-conv", scale, 1e4, 40, 1.48, 1.0));
+  }
+  ClaimResult c = Claim(EvaluateClaims(study), 7);
+  EXPECT_EQ(c.verdict, Verdict::kReproduced) << c.measured;
+  EXPECT_NE(c.measured.find("gdn-conv: advantage at the lowest D/N +0.300"),
+            std::string::npos)
+      << c.measured;
+  EXPECT_NE(c.measured.find("closing by +0.280"), std::string::npos)
+      << c.measured;
+  // The advantage widens with budget: not reproduced.
+  for (RunRow& r : study.runs) {
+    if (r.arch == "gdn-conv" && r.d / r.n > 10) r.log_longppl = 0.2;
+  }
+  EXPECT_EQ(Claim(EvaluateClaims(study), 7).verdict, Verdict::kNotReproduced);
+}
+
+TEST(ClaimsTest, RetrievalHeadsOfTheLargeWindowBehind) {
+  StudyData study;
+  auto traced = [](RunRow r, double score) {
+    r.retrieval_score = score;
+    return r;
+  };
+  for (const char* scale : {"S3", "S4"}) {
+    for (double dn : {5.0, 20.0, 40.0}) {
+      // swa-16 forms at D/N 20; swa-64 never does (0.1 below at each).
+      const double s16 = dn < 10 ? 0.3 : 0.6;
+      study.runs.push_back(
+          traced(MakeRun("swa-16", scale, 1e4, dn, 2.0, 2.0), s16));
+      study.runs.push_back(
+          traced(MakeRun("swa-64", scale, 1e4, dn, 2.0, 2.0), s16 - 0.15));
+      study.runs.push_back(
+          traced(MakeRun("swa-32", scale, 1e4, dn, 2.0, 2.0), s16 - 0.05));
+    }
+  }
+  ClaimResult c = Claim(EvaluateClaims(study), 9);
+  EXPECT_EQ(c.verdict, Verdict::kReproduced) << c.measured;
+  EXPECT_NE(c.measured.find("swa-16 - swa-64: retrieval score +0.150"),
+            std::string::npos)
+      << c.measured;
+  EXPECT_NE(c.measured.find("swa-16 (S3 20, S4 20), swa-64 (S3 -, S4 -)"),
+            std::string::npos)
+      << c.measured;
+  // The large window's heads ahead instead: not reproduced.
+  for (RunRow& r : study.runs) {
+    if (r.arch == "swa-64") r.retrieval_score = *r.retrieval_score + 0.3;
+  }
+  EXPECT_EQ(Claim(EvaluateClaims(study), 9).verdict, Verdict::kNotReproduced);
+  // Without traces of the large window: only one window left, not tested.
+  for (RunRow& r : study.runs) {
+    if (r.arch != "swa-16") r.retrieval_score.reset();
+  }
+  EXPECT_EQ(Claim(EvaluateClaims(study), 9).verdict, Verdict::kNotTested);
+}
+
 // A sweep of one architecture tests nothing but its own law, and every
 // other claim says what it needs instead of a verdict.
 TEST(ClaimsTest, AFullOnlySweepGetsNeedsNotVerdicts) {
@@ -180,8 +272,8 @@ TEST(ClaimsTest, AFullOnlySweepGetsNeedsNotVerdicts) {
     EXPECT_FALSE(c.needs.empty()) << c.number;
   }
   EXPECT_EQ(Claim(claims, 9).needs,
-            "a rule over the retrieval heads' formation D (the retrieval_heads "
-            "evaluation is built, #22; the rule is not written yet, #21)");
+            "two layer-wise SWA windows (swa-W) with "
+            "evaluation.retrieval_heads");
 }
 
 }  // namespace
