@@ -1,5 +1,7 @@
 // The report's figures, drawn by gnuplot in the style of the paper's
-// scaling-law figures. For each target ("loss", then "longppl"):
+// scaling-law figures. First the paper-style comparisons across
+// architectures (report/comparison_figures.h: longppl_vs_dn, loss_overlaid,
+// nope), then, for each target ("loss", then "longppl"):
 //   <target>_vs_tokens            the target against tokens D (log x), one
 //                                 panel per architecture, one colour per
 //                                 scale (N), with the fitted L(N, D) drawn
@@ -10,7 +12,8 @@
 //   <target>_residuals            relative residuals (observed/predicted - 1,
 //                                 in %) against D, fit and held-out points
 //                                 marked as above.
-// and, for a sweep that profiled gradients (appendix D.3):
+// and the mechanism figures (report/mechanism_figures.cc), for a sweep that
+// profiled gradients (appendix D.3):
 //   gradient_profile              G(d) / G_base against distance d (log-log),
 //                                 one line per architecture, from its
 //                                 largest profiled run (data/gradient_<arch>

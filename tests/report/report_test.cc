@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/store/store.h"
 #include "report/plots.h"
@@ -121,7 +122,7 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find((Out() / "index.html").string()), std::string::npos);
-  EXPECT_NE(r.out.find("48 runs, 8 fits, 6 figures"), std::string::npos)
+  EXPECT_NE(r.out.find("48 runs, 8 fits, 8 figures"), std::string::npos)
       << r.out;
 
   // runs.csv: one row per run, values as stored.
@@ -176,7 +177,9 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
   }
 
   // The figures: scripts, data and SVGs that are real drawings.
-  const std::vector<std::string> figures = {"loss_vs_tokens",
+  const std::vector<std::string> figures = {"longppl_vs_dn",
+                                            "loss_overlaid",
+                                            "loss_vs_tokens",
                                             "loss_observed_vs_predicted",
                                             "loss_residuals",
                                             "longppl_vs_tokens",
@@ -571,10 +574,17 @@ TEST(ReportPlotsTest, NarrowTokenRangeGetsTicsAtTheDataAndIsDrawn) {
   fs::create_directories(dir);
   auto plots = WritePlotScripts(study, dir.string());
   ASSERT_TRUE(plots.ok()) << plots.status();
-  ASSERT_EQ(plots->size(), 6u);
-  EXPECT_TRUE((*plots)[0].scripted);
-  EXPECT_FALSE((*plots)[1].scripted);  // no fit: no observed/predicted
-  EXPECT_NE((*plots)[1].note.find("no fit of loss"), std::string::npos);
+  // The comparisons first: no log(LongPPL) to compare, the losses overlaid.
+  ASSERT_EQ(plots->size(), 8u);
+  EXPECT_EQ((*plots)[0].name, "longppl_vs_dn");
+  EXPECT_FALSE((*plots)[0].scripted);
+  EXPECT_NE((*plots)[0].note.find("no succeeded run has a log(LongPPL)"),
+            std::string::npos);
+  EXPECT_TRUE((*plots)[1].scripted);
+  EXPECT_EQ((*plots)[2].name, "loss_vs_tokens");
+  EXPECT_TRUE((*plots)[2].scripted);
+  EXPECT_FALSE((*plots)[3].scripted);  // no fit: no observed/predicted
+  EXPECT_NE((*plots)[3].note.find("no fit of loss"), std::string::npos);
   const std::string gp = ReadFile(dir / "loss_vs_tokens.gp");
   EXPECT_NE(gp.find("set xtics (\"130k\" 130000, \"155k\" 155000)"),
             std::string::npos)
@@ -583,9 +593,73 @@ TEST(ReportPlotsTest, NarrowTokenRangeGetsTicsAtTheDataAndIsDrawn) {
   PlotOptions options;
   options.png = false;
   ASSERT_TRUE(RenderPlots(dir.string(), options, &*plots).ok());
-  EXPECT_TRUE((*plots)[0].svg);
-  EXPECT_FALSE((*plots)[0].png);
+  EXPECT_TRUE((*plots)[2].svg);
+  EXPECT_FALSE((*plots)[2].png);
   EXPECT_GT(ReadFile(dir / "loss_vs_tokens.svg").size(), 5000u);
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
+// The paper-style comparisons on a study built in memory: one panel per
+// scale, one block per architecture with its points by D/N, and the NoPE
+// figure only for a swa-W-nope beside its swa-W (with full).
+TEST(ReportPlotsTest, ComparisonFiguresOverlayArchitecturesPerScale) {
+  StudyData study;
+  study.sweep_id = 8;
+  for (const char* arch : {"full", "swa-16", "swa-16-nope", "gdn"}) {
+    for (int s = 0; s < 2; ++s) {
+      for (double dn : {24.0, 6.0}) {
+        RunRow r;
+        r.arch = arch;
+        r.scale = s == 0 ? "S1" : "S2";
+        r.run_id = absl::StrCat(arch, r.scale, dn);
+        r.state = "SUCCEEDED";
+        r.n = s == 0 ? 1e4 : 4e4;
+        r.d = dn * r.n;
+        r.val_loss = 2.0 - 0.01 * dn;
+        if (std::string(arch) != "gdn" || s == 1) r.log_longppl = 3.0 / dn;
+        study.runs.push_back(r);
+      }
+    }
+  }
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("hlab_report_compare_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  auto plots = WritePlotScripts(study, dir.string());
+  ASSERT_TRUE(plots.ok()) << plots.status();
+  ASSERT_GE(plots->size(), 3u);
+  EXPECT_EQ((*plots)[0].name, "longppl_vs_dn");
+  EXPECT_EQ((*plots)[1].name, "loss_overlaid");
+  EXPECT_EQ((*plots)[2].name, "nope");
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE((*plots)[i].scripted) << i;
+  // S1 has no gdn log(LongPPL): three blocks, by the sweep's order, by D/N.
+  const std::string s1 = ReadFile(dir / "data/longppl_vs_dn_S1.dat");
+  EXPECT_NE(s1.find("# full\n6 0.5 fullS16\n24 0.125 fullS124\n"),
+            std::string::npos)
+      << s1;
+  EXPECT_EQ(s1.find("# gdn"), std::string::npos) << s1;
+  EXPECT_NE(ReadFile(dir / "data/longppl_vs_dn_S2.dat").find("# gdn"),
+            std::string::npos);
+  const std::string gp = ReadFile(dir / "longppl_vs_dn.gp");
+  EXPECT_NE(gp.find("set multiplot layout 1,2"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("\"data/longppl_vs_dn_S1.dat\" index 2 using 1:2"),
+            std::string::npos)
+      << gp;
+  const std::string nope = ReadFile(dir / "nope.gp");
+  EXPECT_NE(nope.find("swa-16-nope"), std::string::npos);
+  EXPECT_EQ(nope.find("title \"gdn\""), std::string::npos) << nope;
+  PlotOptions options;
+  options.png = false;
+  ASSERT_TRUE(RenderPlots(dir.string(), options, &*plots).ok());
+  EXPECT_GT(ReadFile(dir / "nope.svg").size(), 5000u);
+  // Without the NoPE variant there is no NoPE figure.
+  study.runs.erase(
+      std::remove_if(study.runs.begin(), study.runs.end(),
+                     [](const RunRow& r) { return r.arch == "swa-16-nope"; }),
+      study.runs.end());
+  plots = WritePlotScripts(study, dir.string());
+  ASSERT_TRUE(plots.ok());
+  for (const Plot& p : *plots) EXPECT_NE(p.name, "nope");
   std::error_code ignored;
   fs::remove_all(dir, ignored);
 }
