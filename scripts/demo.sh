@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds, and runs `hlab up`: a
 # coordinator and two local workers on loopback run the embedded demo sweep
-# (examples/sweeps/demo.yaml: full, swa-32, lightning and gdn x 4 scales x
-# 3 budgets, 48 runs on the built-in synthetic corpus, about 4 minutes on
+# (examples/sweeps/demo.yaml: full, swa-16, swa-64 and gdn x 4 scales x
+# 3 budgets, 48 runs on the built-in synthetic corpus, about 7.5 minutes on
 # 2 cores), then print every run's final loss and the fitted power laws,
 # and write the sweep's report (tables, figures) to hlab-up/report/index.html.
 #

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +51,27 @@ TEST(SweepSpecParserTest, PaperSpecParsesAndValidates) {
   // Seven architectures plus the three section-6 variants.
   EXPECT_EQ(spec->architectures_size(), 10);
   EXPECT_EQ(spec->scales(4).budgets().tokens_per_param_size(), 1);
+  EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
+}
+
+// #21 point 4: the paper's design at micro scale: the seven architectures,
+// the section-6 variants and the two short-convolution ablations, four
+// scales (three fitted, one held out), five budgets.
+TEST(SweepSpecParserTest, PaperMiniSpecHasThePapersDesign) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("paper-mini.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::vector<std::string> names;
+  for (const auto& a : spec->architectures()) names.push_back(a.name());
+  for (const char* arch : {"full", "swa-16", "swa-32", "swa-64", "lightning",
+                           "mamba2", "gdn", "swa-16-1to3", "swa-16-headwise",
+                           "swa-16-nope", "gdn-conv", "mamba2-conv"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), arch), names.end()) << arch;
+  }
+  EXPECT_GE(spec->scales_size(), 4);
+  EXPECT_GE(spec->budgets().tokens_per_param_size(), 5);
+  EXPECT_TRUE(spec->share_trunk());
+  EXPECT_FALSE(spec->fit().verify_scales().empty());
   EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
 }
 
