@@ -57,7 +57,7 @@ TEST_F(ReportRemoteTest, SameTablesAsFromTheDatabase) {
   const std::string local = dir_.File("local");
   const Result r = Report(remote, /*from_db=*/false);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("48 runs, 8 fits, 6 figures"), std::string::npos)
+  EXPECT_NE(r.out.find("48 runs, 8 fits, 8 figures"), std::string::npos)
       << r.out;
   const Result l = Report(local, /*from_db=*/true);
   ASSERT_EQ(l.code, 0) << l.err;
@@ -81,7 +81,7 @@ TEST_F(ReportRemoteTest, WithoutStoredFitsSaysHowToGetThem) {
   EXPECT_NE(r.out.find("no fits are stored for sweep 1 yet"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("hlab report --db"), std::string::npos);
-  EXPECT_NE(r.out.find("48 runs, 0 fits, 2 figures"), std::string::npos)
+  EXPECT_NE(r.out.find("48 runs, 0 fits, 4 figures"), std::string::npos)
       << r.out;
 
   const Result unknown =
