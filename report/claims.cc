@@ -86,25 +86,37 @@ bool SameCell(const RunRow& x, const RunRow& y) {
   return x.scale == y.scale && std::abs((x.d / x.n) / (y.d / y.n) - 1) <= 0.05;
 }
 
-// figure(a) - figure(b) over cells where both ran.
-std::vector<double> PairedDifferences(const StudyData& study,
-                                      const std::string& a,
-                                      const std::string& b,
-                                      const Figure& figure) {
+// figure(a) - figure(b) in each cell where both ran, by scale, each
+// scale's cells as {D/N, difference} in run order.
+std::map<std::string, std::vector<std::pair<double, double>>> MatchedCells(
+    const StudyData& study, const std::string& a, const std::string& b,
+    const Figure& figure) {
   const auto runs_a = RunsOf(study, a, figure);
   const auto runs_b = RunsOf(study, b, figure);
-  std::vector<double> out;
+  std::map<std::string, std::vector<std::pair<double, double>>> out;
   for (const auto& [scale, list] : runs_a) {
     auto it = runs_b.find(scale);
     if (it == runs_b.end()) continue;
     for (const RunRow* x : list) {
       for (const RunRow* y : it->second) {
         if (SameCell(*x, *y)) {
-          out.push_back(*figure(*x) - *figure(*y));
+          out[scale].push_back({x->d / x->n, *figure(*x) - *figure(*y)});
           break;
         }
       }
     }
+  }
+  return out;
+}
+
+// figure(a) - figure(b) over cells where both ran.
+std::vector<double> PairedDifferences(const StudyData& study,
+                                      const std::string& a,
+                                      const std::string& b,
+                                      const Figure& figure) {
+  std::vector<double> out;
+  for (const auto& [scale, cells] : MatchedCells(study, a, b, figure)) {
+    for (const auto& [dn, diff] : cells) out.push_back(diff);
   }
   return out;
 }
@@ -115,21 +127,8 @@ std::vector<std::pair<double, double>> EndDifferences(const StudyData& study,
                                                       const std::string& a,
                                                       const std::string& b,
                                                       const Figure& figure) {
-  const auto runs_a = RunsOf(study, a, figure);
-  const auto runs_b = RunsOf(study, b, figure);
   std::vector<std::pair<double, double>> out;
-  for (const auto& [scale, list] : runs_a) {
-    auto it = runs_b.find(scale);
-    if (it == runs_b.end()) continue;
-    std::vector<std::pair<double, double>> cells;  // {D/N, difference}
-    for (const RunRow* x : list) {
-      for (const RunRow* y : it->second) {
-        if (SameCell(*x, *y)) {
-          cells.push_back({x->d / x->n, *figure(*x) - *figure(*y)});
-          break;
-        }
-      }
-    }
+  for (auto& [scale, cells] : MatchedCells(study, a, b, figure)) {
     if (cells.size() < 2) continue;
     std::sort(cells.begin(), cells.end());
     out.push_back({cells.front().second, cells.back().second});
