@@ -40,7 +40,7 @@
 #include "absl/time/time.h"
 #include "bench/coordinator_fleet.h"
 #include "common/log.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/server/coordinator.h"
 #include "coordinator/store/database.h"
 #include "coordinator/store/store.h"
 #include "coordinator/sweep/embedded_demo.h"

@@ -3,7 +3,7 @@
 // takes the points (N, D, final loss) of a sweep's succeeded runs from the
 // coordinator and fits one law per architecture, and `--db FILE`, which
 // fits a sweep's runs offline from a database file opened read-only, as the
-// coordinator's automatic fits do (coordinator/sweep_fits.h).
+// coordinator's automatic fits do (fits/sweep_fits.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,8 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "analysis/fit_command.h"
-#include "analysis/report.h"
+#include "analysis/analyze.h"
+#include "analysis/fit_csv_command.h"
 #include "cli/client.h"
 #include "cli/client_commands.h"
 #include "cli/flags.h"
@@ -29,7 +29,7 @@
 #include "coordinator/store/query.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep/spec_parser.h"
-#include "coordinator/sweep_fits.h"
+#include "fits/sweep_fits.h"
 
 namespace hlab::cli {
 namespace {
@@ -85,8 +85,8 @@ class TempPoints {
   std::string path_;
 };
 
-int FitSweep(const std::vector<std::string>& argv, std::ostream& out,
-             std::ostream& err) {
+int FitSweepRemote(const std::vector<std::string>& argv, std::ostream& out,
+                   std::ostream& err) {
   // Our flags and the connection flags; everything else goes to the fitter.
   std::vector<FlagDef> ours =
       WithConnectionFlags({{"sweep", true}, {"arch", true}, {"target", true}});
@@ -241,7 +241,7 @@ int FitDatabase(const std::vector<std::string>& argv, std::ostream& out,
         err, kName,
         "--target must be loss or longppl with --db, got '" + target + "'");
   }
-  coordinator::SweepFitOptions options;
+  fits::SweepFitOptions options;
   options.arch = args->Get("arch");
   options.target = target;
   options.bootstrap = 1000;
@@ -289,8 +289,8 @@ int FitDatabase(const std::vector<std::string>& argv, std::ostream& out,
                                    target) == fit.targets().end()) {
     fit.add_targets(target);
   }
-  absl::StatusOr<std::vector<coordinator::SweepFit>> fits =
-      coordinator::FitSweepRuns(**query, sweep_id, fit, options);
+  absl::StatusOr<std::vector<fits::SweepFit>> fits =
+      fits::FitSweepRuns(**query, sweep_id, fit, options);
   if (!fits.ok()) {
     return Failure(err, kName, std::string(fits.status().message()));
   }
@@ -304,7 +304,7 @@ int FitDatabase(const std::vector<std::string>& argv, std::ostream& out,
   const bool json = args->Has("json");
   int code = kExitOk;
   nlohmann::ordered_json all = nlohmann::ordered_json::object();
-  for (const coordinator::SweepFit& f : *fits) {
+  for (const fits::SweepFit& f : *fits) {
     if (!f.fitted) {
       err << "hlab fit: architecture " << f.arch << ", target " << f.target
           << ": " << f.reason << "\n";
@@ -365,7 +365,7 @@ Command FitCommand() {
         return FitDatabase(args, out, err);
       }
       if (a == "--sweep" || a.rfind("--sweep=", 0) == 0) {
-        return FitSweep(args, out, err);
+        return FitSweepRemote(args, out, err);
       }
     }
     return hlab::analysis::RunFitCommand(args, out, err, "hlab fit");

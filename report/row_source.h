@@ -38,7 +38,7 @@ class RowSource {
   virtual std::string Describe() const = 0;
 
   // The local query engine when the source is a database file (fits can
-  // then be computed with coordinator::FitSweepRuns); nullptr otherwise.
+  // then be computed with fits::FitSweepRuns); nullptr otherwise.
   virtual store::QueryEngine* LocalEngine() { return nullptr; }
 };
 

@@ -14,7 +14,7 @@
 #include "common/status_macros.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep/spec_parser.h"
-#include "coordinator/sweep_fits.h"
+#include "fits/sweep_fits.h"
 
 namespace hlab::report {
 namespace {
@@ -73,14 +73,14 @@ bool Contains(const std::vector<std::string>& list, const std::string& s) {
 absl::StatusOr<std::vector<RunRow>> ReadRuns(RowSource& source,
                                              int64_t sweep_id) {
   HLAB_ASSIGN_OR_RETURN(
-      std::vector<coordinator::RunFigures> figures,
-      coordinator::ReadRunFigures(
+      std::vector<fits::RunFigures> figures,
+      fits::ReadRunFigures(
           [&](const std::string& sql) { return source.Query(sql); }, sweep_id));
   std::vector<RunRow> runs;
   runs.reserve(figures.size());
-  for (coordinator::RunFigures& f : figures) {
+  for (fits::RunFigures& f : figures) {
     RunRow r;
-    static_cast<coordinator::RunFigures&>(r) = std::move(f);
+    static_cast<fits::RunFigures&>(r) = std::move(f);
     runs.push_back(std::move(r));
   }
   return runs;
@@ -203,7 +203,7 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
   return fits;
 }
 
-FitRow FromSweepFit(const coordinator::SweepFit& s) {
+FitRow FromSweepFit(const fits::SweepFit& s) {
   FitRow f;
   f.arch = s.arch;
   f.target = s.target;
@@ -314,15 +314,15 @@ absl::StatusOr<StudyData> ReadStudyData(RowSource& source,
         "for fits now, run hlab report --db on the coordinator's database"));
     return study;
   }
-  coordinator::SweepFitOptions fit_options;
+  fits::SweepFitOptions fit_options;
   fit_options.bootstrap = options.bootstrap;
   fit_options.threads = options.threads;
   fit_options.seed = options.seed;
   fit_options.grid = options.grid;
   HLAB_ASSIGN_OR_RETURN(
-      std::vector<coordinator::SweepFit> computed,
-      coordinator::FitSweepRuns(*engine, sweep.id, fit_spec, fit_options));
-  for (const coordinator::SweepFit& s : computed) {
+      std::vector<fits::SweepFit> computed,
+      fits::FitSweepRuns(*engine, sweep.id, fit_spec, fit_options));
+  for (const fits::SweepFit& s : computed) {
     study.fits.push_back(FromSweepFit(s));
   }
   study.fits_origin = "computed";

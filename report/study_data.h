@@ -5,7 +5,7 @@
 // The Q-gradient hook's metrics: every finite q_grad_norm_* point of the
 // sweep's runs.
 //
-// Runs: read with coordinator::ReadRunFigures, the reader of the
+// Runs: read with fits::ReadRunFigures, the reader of the
 // coordinator's fits: N = non-embedding parameters, D = planned tokens; the
 // final training loss, the final validation loss (run_summary), the newest
 // "log_longppl" eval (else the log of a "longppl" eval) and the newest
@@ -17,7 +17,7 @@
 // its `ci` JSON, objective, warnings and ln A, ln B from `details`; an A or
 // B that overflowed is stored NULL and read as +inf with its log). When none is
 // stored and the source is a database file, they are computed with
-// coordinator::FitSweepRuns as `hlab fit --db` does, and `fits_origin` says
+// fits::FitSweepRuns as `hlab fit --db` does, and `fits_origin` says
 // so; over the Query RPC they cannot be, and `notes` says what to run.
 //
 // Thread-safety: ReadStudyData is reentrant; StudyData is a plain value.
@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "analysis/fit.h"
 #include "analysis/power_law.h"
-#include "coordinator/run_figures.h"
+#include "fits/run_figures.h"
 #include "report/row_source.h"
 
 namespace hlab::report {
@@ -49,9 +49,9 @@ namespace hlab::report {
 inline constexpr const char* kTargets[] = {"loss", "longppl"};
 std::string TargetLabel(const std::string& target);  // "loss", "log(LongPPL)"
 
-// A run with its final figures (coordinator/run_figures.h: the reader the
+// A run with its final figures (fits/run_figures.h: the reader the
 // coordinator's fits use too).
-struct RunRow : coordinator::RunFigures {
+struct RunRow : fits::RunFigures {
   bool verify = false;  // its scale is one of the spec's verify_scales
 };
 

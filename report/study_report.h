@@ -5,7 +5,7 @@
 //   runs.csv      one row per run (report/tables.h);
 //   fits.csv      one row per architecture and target, with CI bounds;
 //   <figure>.gp, data/*.dat, <figure>.svg (and .png)  (report/plots.h).
-// Named apart from analysis/report.h, which is the fitter's text report of
+// Named apart from analysis/analyze.h, which is the fitter's text report of
 // one power law.
 //
 // Thread-safety: reentrant; two calls must not share a directory.

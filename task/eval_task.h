@@ -2,7 +2,7 @@
 // `hlab-eval --task task.json` (docs/evaluation.md, "The task file").
 //
 // The coordinator fills it at lease time from the EVAL draft it planned
-// (coordinator/trainer_task.cc); users write them by hand (`hlab-eval
+// (coordinator/planning/trainer_task.cc); users write them by hand (`hlab-eval
 // --example-task`). Each struct lists its fields once (Fields,
 // task/json_fields.h): the one reader and the one writer. "config" is the
 // run's config: its canonical run config (task/run_config.h) or the

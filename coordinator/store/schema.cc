@@ -271,12 +271,37 @@ ALTER TABLE runs ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sweeps ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// v6: a task's resources are four integer columns, not a JSON document that
+// every reader parsed again with its own defaults. Values stored before v6
+// are carried over; what was missing or not a number becomes 0 (not asked
+// for), as those readers took it.
+constexpr char kV6TypedResources[] = R"sql(
+ALTER TABLE tasks ADD COLUMN gpus INTEGER NOT NULL DEFAULT 0
+  CHECK (gpus >= 0);
+ALTER TABLE tasks ADD COLUMN gpu_memory_bytes INTEGER NOT NULL DEFAULT 0
+  CHECK (gpu_memory_bytes >= 0);
+ALTER TABLE tasks ADD COLUMN cpu_threads INTEGER NOT NULL DEFAULT 0
+  CHECK (cpu_threads >= 0);
+ALTER TABLE tasks ADD COLUMN cpu_ranks INTEGER NOT NULL DEFAULT 0
+  CHECK (cpu_ranks >= 0);
+UPDATE tasks SET
+  gpus = max(0, coalesce(CAST(json_extract(resources, '$.gpus') AS INTEGER), 0)),
+  gpu_memory_bytes = max(0, coalesce(
+    CAST(json_extract(resources, '$.gpu_memory_bytes') AS INTEGER), 0)),
+  cpu_threads = max(0, coalesce(
+    CAST(json_extract(resources, '$.cpu_threads') AS INTEGER), 0)),
+  cpu_ranks = max(0, coalesce(
+    CAST(json_extract(resources, '$.cpu_ranks') AS INTEGER), 0))
+  WHERE json_valid(resources) AND json_type(resources) = 'object';
+ALTER TABLE tasks DROP COLUMN resources;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
       {1, kV1Tables},     {2, kV2Views},        {3, kV3OnDemandTasks},
-      {4, kV4RunSummary}, {5, kV5FaultClasses},
+      {4, kV4RunSummary}, {5, kV5FaultClasses}, {6, kV6TypedResources},
   };
   return kMigrations;
 }

@@ -104,17 +104,20 @@ absl::StatusOr<int> Store::AddTasks(const std::vector<TaskSpec>& tasks,
       HLAB_ASSIGN_OR_RETURN(
           Statement insert,
           db.Prepare("INSERT OR IGNORE INTO tasks (id, sweep_id, run_id,"
-                     " trunk_group, kind, priority, cost_flops, resources,"
-                     " payload, max_attempts, created_at, updated_at,"
-                     " on_demand)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                     " trunk_group, kind, priority, cost_flops, payload,"
+                     " max_attempts, created_at, updated_at, on_demand,"
+                     " gpus, gpu_memory_bytes, cpu_threads, cpu_ranks)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                     " ?)"));
       insert.Bind(1, task.id).Bind(2, task.sweep_id);
       insert.BindTextOrNull(3, task.run_id).BindTextOrNull(4, task.trunk_group);
       insert.Bind(5, ToString(task.kind)).Bind(6, task.priority);
-      insert.Bind(7, task.cost_flops).Bind(8, task.resources);
-      insert.Bind(9, task.payload).Bind(10, max_attempts);
-      insert.Bind(11, now_ms).Bind(12, now_ms);
-      insert.Bind(13, int64_t{task.on_demand ? 1 : 0});
+      insert.Bind(7, task.cost_flops).Bind(8, task.payload);
+      insert.Bind(9, max_attempts).Bind(10, now_ms).Bind(11, now_ms);
+      insert.Bind(12, int64_t{task.on_demand ? 1 : 0});
+      const TaskResources& r = task.resources;
+      insert.Bind(13, int64_t{r.gpus}).Bind(14, r.gpu_memory_bytes);
+      insert.Bind(15, int64_t{r.cpu_threads}).Bind(16, int64_t{r.cpu_ranks});
       HLAB_RETURN_IF_ERROR(insert.Run());
       if (insert.changes() == 0) continue;  // already stored
       ++added;

@@ -1,5 +1,6 @@
 #include "coordinator/store/types.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -101,6 +102,10 @@ absl::StatusOr<CheckpointKind> ParseCheckpointKind(absl::string_view name) {
 
 absl::StatusOr<FaultClass> ParseFaultClass(absl::string_view name) {
   return ParseName(kFaultClasses, name, "fault class");
+}
+
+int TaskResources::Ranks() const {
+  return gpus > 0 ? gpus : std::max(1, cpu_ranks);
 }
 
 int64_t ToMillis(absl::Time time) { return absl::ToUnixMillis(time); }

@@ -106,6 +106,21 @@ struct AddRunsResult {
   int existing = 0;  // runs already stored (now also members of the sweep)
 };
 
+// What a task needs of a worker: its sweep's `resources` for its scale
+// (docs/sweeps.md). 0 means not asked for. Four integer columns of `tasks`.
+struct TaskResources {
+  int gpus = 0;                  // CUDA devices (0: a CPU task)
+  int64_t gpu_memory_bytes = 0;  // free memory each of them needs
+  int cpu_threads = 0;           // intra-op threads (0: the trainer's default)
+  int cpu_ranks = 0;             // CPU data-parallel ranks, on one worker
+  // Data-parallel ranks: one per GPU, else the CPU ranks (at least one).
+  int Ranks() const;
+  friend bool operator==(const TaskResources& a, const TaskResources& b) {
+    return a.gpus == b.gpus && a.gpu_memory_bytes == b.gpu_memory_bytes &&
+           a.cpu_threads == b.cpu_threads && a.cpu_ranks == b.cpu_ranks;
+  }
+};
+
 struct TaskSpec {
   std::string id;
   int64_t sweep_id = 0;     // the sweep that created it (retry accounting)
@@ -115,8 +130,8 @@ struct TaskSpec {
   int priority = 0;       // higher first
   double cost_flops = 0;  // cheaper first among equal priorities
   std::vector<std::string> depends_on;
-  std::string resources = "{}";  // JSON, e.g. {"gpus": 1}
-  std::string payload = "{}";    // JSON task description for the worker
+  TaskResources resources;
+  std::string payload = "{}";  // JSON task description for the worker
   // Attempts that may end in a task error. 0: the run's max_attempts; a
   // TRUNK task (no run) must give its own (the sweep's
   // retry.max_attempts_per_run).

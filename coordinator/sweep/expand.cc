@@ -227,16 +227,26 @@ std::string TaskKindName(hlab::v1::TaskKind kind) {
   }
 }
 
-absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
-  HLAB_RETURN_IF_ERROR(ValidateSweepSpec(raw));
-  SweepPlan plan;
-  plan.spec = WithDefaults(raw);
-  const SweepSpec& spec = plan.spec;
-  plan.spec_hash = SpecHash(spec);
+namespace {
 
-  // Runs, in (architecture, scale, budget, seed) order.
+// The expansion of one spec: the plan it fills, and per run what the task
+// planning needs beyond the run's proto (parallel to plan.runs).
+struct Expansion {
+  SweepPlan plan;
   std::vector<RunInfo> info;
-  std::vector<std::string> configs;
+  std::vector<std::string> configs;  // canonical run configs
+  // EVAL tasks of branch checkpoints: (run, step, trunk task).
+  struct BranchEval {
+    int run;
+    int64_t step;
+    std::string trunk;
+  };
+  std::vector<BranchEval> branch_evals;
+};
+
+// Part 1: the runs, in (architecture, scale, budget, seed) order.
+absl::Status ExpandRuns(Expansion& x) {
+  const SweepSpec& spec = x.plan.spec;
   for (int a = 0; a < spec.architectures_size(); ++a) {
     const auto& arch = spec.architectures(a);
     for (int s = 0; s < spec.scales_size(); ++s) {
@@ -277,108 +287,127 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
           ri.branch_step = DecayStartStep(scale_spec, ri.steps);
           ri.batch_tokens = scale_spec.batch_tokens();
           ri.flops_per_token = fpt;
-          plan.runs.push_back(std::move(run));
-          info.push_back(ri);
-          configs.push_back(config);
+          x.plan.runs.push_back(std::move(run));
+          x.info.push_back(ri);
+          x.configs.push_back(config);
         }
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  // Training tasks, one group per (architecture, scale, seed).
+// One shared trunk for the runs `members` (sorted by steps, two or more) and
+// a DECAY task per run after it.
+void PlanSharedTrunk(Expansion& x, const std::vector<int>& members) {
+  const SweepSpec& spec = x.plan.spec;
+  SweepPlan& plan = x.plan;
+  const RunInfo& last = x.info[members.back()];
+  const std::string& scale = spec.scales(last.scale).name();
+  const double fpt = last.flops_per_token;
+  const double batch = static_cast<double>(last.batch_tokens);
+  std::string trunk_key = "trunk";
+  for (int m : members) {
+    absl::StrAppend(&trunk_key, "|", plan.runs[m].run_id(), "@",
+                    x.info[m].branch_step);
+  }
+  Task trunk = NewTask(spec, hlab::v1::TASK_KIND_TRUNK, trunk_key, scale);
+  trunk.set_start_step(0);
+  trunk.set_end_step(last.branch_step);
+  trunk.set_flops(fpt * batch * static_cast<double>(last.branch_step));
+  for (int m : members) {
+    trunk.add_run_ids(plan.runs[m].run_id());
+    auto* bp = trunk.add_branch_points();
+    bp->set_run_id(plan.runs[m].run_id());
+    bp->set_step(x.info[m].branch_step);
+    bp->set_tokens(x.info[m].branch_step * last.batch_tokens);
+  }
+  // The largest run's config: its schedule is warmup + constant LR up
+  // to b_max, exactly what every budget trains on before its decay.
+  trunk.set_draft_json(
+      TrainingTaskJson(spec, trunk, x.configs[members.back()]).dump());
+  plan.tasks.push_back(trunk);
+  for (int m : members) {
+    const Run& run = plan.runs[m];
+    Task decay = NewTask(spec, hlab::v1::TASK_KIND_DECAY,
+                         absl::StrCat("decay|", run.run_id()), scale);
+    decay.add_run_ids(run.run_id());
+    AddDependency(&decay, trunk.task_id());
+    decay.set_start_step(x.info[m].branch_step);
+    decay.set_end_step(x.info[m].steps);
+    decay.set_flops(
+        fpt * batch *
+        static_cast<double>(x.info[m].steps - x.info[m].branch_step));
+    decay.set_draft_json(TrainingTaskJson(spec, decay, x.configs[m]).dump());
+    x.info[m].final_task = decay.task_id();
+    plan.tasks.push_back(decay);
+    if (spec.evaluation().at_branch_points()) {
+      x.branch_evals.push_back({m, x.info[m].branch_step, trunk.task_id()});
+    }
+  }
+}
+
+// Part 2: the training tasks, one group per (architecture, scale, seed): a
+// shared trunk and its decays, or a TRAIN task per run; and the grid's
+// training cost both ways.
+void PlanTrainingTasks(Expansion& x) {
+  const SweepSpec& spec = x.plan.spec;
+  SweepPlan& plan = x.plan;
   std::map<std::tuple<int, int, int64_t>, std::vector<int>> groups;
   std::vector<std::tuple<int, int, int64_t>> group_order;
-  for (size_t i = 0; i < info.size(); ++i) {
-    const auto key = std::make_tuple(info[i].arch, info[i].scale, info[i].seed);
+  for (size_t i = 0; i < x.info.size(); ++i) {
+    const auto key =
+        std::make_tuple(x.info[i].arch, x.info[i].scale, x.info[i].seed);
     if (groups.find(key) == groups.end()) group_order.push_back(key);
     groups[key].push_back(static_cast<int>(i));
   }
-  // EVAL tasks of branch checkpoints: (run, step, trunk task).
-  struct BranchEval {
-    int run;
-    int64_t step;
-    std::string trunk;
-  };
-  std::vector<BranchEval> branch_evals;
   for (const auto& key : group_order) {
     std::vector<int>& members = groups[key];
     std::sort(members.begin(), members.end(),
-              [&](int x, int y) { return info[x].steps < info[y].steps; });
-    const RunInfo& last = info[members.back()];
-    const std::string& scale = spec.scales(last.scale).name();
-    const double fpt = last.flops_per_token;
-    const double batch = static_cast<double>(last.batch_tokens);
+              [&](int a, int b) { return x.info[a].steps < x.info[b].steps; });
+    const RunInfo& last = x.info[members.back()];
     // Shared: the trunk to the last decay start, then every decay.
     int64_t shared_steps = last.branch_step;
     for (int m : members) {
       plan.flops_unshared += plan.runs[m].flops();
       plan.tokens_unshared += plan.runs[m].tokens();
-      shared_steps += info[m].steps - info[m].branch_step;
+      shared_steps += x.info[m].steps - x.info[m].branch_step;
     }
     if (members.size() < 2) shared_steps = last.steps;
-    plan.flops_shared += fpt * batch * static_cast<double>(shared_steps);
+    plan.flops_shared += last.flops_per_token *
+                         static_cast<double>(last.batch_tokens) *
+                         static_cast<double>(shared_steps);
     plan.tokens_shared += shared_steps * last.batch_tokens;
     if (spec.share_trunk() && members.size() >= 2) {
-      std::string trunk_key = "trunk";
-      for (int m : members) {
-        absl::StrAppend(&trunk_key, "|", plan.runs[m].run_id(), "@",
-                        info[m].branch_step);
-      }
-      Task trunk = NewTask(spec, hlab::v1::TASK_KIND_TRUNK, trunk_key, scale);
-      trunk.set_start_step(0);
-      trunk.set_end_step(last.branch_step);
-      trunk.set_flops(fpt * batch * static_cast<double>(last.branch_step));
-      for (int m : members) {
-        trunk.add_run_ids(plan.runs[m].run_id());
-        auto* bp = trunk.add_branch_points();
-        bp->set_run_id(plan.runs[m].run_id());
-        bp->set_step(info[m].branch_step);
-        bp->set_tokens(info[m].branch_step * last.batch_tokens);
-      }
-      // The largest run's config: its schedule is warmup + constant LR up
-      // to b_max, exactly what every budget trains on before its decay.
-      trunk.set_draft_json(
-          TrainingTaskJson(spec, trunk, configs[members.back()]).dump());
-      plan.tasks.push_back(trunk);
-      for (int m : members) {
-        const Run& run = plan.runs[m];
-        Task decay = NewTask(spec, hlab::v1::TASK_KIND_DECAY,
-                             absl::StrCat("decay|", run.run_id()), scale);
-        decay.add_run_ids(run.run_id());
-        AddDependency(&decay, trunk.task_id());
-        decay.set_start_step(info[m].branch_step);
-        decay.set_end_step(info[m].steps);
-        decay.set_flops(
-            fpt * batch *
-            static_cast<double>(info[m].steps - info[m].branch_step));
-        decay.set_draft_json(TrainingTaskJson(spec, decay, configs[m]).dump());
-        info[m].final_task = decay.task_id();
-        plan.tasks.push_back(decay);
-        if (spec.evaluation().at_branch_points()) {
-          branch_evals.push_back({m, info[m].branch_step, trunk.task_id()});
-        }
-      }
-    } else {
-      for (int m : members) {
-        const Run& run = plan.runs[m];
-        Task train = NewTask(spec, hlab::v1::TASK_KIND_TRAIN,
-                             absl::StrCat("train|", run.run_id()), scale);
-        train.add_run_ids(run.run_id());
-        train.set_start_step(0);
-        train.set_end_step(info[m].steps);
-        train.set_flops(run.flops());
-        train.set_draft_json(TrainingTaskJson(spec, train, configs[m]).dump());
-        info[m].final_task = train.task_id();
-        plan.tasks.push_back(train);
-      }
+      PlanSharedTrunk(x, members);
+      continue;
+    }
+    const std::string& scale = spec.scales(last.scale).name();
+    for (int m : members) {
+      const Run& run = plan.runs[m];
+      Task train = NewTask(spec, hlab::v1::TASK_KIND_TRAIN,
+                           absl::StrCat("train|", run.run_id()), scale);
+      train.add_run_ids(run.run_id());
+      train.set_start_step(0);
+      train.set_end_step(x.info[m].steps);
+      train.set_flops(run.flops());
+      train.set_draft_json(TrainingTaskJson(spec, train, x.configs[m]).dump());
+      x.info[m].final_task = train.task_id();
+      plan.tasks.push_back(train);
     }
   }
+}
 
-  // Evaluation tasks.
+// Part 3: the EVAL tasks: one per run after its training, one per branch
+// checkpoint with evaluation.at_branch_points, each also after the LongPPL
+// reference run's training when that run is in the sweep.
+absl::Status PlanEvalTasks(Expansion& x) {
+  const SweepSpec& spec = x.plan.spec;
+  SweepPlan& plan = x.plan;
   const std::vector<std::string> evals = EnabledEvals(spec);
   const auto& e = spec.evaluation();
-  if (evals.empty()) return plan;
-  const int reference = ReferenceRun(spec, plan.runs, info);
+  if (evals.empty()) return absl::OkStatus();
+  const int reference = ReferenceRun(spec, plan.runs, x.info);
   // The LongPPL reference's training gates every EVAL task, and it is the
   // sweep's largest: leased first (one priority step up), evaluations run
   // beside the rest of the training instead of all after it.
@@ -407,7 +436,7 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
       const auto& ref = e.longppl().reference();
       if (reference >= 0) {
         r.run_id = plan.runs[reference].run_id();
-        AddDependency(&task, info[reference].final_task);
+        AddDependency(&task, x.info[reference].final_task);
       } else if (!ref.run_id().empty()) {
         r.run_id = ref.run_id();
       } else {
@@ -416,18 +445,31 @@ absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
     }
     HLAB_ASSIGN_OR_RETURN(std::string draft,
                           EvalDraft(task.task_id(), run.run_id(), step,
-                                    settings_text, configs[i], r));
+                                    settings_text, x.configs[i], r));
     task.set_draft_json(draft);
     plan.tasks.push_back(std::move(task));
     return absl::OkStatus();
   };
   for (size_t i = 0; i < plan.runs.size(); ++i) {
-    HLAB_RETURN_IF_ERROR(add_eval(i, info[i].steps, info[i].final_task));
+    HLAB_RETURN_IF_ERROR(add_eval(i, x.info[i].steps, x.info[i].final_task));
   }
-  for (const BranchEval& b : branch_evals) {
+  for (const Expansion::BranchEval& b : x.branch_evals) {
     HLAB_RETURN_IF_ERROR(add_eval(static_cast<size_t>(b.run), b.step, b.trunk));
   }
-  return plan;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SweepPlan> PlanSweep(const SweepSpec& raw) {
+  HLAB_RETURN_IF_ERROR(ValidateSweepSpec(raw));
+  Expansion x;
+  x.plan.spec = WithDefaults(raw);
+  x.plan.spec_hash = SpecHash(x.plan.spec);
+  HLAB_RETURN_IF_ERROR(ExpandRuns(x));
+  PlanTrainingTasks(x);
+  HLAB_RETURN_IF_ERROR(PlanEvalTasks(x));
+  return std::move(x.plan);
 }
 
 }  // namespace hlab::sweep

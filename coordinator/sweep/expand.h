@@ -67,7 +67,7 @@ std::string EvaluationSettings(const hlab::v1::SweepSpec& spec);
 std::vector<std::string> EnabledEvals(const hlab::v1::SweepSpec& spec);
 
 // The draft of an EVAL task (its Task.task_json, completed at lease time by
-// coordinator/trainer_task.h): the evaluator's task without its checkpoint,
+// coordinator/planning/trainer_task.h): the evaluator's task without its checkpoint,
 // holding the run's training task (from `run_config`, its canonical config),
 // the evaluations of `settings` (EvaluationSettings) and, with LongPPL, its
 // `reference`. InvalidArgument if the config or the settings do not read.

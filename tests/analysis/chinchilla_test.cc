@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/fit.h"
-#include "analysis/fit_command.h"
+#include "analysis/fit_csv_command.h"
 #include "analysis/points_csv.h"
 #include "analysis/varpro.h"
 

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/server/coordinator.h"
 #include "coordinator/sweep/expand.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 #include "hlab/v1/worker_service.grpc.pb.h"

@@ -1,4 +1,4 @@
-// Automatic sweep fits (coordinator/sweep_fitter.h, hlab-sweep-fit) and
+// Automatic sweep fits (coordinator/server/fit_scheduler.h, hlab-sweep-fit) and
 // `hlab fit --db`: the demo sweep's 48 runs are stored as finished, with
 // validation losses drawn from a known law per architecture, directly
 // through the store of an in-process coordinator.
@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/proto_mapping.h"
+#include "coordinator/planning/proto_mapping.h"
+#include "coordinator/server/coordinator.h"
+#include "coordinator/server/fit_scheduler.h"
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_parser.h"
-#include "coordinator/sweep_fitter.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace hlab::coordinator {
@@ -45,8 +45,8 @@ Law TruthFor(const std::string& arch) {
 // The fitter runs hlab-sweep-fit; 32 starts around the truth keep the test
 // fast (the coordinator's default is Chinchilla's 4500: 6.5 s for the demo
 // sweep on 2 threads).
-SweepFitterOptions FitterOptions() {
-  SweepFitterOptions options;
+FitSchedulerOptions FitterOptions() {
+  FitSchedulerOptions options;
   options.binary = HLAB_SWEEP_FIT_BINARY;
   options.quick_grid = true;
   return options;
@@ -125,10 +125,10 @@ class SweepFitsTest : public ::testing::Test {
 
 TEST_F(SweepFitsTest, FinishedDemoSweepGetsOneFitPerArchitecture) {
   const int64_t sweep_id = StoreFinishedSweep(testing::DemoSpec());
-  SweepFitterOptions options = FitterOptions();
+  FitSchedulerOptions options = FitterOptions();
   options.bootstrap = 20;
   options.threads = 2;
-  SweepFitter fitter(coordinator_->context(), options);
+  FitScheduler fitter(coordinator_->context(), options);
   const absl::Time start = absl::Now();
   auto handled = fitter.FitFinishedSweeps();
   std::cout << "fits of the 48-run demo sweep: "
@@ -169,7 +169,7 @@ TEST_F(SweepFitsTest, FinishedDemoSweepGetsOneFitPerArchitecture) {
       << events[0].message;
 
   // Once per sweep, also for a restarted coordinator's new fitter.
-  SweepFitter restarted(coordinator_->context(), options);
+  FitScheduler restarted(coordinator_->context(), options);
   auto again = restarted.FitFinishedSweeps();
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, 0);
@@ -208,7 +208,7 @@ TEST_F(SweepFitsTest, TooFewPointsRecordsNothingAndSaysWhy) {
   // One architecture, one scale, two budgets: 2 runs.
   const int64_t sweep_id = StoreFinishedSweep(
       testing::Spec(testing::TinySpecYaml("tiny", "[5, 10]")));
-  SweepFitter fitter(coordinator_->context(), FitterOptions());
+  FitScheduler fitter(coordinator_->context(), FitterOptions());
   auto handled = fitter.FitFinishedSweeps();
   ASSERT_TRUE(handled.ok()) << handled.status();
   EXPECT_EQ(*handled, 1);
@@ -222,7 +222,7 @@ TEST_F(SweepFitsTest, TooFewPointsRecordsNothingAndSaysWhy) {
             std::string::npos)
       << events[0].message;
   // The "fits" event keeps a restarted coordinator from trying again.
-  SweepFitter restarted(coordinator_->context(), FitterOptions());
+  FitScheduler restarted(coordinator_->context(), FitterOptions());
   EXPECT_EQ(*restarted.FitFinishedSweeps(), 0);
 
   std::ostringstream out, err;
@@ -235,9 +235,9 @@ TEST_F(SweepFitsTest, TooFewPointsRecordsNothingAndSaysWhy) {
 
 TEST_F(SweepFitsTest, StopEndsAFitInProgress) {
   const int64_t sweep_id = StoreFinishedSweep(testing::DemoSpec());
-  SweepFitterOptions options = FitterOptions();
+  FitSchedulerOptions options = FitterOptions();
   options.quick_grid = false;  // 4500 starts: seconds, long enough to stop
-  SweepFitter fitter(coordinator_->context(), options);
+  FitScheduler fitter(coordinator_->context(), options);
   absl::StatusOr<int> result = 0;
   std::thread round([&] { result = fitter.FitFinishedSweeps(); });
   absl::SleepFor(absl::Milliseconds(200));
@@ -252,9 +252,9 @@ TEST_F(SweepFitsTest, StopEndsAFitInProgress) {
 TEST_F(SweepFitsTest, FailedFitIsLoggedAndNotRetriedEveryRound) {
   const int64_t sweep_id = StoreFinishedSweep(
       testing::Spec(testing::TinySpecYaml("tiny", "[5, 10]")));
-  SweepFitterOptions options = FitterOptions();
+  FitSchedulerOptions options = FitterOptions();
   options.binary = "/bin/false";  // exits 1 without output
-  SweepFitter fitter(coordinator_->context(), options);
+  FitScheduler fitter(coordinator_->context(), options);
   auto first = fitter.FitFinishedSweeps();
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(*first, 0);
@@ -275,7 +275,7 @@ TEST_F(SweepFitsTest, UnfinishedSweepIsNotFitted) {
                   ->AddRuns(created->sweep_id, {ToRunSpec(plan->runs[0], 3)},
                             clock_.Now())
                   .ok());
-  SweepFitter fitter(coordinator_->context(), FitterOptions());
+  FitScheduler fitter(coordinator_->context(), FitterOptions());
   EXPECT_EQ(*fitter.FitFinishedSweeps(), 0);
   EXPECT_TRUE(FitEvents(created->sweep_id).empty());
 }

@@ -15,8 +15,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "coordinator/auth.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/server/auth.h"
+#include "coordinator/server/coordinator.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace hlab::coordinator {

@@ -15,7 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/server/coordinator.h"
 #include "coordinator/sweep/spec_parser.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 #include "hlab/v1/worker_service.grpc.pb.h"

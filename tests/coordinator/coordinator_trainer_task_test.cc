@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "coordinator/proto_mapping.h"
-#include "coordinator/trainer_task.h"
+#include "coordinator/planning/proto_mapping.h"
+#include "coordinator/planning/trainer_task.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 #ifndef HLAB_TRAIN_BINARY

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/server/coordinator.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 #include "hlab/v1/worker_service.grpc.pb.h"
 #include "tests/coordinator/coordinator_test_util.h"

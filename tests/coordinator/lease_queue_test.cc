@@ -3,7 +3,7 @@
 // or not (lease, complete with dependents, fail and retry backoff, expiry,
 // cancel, resume, tasks added, a lease taken outside the queue, a restart);
 // and N threads leasing M tasks lease each exactly once.
-#include "coordinator/lease_queue.h"
+#include "coordinator/server/lease_queue.h"
 
 #include <map>
 #include <memory>

@@ -132,6 +132,79 @@ INSERT INTO task_deps (task_id, depends_on) VALUES ('planned-bb', 'train-bb');
   EXPECT_EQ((*store)->GetRun("bb")->state, RunState::kFailed);
 }
 
+// A v5 database kept a task's resources as a JSON string. v6 carries every
+// value into its integer column, takes a missing key, a non-number, a
+// negative number or a document that is not an object as 0 (not asked for,
+// as the JSON readers did), and drops the JSON column.
+TEST(StoreSchemaTest, V6MovesResourcesIntoTypedColumns) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 5; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 5").ok());
+    const absl::Status rows = (*db)->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  max_attempts, created_at, updated_at)
+  VALUES ('aa', 'full', 'xs', 1, 1, 0, '{}', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, max_attempts, resources,
+                   created_at, updated_at)
+  VALUES ('gpu', 1, 'aa', 'TRAIN', 2,
+          '{"gpus": 2, "gpu_memory_bytes": 80000000000, "cpu_threads": 0,
+            "cpu_ranks": 0}', 0, 0),
+         ('cpu', 1, 'aa', 'EVAL', 2, '{"cpu_threads": 4, "cpu_ranks": 3}',
+          0, 0),
+         ('odd', 1, 'aa', 'EVAL', 2, '{"gpus": "two", "cpu_ranks": -1}', 0, 0),
+         ('array', 1, 'aa', 'EVAL', 2, '[1, 2]', 0, 0),
+         ('text', 1, 'aa', 'EVAL', 2, 'not json', 0, 0);
+)sql");
+    ASSERT_TRUE(rows.ok()) << rows;
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_EQ(RawInt(path,
+                   "SELECT count(*) FROM pragma_table_info('tasks')"
+                   " WHERE name = 'resources'"),
+            0);
+  auto resources = [&](const std::string& id) {
+    auto task = (*store)->GetTask(id);
+    EXPECT_TRUE(task.ok()) << id << ": " << task.status();
+    return task.ok() ? task->spec.resources : TaskResources{};
+  };
+  TaskResources gpu;
+  gpu.gpus = 2;
+  gpu.gpu_memory_bytes = 80000000000;
+  EXPECT_EQ(resources("gpu"), gpu);
+  TaskResources cpu;
+  cpu.cpu_threads = 4;
+  cpu.cpu_ranks = 3;
+  EXPECT_EQ(resources("cpu"), cpu);
+  EXPECT_EQ(resources("odd"), TaskResources{});
+  EXPECT_EQ(resources("array"), TaskResources{});
+  EXPECT_EQ(resources("text"), TaskResources{});
+}
+
+// A task's resources are stored and read back as they were given.
+TEST(StoreSchemaTest, TaskResourcesRoundTrip) {
+  testing::Fixture f;
+  TaskSpec task = MakeTask("t1", f.sweep_id, "r1");
+  task.resources.gpus = 4;
+  task.resources.gpu_memory_bytes = int64_t{1} << 40;
+  task.resources.cpu_threads = 7;
+  ASSERT_TRUE(f.store->AddTasks({task}, T(0)).ok());
+  auto read = f.store->GetTask("t1");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->spec.resources, task.resources);
+  EXPECT_EQ(read->spec.resources.Ranks(), 4);
+  EXPECT_EQ(f.store->GetTask("r1.train")->spec.resources, TaskResources{});
+}
+
 // v4: run_summary counts a run's own tasks apart from its on-demand
 // evaluations, and gives the newest log(LongPPL).
 TEST(StoreSchemaTest, RunSummaryCountsOnDemandTasksApart) {

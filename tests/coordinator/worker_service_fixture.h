@@ -10,7 +10,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/server/coordinator.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 #include "hlab/v1/worker_service.grpc.pb.h"
 #include "tests/coordinator/coordinator_test_util.h"

@@ -1,4 +1,4 @@
-// libFuzzer target: the coordinator's tokens file (coordinator/auth.h
+// libFuzzer target: the coordinator's tokens file (coordinator/server/auth.h
 // Authorizer::FromText: "role token" lines, '#' comments). Any text gives
 // an authorizer or an InvalidArgument naming the line, never a crash.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "coordinator/auth.h"
+#include "coordinator/server/auth.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/server/coordinator.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "tests/report/report_test_util.h"
 

@@ -15,9 +15,10 @@ const char kRunColumns[] =
     "state, failure_reason, retries, created_at, updated_at";
 const char kTaskColumns[] =
     "id, sweep_id, run_id, trunk_group, kind, priority, cost_flops, "
-    "resources, payload, max_attempts, state, attempt, failures, "
+    "payload, max_attempts, state, attempt, failures, "
     "lease_worker, lease_expiry, not_before, failure_reason, created_at, "
-    "updated_at, on_demand, infra_failures";
+    "updated_at, on_demand, infra_failures, "
+    "gpus, gpu_memory_bytes, cpu_threads, cpu_ranks";
 const char kWorkerColumns[] =
     "id, address, devices, capacity, registered_at, last_heartbeat, state";
 const char kCheckpointColumns[] =
@@ -71,20 +72,23 @@ absl::StatusOr<Task> ReadTask(const Statement& st) {
   HLAB_ASSIGN_OR_RETURN(task.spec.kind, ParseTaskKind(st.ColumnText(4)));
   task.spec.priority = static_cast<int>(st.ColumnInt(5));
   task.spec.cost_flops = st.ColumnDouble(6);
-  task.spec.resources = st.ColumnText(7);
-  task.spec.payload = st.ColumnText(8);
-  task.spec.max_attempts = static_cast<int>(st.ColumnInt(9));
-  HLAB_ASSIGN_OR_RETURN(task.state, ParseTaskState(st.ColumnText(10)));
-  task.attempt = static_cast<int>(st.ColumnInt(11));
-  task.failures = static_cast<int>(st.ColumnInt(12));
-  task.lease_worker = st.ColumnText(13);
-  task.lease_expiry = TimeColumn(st, 14);
-  task.not_before = TimeColumn(st, 15);
-  task.failure_reason = st.ColumnText(16);
-  task.created_at = TimeColumn(st, 17);
-  task.updated_at = TimeColumn(st, 18);
-  task.spec.on_demand = st.ColumnInt(19) != 0;
-  task.infra_failures = static_cast<int>(st.ColumnInt(20));
+  task.spec.payload = st.ColumnText(7);
+  task.spec.max_attempts = static_cast<int>(st.ColumnInt(8));
+  HLAB_ASSIGN_OR_RETURN(task.state, ParseTaskState(st.ColumnText(9)));
+  task.attempt = static_cast<int>(st.ColumnInt(10));
+  task.failures = static_cast<int>(st.ColumnInt(11));
+  task.lease_worker = st.ColumnText(12);
+  task.lease_expiry = TimeColumn(st, 13);
+  task.not_before = TimeColumn(st, 14);
+  task.failure_reason = st.ColumnText(15);
+  task.created_at = TimeColumn(st, 16);
+  task.updated_at = TimeColumn(st, 17);
+  task.spec.on_demand = st.ColumnInt(18) != 0;
+  task.infra_failures = static_cast<int>(st.ColumnInt(19));
+  task.spec.resources.gpus = static_cast<int>(st.ColumnInt(20));
+  task.spec.resources.gpu_memory_bytes = st.ColumnInt(21);
+  task.spec.resources.cpu_threads = static_cast<int>(st.ColumnInt(22));
+  task.spec.resources.cpu_ranks = static_cast<int>(st.ColumnInt(23));
   return task;
 }
 

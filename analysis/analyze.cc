@@ -1,0 +1,260 @@
+#include "analysis/analyze.h"
+
+#include <cmath>
+#include <sstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hlab::analysis {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json LawToJson(const PowerLaw& law) {
+  return Json{{"E", law.E},
+              {"A", law.A},
+              {"alpha", law.alpha},
+              {"B", law.B},
+              {"beta", law.beta}};
+}
+
+Json IntervalToJson(const Interval& interval) {
+  return Json{{"lower", interval.lower},
+              {"upper", interval.upper},
+              {"median", interval.median},
+              {"std_error", interval.std_error}};
+}
+
+Json PredictionsToJson(const std::vector<PointPrediction>& predictions) {
+  Json out = Json::array();
+  for (const PointPrediction& p : predictions) {
+    out.push_back(Json{{"N", p.point.n},
+                       {"D", p.point.d},
+                       {"loss", p.point.loss},
+                       {"predicted", p.predicted},
+                       {"relative_error", p.relative_error}});
+  }
+  return out;
+}
+
+const char* LossName(VarProLoss loss) {
+  return loss == VarProLoss::kHuber ? "huber_relative" : "squares_relative";
+}
+
+}  // namespace
+
+absl::StatusOr<PowerLawReport> AnalyzePowerLaw(
+    absl::Span<const ScalingPoint> fit_points,
+    absl::Span<const ScalingPoint> verify_points,
+    const AnalysisOptions& options) {
+  if (auto s = ValidatePoints(verify_points, 0); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("verify ", s.message()));
+  }
+  PowerLawReport report;
+  auto fit = FitPowerLaw(fit_points, options.fit);
+  if (!fit.ok()) return fit.status();
+  report.fit = *std::move(fit);
+  const FitResult& f = report.fit;
+  report.E = f.law.E;
+  report.A = f.law.A;
+  report.alpha = f.law.alpha;
+  report.B = f.law.B;
+  report.beta = f.law.beta;
+  report.a = f.log_law.a;
+  report.b = f.log_law.b;
+  report.e = f.log_law.e;
+  report.objective = f.objective;
+  report.gradient_norm = f.gradient_norm;
+  report.n_points = fit_points.size();
+  report.n_verify_points = verify_points.size();
+  report.warnings = f.warnings;
+
+  if (options.run_varpro) {
+    VarProOptions varpro_options = options.varpro;
+    varpro_options.huber_delta = options.fit.huber_delta;
+    auto varpro = FitPowerLawVarPro(fit_points, varpro_options);
+    if (!varpro.ok()) return varpro.status();
+    for (const std::string& w : varpro->warnings) {
+      report.warnings.push_back(absl::StrCat("VarPro: ", w));
+    }
+    report.agreement =
+        CompareFits(f.law, varpro->law, fit_points, options.agreement);
+    if (!report.agreement->agree) {
+      report.warnings.push_back(absl::StrCat(
+          "the L-BFGS and VarPro fits disagree: ", report.agreement->summary));
+    }
+    report.varpro = *std::move(varpro);
+  }
+
+  if (options.bootstrap.resamples > 0) {
+    auto boot =
+        BootstrapPowerLaw(fit_points, f, options.fit, options.bootstrap);
+    if (!boot.ok()) return boot.status();
+    if (boot->failed > 0) {
+      report.warnings.push_back(
+          absl::StrCat(boot->failed, " of ", options.bootstrap.resamples,
+                       " bootstrap refits failed and were left out"));
+    }
+    report.bootstrap = *std::move(boot);
+  }
+
+  report.verification = VerifyPowerLaw(f.law, fit_points, verify_points);
+  report.r2_fit = report.verification.r2_fit;
+  report.r2_verify = report.verification.r2_verify;
+  if (!verify_points.empty() && !report.r2_verify.has_value()) {
+    report.warnings.push_back(
+        "R^2 on the held-out points is undefined (fewer than 2 points or no "
+        "variance in their loss)");
+  }
+  return report;
+}
+
+std::string PowerLawReportToJson(const PowerLawReport& report, int indent) {
+  const FitResult& f = report.fit;
+  Json j;
+  j["E"] = report.E;
+  j["A"] = report.A;
+  j["alpha"] = report.alpha;
+  j["B"] = report.B;
+  j["beta"] = report.beta;
+  j["a"] = report.a;
+  j["b"] = report.b;
+  j["e"] = report.e;
+  j["objective"] = report.objective;
+  j["gradient_norm"] = report.gradient_norm;
+  j["r2_fit"] = report.r2_fit;
+  if (report.r2_verify.has_value()) j["r2_verify"] = *report.r2_verify;
+  j["n_points"] = report.n_points;
+  j["n_verify_points"] = report.n_verify_points;
+  j["warnings"] = report.warnings;
+  j["fit"] =
+      Json{{"method", "multi-start L-BFGS (Ceres), summed Huber"},
+           {"n_starts", f.n_starts},
+           {"best_start", f.best_start},
+           {"best_start_params", Json{{"a", f.best_start_params.a},
+                                      {"b", f.best_start_params.b},
+                                      {"e", f.best_start_params.e},
+                                      {"alpha", f.best_start_params.alpha},
+                                      {"beta", f.best_start_params.beta}}},
+           {"n_starts_at_best", f.n_starts_at_best},
+           {"iterations", f.iterations},
+           {"termination", f.termination},
+           {"condition_number", f.condition_number}};
+  if (report.varpro.has_value()) {
+    Json v = LawToJson(report.varpro->law);
+    v["loss"] = LossName(report.varpro->loss);
+    v["objective"] = report.varpro->objective;
+    v["log_huber_objective"] = report.varpro->log_huber_objective;
+    v["evaluations"] = report.varpro->evaluations;
+    j["varpro"] = std::move(v);
+  }
+  if (report.agreement.has_value()) {
+    j["agreement"] =
+        Json{{"agree", report.agreement->agree},
+             {"alpha_diff", report.agreement->alpha_diff},
+             {"beta_diff", report.agreement->beta_diff},
+             {"max_prediction_rdiff", report.agreement->max_prediction_rdiff}};
+  }
+  if (report.bootstrap.has_value()) {
+    const BootstrapResult& boot = *report.bootstrap;
+    j["bootstrap"] = Json{
+        {"resamples", boot.resamples},   {"failed", boot.failed},
+        {"confidence", boot.confidence}, {"E", IntervalToJson(boot.E)},
+        {"A", IntervalToJson(boot.A)},   {"alpha", IntervalToJson(boot.alpha)},
+        {"B", IntervalToJson(boot.B)},   {"beta", IntervalToJson(boot.beta)}};
+  }
+  const Verification& v = report.verification;
+  Json verification{{"r2_fit", v.r2_fit},
+                    {"rmse_fit", v.rmse_fit},
+                    {"fit_points", PredictionsToJson(v.fit_points)}};
+  if (!v.verify_points.empty()) {
+    verification["verify_points"] = PredictionsToJson(v.verify_points);
+    verification["mean_abs_relative_error_verify"] =
+        *v.mean_abs_relative_error_verify;
+    verification["max_abs_relative_error_verify"] =
+        *v.max_abs_relative_error_verify;
+  }
+  j["verification"] = std::move(verification);
+  return j.dump(indent);
+}
+
+std::string FormatPowerLawReport(const PowerLawReport& report) {
+  const FitResult& f = report.fit;
+  std::ostringstream out;
+  out << absl::StrFormat(
+      "L(N, D) = E + A/N^alpha + B/D^beta fitted to %d points "
+      "(summed Huber of log residuals; L-BFGS from %d starts, best #%d, "
+      "%d starts reached it)\n",
+      report.n_points, f.n_starts, f.best_start, f.n_starts_at_best);
+  const BootstrapResult* boot =
+      report.bootstrap.has_value() ? &*report.bootstrap : nullptr;
+  if (boot != nullptr) {
+    out << absl::StrFormat("  %-6s %-18s %.0f%% CI (%d bootstrap resamples)\n",
+                           "", "value", 100 * boot->confidence,
+                           boot->resamples);
+  }
+  const std::pair<const char*, std::pair<double, const Interval*>> rows[] = {
+      {"E", {report.E, boot ? &boot->E : nullptr}},
+      {"A", {report.A, boot ? &boot->A : nullptr}},
+      {"alpha", {report.alpha, boot ? &boot->alpha : nullptr}},
+      {"B", {report.B, boot ? &boot->B : nullptr}},
+      {"beta", {report.beta, boot ? &boot->beta : nullptr}}};
+  for (const auto& [name, value] : rows) {
+    out << absl::StrFormat("  %-6s %-18.10g", name, value.first);
+    if (value.second != nullptr) {
+      out << absl::StrFormat("[%.6g, %.6g]", value.second->lower,
+                             value.second->upper);
+    }
+    out << "\n";
+  }
+  out << absl::StrFormat(
+      "  a = ln A = %.10g, b = ln B = %.10g, e = ln E = %.10g\n", report.a,
+      report.b, report.e);
+  out << absl::StrFormat("  objective %.12g, final gradient norm %.3g (%s)\n",
+                         report.objective, report.gradient_norm, f.termination);
+  out << absl::StrFormat("  R^2 (fit, on L) %.6f, RMSE %.4g\n", report.r2_fit,
+                         report.verification.rmse_fit);
+  const Verification& v = report.verification;
+  if (!v.verify_points.empty()) {
+    out << absl::StrFormat("Held-out points: %d", v.verify_points.size());
+    if (report.r2_verify.has_value()) {
+      out << absl::StrFormat(", R^2 %.6f", *report.r2_verify);
+    }
+    out << absl::StrFormat(", mean |relative error| %.4f%%, max %.4f%%\n",
+                           100 * *v.mean_abs_relative_error_verify,
+                           100 * *v.max_abs_relative_error_verify);
+    out << absl::StrFormat("  %-12s %-12s %-10s %-10s %s\n", "N", "D", "loss",
+                           "predicted", "rel. error");
+    for (const PointPrediction& p : v.verify_points) {
+      out << absl::StrFormat("  %-12.4g %-12.4g %-10.5g %-10.5g %+.3f%%\n",
+                             p.point.n, p.point.d, p.point.loss, p.predicted,
+                             100 * p.relative_error);
+    }
+  }
+  if (report.varpro.has_value()) {
+    const VarProResult& vp = *report.varpro;
+    out << absl::StrFormat(
+        "VarPro cross-check (NNLS for E, A, B; %s loss): E=%.6g A=%.6g "
+        "alpha=%.6g B=%.6g beta=%.6g\n",
+        LossName(vp.loss), vp.law.E, vp.law.A, vp.law.alpha, vp.law.B,
+        vp.law.beta);
+    if (report.agreement.has_value()) {
+      out << absl::StrFormat("  %s: %s\n",
+                             report.agreement->agree ? "agrees" : "DISAGREES",
+                             report.agreement->summary);
+    }
+  }
+  if (report.warnings.empty()) {
+    out << "Warnings: none\n";
+  } else {
+    out << "Warnings:\n";
+    for (const std::string& w : report.warnings) out << "  - " << w << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace hlab::analysis

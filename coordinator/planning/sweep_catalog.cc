@@ -1,0 +1,218 @@
+#include "coordinator/planning/sweep_catalog.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/planning/proto_mapping.h"
+#include "coordinator/sweep/spec_parser.h"
+
+namespace hlab::coordinator {
+
+absl::StatusOr<std::shared_ptr<const sweep::SweepPlan>> SweepCatalog::Plan(
+    int64_t sweep_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = plans_.find(sweep_id);
+    if (it != plans_.end()) return it->second;
+  }
+  HLAB_ASSIGN_OR_RETURN(store::Sweep stored, store_->GetSweep(sweep_id));
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      sweep::ParseSweepSpec(stored.spec.spec, sweep::SpecFormat::kJson);
+  absl::StatusOr<sweep::SweepPlan> plan =
+      spec.ok() ? sweep::PlanSweep(*spec)
+                : absl::StatusOr<sweep::SweepPlan>(spec.status());
+  if (!plan.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("stored spec of sweep ", sweep_id,
+                     " does not plan: ", plan.status().message()));
+  }
+  auto shared = std::make_shared<const sweep::SweepPlan>(std::move(*plan));
+  Remember(sweep_id, shared);
+  return shared;
+}
+
+void SweepCatalog::Remember(int64_t sweep_id,
+                            std::shared_ptr<const sweep::SweepPlan> plan) {
+  absl::MutexLock lock(&mu_);
+  plans_[sweep_id] = std::move(plan);
+}
+
+absl::StatusOr<store::Sweep> SweepCatalog::Resolve(absl::string_view ref) {
+  if (ref.empty()) return absl::InvalidArgumentError("sweep: required");
+  absl::StatusOr<int64_t> id = ParseSweepId(ref);
+  if (id.ok()) {
+    absl::StatusOr<store::Sweep> sweep = store_->GetSweep(*id);
+    if (sweep.ok() || sweep.status().code() != absl::StatusCode::kNotFound) {
+      return sweep;
+    }
+  }
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Sweep> sweeps, store_->ListSweeps());
+  for (auto it = sweeps.rbegin(); it != sweeps.rend(); ++it) {
+    if (it->spec.name == ref) return *it;
+  }
+  return absl::NotFoundError(absl::StrCat("sweep: no sweep '", ref, "'"));
+}
+
+absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
+    const store::Sweep& sweep) {
+  HLAB_ASSIGN_OR_RETURN(std::shared_ptr<const sweep::SweepPlan> plan,
+                        Plan(sweep.id));
+  store::RunFilter filter;
+  filter.sweep_id = sweep.id;
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> runs, store_->ListRuns(filter));
+  hlab::v1::Sweep out;
+  out.set_sweep_id(SweepIdString(sweep.id));
+  out.set_name(sweep.spec.name);
+  *out.mutable_spec() = plan->spec;
+  out.set_spec_hash(sweep.spec.spec_hash);
+  out.set_runs_total(static_cast<int64_t>(runs.size()));
+  absl::Time updated = sweep.created_at;
+  for (const store::Run& run : runs) {
+    updated = std::max(updated, run.updated_at);
+    switch (run.state) {
+      case store::RunState::kPending:
+        out.set_runs_pending(out.runs_pending() + 1);
+        break;
+      case store::RunState::kRunning:
+        out.set_runs_running(out.runs_running() + 1);
+        break;
+      case store::RunState::kSucceeded:
+        out.set_runs_succeeded(out.runs_succeeded() + 1);
+        break;
+      case store::RunState::kFailed:
+        out.set_runs_failed(out.runs_failed() + 1);
+        break;
+      case store::RunState::kCancelled:
+        out.set_runs_cancelled(out.runs_cancelled() + 1);
+        break;
+    }
+  }
+  out.set_flops_planned(plan->spec.share_trunk() ? plan->flops_shared
+                                                 : plan->flops_unshared);
+  // Done: the planned FLOPs of this sweep's succeeded tasks (a task shared
+  // with another sweep counts here too), comparable with flops_planned.
+  std::map<std::string, double> task_flops;
+  for (const auto& t : plan->tasks) task_flops[t.task_id()] = t.flops();
+  store::TaskFilter succeeded;
+  succeeded.state = store::TaskState::kSucceeded;
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> done,
+                        store_->ListTasks(succeeded));
+  for (const store::Task& t : done) {
+    auto it = task_flops.find(t.spec.id);
+    if (it != task_flops.end())
+      out.set_flops_done(out.flops_done() + it->second);
+  }
+  if (sweep.state == store::SweepState::kCancelled) {
+    out.set_state(hlab::v1::SWEEP_STATE_CANCELLED);
+  } else if (out.runs_pending() + out.runs_running() > 0) {
+    out.set_state(hlab::v1::SWEEP_STATE_RUNNING);
+  } else if (out.runs_succeeded() == out.runs_total()) {
+    out.set_state(hlab::v1::SWEEP_STATE_SUCCEEDED);
+  } else {
+    out.set_state(hlab::v1::SWEEP_STATE_INCOMPLETE);
+  }
+  out.set_created_unix_ms(store::ToMillis(sweep.created_at));
+  out.set_updated_unix_ms(store::ToMillis(updated));
+  return out;
+}
+
+absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
+    const std::vector<store::Run>& runs) {
+  // Planned figures and memberships from every sweep's plan.
+  std::map<std::string, hlab::v1::Run> planned;
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Sweep> sweeps, store_->ListSweeps());
+  for (const store::Sweep& s : sweeps) {
+    absl::StatusOr<std::shared_ptr<const sweep::SweepPlan>> plan = Plan(s.id);
+    if (!plan.ok()) continue;
+    for (const hlab::v1::Run& r : (*plan)->runs) {
+      auto [it, added] = planned.emplace(r.run_id(), r);
+      it->second.add_sweep_ids(SweepIdString(s.id));
+    }
+  }
+  // Final figures, one query over run_summary.
+  struct Final {
+    std::optional<double> loss, val_loss;
+    int64_t tokens = 0;
+  };
+  std::map<std::string, Final> finals;
+  if (query_ != nullptr && !runs.empty()) {
+    store::QueryOptions options;
+    options.max_rows = 1000000;
+    HLAB_ASSIGN_OR_RETURN(
+        store::QueryResult result,
+        query_->Run("SELECT run_id, final_train_loss, final_val_loss, tokens"
+                    " FROM run_summary",
+                    options));
+    for (const auto& row : result.rows) {
+      const auto* id = std::get_if<std::string>(&row[0]);
+      if (id == nullptr) continue;
+      Final f;
+      if (const auto* v = std::get_if<double>(&row[1])) f.loss = *v;
+      if (const auto* v = std::get_if<double>(&row[2])) f.val_loss = *v;
+      if (const auto* v = std::get_if<int64_t>(&row[3])) f.tokens = *v;
+      finals[*id] = f;
+    }
+  }
+  std::vector<hlab::v1::Run> out;
+  out.reserve(runs.size());
+  for (const store::Run& run : runs) {
+    hlab::v1::Run proto;
+    auto it = planned.find(run.spec.id);
+    if (it != planned.end()) proto = it->second;
+    proto.set_run_id(run.spec.id);
+    proto.set_architecture(run.spec.arch);
+    proto.set_scale(run.spec.scale);
+    proto.set_seed(run.spec.seed);
+    proto.set_non_embedding_params(run.spec.n_params);
+    proto.set_tokens(run.spec.budget_tokens);
+    proto.set_config_json(run.spec.config);
+    proto.set_state(ToProto(run.state));
+    proto.set_error(run.failure_reason);
+    proto.set_created_unix_ms(store::ToMillis(run.created_at));
+    proto.set_updated_unix_ms(store::ToMillis(run.updated_at));
+    auto f = finals.find(run.spec.id);
+    if (f != finals.end()) {
+      if (f->second.loss && std::isfinite(*f->second.loss)) {
+        proto.set_final_loss(*f->second.loss);
+      }
+      if (f->second.val_loss && std::isfinite(*f->second.val_loss)) {
+        proto.set_final_val_loss(*f->second.val_loss);
+      }
+      proto.set_tokens_done(f->second.tokens);
+    }
+    out.push_back(std::move(proto));
+  }
+  return out;
+}
+
+absl::StatusOr<bool> SweepCatalog::Finished(int64_t sweep_id) {
+  HLAB_ASSIGN_OR_RETURN(store::Sweep sweep, store_->GetSweep(sweep_id));
+  if (sweep.state == store::SweepState::kCancelled) return true;
+  store::RunFilter filter;
+  filter.sweep_id = sweep_id;
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> runs, store_->ListRuns(filter));
+  for (const store::Run& run : runs) {
+    if (run.state == store::RunState::kPending ||
+        run.state == store::RunState::kRunning) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Duration SweepCatalog::Backoff(int64_t sweep_id, int failures) {
+  double base = 10, max = 600;
+  absl::StatusOr<std::shared_ptr<const sweep::SweepPlan>> plan = Plan(sweep_id);
+  if (plan.ok()) {
+    base = (*plan)->spec.retry().backoff_base_seconds();
+    max = (*plan)->spec.retry().backoff_max_seconds();
+  }
+  const double seconds =
+      std::min(base * std::pow(2.0, std::max(0, failures - 1)), max);
+  return absl::Seconds(seconds);
+}
+
+}  // namespace hlab::coordinator

@@ -1,0 +1,265 @@
+#include "coordinator/server/fit_scheduler.h"
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/spawn.h"
+#include "common/status_macros.h"
+#include "coordinator/planning/sweep_catalog.h"
+
+namespace hlab::coordinator {
+
+void FitScheduler::Start() {
+  if (access(Binary().c_str(), X_OK) != 0) {
+    HLAB_LOG(WARNING) << "automatic fits off: " << Binary()
+                      << " is missing (build the hlab-sweep-fit target)";
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_;
+        };
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping),
+                                 options_.interval)) {
+          return;
+        }
+      }
+      absl::StatusOr<int> fitted = FitFinishedSweeps();
+      if (!fitted.ok()) {
+        HLAB_LOG(WARNING) << "automatic fits: " << fitted.status();
+      }
+    }
+  });
+}
+
+void FitScheduler::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (child_ > 0) kill(child_, SIGTERM);  // a fit in progress ends now
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<bool> FitScheduler::AlreadyFitted(int64_t sweep_id) {
+  store::QueryOptions options;
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      context_->query->Run(
+          absl::StrCat(
+              "SELECT (SELECT count(*) FROM fits WHERE sweep_id = ", sweep_id,
+              ") + (SELECT count(*) FROM events WHERE sweep_id = ", sweep_id,
+              " AND kind = 'fits')"),
+          options));
+  if (result.rows.empty()) return false;
+  const auto* n = std::get_if<int64_t>(&result.rows[0][0]);
+  return n != nullptr && *n > 0;
+}
+
+std::string FitScheduler::Binary() const {
+  if (!options_.binary.empty()) return options_.binary;
+  std::error_code ec;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "hlab-sweep-fit";
+  return (self.parent_path() / "hlab-sweep-fit").string();
+}
+
+namespace {
+
+// Runs `args` with stdout into a pipe (stderr, where Ceres and glog log,
+// goes to the coordinator's own stderr); returns what it wrote.
+// Internal if it cannot start or exits non-zero (with its output).
+// `on_start` gets the child's pid once it runs.
+absl::StatusOr<std::string> RunChild(
+    const std::vector<std::string>& args,
+    const std::function<void(pid_t)>& on_start) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  SpawnOptions options;
+  options.Dup2(fds[1], STDOUT_FILENO);
+  options.Close(fds[0]);
+  options.reset_signal_mask = true;
+  const absl::StatusOr<pid_t> spawned = SpawnProcess(args, options);
+  close(fds[1]);
+  if (!spawned.ok()) {
+    close(fds[0]);
+    return absl::InternalError(spawned.status().message());
+  }
+  const pid_t pid = *spawned;
+  on_start(pid);
+  std::string output;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n > 0) {
+      output.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " failed (status ", status, "): ", output));
+  }
+  return output;
+}
+
+}  // namespace
+
+absl::Status FitScheduler::RunSweepFit(int64_t sweep_id) {
+  std::vector<std::string> args = {Binary(),
+                                   "--db",
+                                   context_->store->path(),
+                                   "--sweep",
+                                   absl::StrCat(sweep_id),
+                                   "--bootstrap",
+                                   absl::StrCat(options_.bootstrap),
+                                   "--threads",
+                                   absl::StrCat(options_.threads)};
+  if (options_.quick_grid) args.push_back("--quick-grid");
+  absl::StatusOr<std::string> run = RunChild(args, [this](pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    child_ = pid;
+    if (stopping_) kill(pid, SIGTERM);
+  });
+  {
+    absl::MutexLock lock(&mu_);
+    child_ = 0;
+    if (stopping_) return absl::CancelledError("the coordinator is stopping");
+  }
+  HLAB_ASSIGN_OR_RETURN(std::string output, std::move(run));
+  // The JSON is the last line (glog or Ceres may log before it).
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  const size_t line_start = output.rfind('\n');
+  const std::string last =
+      line_start == std::string::npos ? output : output.substr(line_start + 1);
+  const nlohmann::json result = nlohmann::json::parse(last, nullptr, false);
+  if (result.is_discarded() || !result.contains("fits")) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " printed no result: ", output));
+  }
+  // A number field, or `missing` when absent or null (r2_verify is null
+  // without verification scales). value() would throw on a null.
+  auto number = [](const nlohmann::json& o, const char* key, double missing) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_number() ? it->get<double>() : missing;
+  };
+  auto text = [](const nlohmann::json& o, const char* key,
+                 const std::string& missing) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : missing;
+  };
+  const double kNone = std::numeric_limits<double>::quiet_NaN();
+  if (!result["fits"].is_array()) {
+    return absl::InternalError(
+        absl::StrCat(args[0], " printed a malformed result: ", last));
+  }
+  std::vector<std::string> lines;
+  int recorded = 0;
+  for (const nlohmann::json& f : result["fits"]) {
+    if (!f.is_object()) continue;
+    lines.push_back(text(f, "line", ""));
+    const auto fitted = f.find("fitted");
+    if (fitted == f.end() || !fitted->is_boolean() || !fitted->get<bool>()) {
+      HLAB_LOG(WARNING) << "sweep " << sweep_id << ": " << lines.back();
+      continue;
+    }
+    const auto found = f.find("record");
+    if (found == f.end() || !found->is_object()) continue;
+    const nlohmann::json& r = *found;
+    store::FitRecord record;
+    record.sweep_id = sweep_id;
+    record.arch = text(f, "arch", "");
+    record.target = text(f, "target", "");
+    record.e = number(r, "e", kNone);
+    record.a = number(r, "a", kNone);
+    record.alpha = number(r, "alpha", kNone);
+    record.b = number(r, "b", kNone);
+    record.beta = number(r, "beta", kNone);
+    record.ci = text(r, "ci", "{}");
+    record.r2_fit = number(r, "r2_fit", kNone);
+    record.r2_verify = number(r, "r2_verify", kNone);  // stored as NULL
+    record.n_points = static_cast<int>(number(r, "n_points", 0));
+    record.details = text(r, "details", "{}");
+    HLAB_RETURN_IF_ERROR(context_->store->RecordFit(record, context_->clock()));
+    ++recorded;
+  }
+  const size_t total = result["fits"].size();
+  store::Event event;
+  event.sweep_id = sweep_id;
+  event.kind = "fits";
+  event.time = context_->clock();
+  if (total == 0) {
+    event.message = "no fits: the sweep has no succeeded runs";
+  } else {
+    event.message = absl::StrCat(
+        recorded > 0 ? "fits ready" : "no fits", ": ", recorded, " of ", total,
+        " stored in ", absl::StrFormat("%.1f", number(result, "seconds", 0)),
+        " s\n", absl::StrJoin(lines, "\n"));
+  }
+  HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
+  HLAB_LOG(INFO) << "sweep " << sweep_id << ": " << event.message;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> FitScheduler::FitFinishedSweeps() {
+  absl::MutexLock lock(&round_mu_);
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Sweep> sweeps,
+                        context_->store->ListSweeps());
+  int handled = 0;
+  for (const store::Sweep& sweep : sweeps) {
+    if (done_.count(sweep.id) > 0) continue;
+    if (sweep.state == store::SweepState::kCancelled) continue;
+    HLAB_ASSIGN_OR_RETURN(bool finished, context_->catalog->Finished(sweep.id));
+    if (!finished) continue;
+    HLAB_ASSIGN_OR_RETURN(bool fitted, AlreadyFitted(sweep.id));
+    if (!fitted) {
+      store::RunFilter filter;
+      filter.sweep_id = sweep.id;
+      filter.state = store::RunState::kSucceeded;
+      HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> succeeded,
+                            context_->store->ListRuns(filter));
+      if (succeeded.empty()) continue;  // all failed: maybe resumed later
+      absl::Status fit = RunSweepFit(sweep.id);
+      if (fit.code() == absl::StatusCode::kCancelled) return fit;
+      if (!fit.ok()) {
+        // Not retried every round (nor blocking other sweeps); a restarted
+        // coordinator tries again.
+        HLAB_LOG(WARNING) << "sweep " << sweep.id
+                          << ": automatic fit failed: " << fit;
+      } else {
+        ++handled;
+      }
+    }
+    done_.insert(sweep.id);
+  }
+  return handled;
+}
+
+}  // namespace hlab::coordinator

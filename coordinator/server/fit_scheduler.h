@@ -1,0 +1,95 @@
+// FitScheduler: the coordinator's automatic power-law fits. A thread of its
+// own (fits take seconds to minutes, so never a gRPC thread or the lease
+// reaper) looks every `interval` for sweeps whose runs are all finished --
+// none PENDING or RUNNING, at least one SUCCEEDED, the sweep not cancelled --
+// and fits each once: every architecture and target of the spec's `fit`
+// section, stored with Store::RecordFit (table fits, view fit_summary), then
+// one "fits" event in the sweep's event log ("fits ready: ..." with a line
+// per fit, or why there were none).
+//
+// The fit itself runs in a child process, hlab-sweep-fit (sweep_fits.h on
+// the database, read-only), which prints the results as JSON: linking Ceres
+// into hlab-coordinator would bring ~120 KiB of static TLS (OpenBLAS, METIS,
+// glog), more than civetweb's thread stacks, and /metrics could not start.
+//
+// Once per sweep, also across restarts: a sweep with rows in `fits` or a
+// "fits" event is skipped. An architecture with fewer than 5 points is not
+// fitted; the event and the log say why.
+//
+// Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
+// after the next start.
+//
+// Thread-safety: Start/Stop from one thread; FitFinishedSweeps is
+// thread-safe (calls are serialised).
+//
+//   FitScheduler fitter(&context, options);
+//   fitter.Start();           // or, in tests: fitter.FitFinishedSweeps();
+//   fitter.Stop();            // also in the destructor
+#ifndef HLAB_COORDINATOR_SERVER_FIT_SCHEDULER_H_
+#define HLAB_COORDINATOR_SERVER_FIT_SCHEDULER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/server/context.h"
+
+namespace hlab::coordinator {
+
+struct FitSchedulerOptions {
+  absl::Duration interval = absl::Seconds(5);
+  // Resamples (capped by the spec's fit.bootstrap) and threads; the fit
+  // itself uses Chinchilla's 4500-start grid.
+  int bootstrap = 200;
+  int threads = 1;
+  bool quick_grid = false;  // 32 starts instead of 4500 (tests)
+  // The hlab-sweep-fit binary; empty: next to this executable.
+  std::string binary;
+};
+
+class FitScheduler {
+ public:
+  FitScheduler(ServiceContext* context, FitSchedulerOptions options)
+      : context_(context), options_(options) {}
+  ~FitScheduler() { Stop(); }
+  FitScheduler(const FitScheduler&) = delete;
+  FitScheduler& operator=(const FitScheduler&) = delete;
+
+  // Starts the thread; logs a warning and does nothing when the
+  // hlab-sweep-fit binary is missing.
+  void Start();
+  void Stop();
+
+  // Fits every finished sweep not fitted yet; returns how many sweeps it
+  // handled (fitted, or recorded why not). A sweep whose fit fails (the
+  // child failed, a store write failed) is logged and not tried again until
+  // a restart; query errors end the round; Cancelled when Stop ended a fit.
+  absl::StatusOr<int> FitFinishedSweeps();
+
+ private:
+  // Whether the sweep has fit rows or a "fits" event already.
+  absl::StatusOr<bool> AlreadyFitted(int64_t sweep_id);
+  absl::Status RunSweepFit(int64_t sweep_id);
+  std::string Binary() const;
+
+  ServiceContext* const context_;
+  const FitSchedulerOptions options_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  pid_t child_ ABSL_GUARDED_BY(mu_) = 0;  // the running hlab-sweep-fit
+  absl::Mutex round_mu_;
+  std::set<int64_t> done_ ABSL_GUARDED_BY(round_mu_);
+};
+
+}  // namespace hlab::coordinator
+
+#endif  // HLAB_COORDINATOR_SERVER_FIT_SCHEDULER_H_

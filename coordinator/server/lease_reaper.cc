@@ -1,0 +1,168 @@
+#include "coordinator/server/lease_reaper.h"
+
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "coordinator/planning/proto_mapping.h"
+
+namespace hlab::coordinator {
+
+void LeaseReaper::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_;
+        };
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping), interval_)) {
+          return;
+        }
+      }
+      absl::Status status = Tick();
+      if (!status.ok()) {
+        HLAB_LOG(WARNING) << "housekeeping: " << status;
+      }
+    }
+  });
+}
+
+void LeaseReaper::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status LeaseReaper::Tick() {
+  absl::MutexLock tick_lock(&tick_mu_);
+  store::Store& store = *context_->store;
+  const absl::Time now = context_->clock();
+  absl::Status first;
+  auto note = [&first](const absl::Status& s) {
+    if (first.ok() && !s.ok()) first = s;
+  };
+
+  absl::StatusOr<std::vector<store::ExpiredLease>> expired =
+      store.ExpireLeases(now, context_->expiry_backoff);
+  note(expired.status());
+  if (expired.ok()) {
+    for (const store::ExpiredLease& e : *expired) {
+      HLAB_LOG(WARNING) << "lease of " << e.task_id << " attempt " << e.attempt
+                        << " (worker " << e.worker_id << ") expired; "
+                        << (e.requeued ? "requeued" : "out of attempts");
+      if (context_->metrics == nullptr) continue;
+      context_->metrics->lease_expirations().Increment();
+      if (e.requeued) context_->metrics->CountRetry(/*infrastructure=*/true);
+    }
+  }
+
+  absl::StatusOr<std::vector<std::string>> lost =
+      store.MarkLostWorkers(now, context_->lease);
+  note(lost.status());
+  if (lost.ok()) {
+    for (const std::string& id : *lost) {
+      HLAB_LOG(WARNING) << "worker " << id << " lost (no heartbeat for "
+                        << context_->lease << ")";
+      store::Event event;
+      event.kind = "worker_lost";
+      event.message = id;
+      event.time = now;
+      note(store.AppendEvent(event).status());
+    }
+  }
+
+  const bool truncate = (ticks_++ % 60) == 59;
+  absl::StatusOr<store::Store::WalCheckpoint> wal =
+      store.CheckpointWal(truncate);
+  if (!wal.ok() && wal.status().code() != absl::StatusCode::kUnavailable) {
+    note(wal.status());
+  }
+
+  if (context_->metrics != nullptr) {
+    absl::StatusOr<store::StateCounts> counts = store.CountsByState();
+    note(counts.status());
+    if (counts.ok()) {
+      context_->metrics->SetStateCounts(counts->runs, counts->tasks);
+    }
+    absl::StatusOr<std::vector<store::WorkerInfo>> workers =
+        store.ListWorkers();
+    note(workers.status());
+    if (workers.ok()) {
+      int64_t up = 0;
+      for (const auto& w : *workers) up += w.state == store::WorkerState::kUp;
+      context_->metrics->SetWorkersConnected(up);
+    }
+    store::TaskFilter filter;
+    filter.state = store::TaskState::kLeased;
+    absl::StatusOr<std::vector<store::Task>> leased = store.ListTasks(filter);
+    note(leased.status());
+    if (leased.ok()) {
+      std::set<std::string> active;
+      for (const store::Task& t : *leased) {
+        const hlab::v1::Task proto = ToProtoTask(t);
+        active.insert(proto.run_ids().begin(), proto.run_ids().end());
+      }
+      context_->metrics->RetainRuns(active);
+    }
+    if (context_->query != nullptr) note(RefreshSweepGauges());
+  }
+  return first;
+}
+
+// Runs per state, tokens trained (each run's newest train_loss point) and
+// tokens planned, per sweep that still has a pending or running run.
+constexpr char kSweepProgressSql[] = R"sql(
+SELECT s.id, s.name, r.state, count(*),
+  sum(coalesce((SELECT m.tokens FROM metrics m WHERE m.run_id = r.id
+     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1), 0)),
+  sum(r.budget_tokens)
+FROM sweeps s JOIN sweep_runs sr ON sr.sweep_id = s.id
+  JOIN runs r ON r.id = sr.run_id
+WHERE s.id IN (SELECT sr2.sweep_id FROM sweep_runs sr2
+  JOIN runs r2 ON r2.id = sr2.run_id
+  WHERE r2.state IN ('PENDING', 'RUNNING'))
+GROUP BY s.id, r.state ORDER BY s.id
+)sql";
+
+absl::Status LeaseReaper::RefreshSweepGauges() {
+  store::QueryOptions options;
+  options.time_limit = absl::Seconds(2);
+  options.max_rows = 100000;
+  absl::StatusOr<store::QueryResult> result =
+      context_->query->Run(kSweepProgressSql, options);
+  if (!result.ok()) return result.status();
+  auto integer = [](const store::Value& v) -> int64_t {
+    if (const int64_t* i = std::get_if<int64_t>(&v)) return *i;
+    if (const double* d = std::get_if<double>(&v)) {
+      return static_cast<int64_t>(*d);
+    }
+    return 0;
+  };
+  std::vector<CoordinatorMetrics::SweepProgress> sweeps;
+  for (const std::vector<store::Value>& row : result->rows) {
+    const int64_t id = integer(row[0]);
+    if (sweeps.empty() || sweeps.back().sweep_id != id) {
+      sweeps.emplace_back();
+      sweeps.back().sweep_id = id;
+      sweeps.back().name = store::ValueToString(row[1]);
+    }
+    CoordinatorMetrics::SweepProgress& sweep = sweeps.back();
+    sweep.runs_by_state[store::ValueToString(row[2])] = integer(row[3]);
+    sweep.tokens_trained += integer(row[4]);
+    sweep.tokens_budget += integer(row[5]);
+  }
+  context_->metrics->SetSweepProgress(sweeps);
+  return absl::OkStatus();
+}
+
+}  // namespace hlab::coordinator

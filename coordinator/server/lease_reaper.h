@@ -1,0 +1,60 @@
+// LeaseReaper: the coordinator's housekeeping thread. Each tick it
+//   - requeues tasks whose lease expired (store ExpireLeases: the attempt
+//     is bumped at the next lease, the old holder is fenced off),
+//   - marks workers silent for a lease time as LOST,
+//   - checkpoints the WAL (PASSIVE each tick, TRUNCATE every 60th),
+//   - refreshes the gauges (runs/tasks per state, workers, active runs,
+//     unfinished sweeps).
+// Time comes from ServiceContext::clock, so tests inject it and call Tick()
+// themselves (with the thread not started).
+//
+// Thread-safety: Start/Stop from one thread; Tick is thread-safe.
+//
+//   LeaseReaper reaper(&context, absl::Seconds(1));
+//   reaper.Start();
+//   ...
+//   reaper.Stop();  // also in the destructor
+#ifndef HLAB_COORDINATOR_SERVER_LEASE_REAPER_H_
+#define HLAB_COORDINATOR_SERVER_LEASE_REAPER_H_
+
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/server/context.h"
+
+namespace hlab::coordinator {
+
+class LeaseReaper {
+ public:
+  LeaseReaper(ServiceContext* context, absl::Duration interval)
+      : context_(context), interval_(interval) {}
+  ~LeaseReaper() { Stop(); }
+  LeaseReaper(const LeaseReaper&) = delete;
+  LeaseReaper& operator=(const LeaseReaper&) = delete;
+
+  void Start();
+  void Stop();
+
+  // One round of housekeeping at context->clock(). Returns the first error
+  // (the others still run).
+  absl::Status Tick();
+
+ private:
+  // hlab_sweep_* gauges from one read-only query.
+  absl::Status RefreshSweepGauges();
+
+  ServiceContext* const context_;
+  const absl::Duration interval_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Mutex tick_mu_;
+  int64_t ticks_ ABSL_GUARDED_BY(tick_mu_) = 0;
+};
+
+}  // namespace hlab::coordinator
+
+#endif  // HLAB_COORDINATOR_SERVER_LEASE_REAPER_H_

@@ -1,0 +1,173 @@
+#include "fits/sweep_fits.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "fits/run_figures.h"
+
+namespace hlab::fits {
+namespace {
+
+bool Contains(const google::protobuf::RepeatedPtrField<std::string>& list,
+              const std::string& s) {
+  for (const std::string& x : list) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+nlohmann::ordered_json IntervalJson(const analysis::Interval& i) {
+  return nlohmann::ordered_json::array({i.lower, i.upper});
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
+    store::QueryEngine& query, int64_t sweep_id, const hlab::v1::FitSpec& fit,
+    const SweepFitOptions& options) {
+  std::vector<std::string> targets;
+  for (const std::string& t : fit.targets()) {
+    if (!options.target.empty() && t != options.target) continue;
+    targets.push_back(t);
+  }
+  if (fit.targets().empty() &&
+      (options.target.empty() || options.target == "loss")) {
+    targets.push_back("loss");
+  }
+  if (targets.empty() && !options.target.empty()) {
+    targets.push_back(options.target);
+  }
+  for (const std::string& t : targets) {
+    if (t != "loss" && t != "longppl") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown fit target '", t, "' (expected loss or longppl)"));
+    }
+  }
+  store::QueryOptions query_options;
+  query_options.max_rows = 1000000;
+  query_options.time_limit = absl::Minutes(5);
+  HLAB_ASSIGN_OR_RETURN(
+      std::vector<RunFigures> runs,
+      ReadRunFigures(
+          [&](const std::string& sql) { return query.Run(sql, query_options); },
+          sweep_id));
+  // Failed and cancelled runs are left out.
+  runs.erase(std::remove_if(runs.begin(), runs.end(),
+                            [](const RunFigures& r) { return !r.succeeded(); }),
+             runs.end());
+  std::vector<std::string> archs;
+  for (const RunFigures& r : runs) {
+    if (!options.arch.empty() && r.arch != options.arch) continue;
+    if (archs.empty() || archs.back() != r.arch) archs.push_back(r.arch);
+  }
+  analysis::AnalysisOptions analysis;
+  if (options.grid) analysis.fit.grid = *options.grid;
+  analysis.fit.threads = options.threads;
+  analysis.bootstrap.threads = options.threads;
+  analysis.bootstrap.seed = options.seed;
+  analysis.bootstrap.resamples = options.bootstrap;
+  if (fit.has_bootstrap()) {
+    analysis.bootstrap.resamples = std::min(options.bootstrap, fit.bootstrap());
+  }
+  std::vector<SweepFit> out;
+  for (const std::string& arch : archs) {
+    for (const std::string& target : targets) {
+      SweepFit f;
+      f.sweep_id = sweep_id;
+      f.arch = arch;
+      f.target = target;
+      std::vector<analysis::ScalingPoint> fit_points, verify_points;
+      for (const RunFigures& r : runs) {
+        if (r.arch != arch) continue;
+        const std::optional<double> v = r.Target(target);
+        if (!v) continue;
+        analysis::ScalingPoint p;
+        p.n = r.n;
+        p.d = r.d;
+        p.loss = *v;
+        if (Contains(fit.verify_scales(), r.scale)) {
+          verify_points.push_back(p);
+        } else if (fit.fit_scales().empty() ||
+                   Contains(fit.fit_scales(), r.scale)) {
+          fit_points.push_back(p);
+        }
+      }
+      f.n_fit = static_cast<int>(fit_points.size());
+      f.n_verify = static_cast<int>(verify_points.size());
+      if (f.n_fit < kMinFitPoints) {
+        f.reason = absl::StrCat(
+            "too few points: ", f.n_fit, " succeeded runs with ", target,
+            " in the fit scales, at least ", kMinFitPoints, " needed");
+      } else {
+        absl::StatusOr<analysis::PowerLawReport> report =
+            analysis::AnalyzePowerLaw(fit_points, verify_points, analysis);
+        if (report.ok()) {
+          f.fitted = true;
+          f.report = *std::move(report);
+        } else {
+          f.reason = absl::StrCat("fit failed: ", report.status().message());
+        }
+      }
+      out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+store::FitRecord ToFitRecord(const SweepFit& fit) {
+  const analysis::PowerLawReport& r = fit.report;
+  store::FitRecord record;
+  record.sweep_id = fit.sweep_id;
+  record.arch = fit.arch;
+  record.target = fit.target;
+  record.e = r.E;
+  record.a = r.A;
+  record.alpha = r.alpha;
+  record.b = r.B;
+  record.beta = r.beta;
+  record.r2_fit = r.r2_fit;
+  record.r2_verify = r.r2_verify.value_or(0);
+  record.n_points = static_cast<int>(r.n_points);
+  nlohmann::ordered_json ci = nlohmann::ordered_json::object();
+  if (r.bootstrap) {
+    const analysis::BootstrapResult& b = *r.bootstrap;
+    ci["E"] = IntervalJson(b.E);
+    ci["A"] = IntervalJson(b.A);
+    ci["alpha"] = IntervalJson(b.alpha);
+    ci["B"] = IntervalJson(b.B);
+    ci["beta"] = IntervalJson(b.beta);
+    ci["resamples"] = b.resamples;
+    ci["confidence"] = b.confidence;
+  }
+  record.ci = ci.dump();
+  record.details = analysis::PowerLawReportToJson(r);
+  return record;
+}
+
+std::string DescribeSweepFit(const SweepFit& fit) {
+  if (!fit.fitted) {
+    return absl::StrCat(fit.target, "/", fit.arch,
+                        ": not fitted: ", fit.reason);
+  }
+  const analysis::PowerLawReport& r = fit.report;
+  std::string line = absl::StrFormat(
+      "%s/%s: E=%.4g A=%.4g alpha=%.4g B=%.4g beta=%.4g R^2 fit %.4f (%d "
+      "points)",
+      fit.target, fit.arch, r.E, r.A, r.alpha, r.B, r.beta, r.r2_fit,
+      fit.n_fit);
+  if (r.r2_verify) {
+    absl::StrAppendFormat(&line, ", verify %.4f (%d points)", *r.r2_verify,
+                          fit.n_verify);
+  }
+  return line;
+}
+
+}  // namespace hlab::fits
