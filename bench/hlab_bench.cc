@@ -259,46 +259,51 @@ std::string EachRound(const Row& slow, const Row& fast) {
                       Fmt(MedianOf(ratios), 2), "x)");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  hlab::train::KeepFreedMemoryForReuse();
+// The command line: the benchmark's options, or a child's (--child-step,
+// --child-layer: one configuration measured in its own process).
+struct CommandLine {
   Options o;
   std::string child_mode, child_arch;
   int64_t child_seq = 0, child_batch = 0;
   bool child_bf16 = false, quick = false, micro = false;
   std::string child_profile;
+};
+
+// Reads the flags (--help prints the usage and exits 0; a bad flag fails
+// naming it).
+CommandLine ParseCommandLine(int argc, char** argv) {
+  CommandLine c;
   std::map<std::string, int64_t*> ints = {
-      {"--tokens-per-step", &o.tokens_per_step},
-      {"--steps", &o.steps},
-      {"--rounds", &o.rounds},
-      {"--d-model", &o.d_model},
-      {"--layers", &o.layers},
-      {"--heads", &o.heads},
-      {"--kv-heads", &o.kv_heads},
-      {"--vocab", &o.vocab},
-      {"--threads", &o.threads},
-      {"--reference-max-seq-len", &o.reference_max_seq_len},
-      {"--child-seq-len", &child_seq},
-      {"--child-batch", &child_batch}};
+      {"--tokens-per-step", &c.o.tokens_per_step},
+      {"--steps", &c.o.steps},
+      {"--rounds", &c.o.rounds},
+      {"--d-model", &c.o.d_model},
+      {"--layers", &c.o.layers},
+      {"--heads", &c.o.heads},
+      {"--kv-heads", &c.o.kv_heads},
+      {"--vocab", &c.o.vocab},
+      {"--threads", &c.o.threads},
+      {"--reference-max-seq-len", &c.o.reference_max_seq_len},
+      {"--child-seq-len", &c.child_seq},
+      {"--child-batch", &c.child_batch}};
   // --micro is a preset: applied first, so flags given with it (--archs,
   // --threads, --rounds, ...) override its values.
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--micro") continue;
-    micro = true;
-    o.archs = {"full", "swa-16", "swa-64", "gdn"};
-    o.seq_lens = {128};
-    o.bf16_seq_lens = {};
-    o.tokens_per_step = 1024;
-    o.d_model = 72;
-    o.layers = 2;
-    o.heads = 4;
-    o.kv_heads = 2;
-    o.vocab = 258;
-    o.threads = 1;
-    o.steps = 8;
-    o.rounds = 3;
-    o.layer_bench = false;
+    c.micro = true;
+    c.o.archs = {"full", "swa-16", "swa-64", "gdn"};
+    c.o.seq_lens = {128};
+    c.o.bf16_seq_lens = {};
+    c.o.tokens_per_step = 1024;
+    c.o.d_model = 72;
+    c.o.layers = 2;
+    c.o.heads = 4;
+    c.o.kv_heads = 2;
+    c.o.vocab = 258;
+    c.o.threads = 1;
+    c.o.steps = 8;
+    c.o.rounds = 3;
+    c.o.layer_bench = false;
   }
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -308,52 +313,61 @@ int main(int argc, char** argv) {
     };
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
-      return 0;
+      std::exit(0);
     } else if (ints.count(arg)) {
       const std::string v = value();
       if (!absl::SimpleAtoi(v, ints[arg]) || *ints[arg] <= 0) {
         Fail(arg + " must be a positive integer, got '" + v + "'");
       }
     } else if (arg == "--archs") {
-      o.archs = absl::StrSplit(value(), ',', absl::SkipEmpty());
+      c.o.archs = absl::StrSplit(value(), ',', absl::SkipEmpty());
     } else if (arg == "--seq-lens") {
-      o.seq_lens = ParseIntList(arg, value());
+      c.o.seq_lens = ParseIntList(arg, value());
     } else if (arg == "--bf16-seq-lens") {
       const std::string v = value();
-      o.bf16_seq_lens =
+      c.o.bf16_seq_lens =
           v == "none" ? std::vector<int64_t>{} : ParseIntList(arg, v);
     } else if (arg == "--reference") {
-      o.reference = true;
+      c.o.reference = true;
     } else if (arg == "--no-layer-bench") {
-      o.layer_bench = false;
+      c.o.layer_bench = false;
     } else if (arg == "--quick") {
-      quick = true;
+      c.quick = true;
     } else if (arg == "--micro") {
       // applied above
     } else if (arg == "--json") {
-      o.json = true;
+      c.o.json = true;
     } else if (arg == "--profile") {
-      o.profile_dir = value();
+      c.o.profile_dir = value();
     } else if (arg == "--child-profile") {
-      child_profile = value();
+      c.child_profile = value();
     } else if (arg == "--child-step" || arg == "--child-layer") {
-      child_mode = arg == "--child-step" ? "step" : "layer";
-      child_arch = value();
+      c.child_mode = arg == "--child-step" ? "step" : "layer";
+      c.child_arch = value();
     } else if (arg == "--child-bf16") {
-      child_bf16 = true;
+      c.child_bf16 = true;
     } else {
       Fail("unknown option '" + arg + "' (see --help)");
     }
   }
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hlab::train::KeepFreedMemoryForReuse();
+  CommandLine cl = ParseCommandLine(argc, argv);
+  Options& o = cl.o;
   // LibTorch (Debian) starts with one intra-op thread: set it explicitly.
   at::set_num_threads(static_cast<int>(
       o.threads > 0 ? o.threads
                     : std::max(1u, std::thread::hardware_concurrency())));
-  if (!child_mode.empty()) {
-    return RunChild(o, child_mode, child_arch, child_seq, child_batch,
-                    child_bf16, child_profile);
+  if (!cl.child_mode.empty()) {
+    return RunChild(o, cl.child_mode, cl.child_arch, cl.child_seq,
+                    cl.child_batch, cl.child_bf16, cl.child_profile);
   }
-  if (quick) {
+  if (cl.quick) {
     o.archs = {"full", "swa-128", "gdn"};
     o.seq_lens = {1024};
     o.steps = 2;
@@ -609,7 +623,7 @@ int main(int argc, char** argv) {
            got >= need, Fmt(got, 2) + "x");
   }
   for (const Row& r : rows) {
-    if (!micro || !r.ok || r.j["dtype"] != "fp32") continue;
+    if (!cl.micro || !r.ok || r.j["dtype"] != "fp32") continue;
     // A step's time over the time its FLOPs take at the matmul peak.
     const double ratio = 1.0 / r.j["mfu"].get<double>();
     target(absl::StrCat(r.j["arch"].get<std::string>(), " micro (d_model ",

@@ -14,7 +14,7 @@
 #include <torch/torch.h>
 
 #include "model/hybrid_lm.h"
-#include "model/mixer.h"
+#include "model/layers/mixer.h"
 #include "train/optimizer.h"
 
 namespace hlab::bench {

@@ -5,7 +5,10 @@
 // itself per configuration) so that peak RSS belongs to that configuration.
 // Not thread-safe.
 //
-//   StepResult r = MeasureTrainingStep(config, {.seq_len = 1024, .batch = 8});
+//   StepOptions options;
+//   options.seq_len = 1024;
+//   options.batch = 8;
+//   StepResult r = MeasureTrainingStep(config, options);
 //   std::cout << r.tokens_per_s;
 #ifndef HLAB_BENCH_MEASURE_H_
 #define HLAB_BENCH_MEASURE_H_

@@ -22,7 +22,10 @@
 //
 // Thread-compatible: one injector, used from one thread.
 //
-//   FaultInjector faults(&cluster, {.seed = 7, .lease = absl::Seconds(3)});
+//   FaultOptions options;
+//   options.seed = 7;
+//   options.lease = absl::Seconds(3);
+//   FaultInjector faults(&cluster, options);
 //   absl::StatusOr<std::string> done = faults.Inject(Fault::kKillWorker);
 #ifndef HLAB_CHAOS_FAULTS_H_
 #define HLAB_CHAOS_FAULTS_H_

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -154,14 +155,17 @@ struct Soak {
   int coordinator_restarts = 0;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::cout << std::unitbuf;  // each fault's line as it happens, into logs too
+// The command line.
+struct Flags {
   std::string spec_path, dir = "hlab-chaos", reference;
   int faults = 20, workers = 2, interval_ms = 1000, timeout_min = 30;
   uint64_t seed = 1;
   std::vector<Fault> kinds = hlab::chaos::AllFaults();
+};
+
+// Reads the flags into `f`. An exit code when the process should end now
+// (--help: 0; a bad flag: Usage's, which names it).
+std::optional<int> ParseFlags(int argc, char** argv, Flags& f) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -175,28 +179,28 @@ int main(int argc, char** argv) {
       std::cout << kUsage;
       return 0;
     } else if (arg == "--spec") {
-      spec_path = value();
+      f.spec_path = value();
     } else if (arg == "--dir") {
-      dir = value();
+      f.dir = value();
     } else if (arg == "--reference") {
-      reference = value();
+      f.reference = value();
     } else if (arg == "--faults") {
-      if (!number(&faults, 0)) return Usage("--faults needs a count >= 0");
+      if (!number(&f.faults, 0)) return Usage("--faults needs a count >= 0");
     } else if (arg == "--workers") {
-      if (!number(&workers, 2)) return Usage("--workers needs 2 or more");
+      if (!number(&f.workers, 2)) return Usage("--workers needs 2 or more");
     } else if (arg == "--interval-ms") {
-      if (!number(&interval_ms, 0)) return Usage("--interval-ms needs >= 0");
+      if (!number(&f.interval_ms, 0)) return Usage("--interval-ms needs >= 0");
     } else if (arg == "--timeout-minutes") {
-      if (!number(&timeout_min, 1)) return Usage("--timeout-minutes >= 1");
+      if (!number(&f.timeout_min, 1)) return Usage("--timeout-minutes >= 1");
     } else if (arg == "--seed") {
-      if (!absl::SimpleAtoi(value(), &seed)) return Usage("--seed: a number");
+      if (!absl::SimpleAtoi(value(), &f.seed)) return Usage("--seed: a number");
     } else if (arg == "--kinds") {
-      kinds.clear();
+      f.kinds.clear();
       for (absl::string_view name : absl::StrSplit(value(), ',')) {
         bool known = false;
-        for (Fault f : hlab::chaos::AllFaults()) {
-          if (name == hlab::chaos::FaultName(f)) {
-            kinds.push_back(f);
+        for (Fault fault : hlab::chaos::AllFaults()) {
+          if (name == hlab::chaos::FaultName(fault)) {
+            f.kinds.push_back(fault);
             known = true;
           }
         }
@@ -208,38 +212,48 @@ int main(int argc, char** argv) {
       return Usage(absl::StrCat("unknown flag ", arg));
     }
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::cout << std::unitbuf;  // each fault's line as it happens, into logs too
+  Flags f;
+  if (std::optional<int> exit = ParseFlags(argc, argv, f)) return *exit;
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::remove_all(dir + "/faulty", ec);
-  fs::create_directories(dir, ec);
-  if (ec) return Usage(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  dir = fs::absolute(dir).string();
-  if (spec_path.empty()) {
-    spec_path = dir + "/spec.yaml";
-    std::ofstream(spec_path) << kDefaultSpec;
+  fs::remove_all(f.dir + "/faulty", ec);
+  fs::create_directories(f.dir, ec);
+  if (ec)
+    return Usage(absl::StrCat("cannot create ", f.dir, ": ", ec.message()));
+  f.dir = fs::absolute(f.dir).string();
+  if (f.spec_path.empty()) {
+    f.spec_path = f.dir + "/spec.yaml";
+    std::ofstream(f.spec_path) << kDefaultSpec;
   }
   const std::string bin = hlab::cli::ExecutableDir();
-  const absl::Duration timeout = absl::Minutes(timeout_min);
+  const absl::Duration timeout = absl::Minutes(f.timeout_min);
   ::signal(SIGPIPE, SIG_IGN);
 
   // 1. Without faults.
   absl::Duration clean_time;
-  if (reference.empty()) {
-    fs::remove_all(dir + "/clean", ec);
+  if (f.reference.empty()) {
+    fs::remove_all(f.dir + "/clean", ec);
     hlab::cli::LocalClusterOptions clean_options;
-    clean_options.dir = dir + "/clean";
-    clean_options.workers = workers;
+    clean_options.dir = f.dir + "/clean";
+    clean_options.workers = f.workers;
     clean_options.bin_dir = bin;
     hlab::cli::LocalCluster clean(clean_options);
     const absl::Time start = absl::Now();
-    if (!StartAndSubmit(clean, spec_path)) return 1;
+    if (!StartAndSubmit(clean, f.spec_path)) return 1;
     if (!WaitUntilFinished(clean.address(), timeout)) {
       std::cerr << "hlab-chaos: the fault-free sweep did not finish\n";
       return 1;
     }
     clean_time = absl::Now() - start;
     clean.Stop();
-    reference = dir + "/clean/hlab.db";
+    f.reference = f.dir + "/clean/hlab.db";
     std::cout << "hlab-chaos: fault-free sweep in "
               << absl::FormatDuration(absl::Trunc(clean_time, absl::Seconds(1)))
               << "\n";
@@ -248,11 +262,11 @@ int main(int argc, char** argv) {
   // 2. With faults.
   const absl::Duration lease = absl::Seconds(3);
   hlab::chaos::FaultOptions fault_options;
-  fault_options.seed = seed;
+  fault_options.seed = f.seed;
   fault_options.lease = lease;
   hlab::cli::LocalClusterOptions faulty_options;
-  faulty_options.dir = dir + "/faulty";
-  faulty_options.workers = workers;
+  faulty_options.dir = f.dir + "/faulty";
+  faulty_options.workers = f.workers;
   faulty_options.bin_dir = bin;
   faulty_options.lease_seconds = static_cast<int>(absl::ToInt64Seconds(lease));
   faulty_options.worker_args = {
@@ -262,18 +276,18 @@ int main(int argc, char** argv) {
       std::to_string(absl::ToInt64Seconds(fault_options.kill_grace))};
   hlab::cli::LocalCluster faulty(faulty_options);
   const absl::Time start = absl::Now();
-  if (!StartAndSubmit(faulty, spec_path)) return 1;
+  if (!StartAndSubmit(faulty, f.spec_path)) return 1;
   hlab::chaos::FaultInjector injector(&faulty, fault_options);
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
-  std::exponential_distribution<double> wait(1.0 / std::max(1, interval_ms));
+  std::mt19937_64 rng(f.seed ^ 0x9e3779b97f4a7c15ULL);
+  std::exponential_distribution<double> wait(1.0 / std::max(1, f.interval_ms));
   Soak soak;
   const absl::Time deadline = start + timeout;
-  while (soak.total < faults && !kinds.empty() && absl::Now() < deadline) {
+  while (soak.total < f.faults && !f.kinds.empty() && absl::Now() < deadline) {
     std::this_thread::sleep_for(
         std::chrono::milliseconds(static_cast<int64_t>(wait(rng))));
     if (Unfinished(faulty.address()) == 0) break;  // finished first
-    const Fault fault =
-        kinds[std::uniform_int_distribution<size_t>(0, kinds.size() - 1)(rng)];
+    const Fault fault = f.kinds[std::uniform_int_distribution<size_t>(
+        0, f.kinds.size() - 1)(rng)];
     absl::StatusOr<std::string> done = injector.Inject(fault);
     const char* name = hlab::chaos::FaultName(fault);
     if (done.ok()) {
@@ -284,7 +298,8 @@ int main(int argc, char** argv) {
       std::cout << "  fault " << soak.total << ": " << *done << "\n";
     } else if (done.status().code() == absl::StatusCode::kFailedPrecondition) {
       soak.skipped[name] = std::string(done.status().message());
-      kinds.erase(std::remove(kinds.begin(), kinds.end(), fault), kinds.end());
+      f.kinds.erase(std::remove(f.kinds.begin(), f.kinds.end(), fault),
+                    f.kinds.end());
     } else if (done.status().code() != absl::StatusCode::kNotFound) {
       std::cerr << "hlab-chaos: " << name << ": " << done.status().message()
                 << "\n";
@@ -299,9 +314,9 @@ int main(int argc, char** argv) {
 
   // 3. Compare.
   absl::StatusOr<hlab::chaos::SweepRecord> clean_record =
-      hlab::chaos::ReadSweepRecord(reference);
+      hlab::chaos::ReadSweepRecord(f.reference);
   absl::StatusOr<hlab::chaos::SweepRecord> faulty_record =
-      hlab::chaos::ReadSweepRecord(dir + "/faulty/hlab.db");
+      hlab::chaos::ReadSweepRecord(f.dir + "/faulty/hlab.db");
   if (!clean_record.ok() || !faulty_record.ok()) {
     std::cerr << "hlab-chaos: cannot read the databases: "
               << (clean_record.ok() ? faulty_record.status()

@@ -1,7 +1,10 @@
-// The commands of `hlab` that talk to a coordinator (status, watch, runs,
-// query, resume, cancel, workers, eval), `hlab fit`, `hlab report` and
-// `hlab backup` (on a database file). Each is one file,
-// cli/<name>_command.cc; RegisterBuiltinCommands (commands.cc) lists them.
+// The commands of `hlab` declared here: those that talk to a coordinator
+// (status, watch, runs, query, resume, cancel, workers, eval), `hlab fit`
+// and `hlab report` (a coordinator or a database file), `hlab backup` (a
+// database file) and `hlab up` (a local coordinator and workers, then a
+// sweep). `hlab submit` is submit_command.h. Each is one file,
+// cli/<name>_command.cc (resume and cancel: cancel_resume_commands.cc);
+// RegisterBuiltinCommands (commands.cc) lists them.
 // Every client command takes the connection flags of cli/client.h, prints
 // its result to `out`, and a failure as one line on `err` (exit code 1).
 //

@@ -57,19 +57,6 @@ bool Wanted(const std::string& metric,
   return false;
 }
 
-Cell QueryCell(const v1::QueryValue& value) {
-  switch (value.value_case()) {
-    case v1::QueryValue::kIntValue:
-      return Cell::Int(value.int_value());
-    case v1::QueryValue::kDoubleValue:
-      return Cell::Double(value.double_value());
-    case v1::QueryValue::kTextValue:
-      return Cell::Text(value.text_value());
-    default:
-      return Cell::Null();
-  }
-}
-
 // One line while waiting: the task's state, its attempt and worker.
 std::string Progress(const v1::Task& task) {
   std::string line =

@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -307,6 +309,36 @@ std::string WorkerStateName(v1::WorkerState state) {
     default:
       return "unknown";
   }
+}
+
+Cell QueryCell(const v1::QueryValue& value) {
+  switch (value.value_case()) {
+    case v1::QueryValue::kIntValue:
+      return Cell::Int(value.int_value());
+    case v1::QueryValue::kDoubleValue:
+      return Cell::Double(value.double_value());
+    case v1::QueryValue::kTextValue:
+      return Cell::Text(value.text_value());
+    case v1::QueryValue::kBlobValue:
+      return Cell::Text(
+          absl::StrCat("x'", absl::BytesToHexString(value.blob_value()), "'"));
+    default:
+      return Cell::Null();
+  }
+}
+
+bool WriteProtoJson(const google::protobuf::Message& message,
+                    std::ostream& out) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = true;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options)
+           .ok()) {
+    return false;
+  }
+  out << json;
+  return true;
 }
 
 }  // namespace hlab::cli

@@ -27,6 +27,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
+#include "hlab/v1/client_service.pb.h"
 #include "hlab/v1/run.pb.h"
 #include "hlab/v1/sweep.pb.h"
 #include "hlab/v1/worker.pb.h"
@@ -56,6 +58,15 @@ struct Rows {
   std::vector<std::string> columns;
   std::vector<std::vector<Cell>> rows;  // each as wide as `columns`
 };
+
+// A cell of a Query result: NULL, an integer, a double, text, or a blob as
+// SQL's x'...' hex literal.
+Cell QueryCell(const v1::QueryValue& value);
+
+// `message` as indented JSON with the proto's field names (what --json
+// prints); false if it cannot be printed.
+bool WriteProtoJson(const google::protobuf::Message& message,
+                    std::ostream& out);
 
 void WriteRows(const Rows& rows, OutputFormat format, std::ostream& out);
 

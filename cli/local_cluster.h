@@ -16,7 +16,10 @@
 //
 // Not thread-safe.
 //
-//   LocalCluster cluster({.dir = "hlab-up", .workers = 2});
+//   LocalClusterOptions options;
+//   options.dir = "hlab-up";
+//   options.workers = 2;
+//   LocalCluster cluster(options);
 //   HLAB_RETURN_IF_ERROR(cluster.Start());
 //   std::string address = cluster.address();   // "127.0.0.1:40123"
 #ifndef HLAB_CLI_LOCAL_CLUSTER_H_

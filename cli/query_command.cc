@@ -14,22 +14,6 @@ namespace {
 
 constexpr char kName[] = "query";
 
-Cell QueryCell(const v1::QueryValue& value) {
-  switch (value.value_case()) {
-    case v1::QueryValue::kIntValue:
-      return Cell::Int(value.int_value());
-    case v1::QueryValue::kDoubleValue:
-      return Cell::Double(value.double_value());
-    case v1::QueryValue::kTextValue:
-      return Cell::Text(value.text_value());
-    case v1::QueryValue::kBlobValue:
-      return Cell::Text(
-          absl::StrCat("x'", absl::BytesToHexString(value.blob_value()), "'"));
-    default:
-      return Cell::Null();
-  }
-}
-
 int Run(const std::vector<std::string>& argv, std::ostream& out,
         std::ostream& err) {
   absl::StatusOr<ParsedArgs> args = ParseArgs(

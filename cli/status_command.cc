@@ -4,8 +4,6 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/util/json_util.h>
-
 #include "absl/strings/str_format.h"
 #include "cli/client.h"
 #include "cli/client_commands.h"
@@ -99,15 +97,9 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     s = ListSweepRuns(c, response.sweep().sweep_id(), &runs);
     if (!s.ok()) return Failure(err, kName, c.ErrorMessage(s, "read runs"));
     if (args->Has("json")) {
-      std::string json;
-      google::protobuf::util::JsonPrintOptions options;
-      options.preserve_proto_field_names = true;
-      options.add_whitespace = true;
-      if (!google::protobuf::util::MessageToJsonString(response, &json, options)
-               .ok()) {
+      if (!WriteProtoJson(response, out)) {
         return Failure(err, kName, "cannot print the sweep as JSON");
       }
-      out << json;
       return kExitOk;
     }
     PrintSweep(response.sweep(), runs, out);

@@ -5,14 +5,13 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/util/json_util.h>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/client.h"
 #include "cli/flags.h"
+#include "cli/format.h"
 #include "coordinator/sweep/dry_run.h"
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_parser.h"
@@ -57,15 +56,9 @@ int Submit(const ParsedArgs& args, const sweep::SweepPlan& plan,
     return Failure(err, kName, (*client)->ErrorMessage(s, "submit sweeps"));
   }
   if (args.Has("json")) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
-    options.add_whitespace = true;
-    if (!google::protobuf::util::MessageToJsonString(response, &json, options)
-             .ok()) {
+    if (!WriteProtoJson(response, out)) {
       return Failure(err, kName, "cannot print the answer as JSON");
     }
-    out << json;
     return kExitOk;
   }
   const v1::Sweep& sweep = response.sweep();

@@ -30,6 +30,60 @@ int UpUsage(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
+// The coordinator fits a finished sweep by itself (a "fits" event, rows in
+// fit_summary): waits for it (at most 2 minutes), then shows the laws, or
+// says how to fit by hand.
+void ShowFits(const std::string& address, const std::string& sweep_id,
+              const std::string& dir, std::ostream& out, std::ostream& err) {
+  out << "\nwaiting for the coordinator's fits of L(N, D) = E + A/N^alpha + "
+         "B/D^beta ...\n";
+  out.flush();
+  const std::string fits_done =
+      "SELECT count(*) AS n FROM events WHERE kind = 'fits' AND sweep_id = " +
+      sweep_id;
+  bool fitted = false;
+  for (int i = 0; i < 240 && !fitted; ++i) {
+    std::ostringstream count, ignored;
+    RunCli({"query", fits_done, "--format", "csv", "--address", address}, count,
+           ignored);
+    fitted = count.str().find("\n1") != std::string::npos;
+    if (!fitted) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  if (fitted) {
+    // The fitter's summary as plain lines (it spans several).
+    std::ostringstream message;
+    RunCli({"query",
+            "SELECT message FROM events WHERE kind = 'fits' AND sweep_id = " +
+                sweep_id,
+            "--format", "json", "--address", address},
+           message, err);
+    const nlohmann::json rows =
+        nlohmann::json::parse(message.str(), nullptr, false);
+    if (rows.is_array()) {
+      for (const nlohmann::json& row : rows) {
+        if (row.is_object() && row.contains("message") &&
+            row["message"].is_string()) {
+          out << row["message"].get<std::string>() << "\n";
+        }
+      }
+    }
+    RunCli({"query",
+            "SELECT arch, target, round(e, 4) AS E, round(a, 2) AS A, "
+            "round(alpha, 4) AS alpha, round(b, 2) AS B, round(beta, 4) AS "
+            "beta, round(r2_fit, 4) AS r2_fit, round(r2_verify, 4) AS "
+            "r2_verify, n_points FROM fit_summary WHERE sweep_id = " +
+                sweep_id + " ORDER BY arch, target",
+            "--address", address},
+           out, err);
+    out << "(details and confidence intervals: hlab fit --db " << dir
+        << "/hlab.db --sweep " << sweep_id << ")\n";
+  } else {
+    out << "the fits are not ready after 2 minutes; see " << dir
+        << "/logs/coordinator.log, or run: hlab fit --db " << dir
+        << "/hlab.db --sweep " << sweep_id << "\n";
+  }
+}
+
 int RunUp(const std::vector<std::string>& raw, std::ostream& out,
           std::ostream& err) {
   auto args = ParseArgs(raw, {{"workers", true},
@@ -117,55 +171,7 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
                     sweep_id, " ORDER BY r.arch, r.n_params, r.budget_tokens"),
        "--address", address},
       out, err);
-  // The coordinator fits a finished sweep by itself (a "fits" event, rows in
-  // fit_summary): wait for it, then show the laws.
-  out << "\nwaiting for the coordinator's fits of L(N, D) = E + A/N^alpha + "
-         "B/D^beta ...\n";
-  out.flush();
-  const std::string fits_done =
-      "SELECT count(*) AS n FROM events WHERE kind = 'fits' AND sweep_id = " +
-      sweep_id;
-  bool fitted = false;
-  for (int i = 0; i < 240 && !fitted; ++i) {
-    std::ostringstream count, ignored;
-    RunCli({"query", fits_done, "--format", "csv", "--address", address}, count,
-           ignored);
-    fitted = count.str().find("\n1") != std::string::npos;
-    if (!fitted) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
-  if (fitted) {
-    // The fitter's summary as plain lines (it spans several).
-    std::ostringstream message;
-    RunCli({"query",
-            "SELECT message FROM events WHERE kind = 'fits' AND sweep_id = " +
-                sweep_id,
-            "--format", "json", "--address", address},
-           message, err);
-    const nlohmann::json rows =
-        nlohmann::json::parse(message.str(), nullptr, false);
-    if (rows.is_array()) {
-      for (const nlohmann::json& row : rows) {
-        if (row.is_object() && row.contains("message") &&
-            row["message"].is_string()) {
-          out << row["message"].get<std::string>() << "\n";
-        }
-      }
-    }
-    RunCli({"query",
-            "SELECT arch, target, round(e, 4) AS E, round(a, 2) AS A, "
-            "round(alpha, 4) AS alpha, round(b, 2) AS B, round(beta, 4) AS "
-            "beta, round(r2_fit, 4) AS r2_fit, round(r2_verify, 4) AS "
-            "r2_verify, n_points FROM fit_summary WHERE sweep_id = " +
-                sweep_id + " ORDER BY arch, target",
-            "--address", address},
-           out, err);
-    out << "(details and confidence intervals: hlab fit --db " << options.dir
-        << "/hlab.db --sweep " << sweep_id << ")\n";
-  } else {
-    out << "the fits are not ready after 2 minutes; see " << options.dir
-        << "/logs/coordinator.log, or run: hlab fit --db " << options.dir
-        << "/hlab.db --sweep " << sweep_id << "\n";
-  }
+  ShowFits(address, sweep_id, options.dir, out, err);
   out << "\nthe results are in " << options.dir << "/hlab.db:\n"
       << "  sqlite3 " << options.dir << "/hlab.db 'SELECT * FROM run_summary'\n"
       << "  hlab up --keep-running, then: hlab query --address " << address

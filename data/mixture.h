@@ -16,8 +16,11 @@
 //
 // Thread-safe: immutable after construction; the corpora must outlive it.
 //
-//   SequenceMixture mixture(&long_docs, &short_docs,
-//                           {.seq_len = 256, .long_fraction = 0.5, .seed = 1});
+//   MixtureConfig config;
+//   config.seq_len = 256;
+//   config.long_fraction = 0.5;
+//   config.seed = 1;
+//   SequenceMixture mixture(&long_docs, &short_docs, config);
 //   HLAB_ASSIGN_OR_RETURN(PackedSequence s, mixture.Sample(k));
 //   // s.tokens: seq_len + 1 ids; inputs = [0, T), targets = [1, T + 1)
 #ifndef HLAB_DATA_MIXTURE_H_

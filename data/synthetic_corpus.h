@@ -31,8 +31,11 @@
 //
 // Thread-safe: immutable after construction.
 //
-//   SyntheticCorpus long_docs({.seed = 7, .min_length = 1025,
-//                              .max_length = 2048});
+//   SyntheticCorpusConfig config;
+//   config.seed = 7;
+//   config.min_length = 1025;
+//   config.max_length = 2048;
+//   SyntheticCorpus long_docs(config);
 //   HLAB_ASSIGN_OR_RETURN(Document doc, long_docs.GetDocument(3));
 #ifndef HLAB_DATA_SYNTHETIC_CORPUS_H_
 #define HLAB_DATA_SYNTHETIC_CORPUS_H_

@@ -34,6 +34,7 @@
 #include "eval/token_scorer.h"
 #include "eval/validation_loss.h"
 #include "model/config/param_count.h"
+#include "train/libtorch_status.h"
 #include "train/training_data.h"
 
 namespace hlab::eval {
@@ -740,13 +741,7 @@ absl::Status RunEvalTask(const EvalTask& task, const RecordSink& emit) {
   try {
     return EvalRun(task, emit).Run();
   } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
-    if (absl::StrContains(what, "out of memory") ||
-        absl::StrContains(what, "DefaultCPUAllocator")) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("out of memory: ", what));
-    }
-    return absl::InternalError(absl::StrCat("LibTorch error: ", what));
+    return train::LibTorchStatus(e);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory: lower evals.val_loss.batch_sequences or context_len, "

@@ -15,8 +15,10 @@
 // immutable once renamed into place).
 //
 //   KeyTokenCache cache("/data/hlab/cache");
-//   KeyTokenCacheKey key{.reference_sha256 = meta.payload_sha256,
-//                        .dataset = dataset_identity, .config = config};
+//   KeyTokenCacheKey key;
+//   key.reference_sha256 = meta.payload_sha256;
+//   key.dataset = dataset_identity;
+//   key.config = config;
 //   HLAB_ASSIGN_OR_RETURN(auto keys, cache.GetOrCompute(key, [&] {
 //     return SelectKeyTokens(reference, docs, config, n); }, &warnings));
 #ifndef HLAB_EVAL_KEY_TOKEN_CACHE_H_

@@ -25,10 +25,11 @@
 // Thread-safety: free functions; the scorer is used from the calling thread.
 //
 //   ModelScorer reference(reference_model);
+//   KeyTokenConfig config;
+//   config.short_context = 64;
+//   config.window = 32;
 //   HLAB_ASSIGN_OR_RETURN(KeyTokens keys,
-//                         SelectKeyTokens(reference, docs, {.short_context =
-//                         64,
-//                                                           .window = 32}));
+//                         SelectKeyTokens(reference, docs, config, n));
 //   ModelScorer evaluated(model);
 //   LongPplResult r = ScoreLongPpl(evaluated, docs, keys);
 #ifndef HLAB_EVAL_LONGPPL_H_

@@ -16,8 +16,11 @@
 // Thread-safety: free functions; the scorer is used from the calling thread.
 //
 //   ModelScorer scorer(model);
-//   HLAB_ASSIGN_OR_RETURN(ValidationLossResult r,
-//       MixtureValidationLoss(scorer, data->validation(), {.tokens = 65536}));
+//   ValidationLossOptions options;
+//   options.tokens = 65536;
+//   HLAB_ASSIGN_OR_RETURN(
+//       ValidationLossResult r,
+//       MixtureValidationLoss(scorer, data->validation(), options));
 //   // r.loss, r.tokens (>= 65536, whole sequences), r.documents
 #ifndef HLAB_EVAL_VALIDATION_LOSS_H_
 #define HLAB_EVAL_VALIDATION_LOSS_H_

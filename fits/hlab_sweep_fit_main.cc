@@ -1,8 +1,8 @@
 // hlab-sweep-fit: the coordinator's automatic fit of one sweep, as a child
-// process. The coordinator runs it (coordinator/server/fit_scheduler.h) so that hlab-coordinator
-// does not link Ceres: Ceres's dependencies (OpenBLAS, METIS, glog) bring
-// ~120 KiB of static TLS, more than civetweb's thread stacks, and the
-// Prometheus exposer could not start its threads.
+// process. The coordinator runs it (coordinator/server/fit_scheduler.h) so that
+// hlab-coordinator does not link Ceres: Ceres's dependencies (OpenBLAS, METIS,
+// glog) bring ~120 KiB of static TLS, more than civetweb's thread stacks, and
+// the Prometheus exposer could not start its threads.
 //
 //   hlab-sweep-fit --db FILE --sweep ID [--bootstrap K] [--threads T]
 //                  [--quick-grid]

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
-#include "model/attention.h"
+#include "model/layers/attention.h"
 
 namespace hlab::model {
 namespace {

@@ -5,8 +5,8 @@
 // with the mixer of each layer taken from config.layers, a final RMSNorm and
 // the LM head (tied to the embedding unless config.tie_embeddings is false).
 // Each residual add is made by the norm that reads its sum (AddRmsNorm,
-// model/norm.h), and the norms write the dtype the projections after them
-// multiply in (bf16 under CPU autocast).
+// model/layers/norm.h), and the norms write the dtype the projections after
+// them multiply in (bf16 under CPU autocast).
 //
 // Not thread-safe: one thread uses a model at a time (LibTorch's intra-op
 // threads parallelise inside ops). The config must be valid
@@ -47,10 +47,10 @@
 #include <torch/types.h>
 
 #include "model/config/model_config.h"
-#include "model/feed_forward.h"
-#include "model/linear.h"
-#include "model/mixer.h"
-#include "model/norm.h"
+#include "model/layers/feed_forward.h"
+#include "model/layers/linear.h"
+#include "model/layers/mixer.h"
+#include "model/layers/norm.h"
 
 namespace hlab::model {
 

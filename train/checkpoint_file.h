@@ -14,7 +14,10 @@
 // Thread-safety: free functions; concurrent writers to one directory are not
 // supported (one task owns its directory).
 //
-//   CheckpointMeta meta{.step = 100, .tokens = 409600, .kind = "latest"};
+//   CheckpointMeta meta;
+//   meta.step = 100;
+//   meta.tokens = 409600;
+//   meta.kind = "latest";
 //   HLAB_RETURN_IF_ERROR(WriteCheckpoint(dir + "/" + LatestName(100), meta,
 //                                        payload));
 //   HLAB_ASSIGN_OR_RETURN(auto newest, NewestValidCheckpoint(dir, &warnings));

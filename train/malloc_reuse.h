@@ -4,13 +4,9 @@
 // Why: glibc's malloc serves large blocks with mmap and unmaps them on free,
 // and trims the free top of its heap. A training step frees and allocates
 // the same activations every step, so each step faulted them in again as
-// fresh zeroed pages. Measured on the 2-core build machine, one thread,
-// T=8192: a GDN layer alone (hlab-bench --child-layer gdn, 8 steps, three
-// alternating runs) 409 / 367 / 366 ms per step against 326 / 353 / 348 ms
-// with freed memory kept, peak RSS 571 -> 543 MB; the whole gdn model
-// (hlab-bench --child-step gdn) went from ~48K page faults per step to none,
-// peak RSS 1295 -> 1369 MB. The peak is reached every step anyway, so the
-// memory kept is memory the next step uses.
+// fresh zeroed pages. The peak is reached every step anyway, so the memory
+// kept is memory the next step uses. Measured: docs/performance.md,
+// "Measurements behind defaults in code".
 //
 // Process-wide: call early in main, before other threads start. glibc only
 // (a no-op elsewhere); a GLIBC_TUNABLES setting that names malloc wins.

@@ -4,10 +4,9 @@
 // loaded, before main, so setting the variable in-process would be too late.
 //
 // Why: hlab runs several trainers per machine (one per worker slot, plus the
-// daemons). With spinning threads, two trainers on 2 cores fight for them:
-// measured with hlab-bench-train (swa-32, d_model 64, 4 layers, 2 threads, a
-// busy 2-core machine), 919 tok/s spinning against 13,843 tok/s passive, and
-// 15,418 tok/s with one thread. An explicit OMP_WAIT_POLICY is respected.
+// daemons). With spinning threads, two trainers on 2 cores fight for them
+// (measured: docs/performance.md, "Measurements behind defaults in code").
+// An explicit OMP_WAIT_POLICY is respected.
 //
 // Call first thing in main. Not thread-safe (runs before any threads).
 //

@@ -7,7 +7,10 @@
 //
 // Not thread-safe.
 //
-//   auto optimizer = MakeAdamW(*model, {.lr = 1e-3, .weight_decay = 0.1});
+//   AdamWConfig adamw;
+//   adamw.lr = 1e-3;
+//   adamw.weight_decay = 0.1;
+//   auto optimizer = MakeAdamW(*model, adamw);
 //   loss.backward();
 //   double norm = ClipGradNorm(*model, 1.0);
 //   SetLearningRate(*optimizer, schedule.LearningRate(step));

@@ -22,6 +22,7 @@
 #include "train/checkpoint_file.h"
 #include "train/exit_codes.h"
 #include "train/internal/cuda_backend.h"
+#include "train/libtorch_status.h"
 #include "train/optimizer.h"
 #include "train/training_data.h"
 #include "train/training_state.h"
@@ -127,6 +128,13 @@ struct Trainer::State {
   absl::Status OnNonFinite(int64_t step, double loss, double grad_norm);
   // For a resumed trunk: the branch checkpoints at or before start_step.
   absl::Status ReportEarlierBranches();
+  // Zeroes the gradients and accumulates those of step `step`'s micro
+  // batches (this rank's share, summed over the ranks); returns the step's
+  // mean loss.
+  absl::StatusOr<double> AccumulateGradients(int64_t step);
+  // The full-attention q_proj gradient norms of step `step` (before
+  // clipping) as an "analysis" record, when the task asks for them.
+  void EmitQGradNorms(int64_t step);
 };
 
 Trainer::Trainer(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -410,14 +418,56 @@ ValidationResult Trainer::Validate() {
   return result;
 }
 
+absl::StatusOr<double> Trainer::State::AccumulateGradients(int64_t step) {
+  const int64_t seq_len = task.seq_len;
+  const int64_t world = parallel ? parallel->world_size() : 1;
+  const int64_t my_micro_batches = plan.micro_batches / world;
+  optimizer->zero_grad();
+  double loss_sum = 0;
+  for (int64_t m = rank * my_micro_batches; m < (rank + 1) * my_micro_batches;
+       ++m) {
+    const int64_t first =
+        step * plan.sequences_per_step + m * plan.sequences_per_micro_batch;
+    const auto data_start = Clock::now();
+    HLAB_ASSIGN_OR_RETURN(torch::Tensor batch,
+                          MakeBatch(data->train(), first,
+                                    plan.sequences_per_micro_batch, nullptr));
+    time.data_seconds +=
+        std::chrono::duration<double>(Clock::now() - data_start).count();
+    batch = batch.to(device);
+    SetBf16Autocast(device, task.bf16);
+    torch::Tensor loss =
+        model->loss(batch.narrow(1, 0, seq_len), batch.narrow(1, 1, seq_len));
+    SetBf16Autocast(device, false);
+    at::autocast::clear_cache();
+    (loss / static_cast<double>(plan.micro_batches)).backward();
+    loss_sum += loss.item<double>();
+  }
+  if (parallel) {
+    parallel->SumGradients(model->parameters());
+    loss_sum = parallel->Sum({loss_sum})[0];
+  }
+  return loss_sum / static_cast<double>(plan.micro_batches);
+}
+
+void Trainer::State::EmitQGradNorms(int64_t step) {
+  const int64_t every = task.analysis.q_grad_every_steps;
+  if (every <= 0 || records == nullptr || (step + 1) % every != 0) return;
+  nlohmann::json norms = nlohmann::json::object();
+  for (const auto& h : model->full_attention_q_grad_norms()) {
+    norms[absl::StrCat("l", h.layer, "h", h.head)] = h.norm;
+  }
+  Emit({{"type", "analysis"},
+        {"step", step + 1},
+        {"tokens", (step + 1) * task.batch_tokens},
+        {"q_grad_norm", norms}});
+}
+
 absl::Status Trainer::Run(const std::atomic<bool>* stop) {
   State& s = *state_;
   const task::TrainPlan& plan = s.plan;
-  const int64_t seq_len = s.task.seq_len;
   // Only rank 0 writes checkpoints and validates.
   const bool checkpoints = !s.task.checkpoint.dir.empty() && s.rank == 0;
-  const int64_t world = s.parallel ? s.parallel->world_size() : 1;
-  const int64_t my_micro_batches = plan.micro_batches / world;
   auto validate = [&](int64_t step) {
     if (s.task.eval.sequences == 0 || s.rank != 0) return;
     const ValidationResult v = Validate();
@@ -448,45 +498,8 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
             checkpoints ? "; checkpoint written, a retry resumes from it"
                         : ""));
       }
-      s.optimizer->zero_grad();
-      double loss_sum = 0;
-      for (int64_t m = s.rank * my_micro_batches;
-           m < (s.rank + 1) * my_micro_batches; ++m) {
-        const int64_t first =
-            step * plan.sequences_per_step + m * plan.sequences_per_micro_batch;
-        const auto data_start = Clock::now();
-        HLAB_ASSIGN_OR_RETURN(
-            torch::Tensor batch,
-            MakeBatch(s.data->train(), first, plan.sequences_per_micro_batch,
-                      nullptr));
-        s.time.data_seconds +=
-            std::chrono::duration<double>(Clock::now() - data_start).count();
-        batch = batch.to(s.device);
-        SetBf16Autocast(s.device, s.task.bf16);
-        torch::Tensor loss = s.model->loss(batch.narrow(1, 0, seq_len),
-                                           batch.narrow(1, 1, seq_len));
-        SetBf16Autocast(s.device, false);
-        at::autocast::clear_cache();
-        (loss / static_cast<double>(plan.micro_batches)).backward();
-        loss_sum += loss.item<double>();
-      }
-      if (s.parallel) {
-        s.parallel->SumGradients(s.model->parameters());
-        loss_sum = s.parallel->Sum({loss_sum})[0];
-      }
-      const double loss = loss_sum / static_cast<double>(plan.micro_batches);
-      // The q_proj gradient norms, before clipping (reads only).
-      const int64_t q_every = s.task.analysis.q_grad_every_steps;
-      if (q_every > 0 && s.records != nullptr && (step + 1) % q_every == 0) {
-        nlohmann::json norms = nlohmann::json::object();
-        for (const auto& h : s.model->full_attention_q_grad_norms()) {
-          norms[absl::StrCat("l", h.layer, "h", h.head)] = h.norm;
-        }
-        s.Emit({{"type", "analysis"},
-                {"step", step + 1},
-                {"tokens", (step + 1) * s.task.batch_tokens},
-                {"q_grad_norm", norms}});
-      }
+      HLAB_ASSIGN_OR_RETURN(const double loss, s.AccumulateGradients(step));
+      s.EmitQGradNorms(step);
       const double grad_norm =
           ClipGradNorm(*s.model, s.task.optimizer.grad_clip);
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
@@ -554,13 +567,7 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory during training");
   } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
-    if (absl::StrContains(what, "out of memory") ||
-        absl::StrContains(what, "DefaultCPUAllocator")) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("out of memory: ", what));
-    }
-    return absl::InternalError(absl::StrCat("LibTorch error: ", what));
+    return LibTorchStatus(e);
   }
   if (checkpoints) {
     std::error_code ec;

@@ -177,18 +177,8 @@ std::string CheckpointsAt(std::string& root, const std::string& data_dir) {
       ")");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // SIGTERM / SIGINT are taken by a thread with sigwait: block them before
-  // any thread starts (gRPC's, the metrics server's), so every thread
-  // inherits the mask. Children get a clean mask from posix_spawn.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+// The command line, and what start-up derives from it.
+struct Flags {
   std::string coordinator = "127.0.0.1:50151";
   std::string token;
   std::string token_file;
@@ -204,6 +194,13 @@ int main(int argc, char** argv) {
   std::string tls_ca, tls_cert, tls_key;
   hlab::worker::CoordinatorTls tls;
   bool allow_network_fs = false;
+  std::string checkpoints;  // where checkpoints go, for the start-up line
+};
+
+// Reads the flags (--help prints the usage and exits 0; a bad flag dies
+// naming it).
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -221,129 +218,160 @@ int main(int argc, char** argv) {
     };
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
-      return 0;
+      std::exit(0);
     } else if (arg == "--coordinator") {
-      coordinator = value();
+      f.coordinator = value();
     } else if (arg == "--token") {
-      token = value();
+      f.token = value();
     } else if (arg == "--token-file") {
-      token_file = value();
+      f.token_file = value();
     } else if (arg == "--tls-ca") {
-      tls_ca = value();
+      f.tls_ca = value();
     } else if (arg == "--tls-cert") {
-      tls_cert = value();
+      f.tls_cert = value();
     } else if (arg == "--tls-key") {
-      tls_key = value();
+      f.tls_key = value();
     } else if (arg == "--tls-server-name") {
-      tls.server_name = value();
+      f.tls.server_name = value();
     } else if (arg == "--data-dir") {
-      data_dir = value();
+      f.data_dir = value();
     } else if (arg == "--checkpoint-root") {
-      checkpoint_root = value();
+      f.checkpoint_root = value();
     } else if (arg == "--capacity") {
-      capacity = number(1);
+      f.capacity = number(1);
     } else if (arg == "--trainer") {
-      trainer = value();
+      f.trainer = value();
     } else if (arg == "--evaluator") {
-      evaluator = value();
+      f.evaluator = value();
     } else if (arg == "--metrics-listen") {
-      metrics_listen = value();
+      f.metrics_listen = value();
     } else if (arg == "--name") {
-      name = value();
+      f.name = value();
     } else if (arg == "--kill-grace") {
-      kill_grace_s = number(0);
+      f.kill_grace_s = number(0);
     } else if (arg == "--stall-timeout") {
-      stall_timeout_s = number(0);
+      f.stall_timeout_s = number(0);
     } else if (arg == "--allow-network-fs") {
-      allow_network_fs = true;
+      f.allow_network_fs = true;
     } else {
       Die(absl::StrCat("unknown flag '", arg, "' (see --help)"));
     }
   }
-  if (!token.empty() && !token_file.empty()) {
+  return f;
+}
+
+// The bearer token (--token, --token-file or $HLAB_TOKEN) and the TLS files.
+void ResolveCredentials(Flags& f) {
+  if (!f.token.empty() && !f.token_file.empty()) {
     Die("give --token or --token-file, not both");
   }
-  if (!token_file.empty()) token = ReadToken(token_file);
-  if (tls_cert.empty() != tls_key.empty()) {
+  if (!f.token_file.empty()) f.token = ReadToken(f.token_file);
+  if (f.tls_cert.empty() != f.tls_key.empty()) {
     Die("--tls-cert and --tls-key go together (mutual TLS); give both or "
         "neither");
   }
-  if (!tls_cert.empty() && tls_ca.empty()) {
+  if (!f.tls_cert.empty() && f.tls_ca.empty()) {
     Die("--tls-cert needs --tls-ca (the CA that signed the coordinator's "
         "certificate)");
   }
-  if (!tls.server_name.empty() && tls_ca.empty()) {
+  if (!f.tls.server_name.empty() && f.tls_ca.empty()) {
     Die("--tls-server-name needs --tls-ca (it names the TLS certificate)");
   }
-  if (!tls_ca.empty())
-    tls.root_certs = ReadPem("--tls-ca", tls_ca, "CERTIFICATE");
-  if (!tls_cert.empty()) {
-    tls.cert_chain = ReadPem("--tls-cert", tls_cert, "CERTIFICATE");
-    tls.private_key = ReadPem("--tls-key", tls_key, "PRIVATE KEY");
+  if (!f.tls_ca.empty())
+    f.tls.root_certs = ReadPem("--tls-ca", f.tls_ca, "CERTIFICATE");
+  if (!f.tls_cert.empty()) {
+    f.tls.cert_chain = ReadPem("--tls-cert", f.tls_cert, "CERTIFICATE");
+    f.tls.private_key = ReadPem("--tls-key", f.tls_key, "PRIVATE KEY");
   }
-  if (token.empty()) {
+  if (f.token.empty()) {
     const char* env = std::getenv("HLAB_TOKEN");
-    if (env != nullptr) token = env;
+    if (env != nullptr) f.token = env;
   }
-  if (data_dir.empty()) {
+}
+
+// The data dir (absolute, local unless allowed, writable), the checkpoint
+// root, the trainer and evaluator binaries and the worker's name.
+void ResolvePaths(Flags& f) {
+  if (f.data_dir.empty()) {
     const char* home = std::getenv("HOME");
     if (home == nullptr) Die("--data-dir is required (no $HOME)");
-    data_dir = (fs::path(home) / ".hlab" / "worker").string();
+    f.data_dir = (fs::path(home) / ".hlab" / "worker").string();
   }
   // Absolute, so the paths in task files and checkpoint reports (what
   // hlab-eval later reads) do not depend on a process's working directory.
-  data_dir = fs::absolute(data_dir).lexically_normal().string();
-  if (!allow_network_fs) {
-    absl::Status local = hlab::CheckLocalFilesystem(data_dir, "--data-dir");
+  f.data_dir = fs::absolute(f.data_dir).lexically_normal().string();
+  if (!f.allow_network_fs) {
+    absl::Status local = hlab::CheckLocalFilesystem(f.data_dir, "--data-dir");
     if (!local.ok()) Die(std::string(local.message()));
   }
-  CheckDataDir(data_dir);
-  const std::string checkpoints = CheckpointsAt(checkpoint_root, data_dir);
-  if (trainer.empty()) trainer = (fs::path(SelfDir()) / "hlab-train").string();
-  if (::access(trainer.c_str(), X_OK) != 0) {
-    Die(absl::StrCat("--trainer ", trainer, " is not an executable file"));
+  CheckDataDir(f.data_dir);
+  f.checkpoints = CheckpointsAt(f.checkpoint_root, f.data_dir);
+  if (f.trainer.empty())
+    f.trainer = (fs::path(SelfDir()) / "hlab-train").string();
+  if (::access(f.trainer.c_str(), X_OK) != 0) {
+    Die(absl::StrCat("--trainer ", f.trainer, " is not an executable file"));
   }
-  if (evaluator.empty()) {
-    evaluator = (fs::path(SelfDir()) / "hlab-eval").string();
-    if (::access(evaluator.c_str(), X_OK) != 0) {
-      HLAB_LOG(WARNING) << "no evaluator at " << evaluator
+  if (f.evaluator.empty()) {
+    f.evaluator = (fs::path(SelfDir()) / "hlab-eval").string();
+    if (::access(f.evaluator.c_str(), X_OK) != 0) {
+      HLAB_LOG(WARNING) << "no evaluator at " << f.evaluator
                         << ": EVAL tasks will fail on this worker until it "
                            "is installed (or give --evaluator PATH)";
     }
-  } else if (::access(evaluator.c_str(), X_OK) != 0) {
-    Die(absl::StrCat("--evaluator ", evaluator, " is not an executable file"));
+  } else if (::access(f.evaluator.c_str(), X_OK) != 0) {
+    Die(absl::StrCat("--evaluator ", f.evaluator,
+                     " is not an executable file"));
   }
-  if (name.empty()) name = Hostname();
+  if (f.name.empty()) f.name = Hostname();
+}
 
-  auto devices = hlab::worker::ProbeDevices(trainer);
+}  // namespace
+
+int main(int argc, char** argv) {
+  // SIGTERM / SIGINT are taken by a thread with sigwait: block them before
+  // any thread starts (gRPC's, the metrics server's), so every thread
+  // inherits the mask. Children get a clean mask from posix_spawn.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  Flags f = ParseFlags(argc, argv);
+  ResolveCredentials(f);
+  ResolvePaths(f);
+
+  auto devices = hlab::worker::ProbeDevices(f.trainer);
   if (!devices.ok()) {
-    Die(absl::StrCat("cannot probe devices with ", trainer, ": ",
+    Die(absl::StrCat("cannot probe devices with ", f.trainer, ": ",
                      devices.status().message()));
   }
   auto metrics = hlab::worker::WorkerMetrics::Create(
-      metrics_listen == "none" ? "" : metrics_listen);
+      f.metrics_listen == "none" ? "" : f.metrics_listen);
   if (!metrics.ok()) Die(std::string(metrics.status().message()));
 
-  hlab::worker::CoordinatorClient client(coordinator, token, absl::Seconds(10),
-                                         tls);
+  hlab::worker::CoordinatorClient client(f.coordinator, f.token,
+                                         absl::Seconds(10), f.tls);
   hlab::worker::DaemonOptions options;
-  options.worker_id = name;
+  options.worker_id = f.name;
   options.hostname = Hostname();
   options.devices = *devices;
-  options.capacity = capacity;
-  options.runner.trainer = trainer;
-  options.runner.evaluator = evaluator;
-  options.runner.data_dir = data_dir;
-  options.runner.checkpoint_root = checkpoint_root;
-  options.runner.kill_grace = absl::Seconds(kill_grace_s);
-  options.runner.stall_timeout = absl::Seconds(stall_timeout_s);
+  options.capacity = f.capacity;
+  options.runner.trainer = f.trainer;
+  options.runner.evaluator = f.evaluator;
+  options.runner.data_dir = f.data_dir;
+  options.runner.checkpoint_root = f.checkpoint_root;
+  options.runner.kill_grace = absl::Seconds(f.kill_grace_s);
+  options.runner.stall_timeout = absl::Seconds(f.stall_timeout_s);
   hlab::worker::Daemon daemon(options, &client, metrics->get());
-  HLAB_LOG(INFO) << "hlab-worker " << name << ": coordinator " << coordinator
-                 << ", data dir " << data_dir << ", " << checkpoints
-                 << ", trainer " << trainer << ", evaluator " << evaluator
-                 << ", " << hlab::worker::CountGpus(*devices) << " GPU(s), "
+  HLAB_LOG(INFO) << "hlab-worker " << f.name << ": coordinator "
+                 << f.coordinator << ", data dir " << f.data_dir << ", "
+                 << f.checkpoints << ", trainer " << f.trainer << ", evaluator "
+                 << f.evaluator << ", " << hlab::worker::CountGpus(*devices)
+                 << " GPU(s), "
                  << "capacity " << daemon.capacity() << ", metrics "
-                 << metrics_listen << (tls.root_certs.empty() ? "" : ", TLS");
+                 << f.metrics_listen
+                 << (f.tls.root_certs.empty() ? "" : ", TLS");
 
   std::thread signals([&] {
     int sig = 0;

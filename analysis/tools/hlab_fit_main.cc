@@ -4,8 +4,8 @@
 //   hlab-fit --chinchilla ../shared/data/scaling_law/chinchilla_fig4_points.csv
 //   --json
 //
-// A thin wrapper: the logic is RunFitCommand (analysis/fit_csv_command.h), which
-// the project CLI also calls as `hlab fit`.
+// A thin wrapper: the logic is RunFitCommand (analysis/fit_csv_command.h),
+// which the project CLI also calls as `hlab fit`.
 #include <iostream>
 #include <string>
 #include <vector>

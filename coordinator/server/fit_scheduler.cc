@@ -33,22 +33,10 @@ void FitScheduler::Start() {
     absl::MutexLock lock(&mu_);
     stopping_ = false;
   }
-  thread_ = std::thread([this] {
-    while (true) {
-      {
-        absl::MutexLock lock(&mu_);
-        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_;
-        };
-        if (mu_.AwaitWithTimeout(absl::Condition(&stopping),
-                                 options_.interval)) {
-          return;
-        }
-      }
-      absl::StatusOr<int> fitted = FitFinishedSweeps();
-      if (!fitted.ok()) {
-        HLAB_LOG(WARNING) << "automatic fits: " << fitted.status();
-      }
+  thread_.Start(options_.interval, [this] {
+    absl::StatusOr<int> fitted = FitFinishedSweeps();
+    if (!fitted.ok()) {
+      HLAB_LOG(WARNING) << "automatic fits: " << fitted.status();
     }
   });
 }
@@ -59,7 +47,7 @@ void FitScheduler::Stop() {
     stopping_ = true;
     if (child_ > 0) kill(child_, SIGTERM);  // a fit in progress ends now
   }
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
 }
 
 absl::StatusOr<bool> FitScheduler::AlreadyFitted(int64_t sweep_id) {

@@ -34,12 +34,12 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/periodic_thread.h"
 #include "coordinator/server/context.h"
 
 namespace hlab::coordinator {
@@ -82,8 +82,9 @@ class FitScheduler {
 
   ServiceContext* const context_;
   const FitSchedulerOptions options_;
-  std::thread thread_;
+  PeriodicThread thread_;
   absl::Mutex mu_;
+  // Stop was called: a fit in progress or about to start ends.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   pid_t child_ ABSL_GUARDED_BY(mu_) = 0;  // the running hlab-sweep-fit
   absl::Mutex round_mu_;

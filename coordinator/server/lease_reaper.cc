@@ -12,36 +12,15 @@
 namespace hlab::coordinator {
 
 void LeaseReaper::Start() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = false;
-  }
-  thread_ = std::thread([this] {
-    while (true) {
-      {
-        absl::MutexLock lock(&mu_);
-        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_;
-        };
-        if (mu_.AwaitWithTimeout(absl::Condition(&stopping), interval_)) {
-          return;
-        }
-      }
-      absl::Status status = Tick();
-      if (!status.ok()) {
-        HLAB_LOG(WARNING) << "housekeeping: " << status;
-      }
+  thread_.Start(interval_, [this] {
+    absl::Status status = Tick();
+    if (!status.ok()) {
+      HLAB_LOG(WARNING) << "housekeeping: " << status;
     }
   });
 }
 
-void LeaseReaper::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
-}
+void LeaseReaper::Stop() { thread_.Stop(); }
 
 absl::Status LeaseReaper::Tick() {
   absl::MutexLock tick_lock(&tick_mu_);

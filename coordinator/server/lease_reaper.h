@@ -17,12 +17,11 @@
 #ifndef HLAB_COORDINATOR_SERVER_LEASE_REAPER_H_
 #define HLAB_COORDINATOR_SERVER_LEASE_REAPER_H_
 
-#include <thread>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/periodic_thread.h"
 #include "coordinator/server/context.h"
 
 namespace hlab::coordinator {
@@ -48,9 +47,7 @@ class LeaseReaper {
 
   ServiceContext* const context_;
   const absl::Duration interval_;
-  std::thread thread_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  PeriodicThread thread_;
   absl::Mutex tick_mu_;
   int64_t ticks_ ABSL_GUARDED_BY(tick_mu_) = 0;
 };

@@ -70,17 +70,11 @@ absl::Status CancelTasks(Database& db, const std::string& select_ids,
 // Cancels one run unless it SUCCEEDED or is CANCELLED already.
 absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
                             absl::Time now, std::vector<CancelledLease>* out) {
-  std::string state;
-  {
-    HLAB_ASSIGN_OR_RETURN(Statement st,
-                          db.Prepare("SELECT state FROM runs WHERE id = ?"));
-    st.Bind(1, run_id);
-    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-    if (!has_row)
-      return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
-    state = st.ColumnText(0);
+  HLAB_ASSIGN_OR_RETURN(const RunState state,
+                        internal::ReadRunState(db, run_id));
+  if (state == RunState::kSucceeded || state == RunState::kCancelled) {
+    return absl::OkStatus();
   }
-  if (state == "SUCCEEDED" || state == "CANCELLED") return absl::OkStatus();
   HLAB_RETURN_IF_ERROR(
       CancelTasks(db, "SELECT id FROM tasks WHERE run_id = ? ORDER BY id",
                   run_id, 0, now, out));
@@ -110,17 +104,11 @@ constexpr char kReopenTask[] =
 // Resumes one FAILED or CANCELLED run; returns whether it was resumed.
 absl::StatusOr<bool> ResumeRunInTxn(Database& db, const std::string& run_id,
                                     absl::Time now) {
-  std::string state;
-  {
-    HLAB_ASSIGN_OR_RETURN(Statement st,
-                          db.Prepare("SELECT state FROM runs WHERE id = ?"));
-    st.Bind(1, run_id);
-    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-    if (!has_row)
-      return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
-    state = st.ColumnText(0);
+  HLAB_ASSIGN_OR_RETURN(const RunState state,
+                        internal::ReadRunState(db, run_id));
+  if (state != RunState::kFailed && state != RunState::kCancelled) {
+    return false;
   }
-  if (state != "FAILED" && state != "CANCELLED") return false;
   const int64_t now_ms = ToMillis(now);
   // Its own tasks, then the tasks they depend on (a failed shared trunk).
   for (const char* which :

@@ -67,10 +67,11 @@ std::string EvaluationSettings(const hlab::v1::SweepSpec& spec);
 std::vector<std::string> EnabledEvals(const hlab::v1::SweepSpec& spec);
 
 // The draft of an EVAL task (its Task.task_json, completed at lease time by
-// coordinator/planning/trainer_task.h): the evaluator's task without its checkpoint,
-// holding the run's training task (from `run_config`, its canonical config),
-// the evaluations of `settings` (EvaluationSettings) and, with LongPPL, its
-// `reference`. InvalidArgument if the config or the settings do not read.
+// coordinator/planning/trainer_task.h): the evaluator's task without its
+// checkpoint, holding the run's training task (from `run_config`, its canonical
+// config), the evaluations of `settings` (EvaluationSettings) and, with
+// LongPPL, its `reference`. InvalidArgument if the config or the settings do
+// not read.
 absl::StatusOr<std::string> EvalDraft(const std::string& task_id,
                                       const std::string& run_id, int64_t step,
                                       const std::string& settings,

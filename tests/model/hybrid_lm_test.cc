@@ -145,7 +145,7 @@ TEST(HybridLMTest, LossIsFiniteAndNearUniformAtInit) {
 
 // A training step's loss and every gradient are the same bits from run to
 // run on 2 and 3 threads, for every mixer, with products large enough for
-// both BLAS paths (model/internal/blas.h). (They may differ between thread
+// both BLAS paths (model/cpu/blas.h). (They may differ between thread
 // counts: attention sums one dK / dV accumulator per worker.)
 TEST(HybridLMTest, StepIsTheSameFromRunToRun) {
   const int threads = at::get_num_threads();

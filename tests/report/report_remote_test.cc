@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/server/coordinator.h"
-#include "tests/coordinator/coordinator_test_util.h"
+#include "tests/coordinator/server/coordinator_test_util.h"
 #include "tests/report/report_test_util.h"
 
 namespace hlab::report {

@@ -153,20 +153,22 @@ absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
   return db.last_insert_rowid();
 }
 
+absl::StatusOr<RunState> ReadRunState(Database& db, const std::string& run_id) {
+  HLAB_ASSIGN_OR_RETURN(Statement st,
+                        db.Prepare("SELECT state FROM runs WHERE id = ?"));
+  st.Bind(1, run_id);
+  HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+  if (!has_row) {
+    return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
+  }
+  return ParseRunState(st.ColumnText(0));
+}
+
 absl::Status RefreshRunState(Database& db, const std::string& run_id,
                              absl::Time now) {
   if (run_id.empty()) return absl::OkStatus();
-  std::string current;
-  {
-    HLAB_ASSIGN_OR_RETURN(Statement st,
-                          db.Prepare("SELECT state FROM runs WHERE id = ?"));
-    st.Bind(1, run_id);
-    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-    if (!has_row)
-      return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
-    current = st.ColumnText(0);
-  }
-  if (current == "CANCELLED") return absl::OkStatus();
+  HLAB_ASSIGN_OR_RETURN(const RunState current, ReadRunState(db, run_id));
+  if (current == RunState::kCancelled) return absl::OkStatus();
   int64_t total = 0, succeeded = 0, failed = 0, started = 0;
   std::string reason;
   {
@@ -198,7 +200,7 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
     next = RunState::kRunning;
   }
   if (next != RunState::kFailed) reason.clear();
-  if (current == ToString(next)) return absl::OkStatus();
+  if (current == next) return absl::OkStatus();
   {
     HLAB_ASSIGN_OR_RETURN(
         Statement st,

@@ -52,6 +52,10 @@ absl::StatusOr<LeaseRow> CheckLease(Database& db, const std::string& task_id,
 
 // Appends one event; returns its seq. sweep_id 0 and empty run_id are NULL.
 // The sweeps a run belongs to (a run can be shared by several).
+// The stored state of run `run_id`; NotFound "unknown run ID" when there is
+// none.
+absl::StatusOr<RunState> ReadRunState(Database& db, const std::string& run_id);
+
 absl::StatusOr<std::vector<int64_t>> SweepsOfRun(Database& db,
                                                  const std::string& run_id);
 

@@ -1,0 +1,284 @@
+// Automatic sweep fits (coordinator/server/fit_scheduler.h, hlab-sweep-fit) and
+// `hlab fit --db`: the demo sweep's 48 runs are stored as finished, with
+// validation losses drawn from a known law per architecture, directly
+// through the store of an in-process coordinator.
+#include <cmath>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "coordinator/planning/proto_mapping.h"
+#include "coordinator/server/coordinator.h"
+#include "coordinator/server/fit_scheduler.h"
+#include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/spec_parser.h"
+#include "tests/coordinator/server/coordinator_test_util.h"
+
+namespace hlab::coordinator {
+namespace {
+
+using testing::FakeClock;
+using testing::TempDir;
+
+struct Law {
+  double E, A, alpha, B, beta;
+  double operator()(double n, double d) const {
+    return E + A / std::pow(n, alpha) + B / std::pow(d, beta);
+  }
+};
+
+// A different law per architecture, so a mix-up shows.
+Law TruthFor(const std::string& arch) {
+  static const std::map<std::string, double> kE = {
+      {"full", 1.6}, {"swa-32", 1.7}, {"lightning", 1.8}, {"gdn", 1.9}};
+  auto it = kE.find(arch);
+  return Law{it == kE.end() ? 2.0 : it->second, 400, 0.34, 410, 0.28};
+}
+
+// The fitter runs hlab-sweep-fit; 32 starts around the truth keep the test
+// fast (the coordinator's default is Chinchilla's 4500: 6.5 s for the demo
+// sweep on 2 threads).
+FitSchedulerOptions FitterOptions() {
+  FitSchedulerOptions options;
+  options.binary = HLAB_SWEEP_FIT_BINARY;
+  options.quick_grid = true;
+  return options;
+}
+
+class SweepFitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions options =
+        testing::TestOptions(dir_.File("hlab.db"), &clock_);
+    options.auto_fit = false;
+    coordinator_ = testing::StartOrDie(options);
+    ASSERT_NE(coordinator_, nullptr);
+  }
+
+  // Stores `spec` as a sweep whose runs all succeeded, each with a
+  // "val_loss" point from its architecture's law.
+  int64_t StoreFinishedSweep(const hlab::v1::SweepSpec& spec) {
+    auto plan = sweep::PlanSweep(spec);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    store::Store& store = *coordinator_->store();
+    store::SweepSpec stored;
+    stored.name = plan->spec.name();
+    stored.spec_hash = plan->spec_hash;
+    stored.spec = sweep::SweepSpecToCanonicalJson(plan->spec);
+    auto created = store.CreateSweep(stored, clock_.Now());
+    EXPECT_TRUE(created.ok()) << created.status();
+    const int64_t sweep_id = created->sweep_id;
+    std::vector<store::RunSpec> runs;
+    for (const hlab::v1::Run& r : plan->runs) runs.push_back(ToRunSpec(r, 3));
+    EXPECT_TRUE(store.AddRuns(sweep_id, runs, clock_.Now()).ok());
+    for (const store::RunSpec& run : runs) {
+      store::TaskSpec task;
+      task.id = run.id + ".train";
+      task.sweep_id = sweep_id;
+      task.run_id = run.id;
+      EXPECT_TRUE(store.AddTasks({task}, clock_.Now()).ok());
+      auto attempt =
+          store.LeaseTask(task.id, "w1", clock_.Now(), absl::Seconds(30));
+      EXPECT_TRUE(attempt.ok()) << attempt.status();
+      store::MetricPoint loss;
+      loss.name = "val_loss";
+      loss.step = 10;
+      loss.tokens = run.budget_tokens;
+      loss.value = TruthFor(run.arch)(static_cast<double>(run.n_params),
+                                      static_cast<double>(run.budget_tokens));
+      store::MetricPoint train = loss;
+      train.name = "train_loss";
+      train.value = loss.value + 0.5;  // never fitted: val_loss comes first
+      EXPECT_TRUE(store.RecordMetrics(task.id, *attempt, {loss, train}).ok());
+      EXPECT_TRUE(store.CompleteTask(task.id, *attempt, clock_.Now()).ok());
+    }
+    return sweep_id;
+  }
+
+  std::vector<store::Event> FitEvents(int64_t sweep_id) {
+    auto events = coordinator_->store()->EventsSince(sweep_id, 0, 100000);
+    EXPECT_TRUE(events.ok()) << events.status();
+    std::vector<store::Event> out;
+    for (const store::Event& e : *events) {
+      if (e.kind == "fits") out.push_back(e);
+    }
+    return out;
+  }
+
+  store::QueryResult Query(const std::string& sql) {
+    auto result = coordinator_->context()->query->Run(sql, {});
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : store::QueryResult();
+  }
+
+  FakeClock clock_;
+  TempDir dir_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(SweepFitsTest, FinishedDemoSweepGetsOneFitPerArchitecture) {
+  const int64_t sweep_id = StoreFinishedSweep(testing::DemoSpec());
+  FitSchedulerOptions options = FitterOptions();
+  options.bootstrap = 20;
+  options.threads = 2;
+  FitScheduler fitter(coordinator_->context(), options);
+  const absl::Time start = absl::Now();
+  auto handled = fitter.FitFinishedSweeps();
+  std::cout << "fits of the 48-run demo sweep: "
+            << absl::ToDoubleSeconds(absl::Now() - start) << " s\n";
+  ASSERT_TRUE(handled.ok()) << handled.status();
+  EXPECT_EQ(*handled, 1);
+
+  store::QueryResult fits = Query(
+      "SELECT arch, target, e, a, alpha, b, beta, r2_fit, r2_verify,"
+      " n_points, ci FROM fit_summary ORDER BY arch");
+  ASSERT_EQ(fits.rows.size(), 4u);  // loss only: no run has a LongPPL
+  for (const auto& row : fits.rows) {
+    const std::string arch = std::get<std::string>(row[0]);
+    SCOPED_TRACE(arch);
+    const Law truth = TruthFor(arch);
+    EXPECT_EQ(std::get<std::string>(row[1]), "loss");
+    // Noise-free points: the law is recovered; A and B trade off with the
+    // exponents over 3 N and 9 D values, so they get a looser tolerance.
+    EXPECT_NEAR(std::get<double>(row[2]), truth.E, 0.02);
+    EXPECT_NEAR(std::get<double>(row[4]), truth.alpha, 0.01);
+    EXPECT_NEAR(std::get<double>(row[6]), truth.beta, 0.01);
+    EXPECT_NEAR(std::get<double>(row[3]) / truth.A, 1, 0.1);
+    EXPECT_NEAR(std::get<double>(row[5]) / truth.B, 1, 0.1);
+    EXPECT_GT(std::get<double>(row[7]), 0.9999);
+    EXPECT_GT(std::get<double>(row[8]), 0.999);  // the 3 held-out S4 runs
+    EXPECT_EQ(std::get<int64_t>(row[9]), 9);     // S1-S3 x 3 budgets
+    auto ci = nlohmann::json::parse(std::get<std::string>(row[10]));
+    EXPECT_EQ(ci["resamples"], 20);
+    EXPECT_LE(ci["alpha"][0].get<double>(), ci["alpha"][1].get<double>());
+  }
+  std::vector<store::Event> events = FitEvents(sweep_id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].message.find("fits ready: 4 of 8 stored"),
+            std::string::npos)
+      << events[0].message;
+  EXPECT_NE(events[0].message.find("longppl/gdn: not fitted: too few points"),
+            std::string::npos)
+      << events[0].message;
+
+  // Once per sweep, also for a restarted coordinator's new fitter.
+  FitScheduler restarted(coordinator_->context(), options);
+  auto again = restarted.FitFinishedSweeps();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, 0);
+  EXPECT_EQ(FitEvents(sweep_id).size(), 1u);
+
+  // `hlab fit --db` fits the same points offline.
+  std::ostringstream out, err;
+  const int code = cli::RunCli(
+      {"fit", "--db", dir_.File("hlab.db"), "--sweep", "demo", "--arch", "gdn",
+       "--target", "loss", "--bootstrap", "10", "--json"},
+      out, err);
+  ASSERT_EQ(code, 0) << err.str();
+  auto json = nlohmann::json::parse(out.str());
+  ASSERT_TRUE(json.contains("gdn")) << out.str();
+  for (const char* key :
+       {"E", "A", "alpha", "B", "beta", "objective", "r2_fit", "r2_verify"}) {
+    EXPECT_TRUE(json["gdn"].contains(key)) << key;
+  }
+  EXPECT_NEAR(json["gdn"]["alpha"].get<double>(), 0.34, 0.01);
+  EXPECT_NEAR(json["gdn"]["E"].get<double>(), 1.9, 0.02);
+
+  std::ostringstream text, text_err;
+  ASSERT_EQ(
+      cli::RunCli({"fit", "--db", dir_.File("hlab.db"), "--arch", "full",
+                   "--target", "loss", "--bootstrap", "0", "--threads", "2"},
+                  text, text_err),
+      0)
+      << text_err.str();
+  EXPECT_NE(text.str().find("architecture full: 9 fit runs, 3 verify runs"),
+            std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("alpha"), std::string::npos);
+}
+
+TEST_F(SweepFitsTest, TooFewPointsRecordsNothingAndSaysWhy) {
+  // One architecture, one scale, two budgets: 2 runs.
+  const int64_t sweep_id = StoreFinishedSweep(
+      testing::Spec(testing::TinySpecYaml("tiny", "[5, 10]")));
+  FitScheduler fitter(coordinator_->context(), FitterOptions());
+  auto handled = fitter.FitFinishedSweeps();
+  ASSERT_TRUE(handled.ok()) << handled.status();
+  EXPECT_EQ(*handled, 1);
+  EXPECT_TRUE(Query("SELECT * FROM fits").rows.empty());
+  std::vector<store::Event> events = FitEvents(sweep_id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].message.find("no fits: 0 of 1 stored"), std::string::npos)
+      << events[0].message;
+  EXPECT_NE(events[0].message.find(
+                "loss/full: not fitted: too few points: 2 succeeded runs"),
+            std::string::npos)
+      << events[0].message;
+  // The "fits" event keeps a restarted coordinator from trying again.
+  FitScheduler restarted(coordinator_->context(), FitterOptions());
+  EXPECT_EQ(*restarted.FitFinishedSweeps(), 0);
+
+  std::ostringstream out, err;
+  EXPECT_EQ(
+      cli::RunCli({"fit", "--db", dir_.File("hlab.db"), "--sweep", "tiny"}, out,
+                  err),
+      1);
+  EXPECT_NE(err.str().find("too few points"), std::string::npos) << err.str();
+}
+
+TEST_F(SweepFitsTest, StopEndsAFitInProgress) {
+  const int64_t sweep_id = StoreFinishedSweep(testing::DemoSpec());
+  FitSchedulerOptions options = FitterOptions();
+  options.quick_grid = false;  // 4500 starts: seconds, long enough to stop
+  FitScheduler fitter(coordinator_->context(), options);
+  absl::StatusOr<int> result = 0;
+  std::thread round([&] { result = fitter.FitFinishedSweeps(); });
+  absl::SleepFor(absl::Milliseconds(200));
+  fitter.Stop();
+  round.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled)
+      << result.status();
+  EXPECT_TRUE(FitEvents(sweep_id).empty());
+  EXPECT_TRUE(Query("SELECT * FROM fits").rows.empty());
+}
+
+TEST_F(SweepFitsTest, FailedFitIsLoggedAndNotRetriedEveryRound) {
+  const int64_t sweep_id = StoreFinishedSweep(
+      testing::Spec(testing::TinySpecYaml("tiny", "[5, 10]")));
+  FitSchedulerOptions options = FitterOptions();
+  options.binary = "/bin/false";  // exits 1 without output
+  FitScheduler fitter(coordinator_->context(), options);
+  auto first = fitter.FitFinishedSweeps();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, 0);
+  EXPECT_TRUE(FitEvents(sweep_id).empty());
+  EXPECT_EQ(*fitter.FitFinishedSweeps(), 0);
+}
+
+TEST_F(SweepFitsTest, UnfinishedSweepIsNotFitted) {
+  auto plan = sweep::PlanSweep(testing::DemoSpec());
+  ASSERT_TRUE(plan.ok());
+  store::SweepSpec stored;
+  stored.name = "demo";
+  stored.spec_hash = plan->spec_hash;
+  stored.spec = sweep::SweepSpecToCanonicalJson(plan->spec);
+  auto created = coordinator_->store()->CreateSweep(stored, clock_.Now());
+  ASSERT_TRUE(created.ok());
+  ASSERT_TRUE(coordinator_->store()
+                  ->AddRuns(created->sweep_id, {ToRunSpec(plan->runs[0], 3)},
+                            clock_.Now())
+                  .ok());
+  FitScheduler fitter(coordinator_->context(), FitterOptions());
+  EXPECT_EQ(*fitter.FitFinishedSweeps(), 0);
+  EXPECT_TRUE(FitEvents(created->sweep_id).empty());
+}
+
+}  // namespace
+}  // namespace hlab::coordinator

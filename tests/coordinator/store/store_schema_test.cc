@@ -1,0 +1,407 @@
+// Schema, migrations, pragmas and durability across reopen.
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "coordinator/store/database.h"
+#include "coordinator/store/schema.h"
+#include "coordinator/store/store.h"
+#include "tests/coordinator/store/store_test_util.h"
+
+namespace hlab::store {
+namespace {
+
+using testing::MakeRun;
+using testing::MakeSweep;
+using testing::MakeTask;
+using testing::RawInt;
+using testing::T;
+using testing::TempDir;
+
+TEST(StoreSchemaTest, MigratesEmptyDatabaseToLatestVersion) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_GE(SchemaVersion(), 2);
+  for (const char* table :
+       {"sweeps", "runs", "sweep_runs", "tasks", "task_deps", "attempts",
+        "workers", "metrics", "evals", "checkpoints", "fits", "events"}) {
+    EXPECT_EQ(RawInt(path, std::string("SELECT count(*) FROM sqlite_schema "
+                                       "WHERE type = 'table' AND name = '") +
+                               table + "'"),
+              1)
+        << table;
+  }
+  for (const char* view : {"run_summary", "fit_summary"}) {
+    EXPECT_EQ(RawInt(path, std::string("SELECT count(*) FROM sqlite_schema "
+                                       "WHERE type = 'view' AND name = '") +
+                               view + "'"),
+              1)
+        << view;
+  }
+}
+
+TEST(StoreSchemaTest, ReopenIsIdempotent) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  for (int i = 0; i < 3; ++i) {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  auto db = Database::Open(path, Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok());
+  EXPECT_TRUE(Migrate(**db).ok());
+}
+
+TEST(StoreSchemaTest, RefusesNewerSchema) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok());
+  }
+  const int newer = SchemaVersion() + 1;
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(
+        (*db)->Exec("PRAGMA user_version = " + std::to_string(newer)).ok());
+  }
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.status().message(),
+            "database schema v" + std::to_string(newer) +
+                " is newer than this hlab (v" +
+                std::to_string(SchemaVersion()) + "): upgrade hlab");
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), newer);  // left alone
+}
+
+// A v2 database (before on-demand tasks were marked) with a finished run
+// whose on-demand EVAL (no dependency) failed and failed the run, and a
+// run whose planned EVAL (after its training) failed: opening it migrates,
+// marks the on-demand task, and gives the first run back its SUCCEEDED.
+TEST(StoreSchemaTest, V3MarksOldOnDemandEvalsAndRepairsTheirRuns) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 2; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 2").ok());
+    const absl::Status rows = (*db)->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, failure_reason, max_attempts, created_at, updated_at)
+  VALUES ('aa', 'full', 'xs', 1, 1, 0, '{}', 'FAILED', 'eval failed', 2, 0, 0),
+         ('bb', 'full', 'xs', 1, 1, 0, '{}', 'FAILED', 'eval failed', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, state, max_attempts,
+                   created_at, updated_at)
+  VALUES ('train-aa', 1, 'aa', 'TRAIN', 'SUCCEEDED', 2, 0, 0),
+         ('ondemand-aa', 1, 'aa', 'EVAL', 'FAILED', 2, 0, 0),
+         ('train-bb', 1, 'bb', 'TRAIN', 'SUCCEEDED', 2, 0, 0),
+         ('planned-bb', 1, 'bb', 'EVAL', 'FAILED', 2, 0, 0);
+INSERT INTO task_deps (task_id, depends_on) VALUES ('planned-bb', 'train-bb');
+)sql");
+    ASSERT_TRUE(rows.ok()) << rows;
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  auto on_demand = (*store)->GetTask("ondemand-aa");
+  ASSERT_TRUE(on_demand.ok());
+  EXPECT_TRUE(on_demand->spec.on_demand);
+  EXPECT_EQ(on_demand->state, TaskState::kFailed);  // still says it failed
+  EXPECT_FALSE((*store)->GetTask("planned-bb")->spec.on_demand);
+  EXPECT_FALSE((*store)->GetTask("train-aa")->spec.on_demand);
+  auto repaired = (*store)->GetRun("aa");
+  ASSERT_TRUE(repaired.ok());
+  EXPECT_EQ(repaired->state, RunState::kSucceeded);
+  EXPECT_EQ(repaired->failure_reason, "");
+  EXPECT_EQ((*store)->GetRun("bb")->state, RunState::kFailed);
+}
+
+// A v5 database kept a task's resources as a JSON string. v6 carries every
+// value into its integer column, takes a missing key, a non-number, a
+// negative number or a document that is not an object as 0 (not asked for,
+// as the JSON readers did), and drops the JSON column.
+TEST(StoreSchemaTest, V6MovesResourcesIntoTypedColumns) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 5; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 5").ok());
+    const absl::Status rows = (*db)->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  max_attempts, created_at, updated_at)
+  VALUES ('aa', 'full', 'xs', 1, 1, 0, '{}', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, max_attempts, resources,
+                   created_at, updated_at)
+  VALUES ('gpu', 1, 'aa', 'TRAIN', 2,
+          '{"gpus": 2, "gpu_memory_bytes": 80000000000, "cpu_threads": 0,
+            "cpu_ranks": 0}', 0, 0),
+         ('cpu', 1, 'aa', 'EVAL', 2, '{"cpu_threads": 4, "cpu_ranks": 3}',
+          0, 0),
+         ('odd', 1, 'aa', 'EVAL', 2, '{"gpus": "two", "cpu_ranks": -1}', 0, 0),
+         ('array', 1, 'aa', 'EVAL', 2, '[1, 2]', 0, 0),
+         ('text', 1, 'aa', 'EVAL', 2, 'not json', 0, 0);
+)sql");
+    ASSERT_TRUE(rows.ok()) << rows;
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_EQ(RawInt(path,
+                   "SELECT count(*) FROM pragma_table_info('tasks')"
+                   " WHERE name = 'resources'"),
+            0);
+  auto resources = [&](const std::string& id) {
+    auto task = (*store)->GetTask(id);
+    EXPECT_TRUE(task.ok()) << id << ": " << task.status();
+    return task.ok() ? task->spec.resources : TaskResources{};
+  };
+  TaskResources gpu;
+  gpu.gpus = 2;
+  gpu.gpu_memory_bytes = 80000000000;
+  EXPECT_EQ(resources("gpu"), gpu);
+  TaskResources cpu;
+  cpu.cpu_threads = 4;
+  cpu.cpu_ranks = 3;
+  EXPECT_EQ(resources("cpu"), cpu);
+  EXPECT_EQ(resources("odd"), TaskResources{});
+  EXPECT_EQ(resources("array"), TaskResources{});
+  EXPECT_EQ(resources("text"), TaskResources{});
+}
+
+// A task's resources are stored and read back as they were given.
+TEST(StoreSchemaTest, TaskResourcesRoundTrip) {
+  testing::Fixture f;
+  TaskSpec task = MakeTask("t1", f.sweep_id, "r1");
+  task.resources.gpus = 4;
+  task.resources.gpu_memory_bytes = int64_t{1} << 40;
+  task.resources.cpu_threads = 7;
+  ASSERT_TRUE(f.store->AddTasks({task}, T(0)).ok());
+  auto read = f.store->GetTask("t1");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->spec.resources, task.resources);
+  EXPECT_EQ(read->spec.resources.Ranks(), 4);
+  EXPECT_EQ(f.store->GetTask("r1.train")->spec.resources, TaskResources{});
+}
+
+// v4: run_summary counts a run's own tasks apart from its on-demand
+// evaluations, and gives the newest log(LongPPL).
+TEST(StoreSchemaTest, RunSummaryCountsOnDemandTasksApart) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    const absl::Status rows = (*db)->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, max_attempts, created_at, updated_at)
+  VALUES ('aa', 'full', 'xs', 1, 1, 0, '{}', 'SUCCEEDED', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, state, max_attempts,
+                   created_at, updated_at, on_demand)
+  VALUES ('train-aa', 1, 'aa', 'TRAIN', 'SUCCEEDED', 2, 0, 0, 0),
+         ('eval-aa', 1, 'aa', 'EVAL', 'SUCCEEDED', 2, 0, 0, 0),
+         ('ondemand-aa', 1, 'aa', 'EVAL', 'FAILED', 2, 0, 0, 1);
+INSERT INTO evals (run_id, step, metric, value)
+  VALUES ('aa', 10, 'log_longppl', 1.5), ('aa', 20, 'log_longppl', 1.25);
+)sql");
+    ASSERT_TRUE(rows.ok()) << rows;
+  }
+  EXPECT_EQ(RawInt(path, "SELECT tasks FROM run_summary"), 2);
+  EXPECT_EQ(RawInt(path, "SELECT tasks_succeeded FROM run_summary"), 2);
+  EXPECT_EQ(RawInt(path, "SELECT on_demand_tasks FROM run_summary"), 1);
+  EXPECT_EQ(RawInt(path, "SELECT final_log_longppl * 100 FROM run_summary"),
+            125);
+}
+
+TEST(StoreSchemaTest, WalAndPragmasAreOn) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  auto db = Database::Open(path, Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto journal = (*db)->Prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(journal.ok());
+  ASSERT_TRUE(*journal->Step());
+  EXPECT_EQ(journal->ColumnText(0), "wal");
+  EXPECT_EQ(*(*db)->QueryInt("PRAGMA foreign_keys"), 1);
+  EXPECT_EQ(*(*db)->QueryInt("PRAGMA synchronous"), 1);  // NORMAL
+  EXPECT_GT(*(*db)->QueryInt("PRAGMA busy_timeout"), 0);
+}
+
+TEST(StoreDatabaseTest, NestedPrepareOfTheSameSqlGetsItsOwnCursor) {
+  TempDir dir;
+  auto db = Database::Open(dir.File("d.db"), Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(
+      (*db)->Exec("CREATE TABLE t (x); INSERT INTO t VALUES (1), (2);").ok());
+  const char* sql = "SELECT x FROM t ORDER BY x";
+  auto outer = (*db)->Prepare(sql);
+  ASSERT_TRUE(outer.ok());
+  ASSERT_TRUE(*outer->Step());
+  EXPECT_EQ(outer->ColumnInt(0), 1);
+  {
+    auto inner = (*db)->Prepare(sql);  // same text while outer is in use
+    ASSERT_TRUE(inner.ok());
+    ASSERT_TRUE(*inner->Step());
+    EXPECT_EQ(inner->ColumnInt(0), 1);
+  }
+  ASSERT_TRUE(*outer->Step());  // outer's cursor was not reset
+  EXPECT_EQ(outer->ColumnInt(0), 2);
+  EXPECT_FALSE(*outer->Step());
+}
+
+TEST(StoreSchemaTest, UnopenablePathIsNamedInTheError) {
+  TempDir dir;
+  const std::string path = dir.File("no/such/dir/hlab.db");
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(store.status().message(), path))
+      << store.status();
+}
+
+TEST(StoreSchemaTest, NotADatabaseIsDataLoss) {
+  TempDir dir;
+  const std::string path = dir.File("junk.db");
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(
+      "this is not an SQLite database, just some text long enough........"
+      "..............................................................",
+      f);
+  fclose(f);
+  auto store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss)
+      << store.status();
+  EXPECT_TRUE(absl::StrContains(store.status().message(), path));
+}
+
+TEST(StoreSchemaTest, SecondStoreOnTheSameFileIsRefused) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto first = Store::Open(path);
+    ASSERT_TRUE(first.ok());
+    auto second = Store::Open(path);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StrContains(second.status().message(), path))
+        << second.status();
+  }
+  EXPECT_TRUE(Store::Open(path).ok());  // released on close
+}
+
+TEST(StoreMaintenanceTest, BackupCopiesASnapshotAndNeverOverwrites) {
+  TempDir dir;
+  auto store = Store::Open(dir.File("hlab.db"));
+  ASSERT_TRUE(store.ok());
+  auto sweep = (*store)->CreateSweep(MakeSweep("b"), T(0));
+  ASSERT_TRUE(sweep.ok());
+  ASSERT_TRUE((*store)->AddRuns(sweep->sweep_id, {MakeRun("r1")}, T(0)).ok());
+  const std::string copy = dir.File("copy.db");
+  ASSERT_TRUE((*store)->Backup(copy).ok());
+  EXPECT_EQ((*store)->Backup(copy).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(RawInt(copy, "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(RawInt(copy, "PRAGMA user_version"), SchemaVersion());
+  auto reopened = Store::Open(copy);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->GetRun("r1")->spec.arch, "swa");
+  EXPECT_EQ((*store)->Backup(dir.File("no/dir/copy.db")).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(StoreMaintenanceTest, TruncatingCheckpointEmptiesTheWal) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok());
+  auto sweep = (*store)->CreateSweep(MakeSweep("w"), T(0));
+  ASSERT_TRUE(sweep.ok());
+  std::vector<RunSpec> runs;
+  for (int i = 0; i < 200; ++i)
+    runs.push_back(MakeRun("r" + std::to_string(i)));
+  ASSERT_TRUE((*store)->AddRuns(sweep->sweep_id, runs, T(0)).ok());
+  EXPECT_GT(std::filesystem::file_size(path + "-wal"), 0u);
+  auto passive = (*store)->CheckpointWal(/*truncate=*/false);
+  ASSERT_TRUE(passive.ok()) << passive.status();
+  EXPECT_EQ(passive->checkpointed_pages, passive->wal_pages);
+  auto truncated = (*store)->CheckpointWal(/*truncate=*/true);
+  ASSERT_TRUE(truncated.ok()) << truncated.status();
+  EXPECT_EQ(std::filesystem::file_size(path + "-wal"), 0u);
+  // Writes go on afterwards.
+  EXPECT_TRUE((*store)->AddRuns(sweep->sweep_id, {MakeRun("late")}, T(1)).ok());
+  EXPECT_EQ((*store)->ListRuns(RunFilter())->size(), 201u);
+}
+
+TEST(StoreSchemaTest, ReopenAfterCloseKeepsEverything) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  int64_t sweep_id = 0;
+  int attempt = 0;
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok());
+    auto sweep = (*store)->CreateSweep(MakeSweep("keep"), T(0));
+    ASSERT_TRUE(sweep.ok());
+    sweep_id = sweep->sweep_id;
+    ASSERT_TRUE((*store)->AddRuns(sweep_id, {MakeRun("r1")}, T(0)).ok());
+    ASSERT_TRUE(
+        (*store)->AddTasks({MakeTask("r1.train", sweep_id, "r1")}, T(0)).ok());
+    auto leased =
+        (*store)->LeaseTask("r1.train", "w1", T(1), absl::Seconds(30));
+    ASSERT_TRUE(leased.ok());
+    attempt = *leased;
+    MetricPoint point;
+    point.name = "train_loss";
+    point.step = 10;
+    point.value = 2.5;
+    ASSERT_TRUE((*store)->RecordMetrics("r1.train", attempt, {point}).ok());
+  }  // closed: the writer drains and the connections close
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok());
+  auto sweep = (*store)->GetSweep(sweep_id);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->spec.name, "keep");
+  auto task = (*store)->GetTask("r1.train");
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, TaskState::kLeased);
+  EXPECT_EQ(task->attempt, attempt);
+  EXPECT_EQ(task->lease_expiry, T(31));
+  auto points = (*store)->ReadMetrics("r1", "train_loss");
+  ASSERT_TRUE(points.ok());
+  ASSERT_EQ(points->size(), 1u);
+  EXPECT_EQ((*points)[0].value, 2.5);
+  auto run = (*store)->GetRun("r1");
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->state, RunState::kRunning);
+}
+
+}  // namespace
+}  // namespace hlab::store
