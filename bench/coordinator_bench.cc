@@ -262,7 +262,8 @@ void Usage() {
                " [--dir DIR] [--json]\n");
 }
 
-int Main(int argc, char** argv) {
+// Reads the flags; prints the usage and exits 2 on a bad one.
+Options ParseOptions(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -304,13 +305,18 @@ int Main(int argc, char** argv) {
       o.json = true;
     } else {
       Usage();
-      return 2;
+      std::exit(2);
     }
   }
   if (o.fleet.workers < 1 || o.fleet.batch < 1 || o.fleet.batch > 1000) {
     Usage();
-    return 2;
+    std::exit(2);
   }
+  return o;
+}
+
+int Main(int argc, char** argv) {
+  Options o = ParseOptions(argc, argv);
   if (!std::getenv("HLAB_LOG_LEVEL")) SetLogLevel(LogLevel::kWARNING);
   // As hlab-coordinator does (hlab_coordinator_main.cc).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -105,11 +105,9 @@ struct Figures {
       gradient_s, probe_s, heads_s;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  hlab::train::EnsurePassiveOpenMpWait(argv);
-  hlab::train::KeepFreedMemoryForReuse();
+// Reads the flags; prints the usage and exits (0 for --help, else 2) on a
+// bad one.
+Options ParseOptions(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -141,7 +139,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--probe-samples") {
       number(&o.probe_samples);
     } else if (arg == "--arch") {
-      if (i + 1 >= argc) return 2;
+      if (i + 1 >= argc) std::exit(2);
       o.archs = {argv[++i]};
     } else if (arg == "--wall") {
       g_wall = true;
@@ -153,9 +151,18 @@ int main(int argc, char** argv) {
                    "[--threads N] [--heads N] [--kv-heads N] "
                    "[--probe-samples N] [--arch A] [--wall] "
                    "[--json]\n";
-      return arg == "--help" ? 0 : 2;
+      std::exit(arg == "--help" ? 0 : 2);
     }
   }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::train::KeepFreedMemoryForReuse();
+  const Options o = ParseOptions(argc, argv);
   at::set_num_threads(static_cast<int>(
       o.threads > 0 ? o.threads
                     : std::max(1u, std::thread::hardware_concurrency())));

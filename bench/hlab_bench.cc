@@ -353,6 +353,127 @@ CommandLine ParseCommandLine(int argc, char** argv) {
   return c;
 }
 
+// The row of (arch, T, dtype), or nullptr.
+const Row* FindRow(const std::vector<Row>& rows, const std::string& arch,
+                   int64_t t, const std::string& dtype) {
+  for (const Row& r : rows) {
+    if (r.j["arch"] == arch && r.j["seq_len"] == t && r.j["dtype"] == dtype) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+// The performance targets (docs/performance.md, "Targets") judged on the
+// measured rows and SWA layer rows: one {target, pass, detail} each.
+std::vector<Json> EvaluateTargets(const Options& o, bool micro, bool cpu_bf16,
+                                  const std::vector<Row>& rows,
+                                  const std::vector<Json>& layer_rows) {
+  std::vector<Json> targets;
+  auto target = [&](const std::string& name, bool pass,
+                    const std::string& detail) {
+    targets.push_back({{"target", name}, {"pass", pass}, {"detail", detail}});
+  };
+  for (const Row& r : rows) {
+    if (!r.ok || !r.j.contains("speedup_vs_reference") ||
+        r.j["dtype"] != "fp32") {
+      continue;
+    }
+    const std::string arch = r.j["arch"];
+    const double need = arch == "full" ? 1.1 : 1.5;
+    const double got = r.j["speedup_vs_reference"].get<double>();
+    target(absl::StrCat(arch, " T=", r.j["seq_len"].get<int64_t>(),
+                        " vs reference >= ", Fmt(need, 1), "x"),
+           got >= need, Fmt(got, 2) + "x");
+  }
+  for (const Row& r : rows) {
+    if (!micro || !r.ok || r.j["dtype"] != "fp32") continue;
+    // A step's time over the time its FLOPs take at the matmul peak.
+    const double ratio = 1.0 / r.j["mfu"].get<double>();
+    target(absl::StrCat(r.j["arch"].get<std::string>(), " micro (d_model ",
+                        o.d_model, ", T=", r.j["seq_len"].get<int64_t>(),
+                        ") step <= 3x its FLOP time"),
+           ratio <= 3.0,
+           absl::StrCat(Fmt(ratio, 2), "x (MFU ",
+                        Fmt(100 * r.j["mfu"].get<double>()), "%, ",
+                        Fmt(r.j["step_ms"].get<double>(), 1), " ms a step)"));
+  }
+  for (const std::string arch : {"swa-128", "gdn"}) {
+    const Row* full = FindRow(rows, "full", 8192, "fp32");
+    const Row* other = FindRow(rows, arch, 8192, "fp32");
+    if (full && other && full->ok && other->ok) {
+      const double speed = other->j["tokens_per_s"].get<double>() /
+                           full->j["tokens_per_s"].get<double>();
+      const double flop_ratio = full->j["flops_per_token"].get<double>() /
+                                other->j["flops_per_token"].get<double>();
+      const double cpu_speed = full->j["step_cpu_ms"].get<double>() /
+                               other->j["step_cpu_ms"].get<double>();
+      const std::string rounds = EachRound(*full, *other);
+      target(absl::StrCat(arch, "/full speed at T=8192 >= 90% of FLOP ratio"),
+             speed >= 0.9 * flop_ratio,
+             absl::StrCat(Fmt(speed, 2), "x vs FLOP ratio ", Fmt(flop_ratio, 2),
+                          "x (", Fmt(100 * speed / flop_ratio),
+                          "%); by CPU time ", Fmt(cpu_speed, 2), "x (",
+                          Fmt(100 * cpu_speed / flop_ratio), "%)", rounds));
+    }
+  }
+  for (const std::string& arch : o.archs) {
+    const Row* r = FindRow(rows, arch, 16384, "fp32");
+    if (r) {
+      target(absl::StrCat(arch, " trains at T=16384 within 24 GiB"),
+             r->ok && r->j["peak_rss_mb"].get<double>() < 24 * 1024,
+             r->ok ? absl::StrCat(Fmt(r->j["peak_rss_mb"].get<double>()), " MB")
+                   : r->j["error"].get<std::string>());
+    }
+  }
+  if (layer_rows.size() == 2 && !layer_rows[0].contains("error") &&
+      !layer_rows[1].contains("error")) {
+    const double time_ratio = layer_rows[1]["us_per_token"].get<double>() /
+                              layer_rows[0]["us_per_token"].get<double>();
+    const double mem_ratio =
+        layer_rows[1]["kb_per_token"].get<double>() /
+        std::max(1e-9, layer_rows[0]["kb_per_token"].get<double>());
+    target(
+        "SWA-128 layer per-token time 16384 vs 2048 <= 1.3x", time_ratio <= 1.3,
+        absl::StrCat(
+            Fmt(time_ratio, 2), "x (",
+            Fmt(layer_rows[0]["us_per_token"].get<double>(), 1), " -> ",
+            Fmt(layer_rows[1]["us_per_token"].get<double>(), 1), " us/token)"));
+    target("SWA-128 layer per-token memory 16384 vs 2048 <= 1.3x",
+           mem_ratio <= 1.3,
+           absl::StrCat(Fmt(mem_ratio, 2), "x (",
+                        Fmt(layer_rows[0]["kb_per_token"].get<double>(), 1),
+                        " -> ",
+                        Fmt(layer_rows[1]["kb_per_token"].get<double>(), 1),
+                        " KB/token)"));
+  }
+  for (const std::string& arch : o.archs) {
+    for (int64_t t : o.bf16_seq_lens) {
+      const Row* f = FindRow(rows, arch, t, "fp32");
+      const Row* b = FindRow(rows, arch, t, "bf16");
+      if (f && b && f->ok && b->ok) {
+        const double speed = b->j["tokens_per_s"].get<double>() /
+                             f->j["tokens_per_s"].get<double>();
+        const double cpu_speed = f->j["step_cpu_ms"].get<double>() /
+                                 b->j["step_cpu_ms"].get<double>();
+        const double loss_diff = std::abs(b->j["first_loss"].get<double>() -
+                                          f->j["first_loss"].get<double>());
+        target(
+            absl::StrCat(arch, " T=", t, " bf16 >= 1.8x fp32",
+                         cpu_bf16 ? "" : " (no native bf16: not applicable)"),
+            !cpu_bf16 || speed >= 1.8,
+            absl::StrCat(Fmt(speed, 2), "x (by CPU time ", Fmt(cpu_speed, 2),
+                         "x); |loss bf16 - fp32| = ", Fmt(loss_diff, 4),
+                         " (tolerance 0.02)", EachRound(*f, *b)));
+        target(
+            absl::StrCat(arch, " T=", t, " bf16 loss matches fp32 within 0.02"),
+            loss_diff <= 0.02, Fmt(loss_diff, 4));
+      }
+    }
+  }
+  return targets;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -418,15 +539,6 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Row> rows;
-  auto find = [&](const std::string& arch, int64_t t,
-                  const std::string& dtype) -> const Row* {
-    for (const Row& r : rows) {
-      if (r.j["arch"] == arch && r.j["seq_len"] == t && r.j["dtype"] == dtype) {
-        return &r;
-      }
-    }
-    return nullptr;
-  };
 
   // Every configuration runs once per round; rounds alternate the order
   // (forward, backward, ...) so that a machine slowing or speeding up over
@@ -604,109 +716,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Targets.
-  std::vector<Json> targets;
-  auto target = [&](const std::string& name, bool pass,
-                    const std::string& detail) {
-    targets.push_back({{"target", name}, {"pass", pass}, {"detail", detail}});
-  };
-  for (const Row& r : rows) {
-    if (!r.ok || !r.j.contains("speedup_vs_reference") ||
-        r.j["dtype"] != "fp32") {
-      continue;
-    }
-    const std::string arch = r.j["arch"];
-    const double need = arch == "full" ? 1.1 : 1.5;
-    const double got = r.j["speedup_vs_reference"].get<double>();
-    target(absl::StrCat(arch, " T=", r.j["seq_len"].get<int64_t>(),
-                        " vs reference >= ", Fmt(need, 1), "x"),
-           got >= need, Fmt(got, 2) + "x");
-  }
-  for (const Row& r : rows) {
-    if (!cl.micro || !r.ok || r.j["dtype"] != "fp32") continue;
-    // A step's time over the time its FLOPs take at the matmul peak.
-    const double ratio = 1.0 / r.j["mfu"].get<double>();
-    target(absl::StrCat(r.j["arch"].get<std::string>(), " micro (d_model ",
-                        o.d_model, ", T=", r.j["seq_len"].get<int64_t>(),
-                        ") step <= 3x its FLOP time"),
-           ratio <= 3.0,
-           absl::StrCat(Fmt(ratio, 2), "x (MFU ",
-                        Fmt(100 * r.j["mfu"].get<double>()), "%, ",
-                        Fmt(r.j["step_ms"].get<double>(), 1), " ms a step)"));
-  }
-  for (const std::string arch : {"swa-128", "gdn"}) {
-    const Row* full = find("full", 8192, "fp32");
-    const Row* other = find(arch, 8192, "fp32");
-    if (full && other && full->ok && other->ok) {
-      const double speed = other->j["tokens_per_s"].get<double>() /
-                           full->j["tokens_per_s"].get<double>();
-      const double flop_ratio = full->j["flops_per_token"].get<double>() /
-                                other->j["flops_per_token"].get<double>();
-      const double cpu_speed = full->j["step_cpu_ms"].get<double>() /
-                               other->j["step_cpu_ms"].get<double>();
-      const std::string rounds = EachRound(*full, *other);
-      target(absl::StrCat(arch, "/full speed at T=8192 >= 90% of FLOP ratio"),
-             speed >= 0.9 * flop_ratio,
-             absl::StrCat(Fmt(speed, 2), "x vs FLOP ratio ", Fmt(flop_ratio, 2),
-                          "x (", Fmt(100 * speed / flop_ratio),
-                          "%); by CPU time ", Fmt(cpu_speed, 2), "x (",
-                          Fmt(100 * cpu_speed / flop_ratio), "%)", rounds));
-    }
-  }
-  for (const std::string& arch : o.archs) {
-    const Row* r = find(arch, 16384, "fp32");
-    if (r) {
-      target(absl::StrCat(arch, " trains at T=16384 within 24 GiB"),
-             r->ok && r->j["peak_rss_mb"].get<double>() < 24 * 1024,
-             r->ok ? absl::StrCat(Fmt(r->j["peak_rss_mb"].get<double>()), " MB")
-                   : r->j["error"].get<std::string>());
-    }
-  }
-  if (layer_rows.size() == 2 && !layer_rows[0].contains("error") &&
-      !layer_rows[1].contains("error")) {
-    const double time_ratio = layer_rows[1]["us_per_token"].get<double>() /
-                              layer_rows[0]["us_per_token"].get<double>();
-    const double mem_ratio =
-        layer_rows[1]["kb_per_token"].get<double>() /
-        std::max(1e-9, layer_rows[0]["kb_per_token"].get<double>());
-    target(
-        "SWA-128 layer per-token time 16384 vs 2048 <= 1.3x", time_ratio <= 1.3,
-        absl::StrCat(
-            Fmt(time_ratio, 2), "x (",
-            Fmt(layer_rows[0]["us_per_token"].get<double>(), 1), " -> ",
-            Fmt(layer_rows[1]["us_per_token"].get<double>(), 1), " us/token)"));
-    target("SWA-128 layer per-token memory 16384 vs 2048 <= 1.3x",
-           mem_ratio <= 1.3,
-           absl::StrCat(Fmt(mem_ratio, 2), "x (",
-                        Fmt(layer_rows[0]["kb_per_token"].get<double>(), 1),
-                        " -> ",
-                        Fmt(layer_rows[1]["kb_per_token"].get<double>(), 1),
-                        " KB/token)"));
-  }
-  for (const std::string& arch : o.archs) {
-    for (int64_t t : o.bf16_seq_lens) {
-      const Row* f = find(arch, t, "fp32");
-      const Row* b = find(arch, t, "bf16");
-      if (f && b && f->ok && b->ok) {
-        const double speed = b->j["tokens_per_s"].get<double>() /
-                             f->j["tokens_per_s"].get<double>();
-        const double cpu_speed = f->j["step_cpu_ms"].get<double>() /
-                                 b->j["step_cpu_ms"].get<double>();
-        const double loss_diff = std::abs(b->j["first_loss"].get<double>() -
-                                          f->j["first_loss"].get<double>());
-        target(
-            absl::StrCat(arch, " T=", t, " bf16 >= 1.8x fp32",
-                         cpu_bf16 ? "" : " (no native bf16: not applicable)"),
-            !cpu_bf16 || speed >= 1.8,
-            absl::StrCat(Fmt(speed, 2), "x (by CPU time ", Fmt(cpu_speed, 2),
-                         "x); |loss bf16 - fp32| = ", Fmt(loss_diff, 4),
-                         " (tolerance 0.02)", EachRound(*f, *b)));
-        target(
-            absl::StrCat(arch, " T=", t, " bf16 loss matches fp32 within 0.02"),
-            loss_diff <= 0.02, Fmt(loss_diff, 4));
-      }
-    }
-  }
+  const std::vector<Json> targets =
+      EvaluateTargets(o, cl.micro, cpu_bf16, rows, layer_rows);
   if (o.json) {
     for (const Json& t : targets) std::cout << t.dump() << std::endl;
   } else {
