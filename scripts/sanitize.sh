@@ -38,6 +38,10 @@ done
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+# The trees carry line tables (-gline-tables-only), and with debug info
+# ccache hashes the working directory unless told not to: a fresh clone
+# elsewhere would miss every entry.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 jobs=${HLAB_JOBS:-$(nproc)}
 supp=$PWD/tests/sanitizers
 # Tests that read ../shared/data skip with a message when it is absent.
