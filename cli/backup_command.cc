@@ -42,8 +42,9 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     }
     options.pages_per_step = static_cast<int>(*pages);
   }
+  // Outside the if: options.progress refers to it during BackupDatabase.
+  int last_percent = -1;
   if (!args->Has("quiet")) {
-    int last_percent = -1;
     options.progress = [&err, &last_percent](int64_t done, int64_t total) {
       const int percent =
           total > 0 ? static_cast<int>(100 * done / total) : 100;

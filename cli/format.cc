@@ -237,8 +237,10 @@ std::string HumanCount(double value) {
     ++i;
   }
   if (i == 0) return absl::StrFormat("%.0f", v);
-  return absl::StrFormat(std::fabs(v) < 100 ? "%.1f%s" : "%.0f%s", v,
-                         kSuffix[i]);
+  // Two calls, not one with a chosen format: clang checks StrFormat's
+  // format at compile time and rejects one that is not a constant.
+  if (std::fabs(v) < 100) return absl::StrFormat("%.1f%s", v, kSuffix[i]);
+  return absl::StrFormat("%.0f%s", v, kSuffix[i]);
 }
 
 std::string HumanDuration(double seconds) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds (warnings as errors), checks
 # formatting, runs the parsers' fuzzers briefly (HLAB_FUZZ_SECONDS each,
-# default 10; 0 skips) and the whole test suite with ctest.
+# default 10; 0 skips), the LibTorch-free modules' tests under ASan+UBSan and
+# TSan (scripts/sanitize.sh; HLAB_SANITIZE=0 skips) and the whole test suite
+# with ctest.
 #
 #   scripts/test.sh                # everything
 #   scripts/test.sh -L fast        # extra arguments go to ctest
@@ -14,6 +16,11 @@ scripts/check_format.sh
 fuzz_seconds=${HLAB_FUZZ_SECONDS:-10}
 if [[ "$fuzz_seconds" != 0 ]]; then
   scripts/fuzz.sh --seconds "$fuzz_seconds"
+fi
+# The LibTorch-free modules' tests in two sanitizer trees (build-asan/,
+# build-tsan/; docs/testing.md). 0 skips them.
+if [[ "${HLAB_SANITIZE:-1}" != 0 ]]; then
+  scripts/sanitize.sh
 fi
 build_dir=${HLAB_BUILD_DIR:-build}
 # Tests that read ../shared/data skip with a message when it is absent.

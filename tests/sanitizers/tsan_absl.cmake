@@ -1,0 +1,35 @@
+# Included by the top-level CMakeLists.txt in a -DHLAB_SANITIZE=thread tree
+# before any hlab target: every target links hlab_tsan_absl_sync, and every
+# binary wraps abseil's synchronization functions with it
+# (tsan_absl_sync.cc says why).
+add_library(hlab_tsan_absl_sync STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/tsan_absl_sync.cc)
+target_link_libraries(hlab_tsan_absl_sync PUBLIC absl::synchronization
+  absl::time)
+set(hlab_absl_wrapped
+  _ZN4absl7debian35Mutex4LockEv
+  _ZN4absl7debian35Mutex10ReaderLockEv
+  _ZN4absl7debian35Mutex6UnlockEv
+  _ZN4absl7debian35Mutex12ReaderUnlockEv
+  _ZN4absl7debian35Mutex7TryLockEv
+  _ZN4absl7debian35Mutex13ReaderTryLockEv
+  _ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE
+  _ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE
+  _ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE
+  _ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE
+  _ZN4absl7debian35Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE
+  _ZN4absl7debian35Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE
+  _ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE
+  _ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE
+  _ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE
+  _ZN4absl7debian35MutexD1Ev
+  _ZN4absl7debian37CondVar4WaitEPNS0_5MutexE
+  _ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE
+  _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE
+  _ZN4absl7debian312Notification6NotifyEv
+  _ZNK4absl7debian312Notification19WaitForNotificationEv
+  _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE)
+foreach(sym ${hlab_absl_wrapped})
+  add_link_options(LINKER:--wrap=${sym})
+endforeach()
+link_libraries(hlab_tsan_absl_sync)
