@@ -294,7 +294,7 @@ CommandLine ParseCommandLine(int argc, char** argv) {
     c.o.archs = {"full", "swa-16", "swa-64", "gdn"};
     c.o.seq_lens = {128};
     c.o.bf16_seq_lens = {};
-    c.o.tokens_per_step = 1024;
+    c.o.tokens_per_step = 512;  // the demo's batch: 4 x 128
     c.o.d_model = 72;
     c.o.layers = 2;
     c.o.heads = 4;

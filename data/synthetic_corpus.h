@@ -4,9 +4,10 @@
 //
 // Documents are byte-level text (ids 0-255; see data/byte_tokenizer.h). Two
 // kinds of sentence make up a document:
-//   * filler: words from a seeded lexicon of pseudo-words chained by a sparse
-//     bigram table ("tovu relka mip ..."), so short-context loss falls as a
-//     model learns the lexicon and its transitions;
+//   * filler: words from a seeded Zipfian lexicon of pseudo-words chained by
+//     a sparse Zipf-weighted bigram table ("tovu relka mip ..."), so
+//     short-context loss falls smoothly as a model learns the lexicon and
+//     its transitions, frequent ones first;
 //   * bindings and recalls: a binding is one reserved token (ids 0x80-0xF7,
 //     never in text) that holds a key and a value, `<C7>. `; later the
 //     recall `C7. ` names the key as an upper-case letter and repeats the
@@ -57,7 +58,8 @@ enum class Split { kTrain, kHeldOut };
 // that runs made on the old corpus get other ids (task::
 // kSyntheticCorpusVersion records it in a run's config; train/
 // training_data.cc asserts the two agree). 2: one binding token (8b9f9ad).
-inline constexpr int kSyntheticCorpusVersion = 2;
+// 3: the Zipfian filler; short documents filler only by default.
+inline constexpr int kSyntheticCorpusVersion = 3;
 
 inline constexpr int kSyntheticKeys = 12;    // recalled as 'A'..'L'
 inline constexpr int kSyntheticValues = 10;  // recalled as '0'..'9'
@@ -119,6 +121,7 @@ class SyntheticCorpus final : public Corpus {
   SyntheticCorpusConfig config_;
   Vocabulary vocabulary_;
   std::vector<Word> lexicon_;
+  std::vector<double> word_cdf_, successor_cdf_;
 };
 
 }  // namespace hlab::data

@@ -330,6 +330,22 @@ class EvalRun {
     if (spec.data.empty()) {
       HLAB_RETURN_IF_ERROR(OpenRunData());
       *source = DataDescription(spec.data, task_, false);
+      if (spec.documents != task::kValLossMixture) {
+        absl::StatusOr<data::SequenceMixture> one_kind =
+            run_data_->ValidationWith(
+                spec.documents == task::kValLossLong ? 1.0 : 0.0);
+        if (!one_kind.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "evals.val_loss.documents: '", spec.documents,
+              "' needs the run's held-out ", spec.documents,
+              " documents, but it has none (", one_kind.status().message(),
+              "): use documents: mixture"));
+        }
+        absl::StrAppend(source, ", ", spec.documents, " documents only");
+        auto result = MixtureValidationLoss(*scorer_, *one_kind, options);
+        if (!result.ok()) return Prefixed("evals.val_loss", result.status());
+        return *result;
+      }
       auto result =
           MixtureValidationLoss(*scorer_, run_data_->validation(), options);
       if (!result.ok()) return Prefixed("evals.val_loss", result.status());

@@ -53,7 +53,8 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
                        ? task.evals.val_loss->tokens
                        : task::kDefaultValLossTokens},
         {"batch_sequences", task.evals.val_loss->batch_sequences},
-        {"source", DataDescription(task.evals.val_loss->data, task, false)}};
+        {"source", DataDescription(task.evals.val_loss->data, task, false)},
+        {"documents", task.evals.val_loss->documents}};
   }
   if (task.evals.longppl) {
     const LongPplSpec& l = *task.evals.longppl;

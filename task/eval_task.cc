@@ -43,6 +43,18 @@ absl::Status ValidateValLoss(const ValLossSpec& v) {
   if (v.batch_sequences < 1) {
     return FieldError("evals.val_loss.batch_sequences", "must be >= 1");
   }
+  if (!ValidValLossDocuments(v.documents)) {
+    return FieldError("evals.val_loss.documents",
+                      absl::StrCat("must be mixture, short or long, got '",
+                                   v.documents, "'"));
+  }
+  if (!v.data.empty() && v.documents != kValLossMixture) {
+    return FieldError("evals.val_loss.documents",
+                      absl::StrCat("'", v.documents,
+                                   "' picks among the run's own held-out "
+                                   "documents: drop it, or drop "
+                                   "evals.val_loss.data"));
+  }
   return ValidateData("evals.val_loss.data", v.data);
 }
 
@@ -230,6 +242,11 @@ std::vector<std::string> EvalKinds::Names() const {
   if (probing) names.push_back("probing");
   if (retrieval_heads) names.push_back("retrieval_heads");
   return names;
+}
+
+bool ValidValLossDocuments(const std::string& documents) {
+  return documents == kValLossMixture || documents == kValLossShort ||
+         documents == kValLossLong;
 }
 
 const std::vector<std::string>& AllEvalNames() {

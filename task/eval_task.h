@@ -53,16 +53,27 @@ struct EvalDataSpec {
   }
 };
 
+// Which of the run's held-out documents the validation loss reads (when no
+// `data` is given): both kinds packed as in training, or one kind alone.
+// The paper's Loss is the short kind's (C4); its log(LongPPL) reads long
+// documents (GovReport).
+inline constexpr char kValLossMixture[] = "mixture";
+inline constexpr char kValLossShort[] = "short";
+inline constexpr char kValLossLong[] = "long";
+bool ValidValLossDocuments(const std::string& documents);
+
 struct ValLossSpec {
   int64_t tokens = 0;  // 0: kDefaultValLossTokens
   int64_t batch_sequences = 8;
   EvalDataSpec data;
+  std::string documents = kValLossMixture;
 
   template <class V, class S>
   static void Fields(V& v, S& s) {
     v("tokens", s.tokens);
     v("batch_sequences", s.batch_sequences);
     v("data", s.data);
+    v("documents", s.documents);
   }
 };
 

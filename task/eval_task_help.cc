@@ -46,11 +46,13 @@ const char kEvalTaskFieldsHelp[] =
                        canonical run config ("format": "hlab.run.v1") or the
                        hlab-train task the model was trained with; seq_len
                        and data are read from it (a synthetic run config's
-                       data.corpus_version must be 2, this hlab's corpus)
+                       data.corpus_version must be 3, this hlab's corpus)
   evals                (required) one or more of:
     val_loss           {"tokens": 0 (= 65536), "batch_sequences": 8,
-                        "data": DATA}: mean NLL per token on held-out
-                       sequences of seq_len
+                        "data": DATA, "documents": "mixture"}: mean NLL
+                       per token on held-out sequences of seq_len; without
+                       data, "documents" picks the run's held-out mixture,
+                       or its "short" (the paper's C4 Loss) or "long" ones
     longppl            {"trunc_len": 0 (= seq_len/4), "sliding_window": 0
                         (= seq_len/16), "context_len": 0 (= seq_len),
                         "alpha": 2, "beta": -2, "min_key_tokens": 10,

@@ -121,8 +121,9 @@ absl::StatusOr<TrainTask> TrainTaskForRun(const RunConfig& run);
 
 // The synthetic corpus this hlab generates (data/synthetic_corpus.h, which
 // asserts the same number): 1 = the spelled-out `key QZXW is 4821.` format,
-// 2 = one binding token per key and value (docs/data.md).
-inline constexpr int64_t kSyntheticCorpusVersion = 2;
+// 2 = one binding token per key and value, 3 = the Zipfian filler with
+// filler-only short documents (docs/data.md).
+inline constexpr int64_t kSyntheticCorpusVersion = 3;
 
 // The byte-level tokenizer of the synthetic corpus: 256 bytes + 2 specials.
 inline constexpr int64_t kByteVocab = 258;

@@ -21,7 +21,9 @@ const char kTaskFieldsHelp[] =
   data.synthetic.*       long_min_tokens/long_max_tokens (default
                          seq_len+1 .. seq_len+1), short_min_tokens/
                          short_max_tokens (default 16 .. seq_len/4),
-                         min_distance (4), binding_rate (1.0)
+                         min_distance (4), binding_rate (long
+                         documents, 1.0), short_binding_rate (0.0:
+                         short documents are filler only)
   data.long_dir          prepared dataset of long documents
   data.short_dir         prepared dataset of short documents
   seq_len                tokens per training sequence                  128

@@ -32,7 +32,7 @@ absl::StatusOr<data::SyntheticCorpusConfig> SyntheticConfig(
   c.seed = task.data.seed;
   c.split = split;
   c.min_distance = s.min_distance;
-  c.binding_rate = s.binding_rate;
+  c.binding_rate = long_kind ? s.binding_rate : s.short_binding_rate;
   if (long_kind) {
     c.min_length = s.long_min_tokens > 0 ? s.long_min_tokens : task.seq_len + 1;
     c.max_length = s.long_max_tokens > 0 ? s.long_max_tokens : c.min_length;
@@ -47,6 +47,10 @@ absl::StatusOr<data::SyntheticCorpusConfig> SyntheticConfig(
     // Name the task's field, not the corpus's.
     std::string message(valid.message());
     const std::string prefix = long_kind ? "long_" : "short_";
+    if (!long_kind && message.rfind("binding_rate", 0) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data.synthetic.short_", message));
+    }
     for (const char* field : {"min_length", "max_length"}) {
       if (message.rfind(field, 0) == 0) {
         const std::string bound = std::string(field).substr(0, 3);
@@ -153,6 +157,7 @@ absl::StatusOr<std::unique_ptr<TrainingData>> TrainingData::Create(
                                     validation_config));
   d->train_.emplace(train);
   d->validation_.emplace(validation);
+  d->validation_config_ = validation_config;
   if (task.model.vocab_size < d->vocabulary().size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.vocab_size: ", task.model.vocab_size,
@@ -161,6 +166,14 @@ absl::StatusOr<std::unique_ptr<TrainingData>> TrainingData::Create(
         d->vocabulary().size));
   }
   return d;
+}
+
+absl::StatusOr<data::SequenceMixture> TrainingData::ValidationWith(
+    double long_fraction) const {
+  data::MixtureConfig config = validation_config_;
+  config.long_fraction = long_fraction;
+  return data::SequenceMixture::Create(long_held_.get(), short_held_.get(),
+                                       config);
 }
 
 }  // namespace hlab::train

@@ -40,6 +40,11 @@ class TrainingData {
   // evaluator reads long held-out documents for LongPPL.
   const data::Corpus* long_held_out() const { return long_held_.get(); }
   const data::Corpus* short_held_out() const { return short_held_.get(); }
+  // The held-out documents packed as validation() packs them (same seed),
+  // with another long fraction: 0 for the short documents alone, 1 for the
+  // long ones. InvalidArgument when the run has no documents of that kind.
+  absl::StatusOr<data::SequenceMixture> ValidationWith(
+      double long_fraction) const;
 
  private:
   TrainingData() = default;
@@ -50,6 +55,7 @@ class TrainingData {
   std::unique_ptr<data::Corpus> long_train_, short_train_, long_held_,
       short_held_;
   std::optional<data::SequenceMixture> train_, validation_;
+  data::MixtureConfig validation_config_;
 };
 
 }  // namespace hlab::train

@@ -17,6 +17,7 @@
 #include "coordinator/sweep/spec_validator.h"
 #include "model/config/architectures.h"
 #include "model/config/param_count.h"
+#include "task/eval_task.h"
 #include "task/run_config.h"
 
 namespace hlab::sweep {
@@ -130,6 +131,11 @@ std::string EvaluationSettings(const SweepSpec& spec) {
   nlohmann::json j = nlohmann::json::object();
   if (e.validation_loss().enabled()) {
     j["val_loss"] = {{"tokens", e.validation_loss().tokens()}};
+    // Named only when not the default, so older sweeps keep their ids.
+    const std::string& documents = e.validation_loss().documents();
+    if (!documents.empty() && documents != task::kValLossMixture) {
+      j["val_loss"]["documents"] = documents;
+    }
   }
   if (e.longppl().enabled()) {
     j["longppl"] = {{"trunc_len", e.longppl().trunc_len()},

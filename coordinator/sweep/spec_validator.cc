@@ -19,6 +19,7 @@
 #include "model/config/architectures.h"
 #include "model/config/model_config.h"
 #include "model/config/param_count.h"
+#include "task/eval_task.h"
 
 namespace hlab::sweep {
 namespace {
@@ -225,6 +226,12 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
   const auto& e = spec.evaluation();
   if (e.validation_loss().tokens() < 0) {
     return Bad("evaluation.validation_loss.tokens", "must be >= 0");
+  }
+  if (!e.validation_loss().documents().empty() &&
+      !task::ValidValLossDocuments(e.validation_loss().documents())) {
+    return Bad("evaluation.validation_loss.documents",
+               absl::StrCat("must be mixture, short or long, got '",
+                            e.validation_loss().documents(), "'"));
   }
   if (e.at_branch_points() && !spec.share_trunk()) {
     return Bad("evaluation.at_branch_points",

@@ -1,8 +1,10 @@
 #include "data/synthetic_corpus.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -117,6 +119,42 @@ TEST(SyntheticCorpusTest, HeldOutSplitIsDisjointFromTraining) {
   for (int64_t i = 0; i < 200; ++i) {
     EXPECT_EQ(seen.count(held_docs.GetDocument(i)->tokens), 0u) << i;
   }
+}
+
+// v3's filler: a Zipfian lexicon, so that a model keeps finding rarer words
+// and transitions to learn as it grows (the short documents' loss scales
+// smoothly). Without bindings a document is filler words only.
+TEST(SyntheticCorpusTest, FillerWordsAreZipfianAndCarryNoBinding) {
+  SyntheticCorpusConfig c = {.seed = 5, .min_length = 512, .max_length = 512};
+  c.binding_rate = 0;
+  SyntheticCorpus corpus(c);
+  std::map<std::string, int64_t> counts;
+  int64_t words = 0;
+  for (int64_t i = 0; i < 200; ++i) {
+    auto doc = corpus.GetDocument(i);
+    ASSERT_TRUE(doc.ok());
+    EXPECT_TRUE(doc->recall_positions.empty());
+    std::string word;
+    for (const int32_t t : doc->tokens) {
+      ASSERT_LT(t, kFirstBindingToken) << "document " << i;
+      if (t >= 'a' && t <= 'z') {
+        word.push_back(static_cast<char>(t));
+        continue;
+      }
+      ASSERT_TRUE(t == ' ' || t == '.') << "document " << i << ": " << t;
+      if (!word.empty()) ++counts[word], ++words;
+      word.clear();
+    }
+  }
+  std::vector<int64_t> freq;
+  for (const auto& [w, n] : counts) freq.push_back(n);
+  std::sort(freq.rbegin(), freq.rend());
+  // ~20K words: hundreds of distinct ones, the commonest tens of times as
+  // frequent as the median one (uniform words would give about 1x).
+  EXPECT_GT(words, 15000);
+  EXPECT_GT(freq.size(), 500u);
+  EXPECT_GT(freq.front(), 20 * freq[freq.size() / 2]);
+  EXPECT_GT(freq.front(), words / 100);
 }
 
 TEST(SyntheticCorpusTest, BadConfigNamesTheField) {

@@ -33,7 +33,7 @@ Json ContractTask() {
                "seq_len": 64, "batch_tokens": 256, "tokens": 2560,
                "steps": 10, "seed": 0,
                "data": {"source": "synthetic", "seed": 0,
-                        "corpus_version": 2, "long_fraction": 0.5},
+                        "corpus_version": 3, "long_fraction": 0.5},
                "schedule": {"kind": "wsd", "peak_lr": 0.003}},
     "evals": {
       "val_loss": {"tokens": 0},
@@ -246,6 +246,42 @@ TEST_F(EvalTaskRunTest, EmitsStartResultsAndDoneAndReusesCachedKeyTokens) {
   const Json second = FindRecord(records_, "result", "log_longppl");
   EXPECT_EQ(second["details"]["cache"], "hit");
   EXPECT_EQ(second["value"], first["value"]);
+}
+
+// `documents` packs one kind of the run's held-out documents: long ones are
+// exactly one sequence each (seq_len + 1 tokens), short ones 16 tokens.
+TEST_F(EvalTaskRunTest, ValLossDocumentsPickOneKindOfHeldOutDocuments) {
+  Json j = Task();
+  j["evals"].erase("longppl");
+  j["evals"]["val_loss"]["documents"] = "long";
+  ASSERT_TRUE(Run(j).ok());
+  Json val = FindRecord(records_, "result", "val_loss");
+  ASSERT_FALSE(val.is_null());
+  EXPECT_EQ(val["details"]["sequences"], 16);
+  EXPECT_EQ(val["details"]["documents"], 16);
+  EXPECT_NE(
+      val["details"]["source"].get<std::string>().find("long documents only"),
+      std::string::npos)
+      << val["details"]["source"];
+
+  j["evals"]["val_loss"]["documents"] = "short";
+  ASSERT_TRUE(Run(j).ok());
+  val = FindRecord(records_, "result", "val_loss");
+  EXPECT_EQ(val["details"]["sequences"], 16);
+  EXPECT_GT(val["details"]["documents"].get<int64_t>(), 3 * 16);
+
+  j["evals"]["val_loss"]["documents"] = "shorts";
+  absl::Status bad = Run(j);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(bad.message()).find("evals.val_loss.documents"),
+            std::string::npos)
+      << bad;
+  j["evals"]["val_loss"]["documents"] = "short";
+  j["evals"]["val_loss"]["data"]["jsonl"] = (dir_ / "any.jsonl").string();
+  bad = Run(j);
+  EXPECT_NE(std::string(bad.message()).find("evals.val_loss.documents"),
+            std::string::npos)
+      << bad;
 }
 
 TEST_F(EvalTaskRunTest, AMissingOrCorruptCheckpointIsPermanent) {

@@ -65,7 +65,7 @@ class LongPplTest : public ::testing::Test {
   KeyTokenConfig config_{.short_context = 128,
                          .window = 64,
                          .max_tokens = 800,
-                         .min_key_tokens = 4};
+                         .min_key_tokens = 3};  // 3 of the 8 have 3
 };
 
 TEST_F(LongPplTest, SelectsExactlyTheRecallsWhoseBindingIsOutOfShortContext) {

@@ -301,8 +301,9 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
       << probes;
   EXPECT_NE(ReadFile(Out() / "probing.svg").find("</svg>"), std::string::npos);
   EXPECT_NE(index.find("src=\"probing.svg\""), std::string::npos);
-  // The retrieval figure: full's three S4 budgets (D/N 6, 17, 48: scores
-  // 0.25, 0.71, 1) by D, and the formation at the first score >= 0.5.
+  // The retrieval figure: full's three S4 budgets (0.26M, 0.79M and 2.1M
+  // tokens, D/N 2.3, 6.9, 18.3: scores 0.29, 0.86, 1) by D, and the
+  // formation at the first score >= 0.5.
   std::istringstream heads(ReadFile(Out() / "data" / "retrieval_full.dat"));
   std::vector<std::vector<double>> points;
   std::string line;
@@ -315,12 +316,12 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
     points.push_back(p);
   }
   ASSERT_EQ(points.size(), 4u);  // three runs and the formation point
-  EXPECT_NEAR(points[0][1], 0.25, 0.01);
-  EXPECT_NEAR(points[1][1], 17.0 / 24, 0.01);
+  EXPECT_NEAR(points[0][1], 262144.0 / 114416 / 8, 0.01);
+  EXPECT_NEAR(points[1][1], 786432.0 / 114416 / 8, 0.01);
   EXPECT_EQ(points[2][1], 1);
   EXPECT_EQ(points[0][2], 1);  // the top head's layer and head
   EXPECT_EQ(points[0][3], 0);
-  EXPECT_EQ(points[3][0], points[1][0]) << "formed at the D/N 17 run";
+  EXPECT_EQ(points[3][0], points[1][0]) << "formed at the 0.79M-token run";
   EXPECT_EQ(points[3][1], kRetrievalFormation);
   EXPECT_NE(ReadFile(Out() / "retrieval_heads.svg").find("</svg>"),
             std::string::npos);
@@ -333,7 +334,7 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
             "# tokens norm\n100 1\n200 2\n300 3\n");
   const std::string q_script = ReadFile(Out() / "q_grad.gp");
   EXPECT_NE(q_script.find("l1h0 (top retrieval head)"), std::string::npos);
-  // Every architecture's scores reach 0.5 at D/N 17 here: four arrows.
+  // Every architecture's scores reach 0.5 at its S4 0.79M run: four arrows.
   size_t arrows = 0;
   for (size_t at = q_script.find("set arrow from "); at != std::string::npos;
        at = q_script.find("set arrow from ", at + 1)) {

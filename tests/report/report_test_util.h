@@ -117,7 +117,7 @@ struct SweepOptions {
   // record layer probes (probe_acc 0.75 at layer 1 of 0..2) for every run
   bool probing = false;
   // record a retrieval-head trace for every run: the top head (layer 1,
-  // head 0) scores min(1, (D/N) / 24)
+  // head 0) scores min(1, (D/N) / 8)
   bool retrieval_heads = false;
   // record the Q-gradient hook's metrics for every run: q_grad_norm_l1h0 =
   // 1, 2, 3 at steps 1, 2, 3 (tokens 100 each), and l1h1 = 10 at step 1
@@ -243,7 +243,7 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
       eval.step = 10;
       eval.metric = "retrieval_score";
       eval.value = std::min(1.0, static_cast<double>(run.budget_tokens) /
-                                     static_cast<double>(run.n_params) / 24.0);
+                                     static_cast<double>(run.n_params) / 8.0);
       eval.details =
           absl::StrCat(R"({"top": [{"layer": 1, "head": 0, "score": )",
                        eval.value, R"(}], "heads": []})");

@@ -55,6 +55,7 @@ TrainTask FilledTrainTask() {
   t.data.synthetic.short_max_tokens = 20;
   t.data.synthetic.min_distance = 9;
   t.data.synthetic.binding_rate = 0.5;
+  t.data.synthetic.short_binding_rate = 0.25;
   t.data.long_dir = "/data/long";
   t.data.short_dir = "/data/short";
   t.seq_len = 64;
@@ -106,6 +107,7 @@ EvalTask FilledEvalTask() {
   e.evals.val_loss->data.split = "train";
   e.evals.val_loss->data.tokenizer = "byte";
   e.evals.val_loss->data.prepared = "/also";  // one of the two, if valid
+  e.evals.val_loss->documents = "long";       // (valid without data)
   e.evals.longppl.emplace();
   LongPplSpec& l = *e.evals.longppl;
   l.trunc_len = 8;
@@ -376,9 +378,9 @@ TEST(TaskContractTest, AnEvalTaskReadsEitherFormOfItsConfig) {
             std::string::npos)
       << absent;
   EXPECT_NE(absent.find("Submit the sweep again"), std::string::npos);
-  v1["config"]["data"] = {{"corpus_version", 3}};
+  v1["config"]["data"] = {{"corpus_version", 2}};
   EXPECT_NE(std::string(ReadEvalTask(v1).status().message())
-                .find("synthetic corpus v3, but this hlab generates only v2"),
+                .find("synthetic corpus v2, but this hlab generates only v3"),
             std::string::npos);
 
   j["config"]["format"] = "hlab.run.v0";

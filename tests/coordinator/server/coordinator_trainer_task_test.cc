@@ -275,10 +275,22 @@ class TrainerRun {
         EXPECT_TRUE(status.ok()) << status.error_message();
       }
     }
-    grpc::ClientContext ctx;
-    hlab::v1::ReportMetricsResponse accepted;
-    grpc::Status status = stub_->ReportMetrics(&ctx, metrics, &accepted);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    // In batches, as the worker sends them (the API takes 1000 at most).
+    grpc::Status status;
+    constexpr int kBatch = 1000;
+    for (int from = 0; from < metrics.points_size(); from += kBatch) {
+      hlab::v1::ReportMetricsRequest batch;
+      batch.set_task_id(task.task_id());
+      batch.set_attempt(task.attempt());
+      for (int i = from; i < std::min(from + kBatch, metrics.points_size());
+           ++i) {
+        *batch.add_points() = metrics.points(i);
+      }
+      grpc::ClientContext ctx;
+      hlab::v1::ReportMetricsResponse accepted;
+      status = stub_->ReportMetrics(&ctx, batch, &accepted);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
     grpc::ClientContext done_ctx;
     hlab::v1::CompleteRequest complete;
     complete.set_task_id(task.task_id());
@@ -326,7 +338,10 @@ TEST_F(TrainerTaskTest, LeasedTrunkAndDecayTrainWithTheRealTrainer) {
   hlab::v1::LeaseResponse trunk = lease();
   ASSERT_EQ(trunk.task().kind(), hlab::v1::TASK_KIND_TRUNK);
   EXPECT_EQ(trunk.task().priority(), 0);
-  EXPECT_LT(trunk.task().end_step(), reference.task().end_step());
+  // (The demo trains every scale on the same token budgets: the cheapest
+  // trunk is the smallest model's, as long as the reference's.)
+  EXPECT_LE(trunk.task().end_step(), reference.task().end_step());
+  EXPECT_LT(trunk.task().flops(), reference.task().flops());
   ASSERT_TRUE(worker.Run(trunk.task()));
   // Its decays are now the cheapest work, each from its branch checkpoint.
   hlab::v1::LeaseResponse decay = lease();

@@ -367,6 +367,34 @@ TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
   }
 }
 
+TEST(SweepExpandTest, ValidationLossDocumentsReachTheTaskAndItsId) {
+  auto eval_ids = [](const SweepPlan& plan) {
+    std::set<std::string> ids;
+    for (const auto& t : plan.tasks) {
+      if (t.kind() == hlab::v1::TASK_KIND_EVAL) ids.insert(t.task_id());
+    }
+    return ids;
+  };
+  const SweepPlan plain = Plan(kBase);
+  // Spelling out the default leaves every EVAL id as it was.
+  const SweepPlan mixture =
+      Plan(std::string(kBase) +
+           "evaluation: {validation_loss: {documents: mixture}}\n");
+  const SweepPlan shorts =
+      Plan(std::string(kBase) +
+           "evaluation: {validation_loss: {documents: short}}\n");
+  EXPECT_EQ(eval_ids(plain), eval_ids(mixture));
+  EXPECT_EQ(RunIds(plain), RunIds(shorts));
+  const std::set<std::string> ids = eval_ids(plain);
+  ASSERT_FALSE(ids.empty());
+  for (const auto& id : eval_ids(shorts)) EXPECT_EQ(ids.count(id), 0u) << id;
+  for (const auto& t : shorts.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    EXPECT_NE(t.draft_json().find("\"documents\":\"short\""), std::string::npos)
+        << t.draft_json();
+  }
+}
+
 TEST(SweepExpandTest, ReceptiveFieldEvaluationsCarryTheirLimit) {
   // Default H = seq_len / 8 = 8; EVAL tasks of sweeps without it keep
   // their ids (their settings do not name it).

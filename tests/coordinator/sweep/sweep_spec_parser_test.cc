@@ -27,7 +27,9 @@ TEST(SweepSpecParserTest, DemoSpecParsesAndValidates) {
   EXPECT_EQ(spec->name(), "demo");
   EXPECT_GE(spec->architectures_size(), 4);
   EXPECT_GE(spec->scales_size(), 3);
-  EXPECT_GE(spec->budgets().tokens_per_param_size(), 3);
+  EXPECT_GE(
+      spec->budgets().tokens_per_param_size() + spec->budgets().tokens_size(),
+      3);
   EXPECT_FALSE(spec->fit().verify_scales().empty());
   EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
 }

@@ -280,6 +280,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "{niah: {enabled: true, haystack: books}}",
                 "evaluation.niah.haystack: must be synthetic or noise, got "
                 "'books'"},
+        BadSpec{"validation_loss documents unknown", "evaluation",
+                "{validation_loss: {documents: shorts}}",
+                "evaluation.validation_loss.documents: must be mixture, "
+                "short or long, got 'shorts'"},
         BadSpec{"longppl min_key_tokens below 1", "evaluation",
                 "{longppl: {enabled: true, min_key_tokens: -1}}",
                 "evaluation.longppl.min_key_tokens: must be >= 1"},
