@@ -42,6 +42,10 @@ done
 build=${HLAB_FUZZ_BUILD_DIR:-build-fuzz}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+# RelWithDebInfo: with debug info ccache hashes the working directory unless
+# told not to, and a fresh clone elsewhere would miss every entry (as in
+# scripts/sanitize.sh).
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S . -B "$build" -G Ninja -DHLAB_FUZZ=ON -DHLAB_BUILD_TESTS=OFF \
