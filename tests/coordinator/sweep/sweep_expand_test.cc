@@ -49,6 +49,14 @@ std::set<std::string> RunIds(const SweepPlan& plan) {
   return ids;
 }
 
+std::set<std::string> EvalTaskIds(const SweepPlan& plan) {
+  std::set<std::string> ids;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() == hlab::v1::TASK_KIND_EVAL) ids.insert(t.task_id());
+  }
+  return ids;
+}
+
 TEST(SweepExpandTest, OneRunPerArchitectureScaleBudgetSeed) {
   const SweepPlan plan = Plan(std::string(kBase) + "seeds: [0, 1, 2]\n");
   EXPECT_EQ(plan.runs.size(), 2u * 2u * 2u * 3u);
@@ -343,20 +351,13 @@ TEST(SweepExpandTest, LongPplEvalWaitsOnTheReferenceRun) {
 }
 
 TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
-  auto eval_ids = [](const SweepPlan& plan) {
-    std::set<std::string> ids;
-    for (const auto& t : plan.tasks) {
-      if (t.kind() == hlab::v1::TASK_KIND_EVAL) ids.insert(t.task_id());
-    }
-    return ids;
-  };
   const SweepPlan a = Plan(std::string(kBase) +
                            "evaluation: {niah: {enabled: true, samples: 7}}\n");
   const SweepPlan b = Plan(std::string(kBase) +
                            "evaluation: {niah: {enabled: true, samples: 8}}\n");
   EXPECT_EQ(RunIds(a), RunIds(b)) << "evaluation is not part of a run";
-  const std::set<std::string> ids_a = eval_ids(a);
-  for (const auto& id : eval_ids(b)) EXPECT_EQ(ids_a.count(id), 0u) << id;
+  const std::set<std::string> ids_a = EvalTaskIds(a);
+  for (const auto& id : EvalTaskIds(b)) EXPECT_EQ(ids_a.count(id), 0u) << id;
   for (const auto& t : a.tasks) {
     if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
     EXPECT_NE(t.draft_json().find("\"samples\":7"), std::string::npos);
@@ -368,13 +369,6 @@ TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
 }
 
 TEST(SweepExpandTest, ValidationLossDocumentsReachTheTaskAndItsId) {
-  auto eval_ids = [](const SweepPlan& plan) {
-    std::set<std::string> ids;
-    for (const auto& t : plan.tasks) {
-      if (t.kind() == hlab::v1::TASK_KIND_EVAL) ids.insert(t.task_id());
-    }
-    return ids;
-  };
   const SweepPlan plain = Plan(kBase);
   // Spelling out the default leaves every EVAL id as it was.
   const SweepPlan mixture =
@@ -383,11 +377,11 @@ TEST(SweepExpandTest, ValidationLossDocumentsReachTheTaskAndItsId) {
   const SweepPlan shorts =
       Plan(std::string(kBase) +
            "evaluation: {validation_loss: {documents: short}}\n");
-  EXPECT_EQ(eval_ids(plain), eval_ids(mixture));
+  EXPECT_EQ(EvalTaskIds(plain), EvalTaskIds(mixture));
   EXPECT_EQ(RunIds(plain), RunIds(shorts));
-  const std::set<std::string> ids = eval_ids(plain);
+  const std::set<std::string> ids = EvalTaskIds(plain);
   ASSERT_FALSE(ids.empty());
-  for (const auto& id : eval_ids(shorts)) EXPECT_EQ(ids.count(id), 0u) << id;
+  for (const auto& id : EvalTaskIds(shorts)) EXPECT_EQ(ids.count(id), 0u) << id;
   for (const auto& t : shorts.tasks) {
     if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
     EXPECT_NE(t.draft_json().find("\"documents\":\"short\""), std::string::npos)
