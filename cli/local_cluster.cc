@@ -21,10 +21,15 @@ namespace {
 namespace fs = std::filesystem;
 
 // Spawns `argv` with stdout to `stdout_fd` (or the log) and stderr to the
-// log file. Returns the pid or -1.
+// log file. Returns the pid or -1. The child gets SIGTERM when this
+// process dies, even by SIGKILL (the parent-death signal: SIGTERM, so the
+// coordinator closes its database and a worker stops its trainers as on
+// Ctrl-C); the cluster is started and restarted from one thread that lives
+// as long as it does (common/spawn.h).
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log,
             int stdout_fd) {
   SpawnOptions options;
+  options.parent_death_signal = SIGTERM;
   options.Open(STDERR_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
   options.Dup2(stdout_fd >= 0 ? stdout_fd : STDERR_FILENO, STDOUT_FILENO);
   options.Open(STDIN_FILENO, "/dev/null", O_RDONLY, 0);

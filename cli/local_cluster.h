@@ -12,9 +12,12 @@
 // SIGKILL.
 //
 // If `hlab` itself is terminated (SIGTERM, SIGHUP) the children get SIGTERM
-// too (InstallStopOnSignal), so no daemon outlives it.
+// too (InstallStopOnSignal); if it is killed (SIGKILL, a crash) the kernel
+// sends them SIGTERM (the parent-death signal), so no daemon outlives it.
 //
-// Not thread-safe.
+// Not thread-safe. Start and restart the cluster from one thread that
+// outlives it: the kernel sends the parent-death signal when the thread
+// that spawned a child exits.
 //
 //   LocalClusterOptions options;
 //   options.dir = "hlab-up";

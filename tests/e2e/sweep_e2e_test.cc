@@ -3,6 +3,8 @@
 // run evaluated: val_loss, LongPPL against the full-attention run, NIAH),
 // driven through the CLI's commands, as `hlab up` does.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -466,6 +468,66 @@ TEST_F(SweepEndToEndTest, ALostNodesTaskResumesFromTheSharedCheckpoint) {
   }
   EXPECT_GE(start, reached) << "the retry did not resume";
   EXPECT_EQ(AllTrainingPoints(cluster.address()), expected);
+}
+
+// The process that started the cluster (hlab up) is killed with SIGKILL, so
+// it cannot stop its children: the coordinator and the workers must go with
+// it (their parent-death signal), not run on without it.
+TEST_F(SweepEndToEndTest, KillNineOfTheClusterOwnerTakesItsDaemonsWithIt) {
+  int pids_pipe[2];
+  ASSERT_EQ(::pipe(pids_pipe), 0);
+  const pid_t owner = ::fork();
+  ASSERT_GE(owner, 0);
+  if (owner == 0) {
+    // The owner: starts the cluster from its one thread, reports the pids,
+    // then waits to be killed.
+    ::close(pids_pipe[0]);
+    LocalCluster cluster({.dir = (dir_ / "owned").string(),
+                          .workers = 2,
+                          .metrics_listen = "none",
+                          .bin_dir = HLAB_BIN_DIR});
+    if (!cluster.Start().ok()) ::_exit(1);
+    std::vector<pid_t> pids = cluster.worker_pids();
+    pids.push_back(cluster.coordinator_pid());
+    const ssize_t size = static_cast<ssize_t>(pids.size() * sizeof(pid_t));
+    if (::write(pids_pipe[1], pids.data(), pids.size() * sizeof(pid_t)) !=
+        size) {
+      ::_exit(1);
+    }
+    for (;;) ::pause();
+  }
+  ::close(pids_pipe[1]);
+  std::vector<pid_t> daemons(3);
+  const ssize_t want = static_cast<ssize_t>(daemons.size() * sizeof(pid_t));
+  const ssize_t got = ::read(pids_pipe[0], daemons.data(), want);
+  ::close(pids_pipe[0]);
+  if (got != want) {
+    ::kill(owner, SIGKILL);
+    ::waitpid(owner, nullptr, 0);
+    FAIL() << "the cluster did not start (logs in " << dir_ / "owned/logs"
+           << ")";
+  }
+  for (pid_t pid : daemons) ASSERT_EQ(::kill(pid, 0), 0) << pid;
+  ASSERT_EQ(::kill(owner, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(owner, nullptr, 0), owner);
+  // Gone: no such process, or a zombie waiting for whoever reaps orphans.
+  auto gone = [](pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() &&
+           line[paren + 2] == 'Z';
+  };
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (pid_t pid : daemons) {
+    while (!gone(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(gone(pid)) << "daemon " << pid << " outlived the killed owner";
+    if (!gone(pid)) ::kill(pid, SIGKILL);
+  }
 }
 
 }  // namespace
