@@ -71,7 +71,9 @@ TEST(SweepSpecParserTest, PaperMiniSpecHasThePapersDesign) {
     EXPECT_NE(std::find(names.begin(), names.end(), arch), names.end()) << arch;
   }
   EXPECT_GE(spec->scales_size(), 4);
-  EXPECT_GE(spec->budgets().tokens_per_param_size(), 5);
+  EXPECT_GE(
+      spec->budgets().tokens_per_param_size() + spec->budgets().tokens_size(),
+      5);
   EXPECT_TRUE(spec->share_trunk());
   EXPECT_FALSE(spec->fit().verify_scales().empty());
   EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
