@@ -1,6 +1,7 @@
 // Shared by the recurrent kernels' and mixers' tests (tests/model/kernels/,
 // tests/model/layers/): error metrics, tolerances, running a function with
-// its gradients, random kernel inputs, thread and autocast scopes.
+// its gradients, random kernel inputs, thread and autocast scopes, and the
+// fp64 kernel suite's fixture and parameters.
 #ifndef HLAB_TESTS_MODEL_RECURRENT_TEST_UTIL_H_
 #define HLAB_TESTS_MODEL_RECURRENT_TEST_UTIL_H_
 
@@ -170,6 +171,23 @@ inline ModelConfig SmallConfig() {
   config.ffn_hidden = 64;
   config.init_std = 0.1;  // larger than the default, to exercise the gates
   return config;
+}
+
+// The chunked kernels' fp64 tests against their recurrences, one suite per
+// test binary (kernels/*_kernel_test.cc): chunk sizes x decay scales.
+class KernelFp64Test
+    : public ::testing::TestWithParam<std::tuple<int64_t, double>> {};
+
+inline auto KernelFp64Params() {
+  return ::testing::Combine(::testing::Values<int64_t>(16, 32, 64),
+                            ::testing::Values(1.0, 10.0, 100.0));
+}
+
+// "C<chunk>_g<decay scale>".
+inline std::string KernelFp64Name(
+    const ::testing::TestParamInfo<std::tuple<int64_t, double>>& info) {
+  return "C" + std::to_string(std::get<0>(info.param)) + "_g" +
+         std::to_string(static_cast<int>(std::get<1>(info.param)));
 }
 
 }  // namespace hlab::model

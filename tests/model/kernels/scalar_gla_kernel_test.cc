@@ -14,9 +14,6 @@
 namespace hlab::model {
 namespace {
 
-class KernelFp64Test
-    : public ::testing::TestWithParam<std::tuple<int64_t, double>> {};
-
 TEST_P(KernelFp64Test, ScalarGlaChunkedMatchesRecurrent) {
   const auto [chunk, decay_scale] = GetParam();
   const KernelInputs in =
@@ -37,14 +34,8 @@ TEST_P(KernelFp64Test, ScalarGlaChunkedMatchesRecurrent) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ChunksAndDecays, KernelFp64Test,
-    ::testing::Combine(::testing::Values<int64_t>(16, 32, 64),
-                       ::testing::Values(1.0, 10.0, 100.0)),
-    [](const auto& param_info) {
-      return "C" + std::to_string(std::get<0>(param_info.param)) + "_g" +
-             std::to_string(static_cast<int>(std::get<1>(param_info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(ChunksAndDecays, KernelFp64Test, KernelFp64Params(),
+                         KernelFp64Name);
 
 // Mamba-2 shares q, k across heads (H = 1) and Lightning g across the batch.
 TEST(KernelEdgeTest, ScalarGlaBroadcastsSharedQkAndDecay) {
