@@ -359,6 +359,139 @@ std::string QGradScript(const Plot& plot, const std::vector<QGradLine>& lines) {
   return gp;
 }
 
+// The formation figure's line of one architecture: the run of its largest
+// scale with the most retrieval_score evals along training (at least
+// kMinTrajectoryPoints: evaluation.trajectory's, or branch points), its
+// scores against step, the Q-gradient norm of its top head (the newest
+// trace's) when the hook logged it, and the formation step.
+constexpr size_t kMinTrajectoryPoints = 3;
+
+struct TrajectoryLine {
+  const RunRow* run = nullptr;
+  std::string head;                                // "l1h0"
+  std::vector<std::pair<int64_t, double>> scores;  // (step, score)
+  std::vector<std::pair<int64_t, double>> q_grad;  // (step, norm)
+  std::optional<int64_t> formation_step;
+  std::string data_file;
+};
+
+// "l<layer>h<head>" of the first top head in a retrieval_heads details
+// JSON; "" when it names none.
+std::string TopHead(const std::string& details_text) {
+  const nlohmann::json details =
+      nlohmann::json::parse(details_text, nullptr, /*allow_exceptions=*/false);
+  if (!details.is_object() || !details.contains("top") ||
+      !details["top"].is_array() || details["top"].empty() ||
+      !details["top"][0].is_object()) {
+    return "";
+  }
+  const auto& top = details["top"][0];
+  if (!top.contains("layer") || !top["layer"].is_number_integer() ||
+      !top.contains("head") || !top["head"].is_number_integer()) {
+    return "";
+  }
+  return absl::StrCat("l", top["layer"].get<int64_t>(), "h",
+                      top["head"].get<int64_t>());
+}
+
+std::vector<TrajectoryLine> TrajectoryLines(const StudyData& study) {
+  std::map<std::string, std::vector<const RetrievalPoint*>> by_run;
+  for (const RetrievalPoint& p : study.retrieval) {
+    by_run[p.run_id].push_back(&p);
+  }
+  std::vector<TrajectoryLine> out;
+  for (const std::string& arch : study.Architectures()) {
+    TrajectoryLine line;
+    size_t best_points = 0;
+    for (const RunRow& r : study.runs) {
+      const auto found = by_run.find(r.run_id);
+      if (r.arch != arch || found == by_run.end() ||
+          found->second.size() < kMinTrajectoryPoints) {
+        continue;
+      }
+      const size_t points = found->second.size();
+      if (line.run == nullptr || r.n > line.run->n ||
+          (r.n == line.run->n &&
+           std::make_pair(points, r.d) >
+               std::make_pair(best_points, line.run->d))) {
+        line.run = &r;
+        best_points = points;
+      }
+    }
+    if (line.run == nullptr) continue;
+    const std::vector<const RetrievalPoint*>& points = by_run[line.run->run_id];
+    for (const RetrievalPoint* p : points) {
+      line.scores.emplace_back(p->step, p->score);
+    }
+    std::sort(line.scores.begin(), line.scores.end());
+    for (const auto& [step, score] : line.scores) {
+      if (score >= kRetrievalFormation) {
+        line.formation_step = step;
+        break;
+      }
+    }
+    const RetrievalPoint* newest = *std::max_element(
+        points.begin(), points.end(),
+        [](const auto* a, const auto* b) { return a->step < b->step; });
+    line.head = TopHead(newest->details);
+    for (const QGradPoint& q : study.q_grad) {
+      if (q.run_id == line.run->run_id && q.head == line.head) {
+        line.q_grad.emplace_back(q.step, q.value);
+      }
+    }
+    std::sort(line.q_grad.begin(), line.q_grad.end());
+    line.data_file = absl::StrCat("data/formation_", FileSafe(arch), ".dat");
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::string TrajectoryScript(const Plot& plot,
+                             const std::vector<TrajectoryLine>& lines) {
+  std::string gp = Header(plot, 760, 480);
+  const bool any_q_grad =
+      std::any_of(lines.begin(), lines.end(),
+                  [](const TrajectoryLine& l) { return !l.q_grad.empty(); });
+  absl::StrAppend(&gp,
+                  "set xlabel \"training step\"\n"
+                  "set ylabel \"top head's retrieval score\"\n"
+                  "set yrange [0:1.05]\nset key outside right top\n"
+                  "set title \"Retrieval-head formation along training\"\n");
+  if (any_q_grad) {
+    absl::StrAppend(&gp,
+                    "set y2label \"Q-projection gradient norm (dashed)\"\n"
+                    "set logscale y2\nset y2tics\nset ytics nomirror\n");
+  }
+  std::vector<std::string> clauses;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const TrajectoryLine& l = lines[i];
+    if (l.formation_step) {
+      absl::StrAppend(&gp, "set arrow from ", *l.formation_step,
+                      ", graph 0 to ", *l.formation_step,
+                      ", graph 1 nohead dt 3 lw 1.5 lc rgb \"", Color(i),
+                      "\"\n");
+    }
+    absl::StrAppend(
+        &clauses.emplace_back(), "\"", l.data_file,
+        "\" index 0 using 1:2 with linespoints pt 7 ps 0.8 lw 1.5 lc rgb \"",
+        Color(i), "\" title ",
+        Quote(absl::StrFormat("%s %s N=%.3g", l.run->arch, l.run->scale,
+                              l.run->n)));
+    if (!l.q_grad.empty()) {
+      absl::StrAppend(&clauses.emplace_back(), "\"", l.data_file,
+                      "\" index 1 using 1:2 axes x1y2 with lines dt 2 lw 1 "
+                      "lc rgb \"",
+                      Color(i), "\" title ",
+                      Quote(absl::StrCat(l.run->arch, " ", l.head, " |dQ|")));
+    }
+  }
+  clauses.push_back(absl::StrCat(G(kRetrievalFormation),
+                                 " with lines dt 2 lc rgb \"#888888\" "
+                                 "title \"formation threshold\""));
+  absl::StrAppend(&gp, "plot ", absl::StrJoin(clauses, ", \\\n     "), "\n");
+  return gp;
+}
+
 }  // namespace
 
 absl::Status WriteMechanismFigures(const StudyData& study,
@@ -447,6 +580,42 @@ absl::Status WriteMechanismFigures(const StudyData& study,
     HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + heads.name + ".gp",
                                    RetrievalScript(heads, retrieval)));
     plots.push_back(std::move(heads));
+  }
+  // Formation along one trajectory, only for sweeps that traced retrieval
+  // heads at several steps of a run (evaluation.trajectory).
+  const std::vector<TrajectoryLine> trajectories = TrajectoryLines(study);
+  if (!trajectories.empty()) {
+    Plot formation = MakePlot(
+        "retrieval_formation", "",
+        "Retrieval-head formation against training step",
+        absl::StrCat(
+            "the top full-attention head's Retrieval_Head score at every "
+            "evaluated step of one training trajectory per architecture (its "
+            "largest scale's run with the most points: "
+            "evaluation.trajectory, branch points, the end), with the "
+            "Q-projection gradient norm of the newest trace's top head "
+            "(dashed, right axis) where the hook logged it; a dotted line "
+            "marks the formation step, the first whose score is at least ",
+            G(kRetrievalFormation), " (appendix D.4, docs/evaluation.md)"));
+    for (const TrajectoryLine& line : trajectories) {
+      std::string data = absl::StrCat(
+          "# hlab report: retrieval-head formation of run ", line.run->run_id,
+          " (", line.run->arch, " ", line.run->scale, ")\n# step score\n");
+      for (const auto& [step, score] : line.scores) {
+        absl::StrAppend(&data, step, " ", G(score), "\n");
+      }
+      absl::StrAppend(&data, "\n\n# q_proj gradient norm of ",
+                      line.head.empty() ? "(no top head)" : line.head,
+                      ": step norm\n");
+      for (const auto& [step, norm] : line.q_grad) {
+        absl::StrAppend(&data, step, " ", G(norm), "\n");
+      }
+      HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + line.data_file, data));
+    }
+    formation.scripted = true;
+    HLAB_RETURN_IF_ERROR(WriteText(dir + "/" + formation.name + ".gp",
+                                   TrajectoryScript(formation, trajectories)));
+    plots.push_back(std::move(formation));
   }
   // The Q-gradient hook's curves, only for sweeps that logged them.
   const std::vector<QGradLine> q_grad = QGradLines(study, retrieval);

@@ -1,6 +1,7 @@
 // The report's figures of the paper's mechanism analyses (appendix D),
 // each only for a sweep that measured it (report/plots.h lists them):
-// gradient_profile (D.3), probing (D.2), retrieval_heads and q_grad (D.4).
+// gradient_profile (D.3), probing (D.2), retrieval_heads,
+// retrieval_formation and q_grad (D.4).
 //
 // Thread-safety: reentrant (no shared state).
 #ifndef HLAB_REPORT_MECHANISM_FIGURES_H_

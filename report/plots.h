@@ -34,6 +34,17 @@
 //                                 (data/retrieval_<arch>.dat: D score
 //                                 top_layer top_head; a second block holds
 //                                 the formation point);
+//   retrieval_formation           with retrieval_score evaluated at three or
+//                                 more steps of a run (evaluation.trajectory,
+//                                 branch points): the top head's score
+//                                 against training step along that run,
+//                                 one line per architecture (its largest
+//                                 scale's run with the most points), the
+//                                 Q-gradient norm of the newest trace's top
+//                                 head on the right axis when the hook
+//                                 logged it, the formation step dotted
+//                                 (data/formation_<arch>.dat: step score;
+//                                 a second block: step norm);
 // and, for a sweep whose training logged the Q-gradient hook:
 //   q_grad                        one full-attention head's q_proj gradient
 //                                 norm against training tokens, one line per

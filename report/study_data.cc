@@ -115,6 +115,33 @@ std::pair<double, double> ScaleCoefficient(std::optional<double> value,
   return {kNaN, kNaN};
 }
 
+absl::StatusOr<std::vector<RetrievalPoint>> ReadRetrieval(RowSource& source,
+                                                          int64_t sweep_id) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      source.Query(absl::StrCat(
+          "SELECT e.run_id, e.step, e.value, e.details FROM evals e"
+          " JOIN sweep_runs sr ON sr.run_id = e.run_id WHERE sr.sweep_id = ",
+          sweep_id,
+          " AND e.metric = 'retrieval_score' ORDER BY e.run_id, e.step")));
+  std::vector<RetrievalPoint> points;
+  for (const auto& row : result.rows) {
+    if (row.size() != 4) continue;
+    const auto* step = std::get_if<int64_t>(&row[1]);
+    const auto* value = std::get_if<double>(&row[2]);
+    if (step == nullptr || value == nullptr || !std::isfinite(*value)) {
+      continue;
+    }
+    RetrievalPoint p;
+    p.run_id = TextValue(row[0]);
+    p.step = *step;
+    p.score = *value;
+    p.details = TextValue(row[3]);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
 absl::StatusOr<std::vector<QGradPoint>> ReadQGrad(RowSource& source,
                                                   int64_t sweep_id) {
   HLAB_ASSIGN_OR_RETURN(
@@ -284,6 +311,7 @@ absl::StatusOr<StudyData> ReadStudyData(RowSource& source,
   for (RunRow& r : study.runs)
     r.verify = Contains(study.verify_scales, r.scale);
   HLAB_ASSIGN_OR_RETURN(study.q_grad, ReadQGrad(source, sweep.id));
+  HLAB_ASSIGN_OR_RETURN(study.retrieval, ReadRetrieval(source, sweep.id));
   HLAB_ASSIGN_OR_RETURN(study.fits, ReadStoredFits(source, sweep.id));
   if (!study.fits.empty()) {
     study.fits_origin = "stored";

@@ -3,7 +3,8 @@
 // figures, and the power-law fits per architecture and target.
 //
 // The Q-gradient hook's metrics: every finite q_grad_norm_* point of the
-// sweep's runs.
+// sweep's runs; and every retrieval_score eval at every step (the
+// trajectories of evaluation.trajectory).
 //
 // Runs: read with fits::ReadRunFigures, the reader of the
 // coordinator's fits: N = non-embedding parameters, D = planned tokens; the
@@ -102,6 +103,15 @@ struct QGradPoint {
   double value = 0;
 };
 
+// One stored retrieval_score eval of a run at one training step (every
+// step: the run's end, its branch point, evaluation.trajectory's points).
+struct RetrievalPoint {
+  std::string run_id;
+  int64_t step = 0;
+  double score = 0;
+  std::string details;  // eval/retrieval_heads.h's JSON
+};
+
 struct StudyData {
   int64_t sweep_id = 0;
   std::string sweep_name;
@@ -113,6 +123,9 @@ struct StudyData {
   // The Q-gradient hook's metrics of the sweep's runs, by run, head, step
   // (empty unless the spec set analysis.q_grad_every_steps).
   std::vector<QGradPoint> q_grad;
+  // Every retrieval_score eval of the sweep's runs, by run, step (empty
+  // unless the spec traced retrieval heads).
+  std::vector<RetrievalPoint> retrieval;
   // "stored" (the fits table), "computed" (FitSweepRuns, none stored) or
   // "none".
   std::string fits_origin = "none";

@@ -184,13 +184,18 @@ absl::Status ValidateTrainTask(const TrainTask& t) {
                       "a trunk (branch_budgets_tokens) starts from scratch; "
                       "give init_from only for a decay task");
   }
-  if ((!t.branch_budgets_tokens.empty() || t.checkpoint.every_steps > 0) &&
+  if ((!t.branch_budgets_tokens.empty() || t.checkpoint.every_steps > 0 ||
+       t.checkpoint.keep_every_steps > 0) &&
       t.checkpoint.dir.empty()) {
     return FieldError("checkpoint.dir",
-                      "is required to save branch or periodic checkpoints");
+                      "is required to save branch, periodic or kept "
+                      "checkpoints");
   }
   if (t.checkpoint.every_steps < 0) {
     return FieldError("checkpoint.every_steps", "must be >= 0");
+  }
+  if (t.checkpoint.keep_every_steps < 0) {
+    return FieldError("checkpoint.keep_every_steps", "must be >= 0");
   }
   if (t.checkpoint.resume_max_step < -1) {
     return FieldError("checkpoint.resume_max_step", "must be >= -1");

@@ -124,6 +124,9 @@ struct CheckpointConfig {
   std::string dir;          // empty: no checkpoints (and no resume)
   int64_t every_steps = 0;  // 0: only at the end (and branch points)
   int64_t keep_last = 2;
+  // Also a checkpoint at every multiple of this step, never pruned
+  // (kept-<step>.ckpt): evaluation.trajectory's points; 0: none.
+  int64_t keep_every_steps = 0;
   // Resume only from a checkpoint at or before this step; -1: the newest.
   // hlab-worker gives the newest step its coordinator recorded a checkpoint
   // at: the points of every step up to it are stored, so none is lost with
@@ -135,6 +138,7 @@ struct CheckpointConfig {
     v("dir", s.dir);
     v("every_steps", s.every_steps);
     v("keep_last", s.keep_last);
+    v("keep_every_steps", s.keep_every_steps);
     v("resume_max_step", s.resume_max_step);
   }
 };

@@ -48,6 +48,9 @@ const char kTaskFieldsHelp[] =
   checkpoint.dir         checkpoint directory; "" = none               ""
   checkpoint.every_steps periodic checkpoints; 0 = only at the end     0
   checkpoint.keep_last   periodic checkpoints kept (branches are kept) 2
+  checkpoint.keep_every_steps
+                         also a checkpoint at every multiple of N steps,
+                         never pruned (kept-<step>.ckpt); 0 = none      0
   checkpoint.resume_max_step
                          resume from no checkpoint past this step; -1 =
                          the newest (hlab-worker: the newest its

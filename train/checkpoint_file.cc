@@ -156,6 +156,10 @@ std::string LatestName(int64_t step) {
   return absl::StrFormat("step-%010d.ckpt", step);
 }
 
+std::string KeptName(int64_t step) {
+  return absl::StrFormat("kept-%010d.ckpt", step);
+}
+
 std::string BranchName(int64_t budget_tokens) {
   return absl::StrCat("branch-", budget_tokens, ".ckpt");
 }
@@ -239,7 +243,7 @@ std::vector<std::pair<int64_t, std::string>> CheckpointsByStep(
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!absl::EndsWith(name, ".ckpt")) continue;
-    if (!absl::StartsWith(name, "step-") &&
+    if (!absl::StartsWith(name, "step-") && !absl::StartsWith(name, "kept-") &&
         !absl::StartsWith(name, "branch-")) {
       continue;
     }

@@ -10,6 +10,9 @@
 // Names in a checkpoint directory:
 //   step-<step, 10 digits>.ckpt   periodic / final checkpoints ("latest")
 //   branch-<budget tokens>.ckpt   WSD branch points (never pruned)
+//   kept-<step, 10 digits>.ckpt   kept for evaluation along training
+//                                 (checkpoint.keep_every_steps; never
+//                                 pruned)
 //
 // Thread-safety: free functions; concurrent writers to one directory are not
 // supported (one task owns its directory).
@@ -38,7 +41,7 @@ namespace hlab::train {
 struct CheckpointMeta {
   int64_t step = 0;                  // optimizer steps completed
   int64_t tokens = 0;                // training tokens consumed
-  std::string kind;                  // "latest" or "branch"
+  std::string kind;                  // "latest", "kept" or "branch"
   int64_t branch_budget_tokens = 0;  // for kind == "branch"
   std::string model_config;          // canonical model config JSON
   // Hash of everything that shapes the trajectory up to this step (model,
@@ -58,6 +61,7 @@ struct CheckpointFile {
 };
 
 std::string LatestName(int64_t step);
+std::string KeptName(int64_t step);
 std::string BranchName(int64_t budget_tokens);
 
 // Lower-case hex SHA-256 (common/sha256.h).
@@ -78,7 +82,7 @@ absl::StatusOr<CheckpointFile> ReadCheckpoint(const std::string& path);
 // Reads only the header (no checksum verification).
 absl::StatusOr<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
 
-// The checkpoint files in `dir` (both kinds), newest step first; an absent
+// The checkpoint files in `dir` (every kind), newest step first; an absent
 // directory has none.
 std::vector<std::string> ListCheckpoints(const std::string& dir);
 

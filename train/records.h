@@ -8,8 +8,8 @@
 //   analysis    step, tokens, q_grad_norm {"l<layer>h<head>": norm} (the
 //               analysis.q_grad_every_steps hook: each full-attention
 //               head's q_proj gradient norm before clipping)
-//   checkpoint  step, tokens, kind ("latest" | "branch"), path, sha256,
-//               branch_budget_tokens
+//   checkpoint  step, tokens, kind ("latest" | "kept" | "branch"), path,
+//               sha256, branch_budget_tokens
 //   warning     message
 //   done        step, tokens, final loss, seconds
 //   error       exit_code, message

@@ -194,13 +194,14 @@ absl::Status Trainer::State::SaveCheckpoint(int64_t step,
   meta.fingerprint = fingerprint;
   meta.tokenizer = data->vocabulary().tokenizer;
   const std::string payload = SaveTrainingState(*model, *optimizer);
+  const std::string name = kind == "branch" ? BranchName(branch_budget)
+                           : kind == "kept" ? KeptName(step)
+                                            : LatestName(step);
   const std::string path =
-      (std::filesystem::path(task.checkpoint.dir) /
-       (kind == "branch" ? BranchName(branch_budget) : LatestName(step)))
-          .string();
+      (std::filesystem::path(task.checkpoint.dir) / name).string();
   HLAB_ASSIGN_OR_RETURN(const std::string sha256,
                         WriteCheckpoint(path, meta, payload));
-  if (kind != "branch") {
+  if (kind == "latest") {
     HLAB_RETURN_IF_ERROR(
         PruneCheckpoints(task.checkpoint.dir, task.checkpoint.keep_last));
   }
@@ -551,7 +552,13 @@ absl::Status Trainer::Run(const std::atomic<bool>* stop) {
         HLAB_RETURN_IF_ERROR(
             s.SaveCheckpoint(done, "branch", plan.branch_budgets[b]));
       }
-      if (checkpoints && s.task.checkpoint.every_steps > 0 &&
+      // A kept checkpoint (evaluation.trajectory's) also serves as the
+      // step's periodic one: a resume reads either.
+      const int64_t keep = s.task.checkpoint.keep_every_steps;
+      const bool kept =
+          checkpoints && keep > 0 && done % keep == 0 && done != plan.stop_step;
+      if (kept) HLAB_RETURN_IF_ERROR(s.SaveCheckpoint(done, "kept", 0));
+      if (checkpoints && !kept && s.task.checkpoint.every_steps > 0 &&
           done % s.task.checkpoint.every_steps == 0 && done != plan.stop_step) {
         HLAB_RETURN_IF_ERROR(s.SaveCheckpoint(done, "latest", 0));
       }

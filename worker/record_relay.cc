@@ -105,9 +105,12 @@ absl::Status RecordRelay::Add(absl::string_view line, absl::Time now) {
     c.set_created_unix_ms(wall_ms);
     struct stat st;
     if (::stat(c.path().c_str(), &st) == 0) c.set_size_bytes(st.st_size);
-    if (String(r, "kind") == "branch") {
+    const std::string kind = String(r, "kind");
+    if (kind == "branch") {
       c.set_branch_point(true);
       c.set_run_id(BranchRun(step));
+    } else if (kind == "kept" && task_.kind() == hlab::v1::TASK_KIND_TRUNK) {
+      c.set_run_id(LongestRun());
     } else if (task_.kind() != hlab::v1::TASK_KIND_TRUNK &&
                task_.run_ids_size() > 0) {
       c.set_run_id(task_.run_ids(0));
@@ -175,6 +178,16 @@ std::string RecordRelay::BranchRun(int64_t step) const {
     if (b.step() == step) return b.run_id();
   }
   return task_.run_ids_size() == 1 ? task_.run_ids(0) : "";
+}
+
+std::string RecordRelay::LongestRun() const {
+  const hlab::v1::BranchPoint* last = nullptr;
+  for (const hlab::v1::BranchPoint& b : task_.branch_points()) {
+    if (last == nullptr || b.step() > last->step()) last = &b;
+  }
+  if (last != nullptr) return last->run_id();
+  return task_.run_ids_size() > 0 ? task_.run_ids(task_.run_ids_size() - 1)
+                                  : "";
 }
 
 void RecordRelay::AddPoint(const std::string& name, int64_t step,

@@ -7,7 +7,9 @@
 //               tokens); progress
 //   eval        points val_loss, val_recall_loss at (step, tokens)
 //   checkpoint  a Checkpoint (path, sha256, step, tokens, size; kind "branch"
-//               sets branch_point and names the run it branches for)
+//               sets branch_point and names the run it branches for; kind
+//               "kept", evaluation.trajectory's, names the run whose
+//               trajectory it is: a TRUNK's longest run)
 //   error       last_error() (the Fail message) and its exit code
 //   done        progress; start / warning: logged by the caller only
 //   result      (hlab-eval) an eval result: results(), a MetricPoint with
@@ -97,6 +99,8 @@ class RecordRelay {
   std::vector<std::string> RunsAt(int64_t step) const;
   // The run a branch checkpoint at `step` (of budget `budget_tokens`) is for.
   std::string BranchRun(int64_t step) const;
+  // The run a TRUNK trains the schedule of: its last branch point's.
+  std::string LongestRun() const;
 
   hlab::v1::Task task_;
   std::deque<hlab::v1::MetricPoint> points_;

@@ -136,6 +136,9 @@ absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
     t.analysis.q_grad_every_steps =
         draft["analysis"].value("q_grad_every_steps", int64_t{0});
   }
+  // evaluation.trajectory's checkpoints (sweep/expand.cc).
+  t.checkpoint.keep_every_steps =
+      draft.value("keep_checkpoint_every_steps", int64_t{0});
   // With W ranks a step is W micro-batches, one per rank (hlab-train needs
   // the micro-batch count divisible by the world size).
   const int64_t ranks = task.spec.resources.Ranks();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "coordinator/sweep/internal/grid_checks.h"
+#include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/run_config.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep/spec_validator.h"
@@ -119,6 +122,11 @@ nlohmann::json TrainingTaskJson(const SweepSpec& spec, const Task& t,
   if (spec.analysis().q_grad_every_steps() > 0) {
     j["analysis"] = {
         {"q_grad_every_steps", spec.analysis().q_grad_every_steps()}};
+  }
+  // Neither do the checkpoints kept for evaluation.trajectory.
+  if (spec.evaluation().trajectory().every_steps() > 0) {
+    j["keep_checkpoint_every_steps"] =
+        spec.evaluation().trajectory().every_steps();
   }
   return j;
 }
@@ -248,6 +256,14 @@ struct Expansion {
     std::string trunk;
   };
   std::vector<BranchEval> branch_evals;
+  // Training trajectories for evaluation.trajectory: the steps (from, to]
+  // that `task` trains, as run `run`'s (a trunk: its longest run's).
+  struct Trajectory {
+    int run;
+    int64_t from, to;
+    std::string task;
+  };
+  std::vector<Trajectory> trajectories;
 };
 
 // Part 1: the runs, in (architecture, scale, budget, seed) order.
@@ -332,6 +348,8 @@ void PlanSharedTrunk(Expansion& x, const std::vector<int>& members) {
   // to b_max, exactly what every budget trains on before its decay.
   trunk.set_draft_json(
       TrainingTaskJson(spec, trunk, x.configs[members.back()]).dump());
+  x.trajectories.push_back(
+      {members.back(), 0, last.branch_step, trunk.task_id()});
   plan.tasks.push_back(trunk);
   for (int m : members) {
     const Run& run = plan.runs[m];
@@ -346,6 +364,8 @@ void PlanSharedTrunk(Expansion& x, const std::vector<int>& members) {
         static_cast<double>(x.info[m].steps - x.info[m].branch_step));
     decay.set_draft_json(TrainingTaskJson(spec, decay, x.configs[m]).dump());
     x.info[m].final_task = decay.task_id();
+    x.trajectories.push_back(
+        {m, x.info[m].branch_step, x.info[m].steps, decay.task_id()});
     plan.tasks.push_back(decay);
     if (spec.evaluation().at_branch_points()) {
       x.branch_evals.push_back({m, x.info[m].branch_step, trunk.task_id()});
@@ -399,25 +419,51 @@ void PlanTrainingTasks(Expansion& x) {
       train.set_flops(run.flops());
       train.set_draft_json(TrainingTaskJson(spec, train, x.configs[m]).dump());
       x.info[m].final_task = train.task_id();
+      x.trajectories.push_back({m, 0, x.info[m].steps, train.task_id()});
       plan.tasks.push_back(train);
     }
   }
 }
 
+// The spec with only the evaluations evaluation.trajectory names enabled
+// (all enabled ones when it names none): what a trajectory EVAL measures.
+SweepSpec TrajectoryEvaluations(const SweepSpec& spec) {
+  const auto& names = spec.evaluation().trajectory().evals();
+  if (names.empty()) return spec;
+  auto named = [&](const char* name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  SweepSpec out = spec;
+  auto* e = out.mutable_evaluation();
+  if (!named("val_loss")) e->mutable_validation_loss()->set_enabled(false);
+  if (!named("longppl")) e->mutable_longppl()->set_enabled(false);
+  if (!named("niah")) e->mutable_niah()->set_enabled(false);
+  if (!named("receptive_field")) {
+    e->mutable_receptive_field()->set_enabled(false);
+  }
+  if (!named("gradient_profile")) {
+    e->mutable_gradient_profile()->set_enabled(false);
+  }
+  if (!named("probing")) e->mutable_probing()->set_enabled(false);
+  if (!named("retrieval_heads")) {
+    e->mutable_retrieval_heads()->set_enabled(false);
+  }
+  return out;
+}
+
 // Part 3: the EVAL tasks: one per run after its training, one per branch
-// checkpoint with evaluation.at_branch_points, each also after the LongPPL
-// reference run's training when that run is in the sweep.
+// checkpoint with evaluation.at_branch_points, one per kept checkpoint with
+// evaluation.trajectory; each also after the LongPPL reference run's
+// training when that run is in the sweep and the task measures LongPPL.
 absl::Status PlanEvalTasks(Expansion& x) {
   const SweepSpec& spec = x.plan.spec;
   SweepPlan& plan = x.plan;
-  const std::vector<std::string> evals = EnabledEvals(spec);
-  const auto& e = spec.evaluation();
-  if (evals.empty()) return absl::OkStatus();
+  if (EnabledEvals(spec).empty()) return absl::OkStatus();
   const int reference = ReferenceRun(spec, plan.runs, x.info);
   // The LongPPL reference's training gates every EVAL task, and it is the
   // sweep's largest: leased first (one priority step up), evaluations run
   // beside the rest of the training instead of all after it.
-  if (e.longppl().enabled() && reference >= 0) {
+  if (spec.evaluation().longppl().enabled() && reference >= 0) {
     const std::string& ref_id = plan.runs[reference].run_id();
     for (Task& t : plan.tasks) {
       if (std::find(t.run_ids().begin(), t.run_ids().end(), ref_id) !=
@@ -426,17 +472,23 @@ absl::Status PlanEvalTasks(Expansion& x) {
       }
     }
   }
-  const std::string settings_text = EvaluationSettings(spec);
-  // One EVAL task of run `i` at training step `step`, after `after`.
-  auto add_eval = [&](size_t i, int64_t step,
+  std::set<std::pair<size_t, int64_t>> planned;  // (run, step)
+  // One EVAL task of run `i` at training step `step`, after `after`,
+  // measuring what `measured` (the spec or TrajectoryEvaluations) enables.
+  auto add_eval = [&](const SweepSpec& measured, size_t i, int64_t step,
                       const std::string& after) -> absl::Status {
+    if (!planned.insert({i, step}).second) return absl::OkStatus();
+    const auto& e = measured.evaluation();
+    const std::string settings_text = EvaluationSettings(measured);
     const Run& run = plan.runs[i];
     Task task = NewTask(spec, hlab::v1::TASK_KIND_EVAL, "", run.scale());
     task.set_task_id(EvalTaskId(run.run_id(), step, settings_text));
     task.add_run_ids(run.run_id());
     AddDependency(&task, after);
     task.set_eval_step(step);
-    for (const std::string& name : evals) task.add_evals(name);
+    for (const std::string& name : EnabledEvals(measured)) {
+      task.add_evals(name);
+    }
     hlab::task::LongPplReference r;
     if (e.longppl().enabled()) {
       const auto& ref = e.longppl().reference();
@@ -457,10 +509,29 @@ absl::Status PlanEvalTasks(Expansion& x) {
     return absl::OkStatus();
   };
   for (size_t i = 0; i < plan.runs.size(); ++i) {
-    HLAB_RETURN_IF_ERROR(add_eval(i, x.info[i].steps, x.info[i].final_task));
+    HLAB_RETURN_IF_ERROR(
+        add_eval(spec, i, x.info[i].steps, x.info[i].final_task));
   }
   for (const Expansion::BranchEval& b : x.branch_evals) {
-    HLAB_RETURN_IF_ERROR(add_eval(static_cast<size_t>(b.run), b.step, b.trunk));
+    HLAB_RETURN_IF_ERROR(
+        add_eval(spec, static_cast<size_t>(b.run), b.step, b.trunk));
+  }
+  const int64_t every = spec.evaluation().trajectory().every_steps();
+  if (every <= 0) return absl::OkStatus();
+  int64_t count = 0;
+  for (const Expansion::Trajectory& t : x.trajectories) {
+    count += t.to / every - t.from / every;
+  }
+  HLAB_RETURN_IF_ERROR(internal::AtMost("evaluation.trajectory.every_steps",
+                                        count, kMaxTrajectoryEvals,
+                                        "trajectory evaluations"));
+  const SweepSpec measured = TrajectoryEvaluations(spec);
+  for (const Expansion::Trajectory& t : x.trajectories) {
+    for (int64_t step = (t.from / every + 1) * every; step <= t.to;
+         step += every) {
+      HLAB_RETURN_IF_ERROR(
+          add_eval(measured, static_cast<size_t>(t.run), step, t.task));
+    }
   }
   return absl::OkStatus();
 }

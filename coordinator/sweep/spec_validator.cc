@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/internal/grid_checks.h"
 #include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/run_config.h"
@@ -222,6 +223,56 @@ absl::Status CheckRetrievalHeads(const SweepSpec& spec) {
       spec, at, "retrieval-head tracing scores full-attention heads");
 }
 
+// evaluation.trajectory: K >= 0; its evals enabled, known, each once; some
+// evaluation enabled when K > 0. (How many EVAL tasks K makes is checked
+// when the plan is made: expand.cc.)
+absl::Status CheckTrajectory(const SweepSpec& spec) {
+  const auto& t = spec.evaluation().trajectory();
+  const std::string at = "evaluation.trajectory";
+  if (t.every_steps() < 0) {
+    return Bad(at + ".every_steps",
+               absl::StrCat("must be >= 0, got ", t.every_steps()));
+  }
+  const std::vector<std::string> enabled = EnabledEvals(spec);
+  if (t.every_steps() > 0 && enabled.empty()) {
+    return Bad(at + ".every_steps",
+               "no evaluation is enabled; enable one (e.g. "
+               "evaluation.retrieval_heads.enabled: true)");
+  }
+  HLAB_RETURN_IF_ERROR(internal::AtMost(at + ".evals", t.evals_size(),
+                                        kMaxEvalPoints, "evaluations"));
+  std::set<std::string> seen;
+  for (int i = 0; i < t.evals_size(); ++i) {
+    const std::string& name = t.evals(i);
+    if (!Contains(task::AllEvalNames(), name)) {
+      return Bad(Index(at + ".evals", i),
+                 absl::StrCat("unknown evaluation '", name, "' (one of ",
+                              absl::StrJoin(task::AllEvalNames(), ", "), ")"));
+    }
+    if (!Contains(enabled, name)) {
+      return Bad(Index(at + ".evals", i),
+                 absl::StrCat("'", name,
+                              "' is not enabled in the evaluation section; "
+                              "enable it there (the trajectory uses its "
+                              "settings) or leave it out"));
+    }
+    if (!seen.insert(name).second) {
+      return Bad(Index(at + ".evals", i),
+                 absl::StrCat("'", name, "' is named twice"));
+    }
+  }
+  if (t.evals_size() > 0 && t.every_steps() == 0) {
+    return Bad(at + ".evals", "needs every_steps > 0");
+  }
+  if (t.evals_size() > 0 && seen.count("receptive_field") > 0 &&
+      seen.count("val_loss") == 0) {
+    return Bad(at + ".evals",
+               "receptive_field needs val_loss named too (its results are "
+               "the changes against the unrestricted loss)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckEvaluation(const SweepSpec& spec) {
   const auto& e = spec.evaluation();
   if (e.validation_loss().tokens() < 0) {
@@ -318,6 +369,7 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
   }
   HLAB_RETURN_IF_ERROR(CheckProbing(spec));
   HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(spec));
+  HLAB_RETURN_IF_ERROR(CheckTrajectory(spec));
   const int64_t q_every = spec.analysis().q_grad_every_steps();
   if (q_every < 0) {
     return Bad("analysis.q_grad_every_steps",

@@ -345,6 +345,69 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
   EXPECT_NE(index.find("src=\"q_grad.svg\""), std::string::npos);
 }
 
+// evaluation.trajectory's points give the formation figure: per
+// architecture the largest scale's run with the most points (ties: the
+// largest D), its scores by step, the Q-gradient norm of the newest trace's
+// top head (l1h0, not the older traces' l1h1), and the formation step.
+TEST_F(ReportTest, RetrievalTracedAlongTrainingGetsTheFormationFigure) {
+  SweepOptions sweep;
+  sweep.retrieval_heads = true;
+  sweep.retrieval_trajectory = true;
+  sweep.q_grad = true;
+  const int64_t sweep_id = StoreDemoSweep(sweep);
+  StoreTrueFits(sweep_id, "loss");
+  store_.reset();
+  const Result r =
+      Hlab({"report", "--db", db_, "--sweep", "demo", "--out", Out().string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Two blocks of (step, value) lines: the scores, then the norms.
+  const std::string data = ReadFile(Out() / "data" / "formation_full.dat");
+  std::vector<std::vector<std::pair<double, double>>> blocks(1);
+  std::istringstream lines(data);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) {
+      if (!blocks.back().empty()) blocks.emplace_back();
+      continue;
+    }
+    if (line[0] == '#') continue;
+    std::istringstream fields(line);
+    double x = 0, y = 0;
+    fields >> x >> y;
+    blocks.back().emplace_back(x, y);
+  }
+  using Points = std::vector<std::pair<double, double>>;
+  ASSERT_EQ(blocks.size(), 2u) << data;
+  EXPECT_EQ(blocks[0],
+            (Points{{2, 0.1}, {4, 0.2}, {6, 0.55}, {8, 0.8}, {10, 1}}))
+      << data;
+  EXPECT_EQ(blocks[1], (Points{{1, 1}, {2, 2}, {3, 3}})) << data;
+  EXPECT_NE(data.find("# q_proj gradient norm of l1h0"), std::string::npos);
+  const std::string script = ReadFile(Out() / "retrieval_formation.gp");
+  EXPECT_NE(script.find("set arrow from 6, graph 0 to 6, graph 1"),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("axes x1y2"), std::string::npos) << script;
+  EXPECT_NE(ReadFile(Out() / "retrieval_formation.svg").find("</svg>"),
+            std::string::npos);
+  EXPECT_NE(
+      ReadFile(Out() / "index.html").find("src=\"retrieval_formation.svg\""),
+      std::string::npos);
+}
+
+// A sweep whose retrieval heads were traced only at each run's end has no
+// trajectory to draw: no formation figure (the retrieval_heads one stays).
+TEST_F(ReportTest, RetrievalTracedOnlyAtTheEndGetsNoFormationFigure) {
+  SweepOptions sweep;
+  sweep.retrieval_heads = true;
+  StoreTrueFits(StoreDemoSweep(sweep), "loss");
+  store_.reset();
+  const Result r =
+      Hlab({"report", "--db", db_, "--sweep", "demo", "--out", Out().string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(Out() / "retrieval_heads.gp"));
+  EXPECT_FALSE(fs::exists(Out() / "retrieval_formation.gp"));
+}
+
 // Through the library, so the fits can start from 32 points near the truth
 // instead of Chinchilla's 4500 (`hlab report` has no flag for that; the
 // path is the same).

@@ -119,6 +119,10 @@ struct SweepOptions {
   // record a retrieval-head trace for every run: the top head (layer 1,
   // head 0) scores min(1, (D/N) / 8)
   bool retrieval_heads = false;
+  // with retrieval_heads, also trace every run along training
+  // (evaluation.trajectory): scores 0.1, 0.2, 0.55, 0.8 at steps 2, 4, 6, 8
+  // before the final one at step 10
+  bool retrieval_trajectory = false;
   // record the Q-gradient hook's metrics for every run: q_grad_norm_l1h0 =
   // 1, 2, 3 at steps 1, 2, 3 (tokens 100 each), and l1h1 = 10 at step 1
   bool q_grad = false;
@@ -248,6 +252,17 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
           absl::StrCat(R"({"top": [{"layer": 1, "head": 0, "score": )",
                        eval.value, R"(}], "heads": []})");
       EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+      const std::pair<int64_t, double> along[] = {
+          {2, 0.1}, {4, 0.2}, {6, 0.55}, {8, 0.8}};
+      for (const auto& [step, score] : along) {
+        if (!options.retrieval_trajectory) break;
+        store::EvalResult point = eval;
+        point.step = step;
+        point.value = score;
+        // An older trace's top head: the figure takes the newest's.
+        point.details = R"({"top": [{"layer": 1, "head": 1}], "heads": []})";
+        EXPECT_TRUE(store.RecordEval(task.id, *attempt, point).ok());
+      }
     }
     if (options.probing) {
       store::EvalResult eval;

@@ -213,6 +213,61 @@ TEST_F(TrainerTest, TheQGradHookLogsEveryFullHeadAndChangesNoLoss) {
       << s;
 }
 
+// evaluation.trajectory's checkpoints: one per multiple of K steps, never
+// pruned, each a "kept" record, and training unchanged bitwise; a trunk
+// keeps them too, beside its branch checkpoints.
+TEST_F(TrainerTest, KeptCheckpointsStayAndChangeNoLoss) {
+  Json kept = BaseTask();
+  kept["budget_tokens"] = 15 * kBatch;
+  kept["branch_budgets_tokens"] = {10 * kBatch, 15 * kBatch};
+  kept["checkpoint"] = {{"dir", Dir("kept")},
+                        {"every_steps", 2},
+                        {"keep_last", 1},
+                        {"keep_every_steps", 5}};
+  auto task = task::TrainTaskFromJson(kept.dump());
+  ASSERT_TRUE(task.ok()) << task.status();
+  const fs::path log = root_ / "records.jsonl";
+  fs::create_directories(root_);
+  std::FILE* out = std::fopen(log.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  RecordWriter records(out, RecordWriter::Human::kNone);
+  auto with = Trainer::Create(*task, &records);
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE((*with)->Run().ok());
+  std::fclose(out);
+  Json plain = BaseTask();
+  plain["budget_tokens"] = 15 * kBatch;
+  plain["branch_budgets_tokens"] = {10 * kBatch, 15 * kBatch};
+  plain["checkpoint"] = {{"dir", Dir("plain")}};
+  auto without = Make(plain);
+  ASSERT_TRUE(without->Run().ok());
+  EXPECT_EQ((*with)->losses(), without->losses());  // bitwise
+  // The trunk stops at step 12 (the last branch point): kept at 5 and 10.
+  EXPECT_EQ((*with)->plan().stop_step, 12);
+  std::vector<int64_t> kept_steps;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const Json r = Json::parse(line);
+    if (r["type"] != "checkpoint" || r["kind"] != "kept") continue;
+    kept_steps.push_back(r["step"].get<int64_t>());
+    EXPECT_EQ(fs::path(r["path"].get<std::string>()).filename(),
+              KeptName(r["step"].get<int64_t>()));
+  }
+  EXPECT_EQ(kept_steps, (std::vector<int64_t>{5, 10}));
+  for (int64_t step : {5, 10}) {
+    auto file = ReadCheckpoint((root_ / "kept" / KeptName(step)).string());
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(file->meta.step, step);
+    EXPECT_EQ(file->meta.kind, "kept");
+  }
+  // The periodic ones were pruned to keep_last = 1; the kept ones were not.
+  int periodic = 0;
+  for (const auto& entry : fs::directory_iterator(root_ / "kept")) {
+    periodic += entry.path().filename().string().rfind("step-", 0) == 0;
+  }
+  EXPECT_EQ(periodic, 1);
+}
+
 TEST_F(TrainerTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   Json j = BaseTask();
   j["checkpoint"] = {{"dir", Dir("c")}, {"every_steps", 2}, {"keep_last", 3}};

@@ -218,11 +218,21 @@ TEST(RecordRelayTest, TrunkPointsNameEveryRunSharingTheStep) {
                        R"("path":"l","sha256":"ef"})",
                        absl::Now())
                   .ok());
-  ASSERT_EQ(relay.checkpoints().size(), 2u);
+  // A kept checkpoint (evaluation.trajectory) is the trajectory's, the
+  // longest run's, even at a step the smaller run shares.
+  ASSERT_TRUE(relay
+                  .Add(R"({"type":"checkpoint","step":8,"kind":"kept",)"
+                       R"("path":"k","sha256":"01"})",
+                       absl::Now())
+                  .ok());
+  ASSERT_EQ(relay.checkpoints().size(), 3u);
   EXPECT_TRUE(relay.checkpoints()[0].branch_point());
   EXPECT_EQ(relay.checkpoints()[0].run_id(), "small");
   EXPECT_FALSE(relay.checkpoints()[1].branch_point());
   EXPECT_EQ(relay.checkpoints()[1].run_id(), "");
+  EXPECT_FALSE(relay.checkpoints()[2].branch_point());
+  EXPECT_EQ(relay.checkpoints()[2].run_id(), "large");
+  EXPECT_EQ(relay.checkpoints()[2].step(), 8);
 }
 
 TEST(ClassifyExitTest, MapsExitCodes) {

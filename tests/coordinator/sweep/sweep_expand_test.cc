@@ -416,6 +416,71 @@ TEST(SweepExpandTest, BranchPointEvaluationsDependOnTheTrunk) {
   EXPECT_EQ(CountKinds(plan)["eval"], 16);
 }
 
+// evaluation.trajectory: every K steps of each training task an EVAL task
+// of the run whose trajectory it trains (a trunk's longest run), after
+// that task, measuring only the named evaluations; no run, and no other
+// EVAL task, changes; the training tasks keep a checkpoint per K steps.
+TEST(SweepExpandTest, TrajectoryEvaluationsFollowEachTrainingTask) {
+  constexpr int64_t kEvery = 40;
+  const std::string evaluation =
+      "evaluation: {retrieval_heads: {enabled: true}, ";
+  const SweepPlan plain = Plan(std::string(kBase) + evaluation + "}\n");
+  const SweepPlan plan =
+      Plan(std::string(kBase) + evaluation +
+           "trajectory: {every_steps: 40, evals: [retrieval_heads]}}\n");
+  EXPECT_EQ(RunIds(plain), RunIds(plan));
+  const std::set<std::string> trajectory_ids = EvalTaskIds(plan);
+  for (const auto& id : EvalTaskIds(plain)) {
+    EXPECT_EQ(trajectory_ids.count(id), 1u) << "lost " << id;
+  }
+  std::map<std::string, int64_t> run_steps;
+  for (const auto& r : plan.runs) run_steps[r.run_id()] = r.steps();
+  // Every (run, step) the training tasks cover at a multiple of K, with
+  // the task that trains it: a brute-force walk over each task's steps.
+  std::map<std::pair<std::string, int64_t>, std::string> expected;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() == hlab::v1::TASK_KIND_EVAL) continue;
+    const auto draft = nlohmann::json::parse(t.draft_json());
+    EXPECT_EQ(draft.value("keep_checkpoint_every_steps", 0), kEvery)
+        << t.task_id();
+    std::string owner = t.run_ids(0);
+    for (const auto& id : t.run_ids()) {
+      if (run_steps[id] > run_steps[owner]) owner = id;
+    }
+    for (int64_t step = t.start_step() + 1; step <= t.end_step(); ++step) {
+      if (step % kEvery == 0 && step != run_steps[owner]) {
+        expected[{owner, step}] = t.task_id();
+      }
+    }
+  }
+  ASSERT_GT(expected.size(), 8u);
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    const std::pair<std::string, int64_t> key{t.run_ids(0), t.eval_step()};
+    EXPECT_TRUE(seen.insert(key).second) << "two EVAL tasks at " << key.second;
+    if (t.eval_step() == run_steps[t.run_ids(0)]) {
+      EXPECT_EQ(t.evals_size(), 2) << "the final EVAL measures everything";
+      continue;
+    }
+    ASSERT_EQ(expected.count(key), 1u)
+        << "unexpected EVAL of " << key.first << " at " << key.second;
+    EXPECT_EQ(t.depends_on_size(), 1);
+    EXPECT_EQ(t.depends_on(0), expected.at(key));
+    ASSERT_EQ(t.evals_size(), 1);
+    EXPECT_EQ(t.evals(0), "retrieval_heads");
+    const auto draft = nlohmann::json::parse(t.draft_json());
+    EXPECT_TRUE(draft["evals"].contains("retrieval_heads"));
+    EXPECT_FALSE(draft["evals"].contains("val_loss")) << draft.dump();
+    EXPECT_FALSE(draft.contains("keep_checkpoint_every_steps"));
+  }
+  EXPECT_EQ(seen.size(), expected.size() + plan.runs.size());
+  for (const auto& t : plain.tasks) {
+    EXPECT_EQ(t.draft_json().find("keep_checkpoint_every_steps"),
+              std::string::npos);
+  }
+}
+
 TEST(SweepExpandTest, DryRunPrintsGridAndTotals) {
   const SweepPlan plan = Plan(kBase);
   const std::string text = RenderDryRun(plan);

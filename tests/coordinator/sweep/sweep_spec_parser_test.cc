@@ -56,6 +56,26 @@ TEST(SweepSpecParserTest, PaperSpecParsesAndValidates) {
   EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
 }
 
+// The formation measurement (docs/evaluation.md): retrieval heads traced
+// every 512 steps of each S4 trajectory, the Q-gradient hook on.
+TEST(SweepSpecParserTest, DemoFormationSpecTracesAlongTraining) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("demo-formation.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->evaluation().trajectory().every_steps(), 512);
+  EXPECT_TRUE(spec->evaluation().retrieval_heads().enabled());
+  EXPECT_GT(spec->analysis().q_grad_every_steps(), 0);
+  absl::StatusOr<SweepPlan> plan = PlanSweep(*spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int evals = 0;
+  for (const auto& t : plan->tasks) evals += t.kind() == v1::TASK_KIND_EVAL;
+  // Per architecture: the trunk to step 7373 (8192 - 819) has 14 points
+  // (512 ... 7168), the long run's decay one (7680), then both branch
+  // points and both ends (the short run's end, 4096, is its decay's
+  // multiple of 512 and gets no second EVAL).
+  EXPECT_EQ(evals, 3 * (14 + 1 + 2 + 2));
+}
+
 // #21 point 4: the paper's design at micro scale: the seven architectures,
 // the section-6 variants and the two short-convolution ablations, four
 // scales (three fitted, one held out), five budgets.

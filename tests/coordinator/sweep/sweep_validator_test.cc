@@ -170,6 +170,34 @@ INSTANTIATE_TEST_SUITE_P(
                 "analysis: {q_grad_every_steps: 10}",
                 "analysis.q_grad_every_steps: architecture 'local' has no "
                 "full-attention layer"},
+        BadSpec{"negative trajectory interval", "evaluation",
+                "{trajectory: {every_steps: -5}}",
+                "evaluation.trajectory.every_steps: must be >= 0, got -5"},
+        BadSpec{"a trajectory with nothing to evaluate", "evaluation",
+                "{validation_loss: {enabled: false}, trajectory: "
+                "{every_steps: 10}}",
+                "evaluation.trajectory.every_steps: no evaluation is enabled"},
+        BadSpec{"an unknown trajectory evaluation", "evaluation",
+                "{trajectory: {every_steps: 10, evals: [perplexity]}}",
+                "evaluation.trajectory.evals[0]: unknown evaluation "
+                "'perplexity'"},
+        BadSpec{"a trajectory evaluation not enabled", "evaluation",
+                "{trajectory: {every_steps: 10, evals: [val_loss, probing]}}",
+                "evaluation.trajectory.evals[1]: 'probing' is not enabled"},
+        BadSpec{"a trajectory evaluation named twice", "evaluation",
+                "{trajectory: {every_steps: 10, evals: [val_loss, val_loss]}}",
+                "evaluation.trajectory.evals[1]: 'val_loss' is named twice"},
+        BadSpec{"trajectory evaluations without an interval", "evaluation",
+                "{trajectory: {evals: [val_loss]}}",
+                "evaluation.trajectory.evals: needs every_steps > 0"},
+        BadSpec{"a trajectory receptive field without the loss", "evaluation",
+                "{receptive_field: {enabled: true}, trajectory: {every_steps: "
+                "10, evals: [receptive_field]}}",
+                "evaluation.trajectory.evals: receptive_field needs val_loss"},
+        BadSpec{"trajectory evaluations past the limit", "evaluation",
+                "{trajectory: {every_steps: 1}}\n"
+                "budgets: {tokens_per_param: [5, 2000]}",
+                "evaluation.trajectory.every_steps: "},
         BadSpec{"receptive field without the loss", "evaluation",
                 "{validation_loss: {enabled: false}, receptive_field: "
                 "{enabled: true}}",
