@@ -191,6 +191,16 @@ absl::Status HfTokenizer::Build(const internal::HfTokenizerJson& def,
         .emplace_back(added.content, added.id);
     pass.empty = false;
   }
+  for (const std::vector<int32_t>* ids :
+       {&template_prefix_, &template_suffix_}) {
+    for (int32_t id : *ids) {
+      if (id >= size || !has_id_[id]) {
+        return absl::DataLossError(
+            absl::StrCat(json_path, ": the post_processor's template has id ",
+                         id, ", which no token has"));
+      }
+    }
+  }
   for (AddedTokenPass& pass : added_passes_) {
     for (auto& bucket : pass.by_first_byte) {
       std::stable_sort(bucket.begin(), bucket.end(),

@@ -12,6 +12,10 @@ namespace {
 
 using json = nlohmann::json;
 
+// Ids at or above this are refused: hlab keeps a table indexed by id, and a
+// corrupt file must not make it allocate gigabytes (Llama 3 has 128256).
+constexpr int64_t kMaxId = int64_t{1} << 24;
+
 // GPT-2's split regex, as a tokenizer.json spells it.
 constexpr absl::string_view kGpt2SplitRegex =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
@@ -123,9 +127,10 @@ class Reader {
     for (const auto& item : vocab.items()) {
       if (!item.value().is_number_integer() ||
           item.value().get<int64_t>() < 0 ||
-          item.value().get<int64_t>() > INT32_MAX) {
-        return Malformed(absl::StrCat("model.vocab: bad id for token ",
-                                      json(item.key()).dump()));
+          item.value().get<int64_t>() >= kMaxId) {
+        return Malformed(
+            absl::StrCat("model.vocab: bad id (not 0 <= id < 2^24) for token ",
+                         json(item.key()).dump()));
       }
       def->vocab.emplace_back(item.key(), item.value().get<int32_t>());
     }
@@ -237,8 +242,9 @@ class Reader {
       const json& content = Field(token, "content");
       const json& id = Field(token, "id");
       if (!content.is_string() || content == "" || !id.is_number_integer() ||
-          id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return Malformed(absl::StrCat(where, " needs a content and an id"));
+          id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxId) {
+        return Malformed(
+            absl::StrCat(where, " needs a content and an id below 2^24"));
       }
       for (const char* key : {"single_word", "lstrip", "rstrip"}) {
         HLAB_ASSIGN_OR_RETURN(bool set, Bool(token, key, false, where));
@@ -284,7 +290,8 @@ class Reader {
                            "hlab reads special tokens around one sequence");
       }
       for (const json& id : ids) {
-        if (!id.is_number_integer()) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() >= kMaxId) {
           return Malformed(absl::StrCat(where, ".special_tokens: bad ids"));
         }
         (seen_text ? def->template_suffix : def->template_prefix)

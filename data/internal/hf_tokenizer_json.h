@@ -65,7 +65,7 @@ struct HfTokenizerJson {
 
 // Parses `json_text`, the contents of `path` (named in every error).
 // DataLoss when it is not a tokenizer.json (not JSON, a field of the wrong
-// type, a merge of unknown tokens); Unimplemented for a feature hlab does
+// type, an id outside [0, 2^24)); Unimplemented for a feature hlab does
 // not read (the message names it: `PATH: model.type "Unigram" is not
 // supported (hlab reads byte-level BPE)`).
 absl::StatusOr<HfTokenizerJson> ParseHfTokenizerJson(

@@ -390,6 +390,16 @@ TEST_F(TinyHfTokenizerTest, RefusesWhatItDoesNotImplement) {
        "padding is not supported"},
       {"unknown_key", [](json& d) { d["extra"] = 1; },
        "the key \"extra\" is not supported"},
+      {"huge_id",
+       [](json& d) { d["added_tokens"][0]["id"] = int64_t{1} << 40; },
+       "added_tokens[0] needs a content and an id below 2^24",
+       absl::StatusCode::kDataLoss},
+      {"template_id",
+       [](json& d) {
+         d["post_processor"]["special_tokens"]["<s>"]["ids"] = {70000};
+       },
+       "the post_processor's template has id 70000, which no token has",
+       absl::StatusCode::kDataLoss},
       {"missing_byte", [](json& d) { d["model"]["vocab"].erase("a"); },
        "no token for byte 97", absl::StatusCode::kDataLoss},
       {"bad_merge", [](json& d) { d["model"]["merges"].push_back("x q"); },
