@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "data/internal/byte_level.h"
 #include "data/internal/files.h"
@@ -79,13 +80,14 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(
   if (std::filesystem::exists(config_path, ec)) {
     HLAB_ASSIGN_OR_RETURN(std::string config_text,
                           internal::ReadFileToString(config_path));
-    nlohmann::json config = nlohmann::json::parse(config_text, nullptr, false);
-    if (config.is_discarded() || !config.is_object()) {
+    absl::StatusOr<nlohmann::json> config =
+        ParseJsonText(config_text, config_path);
+    if (!config.ok() || !config->is_object()) {
       return absl::DataLossError(absl::StrCat(
           "not a tokenizer_config.json (JSON object): ", config_path));
     }
-    eos_name = ConfigToken(config, "eos_token");
-    pad_name = ConfigToken(config, "pad_token");
+    eos_name = ConfigToken(*config, "eos_token");
+    pad_name = ConfigToken(*config, "pad_token");
   }
   int32_t eos = -1;
   if (!eos_name.empty()) {

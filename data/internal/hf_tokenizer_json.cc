@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "data/internal/llama3_pretokenizer.h"
 #include "nlohmann/json.hpp"
@@ -27,11 +28,13 @@ class Reader {
   explicit Reader(std::string path) : path_(std::move(path)) {}
 
   absl::StatusOr<HfTokenizerJson> Read(absl::string_view text) {
-    json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded() || !root.is_object()) {
+    // ParseJsonText: nlohmann throws on 1e999 even when told not to.
+    absl::StatusOr<json> parsed = ParseJsonText(text, path_);
+    if (!parsed.ok() || !parsed->is_object()) {
       return absl::DataLossError(absl::StrCat(
           "not a Hugging Face tokenizer.json (JSON object): ", path_));
     }
+    json& root = *parsed;
     static const std::set<std::string> kKnown = {
         "version",      "truncation",     "padding",
         "added_tokens", "normalizer",     "pre_tokenizer",

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace hlab::data::internal {
@@ -16,8 +17,9 @@ absl::Status LineError(int64_t line, absl::string_view what) {
 }
 
 absl::StatusOr<json> ParseObject(const std::string& text, int64_t line) {
-  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded() || !value.is_object()) {
+  // ParseJsonText: nlohmann throws on 1e999 even when told not to.
+  absl::StatusOr<json> value = ParseJsonText(text, "stdin");
+  if (!value.ok() || !value->is_object()) {
     return LineError(line, "not a JSON object");
   }
   return value;

@@ -144,6 +144,9 @@ TEST(DataCommandTest, BadJsonLinesNameTheLineAndField) {
            {"encode", "{\"text\": \"a\"}\nnot json\n",
             "error: stdin:2: not a JSON object"},
            {"encode", "[1]\n", "error: stdin:1: not a JSON object"},
+           // nlohmann throws on a number no double holds.
+           {"encode", "{\"text\": \"a\", \"n\": 1e999}\n",
+            "error: stdin:1: not a JSON object"},
            {"encode", "{\"text\": \"a\"}\n\n",
             "error: stdin:2: not a JSON object"},
            {"encode", "{\"body\": \"a\"}\n",
