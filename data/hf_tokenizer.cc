@@ -52,21 +52,12 @@ std::string ConfigToken(const nlohmann::json& config, const char* key) {
   return "";
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(
-    const std::string& dir) {
-  const std::string json_path = dir + "/tokenizer.json";
-  const std::string config_path = dir + "/tokenizer_config.json";
-  HLAB_ASSIGN_OR_RETURN(std::string json_text,
-                        internal::ReadFileToString(json_path));
-  HLAB_ASSIGN_OR_RETURN(internal::HfTokenizerJson def,
-                        internal::ParseHfTokenizerJson(json_text, json_path));
-  std::unique_ptr<HfTokenizer> tok(new HfTokenizer);
-  tok->dir_ = dir;
-  tok->instance_id_ = next_instance_id++;
-  HLAB_RETURN_IF_ERROR(tok->Build(def, json_path));
-
+// end_of_document and pad (see the header): tokenizer_config.json's
+// eos_token and pad_token when it names them, else the only special token.
+absl::Status EndOfDocumentAndPad(const internal::HfTokenizerJson& def,
+                                 const std::string& json_path,
+                                 const std::string& config_path, int32_t* eos,
+                                 int32_t* pad) {
   // Tokens by name, for tokenizer_config.json: added tokens first.
   absl::flat_hash_map<std::string, int32_t> by_name(def.vocab.begin(),
                                                     def.vocab.end());
@@ -89,7 +80,6 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(
     eos_name = ConfigToken(*config, "eos_token");
     pad_name = ConfigToken(*config, "pad_token");
   }
-  int32_t eos = -1;
   if (!eos_name.empty()) {
     auto it = by_name.find(eos_name);
     if (it == by_name.end()) {
@@ -97,15 +87,15 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(
           absl::StrCat("eos_token \"", eos_name, "\" is not a token of ",
                        json_path, " (", config_path, ")"));
     }
-    eos = it->second;
+    *eos = it->second;
   } else if (specials.size() == 1) {
-    eos = specials[0];
+    *eos = specials[0];
   } else {
     return absl::FailedPreconditionError(absl::StrCat(
         json_path, ": cannot tell the end-of-document token (", specials.size(),
         " special added tokens and no eos_token in ", config_path, ")"));
   }
-  int32_t pad = eos;
+  *pad = *eos;
   if (!pad_name.empty()) {
     auto it = by_name.find(pad_name);
     if (it == by_name.end()) {
@@ -113,8 +103,29 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(
           absl::StrCat("pad_token \"", pad_name, "\" is not a token of ",
                        json_path, " (", config_path, ")"));
     }
-    pad = it->second;
+    *pad = it->second;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(
+    const std::string& dir) {
+  const std::string json_path = dir + "/tokenizer.json";
+  HLAB_ASSIGN_OR_RETURN(std::string json_text,
+                        internal::ReadFileToString(json_path));
+  HLAB_ASSIGN_OR_RETURN(internal::HfTokenizerJson def,
+                        internal::ParseHfTokenizerJson(json_text, json_path));
+  std::unique_ptr<HfTokenizer> tok(new HfTokenizer);
+  tok->dir_ = dir;
+  tok->instance_id_ = next_instance_id++;
+  HLAB_RETURN_IF_ERROR(tok->Build(def, json_path));
+
+  int32_t eos = -1;
+  int32_t pad = -1;
+  HLAB_RETURN_IF_ERROR(EndOfDocumentAndPad(
+      def, json_path, dir + "/tokenizer_config.json", &eos, &pad));
   tok->vocabulary_.end_of_document = eos;
   tok->vocabulary_.pad = pad;
   tok->vocabulary_.tokenizer = absl::StrCat(
@@ -132,8 +143,9 @@ absl::Status HfTokenizer::Build(const internal::HfTokenizerJson& def,
   template_suffix_ = def.template_suffix;
 
   int64_t size = 0;
-  for (const auto& [token, id] : def.vocab)
+  for (const auto& [token, id] : def.vocab) {
     size = std::max<int64_t>(size, id + 1);
+  }
   for (const internal::HfAddedToken& added : def.added_tokens) {
     size = std::max<int64_t>(size, added.id + 1);
   }
