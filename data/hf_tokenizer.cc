@@ -52,18 +52,26 @@ std::string ConfigToken(const nlohmann::json& config, const char* key) {
   return "";
 }
 
+// The id of the token `name` (an added token's content, else a vocabulary
+// entry), or -1. A linear search: it runs twice a load.
+int32_t TokenId(const internal::HfTokenizerJson& def, absl::string_view name) {
+  for (const internal::HfAddedToken& added : def.added_tokens) {
+    if (added.content == name) return added.id;
+  }
+  for (const auto& [token, id] : def.vocab) {
+    if (token == name) return id;
+  }
+  return -1;
+}
+
 // end_of_document and pad (see the header): tokenizer_config.json's
 // eos_token and pad_token when it names them, else the only special token.
 absl::Status EndOfDocumentAndPad(const internal::HfTokenizerJson& def,
                                  const std::string& json_path,
                                  const std::string& config_path, int32_t* eos,
                                  int32_t* pad) {
-  // Tokens by name, for tokenizer_config.json: added tokens first.
-  absl::flat_hash_map<std::string, int32_t> by_name(def.vocab.begin(),
-                                                    def.vocab.end());
   std::vector<int32_t> specials;
   for (const internal::HfAddedToken& added : def.added_tokens) {
-    by_name[added.content] = added.id;
     if (added.special) specials.push_back(added.id);
   }
   std::string eos_name, pad_name;
@@ -81,13 +89,12 @@ absl::Status EndOfDocumentAndPad(const internal::HfTokenizerJson& def,
     pad_name = ConfigToken(*config, "pad_token");
   }
   if (!eos_name.empty()) {
-    auto it = by_name.find(eos_name);
-    if (it == by_name.end()) {
+    *eos = TokenId(def, eos_name);
+    if (*eos < 0) {
       return absl::DataLossError(
           absl::StrCat("eos_token \"", eos_name, "\" is not a token of ",
                        json_path, " (", config_path, ")"));
     }
-    *eos = it->second;
   } else if (specials.size() == 1) {
     *eos = specials[0];
   } else {
@@ -97,13 +104,12 @@ absl::Status EndOfDocumentAndPad(const internal::HfTokenizerJson& def,
   }
   *pad = *eos;
   if (!pad_name.empty()) {
-    auto it = by_name.find(pad_name);
-    if (it == by_name.end()) {
+    *pad = TokenId(def, pad_name);
+    if (*pad < 0) {
       return absl::DataLossError(
           absl::StrCat("pad_token \"", pad_name, "\" is not a token of ",
                        json_path, " (", config_path, ")"));
     }
-    *pad = it->second;
   }
   return absl::OkStatus();
 }
@@ -153,7 +159,8 @@ absl::Status HfTokenizer::Build(const internal::HfTokenizerJson& def,
   decoded_.assign(static_cast<size_t>(size), "");
   has_id_.assign(static_cast<size_t>(size), false);
 
-  absl::flat_hash_map<std::string, int32_t> mapped;  // byte-level text -> id
+  // Byte-level text -> id, viewing the strings of `def`.
+  absl::flat_hash_map<absl::string_view, int32_t> mapped;
   mapped.reserve(def.vocab.size());
   vocab_.reserve(def.vocab.size());
   for (const auto& [token, id] : def.vocab) {
@@ -182,10 +189,13 @@ absl::Status HfTokenizer::Build(const internal::HfTokenizerJson& def,
     }
     merger_.SetByteId(static_cast<unsigned char>(b), it->second);
   }
+  merger_.Reserve(def.merges.size());
+  std::string joined;
   for (size_t i = 0; i < def.merges.size(); ++i) {
     const auto& [left, right] = def.merges[i];
+    joined.assign(left).append(right);
     int32_t ids[3];
-    const std::string tokens[3] = {left, right, left + right};
+    const absl::string_view tokens[3] = {left, right, joined};
     for (int k = 0; k < 3; ++k) {
       auto it = mapped.find(tokens[k]);
       if (it == mapped.end()) {

@@ -37,6 +37,9 @@ class BpeMerger {
   // Appends the ids of `word` (raw bytes, not empty).
   void Encode(absl::string_view word, std::vector<int32_t>* ids) const;
 
+  // Room for `n` merges without rehashing.
+  void Reserve(size_t n) { merges_.reserve(n); }
+
   size_t num_merges() const { return merges_.size(); }
 
  private:
