@@ -169,7 +169,10 @@ absl::Status HfTokenizer::Build(const internal::HfTokenizerJson& def,
           absl::StrCat(json_path, ": model.vocab gives id ", id, " twice"));
     }
     has_id_[id] = true;
-    mapped.emplace(token, id);
+    if (!mapped.emplace(token, id).second) {
+      return absl::DataLossError(absl::StrCat(
+          json_path, ": model.vocab has the token \"", token, "\" twice"));
+    }
     std::string bytes;
     if (internal::ByteLevelDecode(token, &bytes)) {
       vocab_.emplace(bytes, id);

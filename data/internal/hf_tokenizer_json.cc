@@ -1,9 +1,12 @@
 #include "data/internal/hf_tokenizer_json.h"
 
+#include <functional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/json_reader.h"
 #include "common/status_macros.h"
 #include "data/internal/llama3_pretokenizer.h"
 #include "nlohmann/json.hpp"
@@ -22,19 +25,114 @@ constexpr absl::string_view kGpt2SplitRegex =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
     "\\s+(?!\\S)|\\s+";
 
+// Takes model.vocab and model.merges out of the parse as it goes, so that
+// nlohmann's DOM never holds them (a std::map of 128K tokens and 280K
+// strings for Llama 3, most of the load time). The parser calls it for
+// every event with the nesting depth: model.vocab's entries are keys and
+// values at depth 3 (refused from the DOM by returning false), merges are
+// values or two-element arrays at depth 3.
+class ModelStream {
+ public:
+  using Event = json::parse_event_t;
+
+  bool operator()(int depth, Event event, json& parsed) {
+    if (event == Event::object_start || event == Event::array_start) {
+      if (depth < kLevels) opened_[depth] = event;
+      if (depth < kLevels) keys_[depth + 1].clear();
+      return true;
+    }
+    if (event == Event::key && depth < kLevels) {
+      keys_[depth] = parsed.get<std::string>();
+      if (depth == 3 && In("vocab", Event::object_start)) {
+        ++vocab_keys;
+        return false;  // the value still comes, as Event::value
+      }
+      return true;
+    }
+    if (depth != 3) return true;
+    if (In("vocab", Event::object_start)) {
+      if (event == Event::value && parsed.is_number_integer() &&
+          parsed.get<int64_t>() >= 0 && parsed.get<int64_t>() < kMaxId) {
+        vocab.emplace_back(keys_[3], parsed.get<int32_t>());
+      } else if (error.empty()) {
+        error = absl::StrCat(
+            "model.vocab: bad id (not 0 <= id < 2^24) for "
+            "token ",
+            json(keys_[3]).dump());
+      }
+      return false;
+    }
+    if (In("merges", Event::array_start) &&
+        (event == Event::value || event == Event::array_end ||
+         event == Event::object_end)) {
+      AddMerge(parsed);
+      return false;
+    }
+    return true;
+  }
+
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::string error;  // the first bad entry, or empty
+  // Keys of model.vocab seen: an entry whose value is a list or an object
+  // never reaches Event::value (its key was dropped), so this counts them.
+  size_t vocab_keys = 0;
+
+ private:
+  static constexpr int kLevels = 4;
+
+  // Whether the current depth-3 element is in model.`field`, a container
+  // opened by `opening`.
+  bool In(const char* field, Event opening) const {
+    return opened_[0] == Event::object_start && keys_[1] == "model" &&
+           opened_[1] == Event::object_start && keys_[2] == field &&
+           opened_[2] == opening;
+  }
+
+  void AddMerge(const json& merge) {
+    size_t index = merges.size();
+    if (merge.is_string()) {
+      const std::string& pair = merge.get_ref<const std::string&>();
+      size_t space = pair.find(' ');
+      if (space != std::string::npos && space > 0 &&
+          pair.find(' ', space + 1) == std::string::npos) {
+        merges.emplace_back(pair.substr(0, space), pair.substr(space + 1));
+        return;
+      }
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      merges.emplace_back(merge[0].get<std::string>(),
+                          merge[1].get<std::string>());
+      return;
+    }
+    if (error.empty()) {
+      error = absl::StrCat("model.merges[", index, "] ", merge.dump(),
+                           " is not two tokens");
+    }
+    merges.emplace_back();  // keeps the indices of later entries
+  }
+
+  Event opened_[kLevels] = {};
+  std::string keys_[kLevels + 1];
+};
+
 // Reads one tokenizer.json, naming `path_` in every error.
 class Reader {
  public:
   explicit Reader(std::string path) : path_(std::move(path)) {}
 
   absl::StatusOr<HfTokenizerJson> Read(absl::string_view text) {
-    // ParseJsonText: nlohmann throws on 1e999 even when told not to.
-    absl::StatusOr<json> parsed = ParseJsonText(text, path_);
-    if (!parsed.ok() || !parsed->is_object()) {
+    json root;
+    try {
+      // Exceptions on: nlohmann throws on 1e999 even when told not to.
+      root = json::parse(text.begin(), text.end(), std::ref(stream_));
+    } catch (const json::exception&) {
+      root = nullptr;
+    }
+    if (!root.is_object()) {
       return absl::DataLossError(absl::StrCat(
           "not a Hugging Face tokenizer.json (JSON object): ", path_));
     }
-    json& root = *parsed;
     static const std::set<std::string> kKnown = {
         "version",      "truncation",     "padding",
         "added_tokens", "normalizer",     "pre_tokenizer",
@@ -124,42 +222,20 @@ class Reader {
     }
     HLAB_ASSIGN_OR_RETURN(def->ignore_merges,
                           Bool(model, "ignore_merges", false, "model"));
-    const json& vocab = Field(model, "vocab");
-    if (!vocab.is_object()) return Malformed("model.vocab must be an object");
-    def->vocab.reserve(vocab.size());
-    for (const auto& item : vocab.items()) {
-      if (!item.value().is_number_integer() ||
-          item.value().get<int64_t>() < 0 ||
-          item.value().get<int64_t>() >= kMaxId) {
-        return Malformed(
-            absl::StrCat("model.vocab: bad id (not 0 <= id < 2^24) for token ",
-                         json(item.key()).dump()));
-      }
-      def->vocab.emplace_back(item.key(), item.value().get<int32_t>());
+    // The entries were taken out during the parse (ModelStream); the
+    // emptied containers remain.
+    if (!Field(model, "vocab").is_object()) {
+      return Malformed("model.vocab must be an object");
     }
-    const json& merges = Field(model, "merges");
-    if (!merges.is_array()) return Malformed("model.merges must be a list");
-    def->merges.reserve(merges.size());
-    for (size_t i = 0; i < merges.size(); ++i) {
-      const json& merge = merges[i];
-      if (merge.is_string()) {
-        const std::string& pair = merge.get_ref<const std::string&>();
-        size_t space = pair.find(' ');
-        if (space == std::string::npos || space == 0 ||
-            pair.find(' ', space + 1) != std::string::npos) {
-          return Malformed(absl::StrCat("model.merges[", i, "] ", merge.dump(),
-                                        " is not two tokens"));
-        }
-        def->merges.emplace_back(pair.substr(0, space), pair.substr(space + 1));
-      } else if (merge.is_array() && merge.size() == 2 &&
-                 merge[0].is_string() && merge[1].is_string()) {
-        def->merges.emplace_back(merge[0].get<std::string>(),
-                                 merge[1].get<std::string>());
-      } else {
-        return Malformed(absl::StrCat("model.merges[", i, "] ", merge.dump(),
-                                      " is not two tokens"));
-      }
+    if (!Field(model, "merges").is_array()) {
+      return Malformed("model.merges must be a list");
     }
+    if (!stream_.error.empty()) return Malformed(stream_.error);
+    if (stream_.vocab_keys != stream_.vocab.size()) {
+      return Malformed("model.vocab: an entry's id is not a number");
+    }
+    def->vocab = std::move(stream_.vocab);
+    def->merges = std::move(stream_.merges);
     return absl::OkStatus();
   }
 
@@ -336,6 +412,7 @@ class Reader {
   }
 
   std::string path_;
+  ModelStream stream_;
 };
 
 }  // namespace

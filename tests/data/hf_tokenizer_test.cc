@@ -400,6 +400,20 @@ TEST_F(TinyHfTokenizerTest, RefusesWhatItDoesNotImplement) {
        },
        "the post_processor's template has id 70000, which no token has",
        absl::StatusCode::kDataLoss},
+      {"vocab_list_id",
+       [](json& d) { d["model"]["vocab"]["zz"] = json::array({300}); },
+       "model.vocab: an entry's id is not a number",
+       absl::StatusCode::kDataLoss},
+      {"vocab_string_id", [](json& d) { d["model"]["vocab"]["zz"] = "300"; },
+       "model.vocab: bad id (not 0 <= id < 2^24) for token \"zz\"",
+       absl::StatusCode::kDataLoss},
+      {"merge_one_token",
+       [](json& d) { d["model"]["merges"].push_back(json::array({"a"})); },
+       "model.merges[5] [\"a\"] is not two tokens",
+       absl::StatusCode::kDataLoss},
+      {"merge_object",
+       [](json& d) { d["model"]["merges"].push_back(json::object()); },
+       "model.merges[5] {} is not two tokens", absl::StatusCode::kDataLoss},
       {"missing_byte", [](json& d) { d["model"]["vocab"].erase("a"); },
        "no token for byte 97", absl::StatusCode::kDataLoss},
       {"bad_merge", [](json& d) { d["model"]["merges"].push_back("x q"); },
@@ -418,6 +432,25 @@ TEST_F(TinyHfTokenizerTest, RefusesWhatItDoesNotImplement) {
     EXPECT_NE(tok.status().message().find(r.message), absl::string_view::npos)
         << r.name << ": " << tok.status();
   }
+}
+
+TEST_F(TinyHfTokenizerTest, RefusesATokenGivenTwice) {
+  // A JSON object with a repeated key: nlohmann's json cannot hold one, so
+  // the text is edited.
+  std::string text = TinyTokenizerJson().dump();
+  const std::string entry = "\"xyz\":261";
+  ASSERT_NE(text.find(entry), std::string::npos);
+  text.replace(text.find(entry), entry.size(), entry + ",\"xyz\":266");
+  testing::WriteFile(dir_ / "tokenizer.json", text);
+  testing::WriteFile(dir_ / "tokenizer_config.json",
+                     R"({"eos_token": "<eos>"})");
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> tok =
+      HfTokenizer::Load(dir_.path());
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(
+      tok.status().message().find("model.vocab has the token \"xyz\" twice"),
+      absl::string_view::npos)
+      << tok.status();
 }
 
 // The hand-written files of tests/data/fixtures/hf_tokenizer/refused.
