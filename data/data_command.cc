@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/import.h"
+#include "data/internal/jsonl_codec.h"
 #include "data/shard_corpus.h"
 #include "data/tokenizer.h"
 
@@ -28,6 +29,8 @@ constexpr char kUsage[] = R"(usage: data SUBCOMMAND ...
             into checksummed shards with a held-out split
   verify    check every shard of a prepared dataset against its manifest
   inspect   summarize a prepared dataset; decode a few documents
+  encode    JSON lines {"text": ...} on stdin -> {"ids": [...]} on stdout
+  decode    JSON lines {"ids": [...]} on stdin -> {"text": ...} on stdout
 
 Run `data SUBCOMMAND --help` for its flags. See docs/data.md.
 )";
@@ -42,8 +45,10 @@ constexpr char kPrepareUsage[] =
                             Repeatable; bare arguments count as inputs too.
   --output DIR              the dataset directory to create (written to
                             DIR.tmp-PID, renamed when complete)
-  --tokenizer SPEC          byte (default), sentencepiece:PATH.model or
-                            gpt2:DIR (encoder.json + vocab.bpe)
+  --tokenizer SPEC          byte (default), sentencepiece:PATH.model,
+                            gpt2:DIR (encoder.json + vocab.bpe) or hf:DIR
+                            (a Hugging Face byte-level BPE tokenizer.json:
+                            Llama 3's, GPT-2's)
   --train-sentencepiece N   train a SentencePiece model with N pieces on the
                             train split instead (N >= 300); stored in DIR
   --sentencepiece-type T    bpe (default) or unigram, with the flag above
@@ -70,6 +75,28 @@ constexpr char kInspectUsage[] = R"(usage: data inspect DIR [flags]
   --split S        train (default) or heldout
   --decode N       print the first N documents of the split, decoded
   --max-chars N    characters printed per decoded document (default 400)
+)";
+
+constexpr char kEncodeUsage[] = R"(usage: data encode [--tokenizer SPEC]
+
+Reads JSON lines {"text": ...} on stdin and writes one line {"ids": [...]}
+per input line on stdout: the tokenizer's Encode(), with no BOS or EOS
+added. A line that is not a JSON object with a string "text" ends the run
+with exit 2 naming its line number (the lines before it are written).
+
+  --tokenizer SPEC   byte (default), sentencepiece:PATH.model, gpt2:DIR or
+                     hf:DIR (see `data prepare --help`, docs/data.md)
+)";
+
+constexpr char kDecodeUsage[] = R"(usage: data decode [--tokenizer SPEC]
+
+Reads JSON lines {"ids": [...]} on stdin and writes one line {"text": ...}
+per input line on stdout (end_of_document as a newline, pad as nothing;
+bytes that are not valid UTF-8 as U+FFFD). A line without a list "ids" of
+integers in the vocabulary ends the run with exit 2 naming its line number
+and the id.
+
+  --tokenizer SPEC   as for `data encode`
 )";
 
 int ExitCodeFor(const absl::Status& status) {
@@ -332,10 +359,39 @@ int Inspect(const std::vector<std::string>& args, std::ostream& out,
   return kExitOk;
 }
 
+// `data encode` and `data decode`: JSON lines through a tokenizer.
+int Codec(const std::vector<std::string>& args, std::istream& in,
+          std::ostream& out, std::ostream& err) {
+  const bool encode = args[0] == "encode";
+  const char* usage = encode ? kEncodeUsage : kDecodeUsage;
+  absl::StatusOr<Flags> flags = ParseFlags(args, {"tokenizer"}, {});
+  if (!flags.ok() || (!flags->help && !flags->positional.empty())) {
+    if (!flags.ok()) err << "error: " << flags.status().message() << "\n";
+    err << usage;
+    return kExitBadInput;
+  }
+  if (flags->help) {
+    out << usage;
+    return kExitOk;
+  }
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
+      MakeTokenizer(flags->Get("tokenizer", "byte"));
+  if (!tok.ok()) return Fail(tok.status(), err);
+  absl::Status status = encode ? internal::EncodeJsonLines(**tok, in, out)
+                               : internal::DecodeJsonLines(**tok, in, out);
+  if (!status.ok()) return Fail(status, err);
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunDataCommand(const std::vector<std::string>& args, std::ostream& out,
                    std::ostream& err) {
+  return RunDataCommand(args, std::cin, out, err);
+}
+
+int RunDataCommand(const std::vector<std::string>& args, std::istream& in,
+                   std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" ||
       args[0] == "help") {
     (args.empty() ? err : out) << kUsage;
@@ -344,6 +400,9 @@ int RunDataCommand(const std::vector<std::string>& args, std::ostream& out,
   if (args[0] == "prepare") return Prepare(args, out, err);
   if (args[0] == "verify") return Verify(args, out, err);
   if (args[0] == "inspect") return Inspect(args, out, err);
+  if (args[0] == "encode" || args[0] == "decode") {
+    return Codec(args, in, out, err);
+  }
   err << "error: unknown data subcommand '" << args[0] << "'\n" << kUsage;
   return kExitBadInput;
 }

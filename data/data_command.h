@@ -1,9 +1,11 @@
 // The `data` command: prepare, verify and inspect datasets from the command
-// line. `hlab-data ...` and the small `hlab-data` tool call it.
+// line, and encode or decode JSON lines with any tokenizer. `hlab-data ...`
+// and the small `hlab-data` tool call it.
 //
 //   data prepare --input PATH... --output DIR [--tokenizer SPEC] ...
 //   data verify DIR
 //   data inspect DIR [--decode N]
+//   data encode|decode [--tokenizer SPEC]   JSON lines, stdin -> stdout
 //
 // `data --help` and `data SUBCOMMAND --help` document every flag
 // (docs/data.md too). Exit codes: 0 success; 1 an internal failure (the
@@ -16,6 +18,7 @@
 #ifndef HLAB_DATA_DATA_COMMAND_H_
 #define HLAB_DATA_DATA_COMMAND_H_
 
+#include <istream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -27,9 +30,14 @@ namespace hlab::data {
 // go to stdout, progress lines and errors to stderr.
 int RunDataCommand(int argc, char** argv);
 
-// The same with explicit arguments (args[0] is the subcommand) and streams.
+// The same with explicit arguments (args[0] is the subcommand) and streams
+// (encode and decode read std::cin).
 int RunDataCommand(const std::vector<std::string>& args, std::ostream& out,
                    std::ostream& err);
+
+// The same with an explicit input stream for encode and decode.
+int RunDataCommand(const std::vector<std::string>& args, std::istream& in,
+                   std::ostream& out, std::ostream& err);
 
 }  // namespace hlab::data
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "data/internal/byte_level.h"
 #include "data/internal/files.h"
 #include "data/internal/gpt2_pretokenizer.h"
 #include "nlohmann/json.hpp"
@@ -28,44 +29,6 @@ struct PieceCache {
   std::unordered_map<std::string, std::vector<int32_t>> ids;
 };
 
-std::string Utf8(uint32_t c) {
-  std::string out;
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-  return out;
-}
-
-// GPT-2's bytes_to_unicode(): printable bytes map to themselves, the others
-// to code points 256, 257, ... in byte order.
-void BuildByteToUnicode(std::string (&table)[256]) {
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) ||
-                     (b >= 0xAE && b <= 0xFF);
-    table[b] = Utf8(printable ? b : next++);
-  }
-}
-
-// Splits UTF-8 `text` into its characters.
-std::vector<std::string> Characters(const std::string& text) {
-  std::vector<std::string> chars;
-  for (size_t i = 0; i < text.size();) {
-    unsigned char b = static_cast<unsigned char>(text[i]);
-    size_t n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-    chars.push_back(text.substr(i, n));
-    i += n;
-  }
-  return chars;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(
@@ -79,10 +42,9 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(
   std::unique_ptr<Gpt2Tokenizer> tok(new Gpt2Tokenizer);
   tok->dir_ = dir;
   tok->instance_id_ = next_instance_id++;
-  BuildByteToUnicode(tok->byte_to_unicode_);
-  std::unordered_map<std::string, unsigned char> unicode_to_byte;
   for (int b = 0; b < 256; ++b) {
-    unicode_to_byte[tok->byte_to_unicode_[b]] = static_cast<unsigned char>(b);
+    tok->byte_to_unicode_[b] =
+        internal::ByteLevelCharacter(static_cast<unsigned char>(b));
   }
 
   nlohmann::json encoder = nlohmann::json::parse(encoder_text, nullptr, false);
@@ -102,15 +64,9 @@ absl::StatusOr<std::unique_ptr<Gpt2Tokenizer>> Gpt2Tokenizer::Load(
     std::string raw;
     if (id == kEndOfText) {
       raw = it.key();
-    } else {
-      for (const std::string& c : Characters(it.key())) {
-        auto found = unicode_to_byte.find(c);
-        if (found == unicode_to_byte.end()) {
-          return absl::DataLossError(absl::StrCat(
-              "token '", it.key(), "' is not byte-level in ", encoder_path));
-        }
-        raw.push_back(static_cast<char>(found->second));
-      }
+    } else if (!internal::ByteLevelDecode(it.key(), &raw)) {
+      return absl::DataLossError(absl::StrCat(
+          "token '", it.key(), "' is not byte-level in ", encoder_path));
     }
     tok->decoder_[id] = std::move(raw);
   }

@@ -1,5 +1,6 @@
-// hlab-data: the `data` command on its own (prepare, verify, inspect), for
-// machines and tests without the trainer. `hlab-data ...` is the same.
+// hlab-data: the `data` command on its own (prepare, verify, inspect,
+// encode, decode), for machines and tests without the trainer.
+// `hlab-data ...` is the same.
 #include "data/data_command.h"
 #include "data/sentencepiece_support.h"
 

@@ -230,6 +230,16 @@ absl::StatusOr<std::string> InstallTokenizer(
     }
     return std::string("gpt2:gpt2");
   }
+  if (absl::ConsumePrefix(&spec, "hf:")) {
+    std::error_code ec;
+    fs::create_directory(dir + "/hf", ec);
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+      std::string from = absl::StrCat(spec, "/", name);
+      if (!fs::exists(from, ec)) continue;  // the config is optional
+      HLAB_RETURN_IF_ERROR(CopyFile(from, absl::StrCat(dir, "/hf/", name)));
+    }
+    return std::string("hf:hf");
+  }
   return tok->spec();
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/strip.h"
 #include "data/byte_tokenizer.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 
 namespace hlab::data {
@@ -86,9 +87,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(
     if (!tok.ok()) return tok.status();
     return std::unique_ptr<Tokenizer>(std::move(tok).value());
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown tokenizer spec '", full_spec,
-                   "': expected byte, sentencepiece:PATH.model or gpt2:DIR"));
+  if (absl::ConsumePrefix(&spec, "hf:") && !spec.empty()) {
+    absl::StatusOr<std::unique_ptr<HfTokenizer>> tok =
+        HfTokenizer::Load(Resolve(spec, base_dir));
+    if (!tok.ok()) return tok.status();
+    return std::unique_ptr<Tokenizer>(std::move(tok).value());
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown tokenizer spec '", full_spec,
+      "': expected byte, sentencepiece:PATH.model, gpt2:DIR or hf:DIR"));
 }
 
 }  // namespace hlab::data

@@ -1,13 +1,15 @@
 // Tokenizer: turns text into token ids and back, the one interface the
 // import (data/import.h), the inspect command and evaluation read text
 // through. Implementations: byte-level (data/byte_tokenizer.h), SentencePiece
-// (data/sentencepiece_tokenizer.h) and GPT-2 byte-level BPE
-// (data/gpt2_tokenizer.h). MakeTokenizer() builds one from a spec string.
+// (data/sentencepiece_tokenizer.h), GPT-2 byte-level BPE
+// (data/gpt2_tokenizer.h) and Hugging Face tokenizer.json byte-level BPE
+// (data/hf_tokenizer.h). MakeTokenizer() builds one from a spec string.
 //
 // Specs:
 //   "byte"                          258 ids: bytes, end of document, pad
 //   "sentencepiece:PATH.model"      a trained SentencePiece model
 //   "gpt2:DIR"                      DIR/encoder.json + DIR/vocab.bpe
+//   "hf:DIR"                        DIR/tokenizer.json (Llama 3's, ...)
 //
 // A tokenizer is identified by vocabulary().tokenizer, which names the kind
 // and, for model files, a SHA-256 prefix of their contents
@@ -59,7 +61,8 @@ class Tokenizer {
 // in a spec are resolved against `base_dir` when it is non-empty (a prepared
 // dataset stores "sentencepiece:tokenizer.model" next to its manifest).
 // Errors: InvalidArgument for an unknown spec; NotFound or DataLoss (naming
-// the file) when a model file is missing or cannot be parsed.
+// the file) when a model file is missing or cannot be parsed; for hf:,
+// Unimplemented naming a tokenizer.json feature hlab does not read.
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(
     absl::string_view spec, absl::string_view base_dir = "");
 

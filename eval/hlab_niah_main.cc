@@ -26,7 +26,7 @@ Prints one needle-in-a-haystack sample (docs/evaluation.md).
   --seed S             generator seed (0)
   --index I            sample index (0)
   --candidates C       answers to choose from (8)
-  --tokenizer SPEC     byte (default) or gpt2:DIR
+  --tokenizer SPEC     byte (default), gpt2:DIR or hf:DIR
   --haystack SOURCE    noise (default) or synthetic
   --corpus-seed N      the synthetic filler's corpus seed (0)
 )";
