@@ -382,7 +382,8 @@ TEST(StoreSchemaTest, ReopenAfterCloseKeepsEverything) {
     point.name = "train_loss";
     point.step = 10;
     point.value = 2.5;
-    ASSERT_TRUE((*store)->RecordMetrics("r1.train", attempt, {point}).ok());
+    ASSERT_TRUE(
+        (*store)->RecordMetrics("r1.train", attempt, {point}, T(1)).ok());
   }  // closed: the writer drains and the connections close
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok());
