@@ -1,11 +1,8 @@
 #include "coordinator/store/schema.h"
 
-#include <string>
-
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "coordinator/store/internal/transitions.h"
 
 namespace hlab::store {
 namespace {
@@ -305,8 +302,11 @@ ALTER TABLE tasks DROP COLUMN resources;
 // ended was RUNNING while nothing of it ran. Its progress (newest
 // `train_loss` point, tokens at most its budget) is kept on the row, and
 // "run_progress" events carry both. Existing runs are filled in from their
-// tasks and metrics.
-constexpr char kV7RunProgressHead[] = R"sql(
+// tasks and metrics. The phase rule below is a frozen copy of the one v7
+// was released with; the live rule is internal::kRunPhaseSql
+// (internal/transitions.h), and a later change to it must not change this
+// text.
+constexpr char kV7RunProgress[] = R"sql(
 ALTER TABLE runs ADD COLUMN phase TEXT NOT NULL DEFAULT 'WAITING'
   CHECK (phase IN ('WAITING', 'TRUNK', 'TRAINING', 'DECAYING', 'EVALUATING',
                    'SUCCEEDED', 'FAILED', 'CANCELLED'));
@@ -325,21 +325,31 @@ UPDATE runs SET
     ORDER BY m.step DESC LIMIT 1), 0)),
   train_loss = (SELECT m.value FROM metrics m WHERE m.run_id = runs.id
     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1);
-UPDATE runs SET phase = )sql";
-
-const char* V7RunProgress() {
-  static const std::string* const sql = new std::string(
-      absl::StrCat(kV7RunProgressHead, internal::kRunPhaseSql, ";\n"));
-  return sql->c_str();
-}
+UPDATE runs SET phase = CASE
+  WHEN runs.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN runs.state
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'DECAY')
+    THEN 'DECAYING'
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'TRAIN')
+    THEN 'TRAINING'
+  WHEN EXISTS (SELECT 1 FROM tasks d JOIN task_deps x ON x.task_id = d.id
+    JOIN tasks u ON u.id = x.depends_on WHERE d.run_id = runs.id
+    AND d.kind = 'DECAY' AND u.kind = 'TRUNK' AND u.state = 'LEASED')
+    THEN 'TRUNK'
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'EVAL')
+    THEN 'EVALUATING'
+  ELSE 'WAITING' END;
+)sql";
 
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1Tables},       {2, kV2Views},        {3, kV3OnDemandTasks},
-      {4, kV4RunSummary},   {5, kV5FaultClasses}, {6, kV6TypedResources},
-      {7, V7RunProgress()},
+      {1, kV1Tables},      {2, kV2Views},        {3, kV3OnDemandTasks},
+      {4, kV4RunSummary},  {5, kV5FaultClasses}, {6, kV6TypedResources},
+      {7, kV7RunProgress},
   };
   return kMigrations;
 }

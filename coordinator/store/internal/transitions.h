@@ -75,7 +75,8 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
 // `runs` (RunPhase in types.h): its end state; else DECAYING or TRAINING
 // while its own DECAY or TRAIN task is leased; else TRUNK while the TRUNK
 // task its DECAY depends on is leased; else EVALUATING while one of its
-// planned EVAL tasks is leased; else WAITING.
+// planned EVAL tasks is leased; else WAITING. Schema v7 (schema.cc) holds a
+// frozen copy of the rule as released: changing this one leaves v7 as is.
 extern const char kRunPhaseSql[];
 
 // Appends a "run_progress" event to every sweep of the run: its phase and
