@@ -297,6 +297,7 @@ absl::Status InsertProgressEvents(Database& db, const std::string& run_id,
 namespace {
 
 // The run's stored phase, the phase its tasks say, and its progress.
+// `derived` is the stored phase when LoadPhaseRow was not asked to derive it.
 struct PhaseRow {
   RunPhase stored = RunPhase::kWaiting;
   RunPhase derived = RunPhase::kWaiting;
@@ -304,12 +305,15 @@ struct PhaseRow {
   int64_t budget = 0;
 };
 
-absl::StatusOr<PhaseRow> LoadPhaseRow(Database& db, const std::string& run_id) {
+// With `derive_phase`, evaluates kRunPhaseSql (up to four lookups in the
+// run's tasks); the metrics path needs only the stored phase and skips it.
+absl::StatusOr<PhaseRow> LoadPhaseRow(Database& db, const std::string& run_id,
+                                      bool derive_phase) {
   HLAB_ASSIGN_OR_RETURN(
-      Statement st,
-      db.Prepare(absl::StrCat("SELECT phase, ", kRunPhaseSql,
-                              ", step_done, tokens_done, train_loss,"
-                              " budget_tokens FROM runs WHERE id = ?")));
+      Statement st, db.Prepare(absl::StrCat(
+                        "SELECT phase, ", derive_phase ? kRunPhaseSql : "phase",
+                        ", step_done, tokens_done, train_loss,"
+                        " budget_tokens FROM runs WHERE id = ?")));
   st.Bind(1, run_id);
   HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
   if (!has_row)
@@ -329,7 +333,8 @@ absl::StatusOr<PhaseRow> LoadPhaseRow(Database& db, const std::string& run_id) {
 absl::Status RefreshRunPhase(Database& db, const std::string& run_id,
                              absl::Time now) {
   if (run_id.empty()) return absl::OkStatus();
-  HLAB_ASSIGN_OR_RETURN(const PhaseRow row, LoadPhaseRow(db, run_id));
+  HLAB_ASSIGN_OR_RETURN(const PhaseRow row,
+                        LoadPhaseRow(db, run_id, /*derive_phase=*/true));
   if (row.stored == row.derived) return absl::OkStatus();
   {
     HLAB_ASSIGN_OR_RETURN(Statement st,
@@ -367,7 +372,8 @@ absl::Status RefreshRunsOfTask(Database& db, const LeaseRow& row,
 
 absl::Status RecordRunProgress(Database& db, const std::string& run_id,
                                absl::Time now) {
-  HLAB_ASSIGN_OR_RETURN(const PhaseRow before, LoadPhaseRow(db, run_id));
+  HLAB_ASSIGN_OR_RETURN(const PhaseRow before,
+                        LoadPhaseRow(db, run_id, /*derive_phase=*/false));
   RunProgress after;
   {
     HLAB_ASSIGN_OR_RETURN(
