@@ -186,7 +186,8 @@ StoreResult StoreInsertRate(const std::string& path, const Options& o) {
           batch.push_back(Point(t, static_cast<int64_t>(b) * o.batch + i));
         }
         auto call_start = std::chrono::steady_clock::now();
-        absl::Status s = store->RecordMetrics(task, attempts[t], batch);
+        absl::Status s =
+            store->RecordMetrics(task, attempts[t], batch, absl::Now());
         calls[t].push_back(Seconds(call_start));
         if (!s.ok()) Die("RecordMetrics", s);
       }

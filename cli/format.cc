@@ -252,6 +252,29 @@ std::string HumanDuration(double seconds) {
   return absl::StrFormat("%dd%02dh", s / 86400, s % 86400 / 3600);
 }
 
+std::string RunPhaseName(v1::RunPhase phase) {
+  switch (phase) {
+    case v1::RUN_PHASE_WAITING:
+      return "waiting";
+    case v1::RUN_PHASE_TRUNK:
+      return "on trunk";
+    case v1::RUN_PHASE_TRAINING:
+      return "training";
+    case v1::RUN_PHASE_DECAYING:
+      return "decaying";
+    case v1::RUN_PHASE_EVALUATING:
+      return "evaluating";
+    case v1::RUN_PHASE_SUCCEEDED:
+      return "succeeded";
+    case v1::RUN_PHASE_FAILED:
+      return "failed";
+    case v1::RUN_PHASE_CANCELLED:
+      return "cancelled";
+    default:
+      return "";
+  }
+}
+
 std::string RunStateName(v1::RunState state) {
   switch (state) {
     case v1::RUN_STATE_PENDING:

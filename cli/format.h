@@ -89,6 +89,10 @@ std::string RunStateName(v1::RunState state);
 absl::StatusOr<v1::RunState> ParseRunState(absl::string_view text);
 // "running", "succeeded", "incomplete", "cancelled".
 std::string SweepStateName(v1::SweepState state);
+// What a run is doing, in words: "waiting", "on trunk", "training",
+// "decaying", "evaluating", "succeeded", "failed", "cancelled"; "" when
+// unspecified (an older coordinator).
+std::string RunPhaseName(v1::RunPhase phase);
 // "alive", "lost", "draining".
 std::string WorkerStateName(v1::WorkerState state);
 

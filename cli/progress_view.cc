@@ -37,6 +37,25 @@ std::string KindName(v1::EventKind kind) {
   return name;
 }
 
+// The phase of a run whose coordinator sends none (older than phases):
+// what its state says.
+v1::RunPhase PhaseOfState(v1::RunState state) {
+  switch (state) {
+    case v1::RUN_STATE_PENDING:
+      return v1::RUN_PHASE_WAITING;
+    case v1::RUN_STATE_RUNNING:
+      return v1::RUN_PHASE_TRAINING;
+    case v1::RUN_STATE_SUCCEEDED:
+      return v1::RUN_PHASE_SUCCEEDED;
+    case v1::RUN_STATE_FAILED:
+      return v1::RUN_PHASE_FAILED;
+    case v1::RUN_STATE_CANCELLED:
+      return v1::RUN_PHASE_CANCELLED;
+    default:
+      return v1::RUN_PHASE_UNSPECIFIED;
+  }
+}
+
 }  // namespace
 
 ProgressView::ProgressView(const v1::Sweep& sweep,
@@ -47,10 +66,23 @@ ProgressView::ProgressView(const v1::Sweep& sweep,
     view.architecture = run.architecture();
     view.scale = run.scale();
     view.state = run.state();
+    view.phase = run.phase() != v1::RUN_PHASE_UNSPECIFIED
+                     ? run.phase()
+                     : PhaseOfState(run.state());
     view.budget = run.tokens();
     view.tokens = run.tokens_done();
+    view.step = run.steps_done();
+    if (run.has_final_loss()) {
+      view.loss = run.final_loss();
+      view.has_loss = true;
+    }
     order_.push_back(run.run_id());
   }
+}
+
+bool ProgressView::IsActive(v1::RunPhase phase) {
+  return phase == v1::RUN_PHASE_TRUNK || phase == v1::RUN_PHASE_TRAINING ||
+         phase == v1::RUN_PHASE_DECAYING || phase == v1::RUN_PHASE_EVALUATING;
 }
 
 void ProgressView::Apply(const v1::Event& event) {
@@ -61,23 +93,38 @@ void ProgressView::Apply(const v1::Event& event) {
   if (inserted) order_.push_back(event.run_id());
   RunView& run = it->second;
   switch (event.kind()) {
-    case v1::RUN_STATE_CHANGED:
+    case v1::RUN_STATE_CHANGED: {
       run.state = event.run_state();
+      // The end states, and PENDING after a resume, are phases too; the
+      // others come with RUN_PROGRESS.
+      const v1::RunPhase phase = PhaseOfState(event.run_state());
+      if (phase != v1::RUN_PHASE_TRAINING) run.phase = phase;
       break;
-    case v1::RUN_PROGRESS:
-      if (run.state != v1::RUN_STATE_RUNNING) run.state = v1::RUN_STATE_RUNNING;
+    }
+    case v1::RUN_PROGRESS: {
+      // A new phase starts a new rate: a decay runs at its own speed, after
+      // a wait for a worker.
+      const v1::RunPhase phase = event.run_phase() != v1::RUN_PHASE_UNSPECIFIED
+                                     ? event.run_phase()
+                                     : PhaseOfState(v1::RUN_STATE_RUNNING);
+      if (phase != run.phase) run.has_sample = false;
+      run.phase = phase;
       run.tokens = event.tokens();
       run.step = event.step();
-      run.loss = event.loss();
-      run.has_loss = true;
+      if (event.step() > 0) {
+        run.loss = event.loss();
+        run.has_loss = true;
+      }
       if (!run.has_sample || event.tokens() < run.first_tokens) {
-        // First sample, or a restart from an earlier checkpoint.
+        // First sample of this phase, or a restart from an earlier
+        // checkpoint.
         run.first_ms = event.time_unix_ms();
         run.first_tokens = event.tokens();
         run.has_sample = true;
       }
       run.last_ms = event.time_unix_ms();
       break;
+    }
     default:
       break;
   }
@@ -109,7 +156,10 @@ std::string ProgressView::ProgressText(const RunView& run) const {
   const double rate =
       seconds > 0 ? static_cast<double>(run.tokens - run.first_tokens) / seconds
                   : 0;
-  if (rate > 0 && run.budget > run.tokens) {
+  const bool training = run.phase == v1::RUN_PHASE_TRUNK ||
+                        run.phase == v1::RUN_PHASE_TRAINING ||
+                        run.phase == v1::RUN_PHASE_DECAYING;
+  if (training && rate > 0 && run.budget > run.tokens) {
     absl::StrAppend(
         &text, "  eta ",
         HumanDuration(static_cast<double>(run.budget - run.tokens) / rate));
@@ -123,7 +173,10 @@ std::string ProgressView::EventLine(const v1::Event& event) const {
   switch (event.kind()) {
     case v1::RUN_PROGRESS: {
       auto it = runs_.find(event.run_id());
-      absl::StrAppend(&line, "run ", RunLabel(event.run_id()), "  ",
+      absl::StrAppend(&line, "run ", RunLabel(event.run_id()));
+      const std::string phase = RunPhaseName(event.run_phase());
+      if (!phase.empty()) absl::StrAppend(&line, " ", phase);
+      absl::StrAppend(&line, "  ",
                       it == runs_.end() ? "" : ProgressText(it->second));
       return line;
     }
@@ -152,24 +205,23 @@ bool ProgressView::IsNotable(const v1::Event& event) {
 }
 
 std::vector<std::string> ProgressView::Block(int max_runs) const {
-  int counts[6] = {0, 0, 0, 0, 0, 0};
-  for (const auto& [id, run] : runs_) {
-    const int s = static_cast<int>(run.state);
-    if (s >= 0 && s < 6) ++counts[s];
-  }
+  std::map<v1::RunPhase, int> counts;
+  for (const auto& [id, run] : runs_) ++counts[run.phase];
   std::vector<std::string> lines;
   lines.push_back(absl::StrFormat(
-      "sweep %s \"%s\": %d/%d succeeded, %d running, %d pending, %d failed, "
-      "%d cancelled  (event #%d)",
-      sweep_.sweep_id(), sweep_.name(), counts[v1::RUN_STATE_SUCCEEDED],
-      runs_.size(), counts[v1::RUN_STATE_RUNNING],
-      counts[v1::RUN_STATE_PENDING], counts[v1::RUN_STATE_FAILED],
-      counts[v1::RUN_STATE_CANCELLED], last_sequence_));
+      "sweep %s \"%s\": %d/%d succeeded, %d on trunk, %d training, "
+      "%d decaying, %d evaluating, %d waiting, %d failed, %d cancelled  "
+      "(event #%d)",
+      sweep_.sweep_id(), sweep_.name(), counts[v1::RUN_PHASE_SUCCEEDED],
+      runs_.size(), counts[v1::RUN_PHASE_TRUNK], counts[v1::RUN_PHASE_TRAINING],
+      counts[v1::RUN_PHASE_DECAYING], counts[v1::RUN_PHASE_EVALUATING],
+      counts[v1::RUN_PHASE_WAITING], counts[v1::RUN_PHASE_FAILED],
+      counts[v1::RUN_PHASE_CANCELLED], last_sequence_));
   int shown = 0;
   int hidden = 0;
   for (const std::string& id : order_) {
     const RunView& run = runs_.at(id);
-    if (run.state != v1::RUN_STATE_RUNNING) continue;
+    if (!IsActive(run.phase)) continue;
     if (shown >= max_runs) {
       ++hidden;
       continue;
@@ -178,8 +230,10 @@ std::vector<std::string> ProgressView::Block(int max_runs) const {
     const double fraction = run.budget > 0 ? static_cast<double>(run.tokens) /
                                                  static_cast<double>(run.budget)
                                            : 0;
-    lines.push_back(absl::StrCat("  ", RunLabel(id), " ", Bar(fraction), " ",
-                                 ProgressText(run)));
+    lines.push_back(
+        absl::StrCat("  ", RunLabel(id), " ",
+                     absl::StrFormat("%-10s", RunPhaseName(run.phase)), " ",
+                     Bar(fraction), " ", ProgressText(run)));
   }
   if (hidden > 0) lines.push_back(absl::StrCat("  ... and ", hidden, " more"));
   return lines;

@@ -1,9 +1,14 @@
-// What `hlab watch` shows: the state of one sweep's runs, updated by the
-// events of WatchSweep, drawn either as one line per event (logs, pipes) or
-// as a block with one line per active run (a terminal): a progress bar of
-// tokens trained over the run's budget, the loss, and an ETA from the rate
-// between the first and the latest progress event seen (event times, so a
-// replay draws the same figures).
+// What `hlab watch` shows: the phase and progress of one sweep's runs,
+// updated by the events of WatchSweep, drawn either as one line per event
+// (logs, pipes) or as a block with one line per active run (a terminal).
+// A run is active while it has a phase of its own (v1::RunPhase): its
+// shared trunk trains, or its TRAIN, DECAY or EVAL task runs. Its line has
+// a progress bar of the tokens of its own budget trained (on a trunk: the
+// trunk's position up to the run's branch point, as the coordinator's
+// RUN_PROGRESS events say), the loss, and an ETA from the rate between the
+// first and the latest progress event seen since its phase began (event
+// times, so a replay draws the same figures). The header counts the runs
+// by phase.
 //
 // Thread-compatible: one watcher thread owns it.
 //
@@ -42,8 +47,10 @@ class ProgressView {
   // a terminal (state changes, failures, workers, the end).
   static bool IsNotable(const v1::Event& event);
 
-  // The redrawn block: a header with the sweep's counts and one line per
-  // running run (at most `max_runs`, then "... and N more").
+  // The redrawn block: a header with the sweep's runs by phase and one line
+  // per active run (at most `max_runs`, then "... and N more"), e.g.
+  // "sweep 7 "demo": 3/48 succeeded, 12 on trunk, 0 training, 2 decaying,
+  //  1 evaluating, 30 waiting, 0 failed, 0 cancelled  (event #412)".
   std::vector<std::string> Block(int max_runs = 20) const;
 
   int64_t last_sequence() const { return last_sequence_; }
@@ -54,18 +61,20 @@ class ProgressView {
     std::string architecture;
     std::string scale;
     v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
+    v1::RunPhase phase = v1::RUN_PHASE_UNSPECIFIED;
     int64_t budget = 0;
     int64_t tokens = 0;
     int64_t step = 0;
     double loss = 0;
     bool has_loss = false;
-    // First and latest progress samples, for the rate.
+    // First and latest progress samples of the current phase, for the rate.
     int64_t first_ms = 0;
     int64_t first_tokens = 0;
     int64_t last_ms = 0;
     bool has_sample = false;
   };
 
+  static bool IsActive(v1::RunPhase phase);
   std::string RunLabel(const std::string& run_id) const;
   std::string ProgressText(const RunView& run) const;
 

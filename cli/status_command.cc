@@ -1,4 +1,4 @@
-// `hlab status [SWEEP]`: one sweep's state, runs by state and progress; or,
+// `hlab status [SWEEP]`: one sweep's state, runs by phase and progress; or,
 // without SWEEP, one line per sweep that has runs.
 #include <algorithm>
 #include <string>
@@ -26,13 +26,20 @@ double Percent(double part, double whole) {
   return whole > 0 ? 100.0 * part / whole : 0.0;
 }
 
+bool IsActive(v1::RunPhase phase) {
+  return phase == v1::RUN_PHASE_TRUNK || phase == v1::RUN_PHASE_TRAINING ||
+         phase == v1::RUN_PHASE_DECAYING || phase == v1::RUN_PHASE_EVALUATING;
+}
+
 void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
                 std::ostream& out) {
   out << "sweep " << sweep.sweep_id() << " \"" << sweep.name()
       << "\": " << SweepStateName(sweep.state()) << "\n";
   out << "runs: " << sweep.runs_total() << " total, " << sweep.runs_succeeded()
-      << " succeeded, " << sweep.runs_running() << " running, "
-      << sweep.runs_pending() << " pending, " << sweep.runs_failed()
+      << " succeeded, " << sweep.runs_on_trunk() << " on trunk, "
+      << sweep.runs_training() << " training, " << sweep.runs_decaying()
+      << " decaying, " << sweep.runs_evaluating() << " evaluating, "
+      << sweep.runs_waiting() << " waiting, " << sweep.runs_failed()
       << " failed, " << sweep.runs_cancelled() << " cancelled\n";
   double tokens = 0;
   double done = 0;
@@ -45,17 +52,21 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
       Percent(done, tokens), HumanCount(done), HumanCount(tokens),
       Percent(sweep.flops_done(), sweep.flops_planned()),
       HumanCount(sweep.flops_done()), HumanCount(sweep.flops_planned()));
+  // The runs with a phase of their own; the tokens of their own budgets (on
+  // a shared trunk: the trunk's position up to the run's branch point).
   bool header = false;
   for (const v1::Run& run : runs) {
-    if (run.state() != v1::RUN_STATE_RUNNING) continue;
-    if (!header) out << "running:\n";
+    if (!IsActive(run.phase())) continue;
+    if (!header) out << "active:\n";
     header = true;
     out << absl::StrFormat(
-        "  %s  %s  %s  %.0f%%%s\n", run.run_id(), run.architecture(),
-        run.scale(),
+        "  %s  %s  %s  %-10s  %3.0f%%  %s/%s tokens  step %d%s\n", run.run_id(),
+        run.architecture(), run.scale(), RunPhaseName(run.phase()),
         Percent(static_cast<double>(run.tokens_done()),
                 static_cast<double>(run.tokens())),
-        run.has_final_loss() ? absl::StrFormat("  loss %.4g", run.final_loss())
+        HumanCount(static_cast<double>(run.tokens_done())),
+        HumanCount(static_cast<double>(run.tokens())), run.steps_done(),
+        run.has_final_loss() ? absl::StrFormat("  loss %.4f", run.final_loss())
                              : "");
   }
   header = false;
@@ -123,8 +134,9 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     return kExitOk;
   }
   Rows rows;
-  rows.columns = {"sweep_id", "name",    "state",  "runs",     "succeeded",
-                  "running",  "pending", "failed", "cancelled"};
+  rows.columns = {"sweep_id",   "name",     "state",    "runs",
+                  "succeeded",  "on_trunk", "training", "decaying",
+                  "evaluating", "waiting",  "failed",   "cancelled"};
   for (const std::string& id : sweep_ids) {
     v1::GetSweepRequest request;
     request.set_sweep(id);
@@ -135,9 +147,10 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     rows.rows.push_back(
         {Cell::Text(w.sweep_id()), Cell::Text(w.name()),
          Cell::Text(SweepStateName(w.state())), Cell::Int(w.runs_total()),
-         Cell::Int(w.runs_succeeded()), Cell::Int(w.runs_running()),
-         Cell::Int(w.runs_pending()), Cell::Int(w.runs_failed()),
-         Cell::Int(w.runs_cancelled())});
+         Cell::Int(w.runs_succeeded()), Cell::Int(w.runs_on_trunk()),
+         Cell::Int(w.runs_training()), Cell::Int(w.runs_decaying()),
+         Cell::Int(w.runs_evaluating()), Cell::Int(w.runs_waiting()),
+         Cell::Int(w.runs_failed()), Cell::Int(w.runs_cancelled())});
   }
   WriteRows(rows, OutputFormat::kTable, out);
   return kExitOk;
@@ -152,10 +165,12 @@ Command StatusCommand() {
   c.usage =
       "usage: hlab status [SWEEP [--json]]\n\n"
       "With SWEEP (an id, a unique id prefix, or a name: the newest sweep of\n"
-      "that name): its state, runs by state, progress in tokens and FLOPs,\n"
-      "the running runs, the failed runs with their errors, and what to do\n"
-      "next; --json prints GetSweepResponse (the stored sweep with its spec\n"
-      "and counts) as JSON. Without SWEEP: one line per sweep that has runs.";
+      "that name): its state, runs by phase (on a shared trunk, training,\n"
+      "decaying, evaluating, waiting) and end state, progress in tokens and\n"
+      "FLOPs, the active runs with the tokens of their own budget, the\n"
+      "failed runs with their errors, and what to do next; --json prints\n"
+      "GetSweepResponse (the stored sweep with its spec and counts) as JSON.\n"
+      "Without SWEEP: one line per sweep that has runs.";
   c.run = Run;
   return c;
 }

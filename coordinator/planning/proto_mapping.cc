@@ -28,6 +28,28 @@ hlab::v1::RunState ToProto(store::RunState state) {
   return hlab::v1::RUN_STATE_UNSPECIFIED;
 }
 
+hlab::v1::RunPhase ToProto(store::RunPhase phase) {
+  switch (phase) {
+    case store::RunPhase::kWaiting:
+      return hlab::v1::RUN_PHASE_WAITING;
+    case store::RunPhase::kTrunk:
+      return hlab::v1::RUN_PHASE_TRUNK;
+    case store::RunPhase::kTraining:
+      return hlab::v1::RUN_PHASE_TRAINING;
+    case store::RunPhase::kDecaying:
+      return hlab::v1::RUN_PHASE_DECAYING;
+    case store::RunPhase::kEvaluating:
+      return hlab::v1::RUN_PHASE_EVALUATING;
+    case store::RunPhase::kSucceeded:
+      return hlab::v1::RUN_PHASE_SUCCEEDED;
+    case store::RunPhase::kFailed:
+      return hlab::v1::RUN_PHASE_FAILED;
+    case store::RunPhase::kCancelled:
+      return hlab::v1::RUN_PHASE_CANCELLED;
+  }
+  return hlab::v1::RUN_PHASE_UNSPECIFIED;
+}
+
 absl::StatusOr<store::RunState> FromProto(hlab::v1::RunState state) {
   switch (state) {
     case hlab::v1::RUN_STATE_PENDING:
@@ -213,6 +235,12 @@ hlab::v1::Event ToProtoEvent(const store::Event& event) {
     out.set_kind(hlab::v1::TASK_STATE_CHANGED);
     out.set_task_state(k == "task_failed" ? hlab::v1::TASK_STATE_FAILED
                                           : hlab::v1::TASK_STATE_RETRYING);
+  } else if (k == "run_progress") {
+    out.set_kind(hlab::v1::RUN_PROGRESS);
+    if (event.phase) out.set_run_phase(ToProto(*event.phase));
+    out.set_step(event.progress.step);
+    out.set_tokens(event.progress.tokens);
+    if (event.progress.loss) out.set_loss(*event.progress.loss);
   } else if (k == "sweep_cancelled") {
     out.set_kind(hlab::v1::SWEEP_FINISHED);
   } else if (k == "checkpoint") {

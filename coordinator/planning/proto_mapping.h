@@ -31,6 +31,7 @@
 namespace hlab::coordinator {
 
 hlab::v1::RunState ToProto(store::RunState state);
+hlab::v1::RunPhase ToProto(store::RunPhase phase);
 hlab::v1::TaskState ToProto(store::TaskState state);
 hlab::v1::TaskKind ToProto(store::TaskKind kind);
 store::TaskKind FromProto(hlab::v1::TaskKind kind);

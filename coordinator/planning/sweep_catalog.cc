@@ -72,6 +72,25 @@ absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
   absl::Time updated = sweep.created_at;
   for (const store::Run& run : runs) {
     updated = std::max(updated, run.updated_at);
+    switch (run.phase) {
+      case store::RunPhase::kWaiting:
+        out.set_runs_waiting(out.runs_waiting() + 1);
+        break;
+      case store::RunPhase::kTrunk:
+        out.set_runs_on_trunk(out.runs_on_trunk() + 1);
+        break;
+      case store::RunPhase::kTraining:
+        out.set_runs_training(out.runs_training() + 1);
+        break;
+      case store::RunPhase::kDecaying:
+        out.set_runs_decaying(out.runs_decaying() + 1);
+        break;
+      case store::RunPhase::kEvaluating:
+        out.set_runs_evaluating(out.runs_evaluating() + 1);
+        break;
+      default:  // an end state, counted by state below
+        break;
+    }
     switch (run.state) {
       case store::RunState::kPending:
         out.set_runs_pending(out.runs_pending() + 1);
@@ -132,28 +151,21 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
       it->second.add_sweep_ids(SweepIdString(s.id));
     }
   }
-  // Final figures, one query over run_summary.
-  struct Final {
-    std::optional<double> loss, val_loss;
-    int64_t tokens = 0;
-  };
-  std::map<std::string, Final> finals;
+  // Final validation losses, one query over run_summary; the training
+  // progress is the run's own (store::Run::progress).
+  std::map<std::string, double> val_losses;
   if (query_ != nullptr && !runs.empty()) {
     store::QueryOptions options;
     options.max_rows = 1000000;
     HLAB_ASSIGN_OR_RETURN(
         store::QueryResult result,
-        query_->Run("SELECT run_id, final_train_loss, final_val_loss, tokens"
-                    " FROM run_summary",
+        query_->Run("SELECT run_id, final_val_loss FROM run_summary"
+                    " WHERE final_val_loss IS NOT NULL",
                     options));
     for (const auto& row : result.rows) {
       const auto* id = std::get_if<std::string>(&row[0]);
-      if (id == nullptr) continue;
-      Final f;
-      if (const auto* v = std::get_if<double>(&row[1])) f.loss = *v;
-      if (const auto* v = std::get_if<double>(&row[2])) f.val_loss = *v;
-      if (const auto* v = std::get_if<int64_t>(&row[3])) f.tokens = *v;
-      finals[*id] = f;
+      const auto* v = std::get_if<double>(&row[1]);
+      if (id != nullptr && v != nullptr) val_losses[*id] = *v;
     }
   }
   std::vector<hlab::v1::Run> out;
@@ -173,15 +185,15 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
     proto.set_error(run.failure_reason);
     proto.set_created_unix_ms(store::ToMillis(run.created_at));
     proto.set_updated_unix_ms(store::ToMillis(run.updated_at));
-    auto f = finals.find(run.spec.id);
-    if (f != finals.end()) {
-      if (f->second.loss && std::isfinite(*f->second.loss)) {
-        proto.set_final_loss(*f->second.loss);
-      }
-      if (f->second.val_loss && std::isfinite(*f->second.val_loss)) {
-        proto.set_final_val_loss(*f->second.val_loss);
-      }
-      proto.set_tokens_done(f->second.tokens);
+    proto.set_phase(ToProto(run.phase));
+    proto.set_tokens_done(run.progress.tokens);
+    proto.set_steps_done(run.progress.step);
+    if (run.progress.loss && std::isfinite(*run.progress.loss)) {
+      proto.set_final_loss(*run.progress.loss);
+    }
+    auto v = val_losses.find(run.spec.id);
+    if (v != val_losses.end() && std::isfinite(v->second)) {
+      proto.set_final_val_loss(v->second);
     }
     out.push_back(std::move(proto));
   }

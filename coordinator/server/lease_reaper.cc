@@ -81,36 +81,46 @@ absl::Status LeaseReaper::Tick() {
       for (const auto& w : *workers) up += w.state == store::WorkerState::kUp;
       context_->metrics->SetWorkersConnected(up);
     }
-    store::TaskFilter filter;
-    filter.state = store::TaskState::kLeased;
-    absl::StatusOr<std::vector<store::Task>> leased = store.ListTasks(filter);
-    note(leased.status());
-    if (leased.ok()) {
-      std::set<std::string> active;
-      for (const store::Task& t : *leased) {
-        const hlab::v1::Task proto = ToProtoTask(t);
-        active.insert(proto.run_ids().begin(), proto.run_ids().end());
-      }
-      context_->metrics->RetainRuns(active);
-    }
+    note(RefreshRunGauges());
     if (context_->query != nullptr) note(RefreshSweepGauges());
   }
   return first;
 }
 
-// Runs per state, tokens trained (each run's newest train_loss point) and
-// tokens planned, per sweep that still has a pending or running run.
+// The per-run series: the runs with a phase of their own (on a trunk,
+// training, decaying, evaluating), with the store's progress of each, the
+// figures `hlab watch` and `hlab status` show; the others' are dropped.
+absl::Status LeaseReaper::RefreshRunGauges() {
+  store::RunFilter filter;
+  filter.phases = {store::RunPhase::kTrunk, store::RunPhase::kTraining,
+                   store::RunPhase::kDecaying, store::RunPhase::kEvaluating};
+  absl::StatusOr<std::vector<store::Run>> runs =
+      context_->store->ListRuns(filter);
+  if (!runs.ok()) return runs.status();
+  std::set<std::string> active;
+  for (const store::Run& run : *runs) {
+    active.insert(run.spec.id);
+    const double budget = static_cast<double>(run.spec.budget_tokens);
+    context_->metrics->SetRunProgress(
+        run.spec.id, -1, run.progress.loss.value_or(-1),
+        budget > 0 ? static_cast<double>(run.progress.tokens) / budget : -1);
+  }
+  context_->metrics->RetainRuns(active);
+  return absl::OkStatus();
+}
+
+// Runs per state and phase, tokens trained (each run's own progress, as
+// the store keeps it) and tokens planned, per sweep that still has a
+// pending or running run.
 constexpr char kSweepProgressSql[] = R"sql(
-SELECT s.id, s.name, r.state, count(*),
-  sum(coalesce((SELECT m.tokens FROM metrics m WHERE m.run_id = r.id
-     AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1), 0)),
+SELECT s.id, s.name, r.state, r.phase, count(*), sum(r.tokens_done),
   sum(r.budget_tokens)
 FROM sweeps s JOIN sweep_runs sr ON sr.sweep_id = s.id
   JOIN runs r ON r.id = sr.run_id
 WHERE s.id IN (SELECT sr2.sweep_id FROM sweep_runs sr2
   JOIN runs r2 ON r2.id = sr2.run_id
   WHERE r2.state IN ('PENDING', 'RUNNING'))
-GROUP BY s.id, r.state ORDER BY s.id
+GROUP BY s.id, r.state, r.phase ORDER BY s.id
 )sql";
 
 absl::Status LeaseReaper::RefreshSweepGauges() {
@@ -136,9 +146,10 @@ absl::Status LeaseReaper::RefreshSweepGauges() {
       sweeps.back().name = store::ValueToString(row[1]);
     }
     CoordinatorMetrics::SweepProgress& sweep = sweeps.back();
-    sweep.runs_by_state[store::ValueToString(row[2])] = integer(row[3]);
-    sweep.tokens_trained += integer(row[4]);
-    sweep.tokens_budget += integer(row[5]);
+    sweep.runs_by_state[store::ValueToString(row[2])] += integer(row[4]);
+    sweep.runs_by_phase[store::ValueToString(row[3])] += integer(row[4]);
+    sweep.tokens_trained += integer(row[5]);
+    sweep.tokens_budget += integer(row[6]);
   }
   context_->metrics->SetSweepProgress(sweeps);
   return absl::OkStatus();

@@ -3,8 +3,9 @@
 //     is bumped at the next lease, the old holder is fenced off),
 //   - marks workers silent for a lease time as LOST,
 //   - checkpoints the WAL (PASSIVE each tick, TRUNCATE every 60th),
-//   - refreshes the gauges (runs/tasks per state, workers, active runs,
-//     unfinished sweeps).
+//   - refreshes the gauges (runs/tasks per state, workers, the runs with a
+//     phase of their own and their progress as the store keeps it,
+//     unfinished sweeps by state and phase).
 // Time comes from ServiceContext::clock, so tests inject it and call Tick()
 // themselves (with the thread not started).
 //
@@ -42,6 +43,9 @@ class LeaseReaper {
   absl::Status Tick();
 
  private:
+  // hlab_run_* gauges (loss, progress ratio) of the runs on a trunk,
+  // training, decaying or evaluating, from the store; drops the others.
+  absl::Status RefreshRunGauges();
   // hlab_sweep_* gauges from one read-only query.
   absl::Status RefreshSweepGauges();
 

@@ -67,10 +67,13 @@ CoordinatorMetrics::CoordinatorMetrics()
                           .Name("hlab_run_loss")
                           .Help("Latest training loss of an active run")
                           .Register(*registry_);
-  run_progress_family_ = &BuildGauge()
-                              .Name("hlab_run_progress_ratio")
-                              .Help("Tokens trained / budget of an active run")
-                              .Register(*registry_);
+  run_progress_family_ =
+      &BuildGauge()
+           .Name("hlab_run_progress_ratio")
+           .Help(
+               "Tokens of its own budget trained / budget of an active run "
+               "(on a shared trunk: up to its branch point)")
+           .Register(*registry_);
   tokens_trained_ =
       &BuildCounter()
            .Name("hlab_tokens_trained_total")
@@ -87,6 +90,14 @@ CoordinatorMetrics::CoordinatorMetrics()
                             .Name("hlab_sweep_runs")
                             .Help("Runs per state of an unfinished sweep")
                             .Register(*registry_);
+  sweep_phases_family_ =
+      &BuildGauge()
+           .Name("hlab_sweep_run_phases")
+           .Help(
+               "Pending and running runs of an unfinished sweep by phase: "
+               "WAITING, TRUNK (its shared trunk trains), TRAINING, DECAYING, "
+               "EVALUATING")
+           .Register(*registry_);
   sweep_tokens_family_ =
       &BuildGauge()
            .Name("hlab_sweep_tokens_trained")
@@ -176,12 +187,23 @@ void CoordinatorMetrics::SetSweepProgress(
                     ? 0.0
                     : static_cast<double>(found->second));
     }
+    for (const char* phase :
+         {"WAITING", "TRUNK", "TRAINING", "DECAYING", "EVALUATING"}) {
+      prometheus::Labels with_phase = labels;
+      with_phase["phase"] = phase;
+      auto found = sweep.runs_by_phase.find(phase);
+      SetSeries(sweep_phases_family_, &sweep_phases_, &kept, with_phase,
+                found == sweep.runs_by_phase.end()
+                    ? 0.0
+                    : static_cast<double>(found->second));
+    }
     SetSeries(sweep_tokens_family_, &sweep_tokens_, &kept, labels,
               static_cast<double>(sweep.tokens_trained));
     SetSeries(sweep_budget_family_, &sweep_budget_, &kept, labels,
               static_cast<double>(sweep.tokens_budget));
   }
   DropUnkept(sweep_runs_family_, &sweep_runs_, kept);
+  DropUnkept(sweep_phases_family_, &sweep_phases_, kept);
   DropUnkept(sweep_tokens_family_, &sweep_tokens_, kept);
   DropUnkept(sweep_budget_family_, &sweep_budget_, kept);
 }

@@ -12,14 +12,19 @@
 //   hlab_db_commit_latency_seconds        histogram, store commits
 //   hlab_run_tokens_per_second{run}       gauge, active runs only
 //   hlab_run_loss{run}                    gauge, active runs only
-//   hlab_run_progress_ratio{run}          gauge, tokens done / budget
+//   hlab_run_progress_ratio{run}          gauge, tokens of its own budget
+//                                         done / budget
 //   hlab_tokens_trained_total             counter, training progress in
 //                                         tokens (each task's span once)
 //   hlab_sweep_runs{sweep_id,sweep,state} gauge, runs of unfinished sweeps
+//   hlab_sweep_run_phases{sweep_id,sweep,phase}  gauge, their pending and
+//                                         running runs by phase
 //   hlab_sweep_tokens_trained{sweep_id,sweep}  gauge, tokens trained so far
 //   hlab_sweep_tokens_budget{sweep_id,sweep}   gauge, tokens planned
 //   hlab_grpc_server_handled_total{method,code} counter, finished RPCs
-// Per-run series are removed when the run stops being active, per-sweep
+// A run is active while it has a phase of its own: its shared trunk trains,
+// or its TRAIN, DECAY or EVAL task runs (store RunPhase). Per-run series
+// are removed when the run stops being active, per-sweep
 // series when the sweep has no pending or running run left.
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are atomic; the per-run
@@ -101,6 +106,9 @@ class CoordinatorMetrics {
     int64_t sweep_id = 0;
     std::string name;
     std::map<std::string, int64_t> runs_by_state;
+    // "WAITING", "TRUNK", "TRAINING", "DECAYING", "EVALUATING" (end
+    // phases are not shown: runs_by_state has them).
+    std::map<std::string, int64_t> runs_by_phase;
     int64_t tokens_trained = 0;
     int64_t tokens_budget = 0;
   };
@@ -140,6 +148,7 @@ class CoordinatorMetrics {
   prometheus::Counter* tokens_trained_;
   prometheus::Family<prometheus::Counter>* rpcs_family_;
   prometheus::Family<prometheus::Gauge>* sweep_runs_family_;
+  prometheus::Family<prometheus::Gauge>* sweep_phases_family_;
   prometheus::Family<prometheus::Gauge>* sweep_tokens_family_;
   prometheus::Family<prometheus::Gauge>* sweep_budget_family_;
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -152,6 +161,8 @@ class CoordinatorMetrics {
       ABSL_GUARDED_BY(mu_);
   // Per-sweep series by their labels (sweep_id, sweep[, state]).
   std::map<prometheus::Labels, prometheus::Gauge*> sweep_runs_
+      ABSL_GUARDED_BY(mu_);
+  std::map<prometheus::Labels, prometheus::Gauge*> sweep_phases_
       ABSL_GUARDED_BY(mu_);
   std::map<prometheus::Labels, prometheus::Gauge*> sweep_tokens_
       ABSL_GUARDED_BY(mu_);

@@ -254,16 +254,19 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
         task_specs_.Get(p.task_id());
     // Training progress only: an EVAL's heartbeat carries no tokens.
     if (!task.ok() || (*task)->spec.kind == store::TaskKind::kEval) continue;
+    // The throughput of each run the task trains. A trunk trains a run only
+    // up to its branch point: past it, that run's own training stands still.
+    // Loss and progress ratio come from the store (LeaseReaper::Tick).
     const hlab::v1::Task proto = ToProtoTask(**task);
+    if (proto.kind() == hlab::v1::TASK_KIND_TRUNK) {
+      for (const auto& b : proto.branch_points()) {
+        context_->metrics->SetRunProgress(
+            b.run_id(), p.tokens() < b.tokens() ? p.tokens_per_s() : 0, -1, -1);
+      }
+      continue;
+    }
     for (const std::string& run_id : proto.run_ids()) {
-      absl::StatusOr<store::Run> run = context_->store->GetRun(run_id);
-      if (!run.ok() || run->state == store::RunState::kSucceeded) continue;
-      const double budget = static_cast<double>(run->spec.budget_tokens);
-      const double ratio =
-          budget > 0 ? std::min(1.0, static_cast<double>(p.tokens()) / budget)
-                     : -1;
-      context_->metrics->SetRunProgress(run_id, p.tokens_per_s(), p.loss(),
-                                        ratio);
+      context_->metrics->SetRunProgress(run_id, p.tokens_per_s(), -1, -1);
     }
   }
   return absl::OkStatus();
@@ -424,7 +427,6 @@ struct MetricsProgress {
   struct RunProgress {
     std::string run_id;
     double tokens_per_s = -1;
-    double loss = -1;
   };
   std::string task_id;
   int64_t low_tokens = 0, high_tokens = 0;
@@ -453,11 +455,7 @@ MetricsProgress ProgressOf(const hlab::v1::ReportMetricsRequest& request,
   }
   for (const store::MetricPoint& p : points) {
     const std::string& run = p.run_id.empty() ? task_run : p.run_id;
-    if (p.name == "train_loss") {
-      progress.Of(run).loss = p.value;
-    } else if (p.name == "tokens_per_s") {
-      progress.Of(run).tokens_per_s = p.value;
-    }
+    if (p.name == "tokens_per_s") progress.Of(run).tokens_per_s = p.value;
   }
   return progress;
 }
@@ -489,15 +487,16 @@ void WorkerServiceImpl::StartReportMetrics(
         metrics->ObserveTaskTokens(progress->task_id, progress->low_tokens,
                                    progress->high_tokens);
         for (const MetricsProgress::RunProgress& r : progress->runs) {
-          metrics->SetRunProgress(r.run_id, r.tokens_per_s, r.loss, -1);
+          metrics->SetRunProgress(r.run_id, r.tokens_per_s, -1, -1);
         }
       }
     }
     finish(status);
   };
-  context_->store->RecordMetricsAsync(
-      request.task_id(), static_cast<int>(request.attempt()),
-      *std::move(points), request.worker_id(), std::move(done));
+  context_->store->RecordMetricsAsync(request.task_id(),
+                                      static_cast<int>(request.attempt()),
+                                      *std::move(points), request.worker_id(),
+                                      context_->clock(), std::move(done));
 }
 
 absl::Status WorkerServiceImpl::DoReportCheckpoint(
@@ -570,8 +569,8 @@ absl::Status WorkerServiceImpl::DoComplete(
   } else if (request.results_size() > 0) {
     std::vector<store::MetricPoint> points;
     for (const auto& p : request.results()) points.push_back(FromProto(p));
-    HLAB_RETURN_IF_ERROR(
-        context_->store->RecordMetrics(request.task_id(), attempt, points));
+    HLAB_RETURN_IF_ERROR(context_->store->RecordMetrics(
+        request.task_id(), attempt, points, context_->clock()));
   }
   HLAB_RETURN_IF_ERROR(context_->store->CompleteTask(request.task_id(), attempt,
                                                      context_->clock()));

@@ -296,12 +296,60 @@ UPDATE tasks SET
 ALTER TABLE tasks DROP COLUMN resources;
 )sql";
 
+// v7: run phases and progress (docs/store.md, "Run progress"). A run's
+// phase says what is happening to it, finer than its state: a run whose
+// shared trunk trains was PENDING and showed nothing; one whose decay had
+// ended was RUNNING while nothing of it ran. Its progress (newest
+// `train_loss` point, tokens at most its budget) is kept on the row, and
+// "run_progress" events carry both. Existing runs are filled in from their
+// tasks and metrics. The phase rule below is a frozen copy of the one v7
+// was released with; the live rule is internal::kRunPhaseSql
+// (internal/transitions.h), and a later change to it must not change this
+// text.
+constexpr char kV7RunProgress[] = R"sql(
+ALTER TABLE runs ADD COLUMN phase TEXT NOT NULL DEFAULT 'WAITING'
+  CHECK (phase IN ('WAITING', 'TRUNK', 'TRAINING', 'DECAYING', 'EVALUATING',
+                   'SUCCEEDED', 'FAILED', 'CANCELLED'));
+ALTER TABLE runs ADD COLUMN step_done INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN tokens_done INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN train_loss REAL;
+ALTER TABLE events ADD COLUMN phase TEXT;
+ALTER TABLE events ADD COLUMN step INTEGER;
+ALTER TABLE events ADD COLUMN tokens INTEGER;
+ALTER TABLE events ADD COLUMN loss REAL;
+UPDATE runs SET
+  step_done = coalesce((SELECT m.step FROM metrics m WHERE m.run_id = runs.id
+    AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1), 0),
+  tokens_done = min(budget_tokens, coalesce((SELECT m.tokens FROM metrics m
+    WHERE m.run_id = runs.id AND m.name = 'train_loss'
+    ORDER BY m.step DESC LIMIT 1), 0)),
+  train_loss = (SELECT m.value FROM metrics m WHERE m.run_id = runs.id
+    AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1);
+UPDATE runs SET phase = CASE
+  WHEN runs.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN runs.state
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'DECAY')
+    THEN 'DECAYING'
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'TRAIN')
+    THEN 'TRAINING'
+  WHEN EXISTS (SELECT 1 FROM tasks d JOIN task_deps x ON x.task_id = d.id
+    JOIN tasks u ON u.id = x.depends_on WHERE d.run_id = runs.id
+    AND d.kind = 'DECAY' AND u.kind = 'TRUNK' AND u.state = 'LEASED')
+    THEN 'TRUNK'
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'EVAL')
+    THEN 'EVALUATING'
+  ELSE 'WAITING' END;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1Tables},     {2, kV2Views},        {3, kV3OnDemandTasks},
-      {4, kV4RunSummary}, {5, kV5FaultClasses}, {6, kV6TypedResources},
+      {1, kV1Tables},      {2, kV2Views},        {3, kV3OnDemandTasks},
+      {4, kV4RunSummary},  {5, kV5FaultClasses}, {6, kV6TypedResources},
+      {7, kV7RunProgress},
   };
   return kMigrations;
 }

@@ -174,6 +174,15 @@ absl::StatusOr<std::vector<Run>> Store::ListRuns(const RunFilter& filter) {
                     " WHERE sweep_id = ?1)");
   }
   if (filter.state) absl::StrAppend(&sql, " AND state = ?2");
+  if (!filter.phases.empty()) {
+    // Names of an enum, not user text: no binding needed.
+    absl::StrAppend(&sql, " AND phase IN (");
+    for (size_t i = 0; i < filter.phases.size(); ++i) {
+      absl::StrAppend(&sql, i == 0 ? "'" : ", '", ToString(filter.phases[i]),
+                      "'");
+    }
+    absl::StrAppend(&sql, ")");
+  }
   if (!filter.arch.empty()) absl::StrAppend(&sql, " AND arch = ?3");
   if (!filter.scale.empty()) absl::StrAppend(&sql, " AND scale = ?4");
   absl::StrAppend(&sql, " ORDER BY created_at, id");

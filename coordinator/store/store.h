@@ -15,6 +15,11 @@
 // RecordEval) carry it; unless the task is LEASED with that very attempt they
 // return FailedPrecondition and change nothing.
 //
+// Run phase, finer than its state, follows its tasks too, the shared trunk
+// its DECAY task depends on included (RunPhase in types.h); each change of
+// a phase that is not an end state appends a "run_progress" event per sweep
+// of the run, and so does a run's progress (RecordMetrics).
+//
 // Run state follows its tasks (tasks with that run_id, except on-demand ones
 // such as `hlab eval`'s: their failure is theirs, not the run's; a shared
 // TRUNK task belongs to no run): FAILED when one of its tasks failed for
@@ -34,7 +39,7 @@
 //   HLAB_RETURN_IF_ERROR(store->AddRuns(sweep.sweep_id, runs, now).status());
 //   HLAB_ASSIGN_OR_RETURN(int attempt, store->LeaseTask(id, "w1", now,
 //                                                       absl::Seconds(30)));
-//   HLAB_RETURN_IF_ERROR(store->RecordMetrics(id, attempt, points));
+//   HLAB_RETURN_IF_ERROR(store->RecordMetrics(id, attempt, points, now));
 #ifndef HLAB_COORDINATOR_STORE_STORE_H_
 #define HLAB_COORDINATOR_STORE_STORE_H_
 
@@ -214,10 +219,12 @@ class Store {
   // for a point naming another run than the task's (allowed only for TRUNK
   // tasks) or an unknown run; nothing is stored then. `inserted`, if given,
   // receives the number of points that were new (the rest were already
-  // stored).
+  // stored). New `train_loss` points move their runs' progress (Run::
+  // progress) and, every 1/1000 of a run's budget, append a "run_progress"
+  // event at `now` (docs/store.md, "Run progress").
   absl::Status RecordMetrics(const std::string& task_id, int attempt,
                              const std::vector<MetricPoint>& points,
-                             int64_t* inserted = nullptr,
+                             absl::Time now, int64_t* inserted = nullptr,
                              const std::string& worker_id = "");
   // Called once a RecordMetricsAsync batch is committed (or failed): its
   // status and, when OK, the number of points that were new.
@@ -228,7 +235,8 @@ class Store {
   // RecordMetrics would return. Never write to the store from `done`.
   void RecordMetricsAsync(std::string task_id, int attempt,
                           std::vector<MetricPoint> points,
-                          std::string worker_id, MetricsDone done);
+                          std::string worker_id, absl::Time now,
+                          MetricsDone done);
   // All points of one metric of a run, by step.
   absl::StatusOr<std::vector<MetricPoint>> ReadMetrics(
       const std::string& run_id, const std::string& name);

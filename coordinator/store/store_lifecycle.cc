@@ -92,7 +92,7 @@ absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
     HLAB_RETURN_IF_ERROR(
         InsertEvent(db, sweep, run_id, "run_state", "CANCELLED", now).status());
   }
-  return absl::OkStatus();
+  return internal::RefreshRunPhase(db, run_id, now);
 }
 
 constexpr char kReopenTask[] =

@@ -1,5 +1,7 @@
 // Store: metrics, checkpoints, evals, fits, the event log and workers.
 #include <memory>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -44,7 +46,7 @@ absl::Status UnknownRunIsInvalid(absl::Status status) {
 absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
                           const std::string& worker_id,
                           const std::vector<MetricPoint>& points,
-                          int64_t* inserted) {
+                          absl::Time now, int64_t* inserted) {
   int64_t added = 0;
   HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
   if (!worker_id.empty() && row.lease_worker != worker_id) {
@@ -56,13 +58,21 @@ absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
       Statement insert,
       db.Prepare("INSERT OR IGNORE INTO metrics (run_id, name, step, value,"
                  " tokens, wall_time) VALUES (?, ?, ?, ?, ?, ?)"));
+  // Runs with new training-loss points: their progress moves.
+  std::set<std::string> moved;
   for (const MetricPoint& point : points) {
     HLAB_ASSIGN_OR_RETURN(absl::string_view run, RunFor(row, point.run_id));
     insert.Bind(1, run).Bind(2, point.name).Bind(3, point.step);
     insert.Bind(4, point.value).Bind(5, point.tokens).Bind(6, point.wall_time);
     HLAB_RETURN_IF_ERROR(UnknownRunIsInvalid(insert.Run()));
+    if (insert.changes() > 0 && point.name == "train_loss") {
+      moved.emplace(run);
+    }
     added += insert.changes();
     insert.Reset();
+  }
+  for (const std::string& run : moved) {
+    HLAB_RETURN_IF_ERROR(internal::RecordRunProgress(db, run, now));
   }
   if (inserted != nullptr) *inserted = added;
   return absl::OkStatus();
@@ -74,12 +84,12 @@ absl::Status WriteMetrics(Database& db, const std::string& task_id, int attempt,
 
 absl::Status Store::RecordMetrics(const std::string& task_id, int attempt,
                                   const std::vector<MetricPoint>& points,
-                                  int64_t* inserted,
+                                  absl::Time now, int64_t* inserted,
                                   const std::string& worker_id) {
   // A failed operation is rolled back to its savepoint: report nothing new.
   int64_t added = 0;
   absl::Status status = writer_->Run([&](Database& db) {
-    return WriteMetrics(db, task_id, attempt, worker_id, points, &added);
+    return WriteMetrics(db, task_id, attempt, worker_id, points, now, &added);
   });
   if (inserted != nullptr) *inserted = status.ok() ? added : 0;
   return status;
@@ -87,12 +97,14 @@ absl::Status Store::RecordMetrics(const std::string& task_id, int attempt,
 
 void Store::RecordMetricsAsync(std::string task_id, int attempt,
                                std::vector<MetricPoint> points,
-                               std::string worker_id, MetricsDone done) {
+                               std::string worker_id, absl::Time now,
+                               MetricsDone done) {
   // WriteOp and WriteDone are std::function (copyable): share the batch.
   struct Batch {
     std::string task_id, worker_id;
     int attempt = 0;
     std::vector<MetricPoint> points;
+    absl::Time now;
     int64_t added = 0;
   };
   auto batch = std::make_shared<Batch>();
@@ -100,10 +112,12 @@ void Store::RecordMetricsAsync(std::string task_id, int attempt,
   batch->worker_id = std::move(worker_id);
   batch->attempt = attempt;
   batch->points = std::move(points);
+  batch->now = now;
   writer_->SubmitAsync(
       [batch](Database& db) {
         return WriteMetrics(db, batch->task_id, batch->attempt,
-                            batch->worker_id, batch->points, &batch->added);
+                            batch->worker_id, batch->points, batch->now,
+                            &batch->added);
       },
       [batch, done = std::move(done)](absl::Status status) {
         // A failed operation was rolled back to its savepoint: nothing new.

@@ -251,7 +251,7 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
                    " started_at) VALUES (?, ?, ?, ?)"));
     record.Bind(1, task_id).Bind(2, attempt).Bind(3, worker_id).Bind(4, now_ms);
     HLAB_RETURN_IF_ERROR(record.Run());
-    return RefreshRunState(db, row.run_id, now);
+    return internal::RefreshRunsOfTask(db, row, now);
   });
   if (!status.ok()) return status;
   return attempt;
@@ -313,7 +313,7 @@ absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
     HLAB_ASSIGN_OR_RETURN(
         has_dependents,
         Exists(db, "SELECT 1 FROM task_deps WHERE depends_on = ?", task_id));
-    return RefreshRunState(db, row.run_id, now);
+    return internal::RefreshRunsOfTask(db, row, now);
   });
   // Its dependents may be leasable now.
   if (status.ok() && has_dependents) BumpLeasableGeneration();

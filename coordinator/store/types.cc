@@ -40,6 +40,16 @@ constexpr std::array<std::pair<RunState, const char*>, 5> kRunStates = {{
     {RunState::kFailed, "FAILED"},
     {RunState::kCancelled, "CANCELLED"},
 }};
+constexpr std::array<std::pair<RunPhase, const char*>, 8> kRunPhases = {{
+    {RunPhase::kWaiting, "WAITING"},
+    {RunPhase::kTrunk, "TRUNK"},
+    {RunPhase::kTraining, "TRAINING"},
+    {RunPhase::kDecaying, "DECAYING"},
+    {RunPhase::kEvaluating, "EVALUATING"},
+    {RunPhase::kSucceeded, "SUCCEEDED"},
+    {RunPhase::kFailed, "FAILED"},
+    {RunPhase::kCancelled, "CANCELLED"},
+}};
 constexpr std::array<std::pair<TaskState, const char*>, 5> kTaskStates = {{
     {TaskState::kPending, "PENDING"},
     {TaskState::kLeased, "LEASED"},
@@ -72,6 +82,7 @@ constexpr std::array<std::pair<FaultClass, const char*>, 2> kFaultClasses = {{
 
 const char* ToString(SweepState state) { return NameOf(kSweepStates, state); }
 const char* ToString(RunState state) { return NameOf(kRunStates, state); }
+const char* ToString(RunPhase phase) { return NameOf(kRunPhases, phase); }
 const char* ToString(TaskState state) { return NameOf(kTaskStates, state); }
 const char* ToString(TaskKind kind) { return NameOf(kTaskKinds, kind); }
 const char* ToString(WorkerState state) { return NameOf(kWorkerStates, state); }
@@ -86,6 +97,9 @@ absl::StatusOr<SweepState> ParseSweepState(absl::string_view name) {
 }
 absl::StatusOr<RunState> ParseRunState(absl::string_view name) {
   return ParseName(kRunStates, name, "run state");
+}
+absl::StatusOr<RunPhase> ParseRunPhase(absl::string_view name) {
+  return ParseName(kRunPhases, name, "run phase");
 }
 absl::StatusOr<TaskState> ParseTaskState(absl::string_view name) {
   return ParseName(kTaskStates, name, "task state");

@@ -25,6 +25,21 @@ namespace hlab::store {
 
 enum class SweepState { kActive, kCancelled };
 enum class RunState { kPending, kRunning, kSucceeded, kFailed, kCancelled };
+// What a run is doing now, finer than its state (docs/store.md, "Run
+// progress"): its shared trunk is training (kTrunk), its own TRAIN task
+// (kTraining) or DECAY task (kDecaying) is leased, one of its planned EVAL
+// tasks is leased (kEvaluating), nothing of it is leased (kWaiting: for a
+// trunk, a dependency or a worker), or it ended (the three end states).
+enum class RunPhase {
+  kWaiting,
+  kTrunk,
+  kTraining,
+  kDecaying,
+  kEvaluating,
+  kSucceeded,
+  kFailed,
+  kCancelled
+};
 enum class TaskState { kPending, kLeased, kSucceeded, kFailed, kCancelled };
 enum class TaskKind { kTrain, kTrunk, kDecay, kEval };
 enum class WorkerState { kUp, kLost };
@@ -40,6 +55,7 @@ enum class FaultClass { kTask, kInfrastructure };
 // Names as stored in the database ("PENDING", "TRAIN", "latest", ...).
 const char* ToString(SweepState state);
 const char* ToString(RunState state);
+const char* ToString(RunPhase phase);
 const char* ToString(TaskState state);
 const char* ToString(TaskKind kind);
 const char* ToString(WorkerState state);
@@ -49,6 +65,7 @@ const char* ToString(FaultClass fault);
 // Inverses of ToString; InvalidArgument for an unknown name.
 absl::StatusOr<SweepState> ParseSweepState(absl::string_view name);
 absl::StatusOr<RunState> ParseRunState(absl::string_view name);
+absl::StatusOr<RunPhase> ParseRunPhase(absl::string_view name);
 absl::StatusOr<TaskState> ParseTaskState(absl::string_view name);
 absl::StatusOr<TaskKind> ParseTaskKind(absl::string_view name);
 absl::StatusOr<WorkerState> ParseWorkerState(absl::string_view name);
@@ -92,9 +109,20 @@ struct RunSpec {
   int max_attempts = 3;       // default attempts for each of its tasks
 };
 
+// A run's own training so far: its newest `train_loss` point, which for a
+// run on a shared trunk is the trunk's position up to the run's branch point
+// (trunk points belong to every run that branches at or after them).
+struct RunProgress {
+  int64_t step = 0;
+  int64_t tokens = 0;  // at most the run's budget
+  std::optional<double> loss;
+};
+
 struct Run {
   RunSpec spec;
   RunState state = RunState::kPending;
+  RunPhase phase = RunPhase::kWaiting;
+  RunProgress progress;
   std::string failure_reason;
   int retries = 0;
   absl::Time created_at;
@@ -169,8 +197,9 @@ struct AttemptFailure {
 struct RunFilter {
   std::optional<int64_t> sweep_id;
   std::optional<RunState> state;
-  std::string arch;   // empty: any
-  std::string scale;  // empty: any
+  std::vector<RunPhase> phases;  // empty: any
+  std::string arch;              // empty: any
+  std::string scale;             // empty: any
 };
 
 struct TaskFilter {
@@ -225,9 +254,12 @@ struct Event {
   int64_t seq = 0;
   int64_t sweep_id = 0;  // 0: not about one sweep
   std::string run_id;
-  std::string kind;  // "sweep_created", "run_state", "task_state", ...
+  std::string kind;  // "sweep_created", "run_state", "run_progress", ...
   std::string message;
   absl::Time time;
+  // "run_progress" only: the run's phase and progress when it was written.
+  std::optional<RunPhase> phase;
+  RunProgress progress;
 };
 
 struct WorkerInfo {

@@ -88,7 +88,9 @@ TEST(CompareTest, ReadsADatabaseExactlyAndWithoutTimings) {
     store::MetricPoint speed = loss;
     speed.name = "tokens_per_s";
     speed.value = 1234.5;
-    ASSERT_TRUE((*store)->RecordMetrics("t1", 1, {loss, speed}).ok());
+    ASSERT_TRUE((*store)
+                    ->RecordMetrics("t1", 1, {loss, speed}, absl::UnixEpoch())
+                    .ok());
   }
   absl::StatusOr<SweepRecord> r = ReadSweepRecord(dir + "/hlab.db");
   ASSERT_TRUE(r.ok()) << r.status();

@@ -305,8 +305,9 @@ TEST_F(CliClientTest, WorkersAndStatus) {
   r = Hlab({"status", "sw-1"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("sweep sw-1 \"demo\": running\n"
-                       "runs: 2 total, 1 succeeded, 0 running, 0 pending, "
-                       "1 failed, 0 cancelled\n"
+                       "runs: 2 total, 1 succeeded, 0 on trunk, 0 training, "
+                       "0 decaying, 0 evaluating, 0 waiting, 1 failed, "
+                       "0 cancelled\n"
                        "progress: 50.0% of tokens (30.0M of 60.0M)"),
             std::string::npos)
       << r.out;
@@ -321,6 +322,64 @@ TEST_F(CliClientTest, WorkersAndStatus) {
   r = Hlab({"status"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("sw-1      demo  running"), std::string::npos) << r.out;
+}
+
+// A shared trunk at 120K tokens with runs of budgets 100K < 200K < 400K
+// (branch points 90K, 180K, 360K): each shows the tokens of its own budget.
+TEST_F(CliClientTest, StatusCountsRunsByPhaseAndShowsTheirOwnProgress) {
+  v1::Sweep* sweep = fake_.get_sweep.mutable_sweep();
+  sweep->set_sweep_id("sw-1");
+  sweep->set_name("demo");
+  sweep->set_state(v1::SWEEP_STATE_RUNNING);
+  sweep->set_runs_total(4);
+  sweep->set_runs_pending(3);  // their trunk is not their own task
+  sweep->set_runs_running(1);  // trained, its evaluation waits
+  sweep->set_runs_on_trunk(3);
+  sweep->set_runs_waiting(1);
+  struct Row {
+    const char* id;
+    int64_t budget, done, step;
+    v1::RunPhase phase;
+  };
+  for (const Row& r :
+       {Row{"aaaaaaaaaaaaaaaa", 100000, 90000, 90, v1::RUN_PHASE_TRUNK},
+        Row{"bbbbbbbbbbbbbbbb", 200000, 120000, 120, v1::RUN_PHASE_TRUNK},
+        Row{"cccccccccccccccc", 400000, 120000, 120, v1::RUN_PHASE_TRUNK},
+        Row{"dddddddddddddddd", 100000, 100000, 100, v1::RUN_PHASE_WAITING}}) {
+    v1::Run* run = fake_.list_runs.add_runs();
+    run->set_run_id(r.id);
+    run->add_sweep_ids("sw-1");
+    run->set_architecture("full");
+    run->set_scale("S1");
+    run->set_tokens(r.budget);
+    run->set_tokens_done(r.done);
+    run->set_steps_done(r.step);
+    run->set_final_loss(3.25);
+    run->set_phase(r.phase);
+    run->set_state(r.phase == v1::RUN_PHASE_TRUNK ? v1::RUN_STATE_PENDING
+                                                  : v1::RUN_STATE_RUNNING);
+  }
+  const Result r = Hlab({"status", "sw-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "sweep sw-1 \"demo\": running\n"
+            "runs: 4 total, 0 succeeded, 3 on trunk, 0 training, 0 decaying, "
+            "0 evaluating, 1 waiting, 0 failed, 0 cancelled\n"
+            "progress: 53.8% of tokens (430K of 800K), 0.0% of FLOPs (0 of "
+            "0)\n"
+            "active:\n"
+            "  aaaaaaaaaaaaaaaa  full  S1  on trunk     90%  90.0K/100K tokens"
+            "  step 90  loss 3.2500\n"
+            "  bbbbbbbbbbbbbbbb  full  S1  on trunk     60%  120K/200K tokens"
+            "  step 120  loss 3.2500\n"
+            "  cccccccccccccccc  full  S1  on trunk     30%  120K/400K tokens"
+            "  step 120  loss 3.2500\n"
+            "next: hlab watch sw-1\n");
+  const Result table = Hlab({"status"});
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_NE(table.out.find("on_trunk  training  decaying  evaluating  waiting"),
+            std::string::npos)
+      << table.out;
 }
 
 // Runs of two architectures whose val loss follows known laws exactly.

@@ -53,6 +53,16 @@ v1::Event Progress(int64_t seq, int64_t ms, const std::string& run,
   return e;
 }
 
+// RUN_PROGRESS as the coordinator sends it: with the run's phase and the
+// tokens of its own budget.
+v1::Event PhaseProgress(int64_t seq, int64_t ms, const std::string& run,
+                        v1::RunPhase phase, int64_t tokens, double loss) {
+  v1::Event e = Progress(seq, ms, run, tokens, loss);
+  e.set_step(tokens / 1000);
+  e.set_run_phase(phase);
+  return e;
+}
+
 void SetUpSweep(FakeClientService* fake) {
   v1::Sweep* sweep = fake->get_sweep.mutable_sweep();
   sweep->set_sweep_id("sw-1");
@@ -213,14 +223,107 @@ TEST(ProgressViewTest, BlockShowsRunningRunsWithABar) {
   view.Apply(Progress(2, 10000, run.run_id(), 5000000, 3.0));
   const std::vector<std::string> block = view.Block();
   ASSERT_EQ(block.size(), 2u);
+  // Progress without a phase (an older coordinator's): training.
   EXPECT_EQ(block[0],
-            "sweep sw-1 \"demo\": 0/2 succeeded, 1 running, 0 pending, 0 "
-            "failed, 0 cancelled  (event #2)");
+            "sweep sw-1 \"demo\": 0/2 succeeded, 0 on trunk, 1 training, 0 "
+            "decaying, 0 evaluating, 0 waiting, 0 failed, 0 cancelled  "
+            "(event #2)");
   EXPECT_EQ(block[1],
-            "  0123456789abcdef gdn/S1 [##########..........]  50% "
+            "  0123456789abcdef gdn/S1 training   [##########..........]  50% "
             "5.0M/10.0M tokens  loss 3.0000  step 5000  eta 17s");
   EXPECT_EQ(view.last_sequence(), 2);
   EXPECT_FALSE(view.finished());
+}
+
+// Three runs of budgets 100K < 200K < 400K tokens on one shared trunk
+// (1000 tokens a step, branch points at 90% of each budget: 90K, 180K,
+// 360K), as `hlab up` shows them.
+class SharedTrunkViewTest : public ::testing::Test {
+ protected:
+  SharedTrunkViewTest() {
+    sweep_.set_sweep_id("sw-1");
+    sweep_.set_name("demo");
+    for (const auto& [id, budget] :
+         {std::pair<std::string, int64_t>{kA, 100000},
+          {kB, 200000},
+          {kC, 400000}}) {
+      v1::Run run;
+      run.set_run_id(id);
+      run.set_architecture("full");
+      run.set_scale("S1");
+      run.set_tokens(budget);
+      run.set_state(v1::RUN_STATE_PENDING);
+      run.set_phase(v1::RUN_PHASE_WAITING);
+      runs_.push_back(run);
+    }
+  }
+
+  static constexpr char kA[] = "aaaaaaaaaaaaaaaa";
+  static constexpr char kB[] = "bbbbbbbbbbbbbbbb";
+  static constexpr char kC[] = "cccccccccccccccc";
+  v1::Sweep sweep_;
+  std::vector<v1::Run> runs_;
+};
+
+TEST_F(SharedTrunkViewTest, RunsOnATrainingTrunkShowTheirOwnProgress) {
+  ProgressView view(sweep_, runs_);
+  // The trunk is leased at 0 s; at 60 s it is at P = 120K tokens, past a's
+  // branch point: a shows min(P, 90K), b and c show P.
+  view.Apply(PhaseProgress(1, 0, kA, v1::RUN_PHASE_TRUNK, 0, 0));
+  view.Apply(PhaseProgress(2, 0, kB, v1::RUN_PHASE_TRUNK, 0, 0));
+  view.Apply(PhaseProgress(3, 0, kC, v1::RUN_PHASE_TRUNK, 0, 0));
+  view.Apply(PhaseProgress(4, 60000, kA, v1::RUN_PHASE_TRUNK, 90000, 3.5));
+  view.Apply(PhaseProgress(5, 60000, kB, v1::RUN_PHASE_TRUNK, 120000, 3.25));
+  view.Apply(PhaseProgress(6, 60000, kC, v1::RUN_PHASE_TRUNK, 120000, 3.25));
+  // ETAs: a 10K left at 1500 tokens/s, b 80K and c 280K at 2000 tokens/s.
+  EXPECT_EQ(
+      view.Block(),
+      (std::vector<std::string>{
+          "sweep sw-1 \"demo\": 0/3 succeeded, 3 on trunk, 0 training, 0 "
+          "decaying, 0 evaluating, 0 waiting, 0 failed, 0 cancelled  "
+          "(event #6)",
+          "  aaaaaaaaaaaaaaaa full/S1 on trunk   [##################..]  90% "
+          "90.0K/100K tokens  loss 3.5000  step 90  eta 7s",
+          "  bbbbbbbbbbbbbbbb full/S1 on trunk   [############........]  60% "
+          "120K/200K tokens  loss 3.2500  step 120  eta 40s",
+          "  cccccccccccccccc full/S1 on trunk   [######..............]  30% "
+          "120K/400K tokens  loss 3.2500  step 120  eta 2m20s"}));
+  EXPECT_EQ(view.EventLine(
+                PhaseProgress(4, 60000, kA, v1::RUN_PHASE_TRUNK, 90000, 3.5)),
+            "22:14:20 #4 run aaaaaaaaaaaaaaaa full/S1 on trunk   90% "
+            "90.0K/100K tokens  loss 3.5000  step 90  eta 7s");
+}
+
+TEST_F(SharedTrunkViewTest, ADecayContinuesFromTheBranchPointAtItsOwnRate) {
+  ProgressView view(sweep_, runs_);
+  view.Apply(PhaseProgress(1, 0, kA, v1::RUN_PHASE_TRUNK, 0, 0));
+  view.Apply(PhaseProgress(2, 0, kB, v1::RUN_PHASE_TRUNK, 0, 0));
+  view.Apply(PhaseProgress(3, 0, kC, v1::RUN_PHASE_TRUNK, 0, 0));
+  view.Apply(PhaseProgress(4, 60000, kA, v1::RUN_PHASE_TRUNK, 90000, 3.5));
+  // The trunk ends at 200 s; the runs wait for their decays.
+  view.Apply(PhaseProgress(5, 200000, kA, v1::RUN_PHASE_WAITING, 90000, 3.5));
+  view.Apply(PhaseProgress(6, 200000, kB, v1::RUN_PHASE_WAITING, 180000, 3));
+  view.Apply(PhaseProgress(7, 200000, kC, v1::RUN_PHASE_WAITING, 360000, 2.9));
+  // a's decay is leased at 210 s and trains 5K tokens in 10 s.
+  view.Apply(StateChange(8, kA, v1::RUN_STATE_RUNNING));
+  view.Apply(PhaseProgress(9, 210000, kA, v1::RUN_PHASE_DECAYING, 90000, 3.5));
+  view.Apply(PhaseProgress(10, 220000, kA, v1::RUN_PHASE_DECAYING, 95000, 3));
+  EXPECT_EQ(
+      view.Block(),
+      (std::vector<std::string>{
+          "sweep sw-1 \"demo\": 0/3 succeeded, 0 on trunk, 0 training, 1 "
+          "decaying, 0 evaluating, 2 waiting, 0 failed, 0 cancelled  "
+          "(event #10)",
+          "  aaaaaaaaaaaaaaaa full/S1 decaying   [###################.]  95% "
+          "95.0K/100K tokens  loss 3.0000  step 95  eta 10s"}));
+  view.Apply(
+      PhaseProgress(11, 230000, kA, v1::RUN_PHASE_EVALUATING, 100000, 2.8));
+  view.Apply(StateChange(12, kA, v1::RUN_STATE_SUCCEEDED));
+  EXPECT_EQ(view.Block(),
+            (std::vector<std::string>{
+                "sweep sw-1 \"demo\": 1/3 succeeded, 0 on trunk, 0 training, "
+                "0 decaying, 0 evaluating, 2 waiting, 0 failed, 0 cancelled  "
+                "(event #12)"}));
 }
 
 TEST(ProgressViewTest, TerminalModeRedrawsInPlace) {

@@ -185,7 +185,9 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
     store::MetricPoint train = loss;
     train.name = "train_loss";
     train.value = loss.value + 0.5;
-    EXPECT_TRUE(store.RecordMetrics(task.id, *attempt, {loss, train}).ok());
+    EXPECT_TRUE(
+        store.RecordMetrics(task.id, *attempt, {loss, train}, absl::UnixEpoch())
+            .ok());
     if (options.q_grad) {
       std::vector<store::MetricPoint> norms;
       for (int64_t step = 1; step <= 3; ++step) {
@@ -200,7 +202,9 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
       other.name = "q_grad_norm_l1h1";
       other.value = 10;
       norms.push_back(other);
-      EXPECT_TRUE(store.RecordMetrics(task.id, *attempt, norms).ok());
+      EXPECT_TRUE(
+          store.RecordMetrics(task.id, *attempt, norms, absl::UnixEpoch())
+              .ok());
     }
     if (options.longppl) {
       store::EvalResult eval;

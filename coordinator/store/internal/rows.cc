@@ -12,7 +12,8 @@ const char kSweepColumns[] =
     "retries, infra_retries";
 const char kRunColumns[] =
     "id, arch, scale, budget_tokens, n_params, seed, config, max_attempts, "
-    "state, failure_reason, retries, created_at, updated_at";
+    "state, failure_reason, retries, created_at, updated_at, phase, "
+    "step_done, tokens_done, train_loss";
 const char kTaskColumns[] =
     "id, sweep_id, run_id, trunk_group, kind, priority, cost_flops, "
     "payload, max_attempts, state, attempt, failures, "
@@ -23,7 +24,8 @@ const char kWorkerColumns[] =
     "id, address, devices, capacity, registered_at, last_heartbeat, state";
 const char kCheckpointColumns[] =
     "task_id, run_id, step, tokens, path, checksum, kind, attempt, created_at";
-const char kEventColumns[] = "seq, sweep_id, run_id, kind, message, time";
+const char kEventColumns[] =
+    "seq, sweep_id, run_id, kind, message, time, phase, step, tokens, loss";
 
 absl::Time TimeColumn(const Statement& st, int column) {
   if (st.IsNull(column)) return absl::InfinitePast();
@@ -60,6 +62,10 @@ absl::StatusOr<Run> ReadRun(const Statement& st) {
   run.retries = static_cast<int>(st.ColumnInt(10));
   run.created_at = TimeColumn(st, 11);
   run.updated_at = TimeColumn(st, 12);
+  HLAB_ASSIGN_OR_RETURN(run.phase, ParseRunPhase(st.ColumnText(13)));
+  run.progress.step = st.ColumnInt(14);
+  run.progress.tokens = st.ColumnInt(15);
+  if (!st.IsNull(16)) run.progress.loss = st.ColumnDouble(16);
   return run;
 }
 
@@ -126,6 +132,13 @@ Event ReadEvent(const Statement& st) {
   event.kind = st.ColumnText(3);
   event.message = st.ColumnText(4);
   event.time = TimeColumn(st, 5);
+  if (!st.IsNull(6)) {
+    absl::StatusOr<RunPhase> phase = ParseRunPhase(st.ColumnText(6));
+    if (phase.ok()) event.phase = *phase;
+  }
+  event.progress.step = st.ColumnInt(7);
+  event.progress.tokens = st.ColumnInt(8);
+  if (!st.IsNull(9)) event.progress.loss = st.ColumnDouble(9);
   return event;
 }
 

@@ -1,6 +1,8 @@
 #include "coordinator/store/internal/transitions.h"
 
+#include <algorithm>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -168,7 +170,7 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
                              absl::Time now) {
   if (run_id.empty()) return absl::OkStatus();
   HLAB_ASSIGN_OR_RETURN(const RunState current, ReadRunState(db, run_id));
-  if (current == RunState::kCancelled) return absl::OkStatus();
+  if (current == RunState::kCancelled) return RefreshRunPhase(db, run_id, now);
   int64_t total = 0, succeeded = 0, failed = 0, started = 0;
   std::string reason;
   {
@@ -200,7 +202,7 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
     next = RunState::kRunning;
   }
   if (next != RunState::kFailed) reason.clear();
-  if (current == next) return absl::OkStatus();
+  if (current == next) return RefreshRunPhase(db, run_id, now);
   {
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
@@ -217,7 +219,201 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
     HLAB_RETURN_IF_ERROR(
         InsertEvent(db, sweep, run_id, "run_state", message, now).status());
   }
+  return RefreshRunPhase(db, run_id, now);
+}
+
+const char kRunPhaseSql[] = R"sql(CASE
+  WHEN runs.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN runs.state
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'DECAY')
+    THEN 'DECAYING'
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'TRAIN')
+    THEN 'TRAINING'
+  WHEN EXISTS (SELECT 1 FROM tasks d JOIN task_deps x ON x.task_id = d.id
+    JOIN tasks u ON u.id = x.depends_on WHERE d.run_id = runs.id
+    AND d.kind = 'DECAY' AND u.kind = 'TRUNK' AND u.state = 'LEASED')
+    THEN 'TRUNK'
+  WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
+    AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'EVAL')
+    THEN 'EVALUATING'
+  ELSE 'WAITING' END)sql";
+
+namespace {
+
+bool HasEnded(RunPhase phase) {
+  return phase == RunPhase::kSucceeded || phase == RunPhase::kFailed ||
+         phase == RunPhase::kCancelled;
+}
+
+// The bucket of kProgressEventsPerRun that `tokens` of `budget` falls in.
+int64_t ProgressBucket(int64_t tokens, int64_t budget) {
+  if (budget <= 0) return 0;
+  // tokens <= budget < 2^53 for any real run: no overflow in double.
+  return static_cast<int64_t>(static_cast<double>(tokens) /
+                              static_cast<double>(budget) *
+                              static_cast<double>(kProgressEventsPerRun));
+}
+
+std::string ProgressMessage(RunPhase phase, const RunProgress& progress,
+                            int64_t budget) {
+  return absl::StrCat(ToString(phase), " ", progress.tokens, "/", budget,
+                      " tokens, step ", progress.step);
+}
+
+}  // namespace
+
+absl::Status InsertProgressEvents(Database& db, const std::string& run_id,
+                                  RunPhase phase, const RunProgress& progress,
+                                  absl::Time now) {
+  HLAB_ASSIGN_OR_RETURN(
+      Statement budget_st,
+      db.Prepare("SELECT budget_tokens FROM runs WHERE id = ?"));
+  budget_st.Bind(1, run_id);
+  HLAB_ASSIGN_OR_RETURN(bool has_run, budget_st.Step());
+  const int64_t budget = has_run ? budget_st.ColumnInt(0) : 0;
+  HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps, SweepsOfRun(db, run_id));
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("INSERT INTO events (sweep_id, run_id, kind, message, time,"
+                 " phase, step, tokens, loss)"
+                 " VALUES (?, ?, 'run_progress', ?, ?, ?, ?, ?, ?)"));
+  const std::string message = ProgressMessage(phase, progress, budget);
+  for (int64_t sweep : sweeps) {
+    st.Bind(1, sweep).Bind(2, run_id).Bind(3, message).Bind(4, ToMillis(now));
+    st.Bind(5, ToString(phase)).Bind(6, progress.step);
+    st.Bind(7, progress.tokens);
+    if (progress.loss) {
+      st.Bind(8, *progress.loss);
+    } else {
+      st.BindNull(8);
+    }
+    HLAB_RETURN_IF_ERROR(st.Run());
+    st.Reset();
+  }
   return absl::OkStatus();
+}
+
+namespace {
+
+// The run's stored phase, the phase its tasks say, and its progress.
+// `derived` is the stored phase when LoadPhaseRow was not asked to derive it.
+struct PhaseRow {
+  RunPhase stored = RunPhase::kWaiting;
+  RunPhase derived = RunPhase::kWaiting;
+  RunProgress progress;
+  int64_t budget = 0;
+};
+
+// With `derive_phase`, evaluates kRunPhaseSql (up to four lookups in the
+// run's tasks); the metrics path needs only the stored phase and skips it.
+absl::StatusOr<PhaseRow> LoadPhaseRow(Database& db, const std::string& run_id,
+                                      bool derive_phase) {
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st, db.Prepare(absl::StrCat(
+                        "SELECT phase, ", derive_phase ? kRunPhaseSql : "phase",
+                        ", step_done, tokens_done, train_loss,"
+                        " budget_tokens FROM runs WHERE id = ?")));
+  st.Bind(1, run_id);
+  HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+  if (!has_row)
+    return absl::NotFoundError(absl::StrCat("unknown run ", run_id));
+  PhaseRow row;
+  HLAB_ASSIGN_OR_RETURN(row.stored, ParseRunPhase(st.ColumnText(0)));
+  HLAB_ASSIGN_OR_RETURN(row.derived, ParseRunPhase(st.ColumnText(1)));
+  row.progress.step = st.ColumnInt(2);
+  row.progress.tokens = st.ColumnInt(3);
+  if (!st.IsNull(4)) row.progress.loss = st.ColumnDouble(4);
+  row.budget = st.ColumnInt(5);
+  return row;
+}
+
+}  // namespace
+
+absl::Status RefreshRunPhase(Database& db, const std::string& run_id,
+                             absl::Time now) {
+  if (run_id.empty()) return absl::OkStatus();
+  HLAB_ASSIGN_OR_RETURN(const PhaseRow row,
+                        LoadPhaseRow(db, run_id, /*derive_phase=*/true));
+  if (row.stored == row.derived) return absl::OkStatus();
+  {
+    HLAB_ASSIGN_OR_RETURN(Statement st,
+                          db.Prepare("UPDATE runs SET phase = ? WHERE id = ?"));
+    st.Bind(1, ToString(row.derived)).Bind(2, run_id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  if (HasEnded(row.derived)) return absl::OkStatus();
+  return InsertProgressEvents(db, run_id, row.derived, row.progress, now);
+}
+
+absl::Status RefreshRunsOfTask(Database& db, const LeaseRow& row,
+                               absl::Time now) {
+  if (!row.run_id.empty()) return RefreshRunState(db, row.run_id, now);
+  std::vector<std::string> runs;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("SELECT DISTINCT d.run_id FROM task_deps x"
+                   " JOIN tasks d ON d.id = x.task_id"
+                   " WHERE x.depends_on = ? AND d.kind = 'DECAY'"
+                   " AND d.run_id IS NOT NULL ORDER BY d.run_id"));
+    st.Bind(1, row.id);
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      runs.push_back(st.ColumnText(0));
+    }
+  }
+  for (const std::string& run : runs) {
+    HLAB_RETURN_IF_ERROR(RefreshRunPhase(db, run, now));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecordRunProgress(Database& db, const std::string& run_id,
+                               absl::Time now) {
+  HLAB_ASSIGN_OR_RETURN(const PhaseRow before,
+                        LoadPhaseRow(db, run_id, /*derive_phase=*/false));
+  RunProgress after;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("SELECT step, coalesce(tokens, 0), value FROM metrics"
+                   " WHERE run_id = ? AND name = 'train_loss'"
+                   " ORDER BY step DESC LIMIT 1"));
+    st.Bind(1, run_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (!has_row) return absl::OkStatus();
+    after.step = st.ColumnInt(0);
+    after.tokens = std::min(st.ColumnInt(1), before.budget);
+    if (!st.IsNull(2)) after.loss = st.ColumnDouble(2);
+  }
+  if (after.step == before.progress.step &&
+      after.tokens == before.progress.tokens &&
+      after.loss == before.progress.loss) {
+    return absl::OkStatus();
+  }
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE runs SET step_done = ?, tokens_done = ?,"
+                   " train_loss = ? WHERE id = ?"));
+    st.Bind(1, after.step).Bind(2, after.tokens);
+    if (after.loss) {
+      st.Bind(3, *after.loss);
+    } else {
+      st.BindNull(3);
+    }
+    st.Bind(4, run_id);
+    HLAB_RETURN_IF_ERROR(st.Run());
+  }
+  const bool first = before.progress.step == 0;
+  if (HasEnded(before.stored) ||
+      (!first && ProgressBucket(after.tokens, before.budget) ==
+                     ProgressBucket(before.progress.tokens, before.budget))) {
+    return absl::OkStatus();
+  }
+  return InsertProgressEvents(db, run_id, before.stored, after, now);
 }
 
 absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
@@ -320,6 +516,8 @@ absl::StatusOr<TaskState> FailAttempt(Database& db, const LeaseRow& row,
   for (const std::string& run : runs) {
     HLAB_RETURN_IF_ERROR(RefreshRunState(db, run, now));
   }
+  // A trunk's runs leave TRUNK when its attempt ends.
+  if (row.run_id.empty()) HLAB_RETURN_IF_ERROR(RefreshRunsOfTask(db, row, now));
   return next;
 }
 

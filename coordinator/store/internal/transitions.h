@@ -66,10 +66,48 @@ absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
 
 // Derives the run's state from its tasks, on-demand ones left out (rule in
 // store.h), and stores it if
-// it changed, with a "run_state" event per sweep of the run. No-op for an
-// empty run id.
+// it changed, with a "run_state" event per sweep of the run; then refreshes
+// its phase (RefreshRunPhase). No-op for an empty run id.
 absl::Status RefreshRunState(Database& db, const std::string& run_id,
                              absl::Time now);
+
+// The phase of the run `runs.id` as an SQL expression over the row of
+// `runs` (RunPhase in types.h): its end state; else DECAYING or TRAINING
+// while its own DECAY or TRAIN task is leased; else TRUNK while the TRUNK
+// task its DECAY depends on is leased; else EVALUATING while one of its
+// planned EVAL tasks is leased; else WAITING. Schema v7 (schema.cc) holds a
+// frozen copy of the rule as released: changing this one leaves v7 as is.
+extern const char kRunPhaseSql[];
+
+// Appends a "run_progress" event to every sweep of the run: its phase and
+// progress (the columns of `events` that other kinds leave NULL).
+absl::Status InsertProgressEvents(Database& db, const std::string& run_id,
+                                  RunPhase phase, const RunProgress& progress,
+                                  absl::Time now);
+
+// Stores the run's phase (kRunPhaseSql) if it changed, with a
+// "run_progress" event per sweep of the run unless the new phase is an end
+// state (a "run_state" event says that). No-op for an empty run id.
+absl::Status RefreshRunPhase(Database& db, const std::string& run_id,
+                             absl::Time now);
+
+// RefreshRunState of the task's run or, for a TRUNK task (no run), the
+// phase of each run whose DECAY task depends on it.
+absl::Status RefreshRunsOfTask(Database& db, const LeaseRow& row,
+                               absl::Time now);
+
+// How many "run_progress" events the metrics of one run append at most
+// (one each time its tokens pass another 1/kProgressEventsPerRun of its
+// budget), besides those of its phase changes.
+inline constexpr int64_t kProgressEventsPerRun = 1000;
+
+// After new metric points of `run_id`: stores its progress (its newest
+// `train_loss` point, tokens at most its budget) if it moved, and appends a
+// "run_progress" event per sweep when its tokens passed another
+// 1/kProgressEventsPerRun of the budget (or it had none) and it has not
+// ended.
+absl::Status RecordRunProgress(Database& db, const std::string& run_id,
+                               absl::Time now);
 
 // Ends the leased attempt of `row` with `outcome` ("FAILED" or "EXPIRED")
 // and either requeues the task (PENDING, not_before = now + backoff) or

@@ -96,7 +96,9 @@ class SweepFitsTest : public ::testing::Test {
       store::MetricPoint train = loss;
       train.name = "train_loss";
       train.value = loss.value + 0.5;  // never fitted: val_loss comes first
-      EXPECT_TRUE(store.RecordMetrics(task.id, *attempt, {loss, train}).ok());
+      EXPECT_TRUE(
+          store.RecordMetrics(task.id, *attempt, {loss, train}, clock_.Now())
+              .ok());
       EXPECT_TRUE(store.CompleteTask(task.id, *attempt, clock_.Now()).ok());
     }
     return sweep_id;

@@ -221,10 +221,10 @@ TEST(StoreLeaseTest, ExpiryRequeuesWithNextAttemptAndFencesOldHolder) {
   EXPECT_EQ(*next, 2);
   MetricPoint point;
   point.name = "train_loss";
-  EXPECT_EQ(f.store->RecordMetrics("r1.train", 1, {point}).code(),
+  EXPECT_EQ(f.store->RecordMetrics("r1.train", 1, {point}, T(1)).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(f.store->ReadMetrics("r1", "train_loss")->empty());
-  EXPECT_TRUE(f.store->RecordMetrics("r1.train", 2, {point}).ok());
+  EXPECT_TRUE(f.store->RecordMetrics("r1.train", 2, {point}, T(1)).ok());
   EXPECT_EQ(f.store->GetRun("r1")->retries, 0);
   EXPECT_EQ(f.store->GetSweep(f.sweep_id)->retries, 0);
   EXPECT_EQ(f.store->GetSweep(f.sweep_id)->infra_retries, 1);

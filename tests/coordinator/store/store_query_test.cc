@@ -72,7 +72,7 @@ class StoreQueryTest : public ::testing::Test {
     p.name = "train_loss";
     p.step = 1;
     p.value = 4.5;
-    ASSERT_TRUE(f_.store->RecordMetrics("r1.train", 1, {p}).ok());
+    ASSERT_TRUE(f_.store->RecordMetrics("r1.train", 1, {p}, T(1)).ok());
     auto engine = QueryEngine::Open(f_.store->path());
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(engine).value();

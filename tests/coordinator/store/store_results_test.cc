@@ -36,14 +36,14 @@ std::vector<MetricPoint> Points(int first_step, int count) {
 TEST(StoreMetricsTest, ReplayAddsNoRows) {
   Fixture f;
   ASSERT_EQ(*f.store->LeaseTask("r1.train", "w1", T(0), kLease), 1);
-  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 1, Points(0, 50)).ok());
+  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 1, Points(0, 50), T(1)).ok());
   // Resume after a crash: lease again, replay steps 40..59.
   ASSERT_EQ(f.store->ExpireLeases(T(30))->size(), 1u);
   ASSERT_EQ(*f.store->LeaseTask("r1.train", "w2", T(31), kLease), 2);
   std::vector<MetricPoint> replay = Points(40, 20);
   replay[0].value = 123.0;  // a replayed point never overwrites
-  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 2, replay).ok());
-  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 2, replay).ok());
+  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 2, replay, T(1)).ok());
+  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 2, replay, T(1)).ok());
   auto points = f.store->ReadMetrics("r1", "train_loss");
   ASSERT_TRUE(points.ok());
   ASSERT_EQ(points->size(), 60u);
@@ -57,7 +57,7 @@ TEST(StoreMetricsTest, PointsOfAnotherRunAreRefusedWhole) {
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
   std::vector<MetricPoint> points = Points(0, 3);
   points[2].run_id = "r2";
-  EXPECT_EQ(f.store->RecordMetrics("r1.train", 1, points).code(),
+  EXPECT_EQ(f.store->RecordMetrics("r1.train", 1, points, T(1)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(f.store->ReadMetrics("r1", "train_loss")->empty());
 }
@@ -69,13 +69,13 @@ TEST(StoreMetricsTest, TrunkPointsNameTheirRun) {
   trunk.max_attempts = 3;
   ASSERT_TRUE(f.store->AddTasks({trunk}, T(0)).ok());
   ASSERT_TRUE(f.store->LeaseTask("trunk", "w1", T(0), kLease).ok());
-  EXPECT_EQ(f.store->RecordMetrics("trunk", 1, Points(0, 1)).code(),
+  EXPECT_EQ(f.store->RecordMetrics("trunk", 1, Points(0, 1), T(1)).code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<MetricPoint> points = Points(0, 1);
   points[0].run_id = "r1";
-  EXPECT_TRUE(f.store->RecordMetrics("trunk", 1, points).ok());
+  EXPECT_TRUE(f.store->RecordMetrics("trunk", 1, points, T(1)).ok());
   points[0].run_id = "unknown-run";
-  EXPECT_EQ(f.store->RecordMetrics("trunk", 1, points).code(),
+  EXPECT_EQ(f.store->RecordMetrics("trunk", 1, points, T(1)).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -83,7 +83,7 @@ TEST(StoreMetricsTest, AsyncRecordCompletesAfterCommit) {
   Fixture f;
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
   std::promise<std::pair<absl::Status, int64_t>> done;
-  f.store->RecordMetricsAsync("r1.train", 1, Points(0, 5), "w1",
+  f.store->RecordMetricsAsync("r1.train", 1, Points(0, 5), "w1", T(1),
                               [&](absl::Status s, int64_t added) {
                                 done.set_value({s, added});
                               });
@@ -100,7 +100,7 @@ TEST(StoreMetricsTest, AsyncRecordIsFencedAndCountsOnlyNewPoints) {
   auto record = [&](int attempt, const std::string& worker, int first, int n) {
     std::promise<std::pair<absl::Status, int64_t>> done;
     f.store->RecordMetricsAsync("r1.train", attempt, Points(first, n), worker,
-                                [&](absl::Status s, int64_t added) {
+                                T(1), [&](absl::Status s, int64_t added) {
                                   done.set_value({s, added});
                                 });
     return done.get_future().get();
@@ -188,7 +188,7 @@ TEST(StoreCheckpointTest, DecayResumesFromItsTrunkBranchPoint) {
 TEST(StoreEvalTest, EvalsAndFitsShowInTheViews) {
   Fixture f;
   ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(0), kLease).ok());
-  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 1, Points(0, 10)).ok());
+  ASSERT_TRUE(f.store->RecordMetrics("r1.train", 1, Points(0, 10), T(1)).ok());
   EvalResult eval;
   eval.run_id = "r1";
   eval.step = 9;
@@ -256,14 +256,19 @@ TEST(StoreEventTest, EventsSinceSeq) {
   ASSERT_TRUE(f.store->AppendEvent(elsewhere).ok());
   auto since = f.store->EventsSince(f.sweep_id, last, 100);
   ASSERT_TRUE(since.ok());
-  ASSERT_EQ(since->size(), 2u);
+  // The lease: the run's new state, then its new phase.
+  ASSERT_EQ(since->size(), 3u);
   EXPECT_EQ((*since)[0].kind, "run_state");
   EXPECT_EQ((*since)[0].message, "RUNNING");
   EXPECT_EQ((*since)[0].run_id, "r1");
-  EXPECT_EQ((*since)[1].seq, *seq);
-  EXPECT_EQ((*since)[1].time, T(2));
+  EXPECT_EQ((*since)[1].kind, "run_progress");
+  EXPECT_EQ((*since)[1].phase, RunPhase::kTraining);
+  EXPECT_EQ((*since)[1].message, "TRAINING 0/1000000 tokens, step 0");
+  EXPECT_EQ((*since)[2].seq, *seq);
+  EXPECT_EQ((*since)[2].time, T(2));
+  EXPECT_FALSE((*since)[2].phase.has_value());  // not a progress event
   EXPECT_EQ(f.store->EventsSince(f.sweep_id, last, 1)->size(), 1u);
-  EXPECT_EQ(f.store->EventsSince(0, last, 100)->size(), 3u);  // all sweeps
+  EXPECT_EQ(f.store->EventsSince(0, last, 100)->size(), 4u);  // all sweeps
   EXPECT_TRUE(f.store->EventsSince(f.sweep_id, *seq, 100)->empty());
 }
 

@@ -2,6 +2,10 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -188,6 +192,137 @@ INSERT INTO tasks (id, sweep_id, run_id, kind, max_attempts, resources,
   EXPECT_EQ(resources("odd"), TaskResources{});
   EXPECT_EQ(resources("array"), TaskResources{});
   EXPECT_EQ(resources("text"), TaskResources{});
+}
+
+// A v6 database had no run phases or progress. v7 derives each run's phase
+// from its tasks (its end state; its own leased DECAY or TRAIN; the leased
+// TRUNK its DECAY depends on; a leased planned EVAL; else WAITING, an
+// on-demand EVAL not counting) and its progress from its newest
+// `train_loss` point, tokens capped at its budget, and changes nothing else.
+TEST(StoreSchemaTest, V7FillsInRunPhasesAndProgress) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  const std::vector<std::string> tables = {
+      "sweeps",    "runs",        "sweep_runs", "tasks",
+      "task_deps", "attempts",    "workers",    "metrics",
+      "evals",     "checkpoints", "fits",       "events"};
+  std::map<std::string, int64_t> rows_before;
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 6; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 6").ok());
+    // trunk: its decay waits for a leased trunk, whose points it was given.
+    // decay: its decay is leased, newest point past its budget.
+    // train: its TRAIN is leased; val_loss at a later step does not count.
+    // evaluating: trained, its planned EVAL leased.
+    // queued: TRAIN pending, only an on-demand EVAL leased; NULL tokens.
+    // done: succeeded. bare: no tasks, no metrics.
+    const absl::Status rows = (*db)->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, max_attempts, created_at, updated_at)
+  VALUES ('trunk', 'full', 'xs', 1000, 1, 0, '{}', 'PENDING', 2, 0, 0),
+         ('decay', 'full', 'xs', 1000, 1, 0, '{}', 'RUNNING', 2, 0, 0),
+         ('train', 'full', 'xs', 1000, 1, 0, '{}', 'RUNNING', 2, 0, 0),
+         ('evaluating', 'full', 'xs', 1000, 1, 0, '{}', 'RUNNING', 2, 0, 0),
+         ('queued', 'full', 'xs', 1000, 1, 0, '{}', 'PENDING', 2, 0, 0),
+         ('done', 'full', 'xs', 5000, 1, 0, '{}', 'SUCCEEDED', 2, 0, 0),
+         ('bare', 'full', 'xs', 1000, 1, 0, '{}', 'PENDING', 2, 0, 0);
+INSERT INTO sweep_runs (sweep_id, run_id)
+  SELECT 1, id FROM runs;
+INSERT INTO tasks (id, sweep_id, run_id, kind, state, attempt, max_attempts,
+                   lease_worker, lease_expiry, on_demand, created_at,
+                   updated_at)
+  VALUES ('trunk-a', 1, NULL, 'TRUNK', 'LEASED', 1, 2, 'w1', 9, 0, 0, 0),
+         ('trunk-b', 1, NULL, 'TRUNK', 'SUCCEEDED', 1, 2, NULL, NULL, 0, 0, 0),
+         ('trunk.decay', 1, 'trunk', 'DECAY', 'PENDING', 0, 2, NULL, NULL,
+          0, 0, 0),
+         ('decay.decay', 1, 'decay', 'DECAY', 'LEASED', 1, 2, 'w2', 9, 0, 0,
+          0),
+         ('train.train', 1, 'train', 'TRAIN', 'LEASED', 1, 2, 'w3', 9, 0, 0,
+          0),
+         ('evaluating.train', 1, 'evaluating', 'TRAIN', 'SUCCEEDED', 1, 2,
+          NULL, NULL, 0, 0, 0),
+         ('evaluating.eval', 1, 'evaluating', 'EVAL', 'LEASED', 1, 2, 'w4', 9,
+          0, 0, 0),
+         ('queued.train', 1, 'queued', 'TRAIN', 'PENDING', 0, 2, NULL, NULL,
+          0, 0, 0),
+         ('queued.ondemand', 1, 'queued', 'EVAL', 'LEASED', 1, 2, 'w5', 9, 1,
+          0, 0),
+         ('done.train', 1, 'done', 'TRAIN', 'SUCCEEDED', 1, 2, NULL, NULL, 0,
+          0, 0),
+         ('done.eval', 1, 'done', 'EVAL', 'SUCCEEDED', 1, 2, NULL, NULL, 0,
+          0, 0);
+INSERT INTO task_deps (task_id, depends_on)
+  VALUES ('trunk.decay', 'trunk-a'), ('decay.decay', 'trunk-b'),
+         ('evaluating.eval', 'evaluating.train'),
+         ('done.eval', 'done.train');
+INSERT INTO metrics (run_id, name, step, value, tokens)
+  VALUES ('trunk', 'train_loss', 10, 3.5, 300),
+         ('decay', 'train_loss', 10, 3.0, 400),
+         ('decay', 'train_loss', 20, 2.75, 800),
+         ('decay', 'train_loss', 30, 2.5, 1200),
+         ('train', 'train_loss', 5, 3.0, 50),
+         ('train', 'train_loss', 15, 2.5, 150),
+         ('train', 'train_loss', 25, 2.25, 250),
+         ('train', 'val_loss', 40, 9.0, 400),
+         ('evaluating', 'train_loss', 100, 2.0, 1000),
+         ('queued', 'train_loss', 3, 4.0, NULL),
+         ('done', 'train_loss', 50, 1.75, 2500),
+         ('done', 'train_loss', 100, 1.5, 5000);
+INSERT INTO events (sweep_id, run_id, kind, message, time)
+  VALUES (1, 'done', 'run_state', 'SUCCEEDED', 0);
+)sql");
+    ASSERT_TRUE(rows.ok()) << rows;
+    for (const std::string& table : tables) {
+      auto count = (*db)->QueryInt("SELECT count(*) FROM " + table);
+      ASSERT_TRUE(count.ok()) << table << ": " << count.status();
+      rows_before[table] = *count;
+    }
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  for (const std::string& table : tables) {
+    EXPECT_EQ(RawInt(path, "SELECT count(*) FROM " + table), rows_before[table])
+        << table;
+  }
+  struct Want {
+    std::string run;
+    RunState state;
+    RunPhase phase;
+    int64_t step;
+    int64_t tokens;
+    std::optional<double> loss;
+  };
+  const std::vector<Want> wants = {
+      {"trunk", RunState::kPending, RunPhase::kTrunk, 10, 300, 3.5},
+      {"decay", RunState::kRunning, RunPhase::kDecaying, 30, 1000, 2.5},
+      {"train", RunState::kRunning, RunPhase::kTraining, 25, 250, 2.25},
+      {"evaluating", RunState::kRunning, RunPhase::kEvaluating, 100, 1000, 2.0},
+      {"queued", RunState::kPending, RunPhase::kWaiting, 3, 0, 4.0},
+      {"done", RunState::kSucceeded, RunPhase::kSucceeded, 100, 5000, 1.5},
+      {"bare", RunState::kPending, RunPhase::kWaiting, 0, 0, std::nullopt},
+  };
+  for (const Want& want : wants) {
+    auto run = (*store)->GetRun(want.run);
+    ASSERT_TRUE(run.ok()) << want.run << ": " << run.status();
+    EXPECT_EQ(run->state, want.state) << want.run;
+    EXPECT_EQ(run->phase, want.phase) << want.run;
+    EXPECT_EQ(run->progress.step, want.step) << want.run;
+    EXPECT_EQ(run->progress.tokens, want.tokens) << want.run;
+    EXPECT_EQ(run->progress.loss, want.loss) << want.run;
+  }
+  // The migration writes no events; the old one has no progress columns.
+  EXPECT_EQ(RawInt(path,
+                   "SELECT count(*) FROM events WHERE phase IS NOT NULL"
+                   " OR step IS NOT NULL OR tokens IS NOT NULL"
+                   " OR loss IS NOT NULL"),
+            0);
 }
 
 // A task's resources are stored and read back as they were given.
@@ -382,7 +517,8 @@ TEST(StoreSchemaTest, ReopenAfterCloseKeepsEverything) {
     point.name = "train_loss";
     point.step = 10;
     point.value = 2.5;
-    ASSERT_TRUE((*store)->RecordMetrics("r1.train", attempt, {point}).ok());
+    ASSERT_TRUE(
+        (*store)->RecordMetrics("r1.train", attempt, {point}, T(1)).ok());
   }  // closed: the writer drains and the connections close
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok());
