@@ -362,8 +362,9 @@ std::string QGradScript(const Plot& plot, const std::vector<QGradLine>& lines) {
 // The formation figure's line of one architecture: the run of its largest
 // scale with the most retrieval_score evals along training (at least
 // kMinTrajectoryPoints: evaluation.trajectory's, or branch points), its
-// scores against step, the Q-gradient norm of its top head (the newest
-// trace's) when the hook logged it, and the formation step.
+// scores against step, the Q-gradient norm of the top head of its best
+// trace (the highest score) when the hook logged it, and the formation
+// step.
 constexpr size_t kMinTrajectoryPoints = 3;
 
 struct TrajectoryLine {
@@ -430,10 +431,13 @@ std::vector<TrajectoryLine> TrajectoryLines(const StudyData& study) {
         break;
       }
     }
-    const RetrievalPoint* newest = *std::max_element(
-        points.begin(), points.end(),
-        [](const auto* a, const auto* b) { return a->step < b->step; });
-    line.head = TopHead(newest->details);
+    // The head that formed: the top head of the best trace (the earliest
+    // of equal scores), not of the newest, which may have dissolved.
+    const RetrievalPoint* best = *std::max_element(
+        points.begin(), points.end(), [](const auto* a, const auto* b) {
+          return a->score != b->score ? a->score < b->score : a->step > b->step;
+        });
+    line.head = TopHead(best->details);
     for (const QGradPoint& q : study.q_grad) {
       if (q.run_id == line.run->run_id && q.head == line.head) {
         line.q_grad.emplace_back(q.step, q.value);
@@ -593,7 +597,7 @@ absl::Status WriteMechanismFigures(const StudyData& study,
             "evaluated step of one training trajectory per architecture (its "
             "largest scale's run with the most points: "
             "evaluation.trajectory, branch points, the end), with the "
-            "Q-projection gradient norm of the newest trace's top head "
+            "Q-projection gradient norm of its best trace's top head "
             "(dashed, right axis) where the hook logged it; a dotted line "
             "marks the formation step, the first whose score is at least ",
             G(kRetrievalFormation), " (appendix D.4, docs/evaluation.md)"));

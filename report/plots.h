@@ -40,7 +40,7 @@
 //                                 against training step along that run,
 //                                 one line per architecture (its largest
 //                                 scale's run with the most points), the
-//                                 Q-gradient norm of the newest trace's top
+//                                 Q-gradient norm of the best trace's top
 //                                 head on the right axis when the hook
 //                                 logged it, the formation step dotted
 //                                 (data/formation_<arch>.dat: step score;

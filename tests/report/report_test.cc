@@ -347,8 +347,9 @@ TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
 
 // evaluation.trajectory's points give the formation figure: per
 // architecture the largest scale's run with the most points (ties: the
-// largest D), its scores by step, the Q-gradient norm of the newest trace's
-// top head (l1h0, not the older traces' l1h1), and the formation step.
+// largest D), its scores by step, the Q-gradient norm of the best trace's
+// top head (l1h0, scored 1 at the end, not the lower traces' l1h1), and the
+// formation step.
 TEST_F(ReportTest, RetrievalTracedAlongTrainingGetsTheFormationFigure) {
   SweepOptions sweep;
   sweep.retrieval_heads = true;

@@ -78,6 +78,7 @@ TrainTask FilledTrainTask() {
   t.checkpoint.dir = "/ckpt";
   t.checkpoint.every_steps = 5;
   t.checkpoint.keep_last = 3;
+  t.checkpoint.keep_every_steps = 20;
   t.checkpoint.resume_max_step = 10;
   t.resume = false;
   t.seed = 11;
