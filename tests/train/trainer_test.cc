@@ -3,7 +3,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +55,33 @@ class TrainerTest : public ::testing::Test {
     auto trainer = Trainer::Create(*task, nullptr);
     EXPECT_TRUE(trainer.ok()) << trainer.status();
     return trainer.ok() ? *std::move(trainer) : nullptr;
+  }
+
+  // Runs task `j` to the end with its records written to a file; returns
+  // the trainer (null, the test failed, if it could not run) and the
+  // records in order in *records.
+  std::unique_ptr<Trainer> RunRecorded(const Json& j,
+                                       std::vector<Json>* records) {
+    auto task = task::TrainTaskFromJson(j.dump());
+    EXPECT_TRUE(task.ok()) << task.status();
+    if (!task.ok()) return nullptr;
+    const fs::path log = root_ / "records.jsonl";
+    fs::create_directories(root_);
+    std::FILE* out = std::fopen(log.c_str(), "w");
+    EXPECT_NE(out, nullptr);
+    if (out == nullptr) return nullptr;
+    RecordWriter writer(out, RecordWriter::Human::kNone);
+    auto trainer = Trainer::Create(*task, &writer);
+    EXPECT_TRUE(trainer.ok()) << trainer.status();
+    const bool ran = trainer.ok() && (*trainer)->Run().ok();
+    std::fclose(out);
+    EXPECT_TRUE(ran);
+    if (!ran) return nullptr;
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      records->push_back(Json::parse(line));
+    }
+    return *std::move(trainer);
   }
 
   fs::path root_;
@@ -128,27 +158,17 @@ TEST_F(TrainerTest, EachValidationIsWrittenBeforeTheCheckpointsOfItsStep) {
   trunk["branch_budgets_tokens"] = {10 * kBatch, 15 * kBatch};
   trunk["checkpoint"] = {{"dir", Dir("order")}, {"every_steps", 4}};
   trunk["eval"] = {{"sequences", 8}, {"every_steps", 4}};
-  auto task = task::TrainTaskFromJson(trunk.dump());
-  ASSERT_TRUE(task.ok()) << task.status();
-  const fs::path log = root_ / "records.jsonl";
-  fs::create_directories(root_);
-  std::FILE* out = std::fopen(log.c_str(), "w");
-  ASSERT_NE(out, nullptr);
-  RecordWriter records(out, RecordWriter::Human::kNone);
-  auto trainer = Trainer::Create(*task, &records);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
-  ASSERT_TRUE((*trainer)->Run().ok());
-  std::fclose(out);
+  std::vector<Json> records;
+  auto trainer = RunRecorded(trunk, &records);
+  ASSERT_NE(trainer, nullptr);
 
   std::set<int64_t> validated;
   int checkpoints = 0;
-  std::ifstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    const Json r = Json::parse(line);
+  for (const Json& r : records) {
     const int64_t step = r.value("step", int64_t{-1});
     if (r["type"] == "eval") validated.insert(step);
     if (r["type"] != "checkpoint") continue;
-    if (r["kind"] == "latest" && step == (*trainer)->plan().stop_step) {
+    if (r["kind"] == "latest" && step == trainer->plan().stop_step) {
       continue;  // a retry from the final checkpoint validates again
     }
     ++checkpoints;
@@ -169,25 +189,15 @@ TEST_F(TrainerTest, TheQGradHookLogsEveryFullHeadAndChangesNoLoss) {
   Json plain = BaseTask("swa-16");  // 2 layers: SWA then full, 2 heads
   Json hooked = plain;
   hooked["analysis"] = {{"q_grad_every_steps", 4}};
-  auto task = task::TrainTaskFromJson(hooked.dump());
-  ASSERT_TRUE(task.ok()) << task.status();
-  const fs::path log = root_ / "records.jsonl";
-  fs::create_directories(root_);
-  std::FILE* out = std::fopen(log.c_str(), "w");
-  ASSERT_NE(out, nullptr);
-  RecordWriter records(out, RecordWriter::Human::kNone);
-  auto with = Trainer::Create(*task, &records);
-  ASSERT_TRUE(with.ok()) << with.status();
-  ASSERT_TRUE((*with)->Run().ok());
-  std::fclose(out);
+  std::vector<Json> records;
+  auto with = RunRecorded(hooked, &records);
+  ASSERT_NE(with, nullptr);
   auto without = Make(plain);
   ASSERT_TRUE(without->Run().ok());
-  EXPECT_EQ((*with)->losses(), without->losses());  // bitwise
+  EXPECT_EQ(with->losses(), without->losses());  // bitwise
 
   std::vector<int64_t> steps;
-  std::ifstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    const Json r = Json::parse(line);
+  for (const Json& r : records) {
     if (r["type"] != "analysis") continue;
     steps.push_back(r["step"].get<int64_t>());
     EXPECT_EQ(r["tokens"], r["step"].get<int64_t>() * kBatch);
@@ -224,30 +234,20 @@ TEST_F(TrainerTest, KeptCheckpointsStayAndChangeNoLoss) {
                         {"every_steps", 2},
                         {"keep_last", 1},
                         {"keep_every_steps", 5}};
-  auto task = task::TrainTaskFromJson(kept.dump());
-  ASSERT_TRUE(task.ok()) << task.status();
-  const fs::path log = root_ / "records.jsonl";
-  fs::create_directories(root_);
-  std::FILE* out = std::fopen(log.c_str(), "w");
-  ASSERT_NE(out, nullptr);
-  RecordWriter records(out, RecordWriter::Human::kNone);
-  auto with = Trainer::Create(*task, &records);
-  ASSERT_TRUE(with.ok()) << with.status();
-  ASSERT_TRUE((*with)->Run().ok());
-  std::fclose(out);
+  std::vector<Json> records;
+  auto with = RunRecorded(kept, &records);
+  ASSERT_NE(with, nullptr);
   Json plain = BaseTask();
   plain["budget_tokens"] = 15 * kBatch;
   plain["branch_budgets_tokens"] = {10 * kBatch, 15 * kBatch};
   plain["checkpoint"] = {{"dir", Dir("plain")}};
   auto without = Make(plain);
   ASSERT_TRUE(without->Run().ok());
-  EXPECT_EQ((*with)->losses(), without->losses());  // bitwise
+  EXPECT_EQ(with->losses(), without->losses());  // bitwise
   // The trunk stops at step 12 (the last branch point): kept at 5 and 10.
-  EXPECT_EQ((*with)->plan().stop_step, 12);
+  EXPECT_EQ(with->plan().stop_step, 12);
   std::vector<int64_t> kept_steps;
-  std::ifstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    const Json r = Json::parse(line);
+  for (const Json& r : records) {
     if (r["type"] != "checkpoint" || r["kind"] != "kept") continue;
     kept_steps.push_back(r["step"].get<int64_t>());
     EXPECT_EQ(fs::path(r["path"].get<std::string>()).filename(),
