@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "model/hybrid_lm.h"
 #include "model/layers/mixer.h"
 #include "train/optimizer.h"
@@ -44,13 +44,13 @@ class AutocastScope {
  public:
   explicit AutocastScope(bool on) : on_(on) {
     if (on_) {
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(true);
+      hlab::model::SetAutocastDtype(torch::kCPU, at::kBFloat16);
+      hlab::model::SetAutocastEnabled(torch::kCPU, true);
     }
   }
   ~AutocastScope() {
     if (on_) {
-      at::autocast::set_cpu_enabled(false);
+      hlab::model::SetAutocastEnabled(torch::kCPU, false);
       at::autocast::clear_cache();
     }
   }

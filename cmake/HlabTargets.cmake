@@ -32,13 +32,14 @@ function(hlab_torch_pch target)
     add_library(hlab_torch_pch_base OBJECT ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cc)
     hlab_target_defaults(hlab_torch_pch_base)
     target_link_libraries(hlab_torch_pch_base PRIVATE ${TORCH_LIBRARIES}
-      OpenMP::OpenMP_CXX)
+      hlab_openmp)
     target_precompile_headers(hlab_torch_pch_base PRIVATE <torch/torch.h>)
   endif()
   target_precompile_headers(${target} REUSE_FROM hlab_torch_pch_base)
   # LibTorch's at::parallel_for is header-inline OpenMP: without -fopenmp it
   # runs serially in our code. Same flag as the PCH, or the PCH is rejected.
-  target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+  # One OpenMP runtime, LibTorch's: cmake/HlabTorch.cmake.
+  target_link_libraries(${target} PRIVATE hlab_openmp)
 endfunction()
 
 # hlab_test(<name> SOURCES ... DEPS ... [LABELS ...]): a GoogleTest binary

@@ -1,6 +1,9 @@
 #include "common/filesystem.h"
 #include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 
 #include <filesystem>
@@ -76,6 +79,44 @@ absl::Status CheckLocalFilesystem(const std::string& path,
       "); hlab needs a local disk there (SQLite WAL, file locks and trainer "
       "pids are per host): use a local directory, or pass "
       "--allow-network-fs if you know this mount is safe"));
+}
+
+namespace {
+
+// nftw's callback: removes each entry after its children (FTW_DEPTH); the
+// first failure is kept in remove_tree_error.
+thread_local std::string* remove_tree_error = nullptr;
+
+int RemoveEntry(const char* path, const struct stat* /*info*/, int /*flag*/,
+                struct FTW* /*ftw*/) {
+  if (::remove(path) != 0 && errno != ENOENT) {
+    *remove_tree_error =
+        absl::StrCat("cannot remove ", path, ": ", ::strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::Status RemoveTree(const std::string& path) {
+  struct stat info;
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("cannot examine ", path, ": ", ::strerror(errno)));
+  }
+  std::string error;
+  remove_tree_error = &error;
+  const int rc = ::nftw(path.c_str(), RemoveEntry, 64, FTW_DEPTH | FTW_PHYS);
+  remove_tree_error = nullptr;
+  if (rc != 0) {
+    return absl::InternalError(
+        error.empty()
+            ? absl::StrCat("cannot remove ", path, ": ", ::strerror(errno))
+            : error);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace hlab

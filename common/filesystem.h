@@ -1,4 +1,5 @@
-// Start-up checks on directories: is a path on a network filesystem?
+// Start-up checks on directories (is a path on a network filesystem?), and
+// RemoveTree, hlab's std::filesystem::remove_all.
 //
 // SQLite's WAL needs shared memory and POSIX locks that work on one host
 // only ("WAL does not work over a network filesystem", sqlite.org/wal.html),
@@ -42,6 +43,17 @@ absl::Status CheckLocalFilesystem(const std::string& path,
 // naming `flag` if no parent can be examined.
 absl::StatusOr<std::optional<std::string>> NetworkFilesystemOf(
     const std::string& path, const std::string& flag);
+
+// Removes `path` and, for a directory, everything under it; symbolic links
+// are removed, never followed. OK when `path` does not exist. Internal
+// naming the first entry that could not be removed.
+//
+// Not std::filesystem::remove_all: a pip LibTorch (2.11's libtorch.so)
+// exports its own copy of it, which the dynamic linker binds every caller
+// to, and that copy jumps to address 0 in a program built with GCC 13
+// (scripts/gpu-check.sh found it; docs/training.md, "Building for GPUs").
+// Every program that links LibTorch uses this instead.
+absl::Status RemoveTree(const std::string& path);
 
 }  // namespace hlab
 

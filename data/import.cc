@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/filesystem.h"
 #include "common/status_macros.h"
 #include "data/internal/document_reader.h"
 #include "data/internal/files.h"
@@ -134,8 +135,7 @@ class TempDir {
   explicit TempDir(std::string path) : path_(std::move(path)) {}
   ~TempDir() {
     if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
+      (void)RemoveTree(path_);  // common/filesystem.h says why not fs::
     }
   }
   const std::string& path() const { return path_; }
@@ -291,7 +291,7 @@ absl::Status Publish(const std::string& tmp, const std::string& output) {
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ",
                                             output, ": ", ec.message()));
   }
-  if (had_old) fs::remove_all(old, ec);
+  if (had_old) (void)RemoveTree(old);
   return absl::OkStatus();
 }
 
@@ -309,7 +309,7 @@ absl::StatusOr<Manifest> PrepareDataset(const PrepareOptions& options) {
   if (output.has_parent_path())
     fs::create_directories(output.parent_path(), ec);
   TempDir tmp(absl::StrCat(output.string(), ".tmp-", ::getpid()));
-  fs::remove_all(tmp.path(), ec);
+  (void)RemoveTree(tmp.path());
   if (!fs::create_directory(tmp.path(), ec)) {
     return absl::InternalError(
         absl::StrCat("cannot create ", tmp.path(), ": ", ec.message()));

@@ -39,7 +39,10 @@ absl::StatusOr<CheckpointModel> LoadCheckpointModel(const std::string& path,
     out.model = model::HybridLM(out.config);
     std::istringstream in(file->payload);
     torch::serialize::InputArchive root, model_archive;
-    root.load_from(in);
+    // Onto the CPU whatever device the trainer saved from: a checkpoint of
+    // a CUDA run names cuda:0, which on a CPU-only build (or beside a
+    // training rank on that GPU) would fail or land on the wrong device.
+    root.load_from(in, torch::Device(torch::kCPU));
     root.read("model", model_archive);
     out.model->load(model_archive);
     out.model->eval();

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/filesystem.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "data/import.h"
@@ -43,8 +44,7 @@ absl::StatusOr<std::string> InputIdentity(const std::string& path) {
 
 EvalData::~EvalData() {
   if (!temp_dir_.empty()) {
-    std::error_code ec;
-    fs::remove_all(temp_dir_, ec);
+    (void)RemoveTree(temp_dir_);  // common/filesystem.h says why not fs::
   }
 }
 

@@ -185,7 +185,7 @@ struct TrainTask {
   CheckpointConfig checkpoint;
   bool resume = true;
   uint64_t seed = 0;
-  int64_t threads = 0;  // 0: all cores
+  int64_t threads = 0;  // 0: all cores on the CPU, at most 4 on CUDA
   // "cpu" or "cuda" (a build against a CUDA LibTorch; data parallel over
   // NCCL). The worker sets "cuda" for tasks it gives GPUs.
   std::string device = "cpu";

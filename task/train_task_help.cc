@@ -57,7 +57,7 @@ const char kTaskFieldsHelp[] =
                          coordinator recorded)                         -1
   resume                 continue from the newest valid checkpoint     true
   seed                   seed of the model initialisation              0
-  threads                intra-op threads; 0 = all cores               0
+  threads                intra-op threads; 0 = all cores (CUDA: <= 4)  0
   device                 "cpu", or "cuda" (a CUDA build of hlab-train;
                          ranks all-reduce over NCCL instead of Gloo)   "cpu"
   bf16                   bf16 autocast for the forward pass            false

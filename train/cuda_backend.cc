@@ -65,6 +65,16 @@ torch::Device CudaDeviceForRank(int rank) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
+int64_t CudaMemoryUsedBytes() {
+#ifdef HLAB_WITH_CUDA
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return -1;
+  return static_cast<int64_t>(total - free);
+#else
+  return -1;
+#endif
+}
+
 absl::StatusOr<AllReduce> ConnectNccl(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     std::chrono::milliseconds timeout) {

@@ -1,6 +1,8 @@
 #include "train/data_parallel.h"
 
+#ifndef HLAB_NO_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
@@ -12,8 +14,8 @@ namespace hlab::train {
 
 struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;  // CPU
-  internal::AllReduce sum;  // in place: Gloo's or NCCL's allreduce
+  // In place: Gloo's (CPU) or NCCL's allreduce; it holds its process group.
+  internal::AllReduce sum;
   torch::Device device{torch::kCPU};
 };
 
@@ -57,14 +59,22 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Connect(
     impl->store =
         c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
     if (!config.cuda) {
+#ifdef HLAB_NO_GLOO
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", config.rank, " of ", config.world_size,
+          ": CPU ranks need Gloo, and this hlab-train was built against a "
+          "LibTorch without the Gloo headers; use one CPU rank, or build "
+          "against a LibTorch with them (docs/training.md)"));
+#else
       auto gloo = c10d::ProcessGroupGloo::Options::create(config.timeout);
       gloo->devices.push_back(
           c10d::ProcessGroupGloo::createDeviceForHostname(config.master_addr));
-      impl->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
           impl->store, config.rank, config.world_size, gloo);
-      impl->sum = [group = impl->gloo](std::vector<torch::Tensor>& tensors) {
+      impl->sum = [group](std::vector<torch::Tensor>& tensors) {
         group->allreduce(tensors)->wait();
       };
+#endif
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(

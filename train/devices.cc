@@ -1,6 +1,7 @@
 #include "train/devices.h"
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -27,5 +28,12 @@ std::string ProbeDevicesJson() {
   j["torch_version"] = TORCH_VERSION;
   return j.dump();
 }
+
+int DefaultIntraOpThreads(bool cuda, unsigned cores) {
+  const int all = static_cast<int>(std::max(1u, cores));
+  return cuda ? std::min(all, 4) : all;
+}
+
+int64_t CudaDeviceMemoryUsedBytes() { return internal::CudaMemoryUsedBytes(); }
 
 }  // namespace hlab::train

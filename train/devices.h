@@ -11,12 +11,23 @@
 #ifndef HLAB_TRAIN_DEVICES_H_
 #define HLAB_TRAIN_DEVICES_H_
 
+#include <cstdint>
 #include <string>
 
 namespace hlab::train {
 
 // The devices as a JSON object (one line).
 std::string ProbeDevicesJson();
+
+// The intra-op threads of a rank whose task sets none ("threads": 0):
+// all `cores` on the CPU; on CUDA at most 4, since the GPU does the work and
+// the host threads only launch kernels and prepare batches (several ranks
+// share one host, and each spinning OpenMP thread takes a core from them).
+int DefaultIntraOpThreads(bool cuda, unsigned cores);
+
+// Device memory in use on the current CUDA device (total - free, as
+// nvidia-smi counts it), in bytes; -1 on a build without CUDA.
+int64_t CudaDeviceMemoryUsedBytes();
 
 }  // namespace hlab::train
 

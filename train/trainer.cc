@@ -16,10 +16,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/autocast.h"
 #include "model/config/param_count.h"
 #include "model/hybrid_lm.h"
 #include "task/lr_schedule.h"
 #include "train/checkpoint_file.h"
+#include "train/devices.h"
 #include "train/exit_codes.h"
 #include "train/internal/cuda_backend.h"
 #include "train/libtorch_status.h"
@@ -71,13 +73,7 @@ absl::StatusOr<torch::Tensor> MakeBatch(
 
 // bf16 autocast of the forward pass on `device` (CPU or CUDA) on or off.
 void SetBf16Autocast(const torch::Device& device, bool on) {
-  if (device.is_cuda()) {
-    at::autocast::set_enabled(on);
-    if (on) at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  } else {
-    at::autocast::set_cpu_enabled(on);
-    if (on) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  }
+  model::SetAutocast(device.type(), on, torch::kBFloat16);
 }
 
 }  // namespace
@@ -295,9 +291,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     HLAB_RETURN_IF_ERROR(internal::CheckCudaTraining());
     s->device = internal::CudaDeviceForRank(distributed.rank);
   }
-  at::set_num_threads(static_cast<int>(
-      task.threads > 0 ? task.threads
-                       : std::max(1u, std::thread::hardware_concurrency())));
+  at::set_num_threads(
+      task.threads > 0
+          ? static_cast<int>(task.threads)
+          : DefaultIntraOpThreads(task.device == "cuda",
+                                  std::thread::hardware_concurrency()));
   s->config = task.model;
   if (task.match_params) {
     HLAB_ASSIGN_OR_RETURN(auto matched, model::MatchParameters(s->config));

@@ -3,7 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "worker/trainer_process.h"
 
@@ -60,6 +63,34 @@ int CountGpus(const std::vector<hlab::v1::Device>& devices) {
   int n = 0;
   for (const hlab::v1::Device& d : devices) n += d.kind() == "cuda";
   return n;
+}
+
+absl::StatusOr<std::string> ChildCudaVisibleDevices(
+    const std::vector<int>& ordinals,
+    const std::optional<std::string>& daemon_visible) {
+  std::vector<std::string> entries;
+  if (daemon_visible.has_value()) {
+    for (absl::string_view e : absl::StrSplit(*daemon_visible, ',')) {
+      entries.emplace_back(absl::StripAsciiWhitespace(e));
+    }
+  }
+  std::vector<std::string> out;
+  for (int i : ordinals) {
+    if (!daemon_visible.has_value()) {
+      out.push_back(absl::StrCat(i));
+      continue;
+    }
+    if (i < 0 || static_cast<size_t>(i) >= entries.size() ||
+        entries[static_cast<size_t>(i)].empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GPU ordinal ", i, " is not in this worker's CUDA_VISIBLE_DEVICES=\"",
+          *daemon_visible,
+          "\" (the probe's GPUs are numbered within it); restart the worker "
+          "so that it probes the GPUs it is given"));
+    }
+    out.push_back(entries[static_cast<size_t>(i)]);
+  }
+  return absl::StrJoin(out, ",");
 }
 
 }  // namespace hlab::worker

@@ -17,6 +17,7 @@
 #ifndef HLAB_WORKER_DEVICES_H_
 #define HLAB_WORKER_DEVICES_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,22 @@ absl::StatusOr<std::vector<hlab::v1::Device>> ProbeDevices(
 
 // The number of "cuda" devices in `devices`.
 int CountGpus(const std::vector<hlab::v1::Device>& devices);
+
+// The CUDA_VISIBLE_DEVICES a child gets to see exactly the GPUs with these
+// probe ordinals. The probe ran under the daemon's own CUDA_VISIBLE_DEVICES
+// (set by Slurm, a container or MIG), so its ordinal i is the i-th entry of
+// that list (an index, a GPU-<uuid> or a MIG-<uuid>), not physical GPU i;
+// `daemon_visible` is the daemon's value, nullopt when it has none (then
+// ordinal i is GPU i). No ordinals give "": the child sees no GPU (an EVAL
+// task, or a CPU task on a GPU host, stays off the training ranks' GPUs).
+// FailedPrecondition when an ordinal is not in the daemon's list.
+//
+//   ChildCudaVisibleDevices({1}, "2,3")            -> "3"
+//   ChildCudaVisibleDevices({0, 1}, "GPU-a,GPU-b") -> "GPU-a,GPU-b"
+//   ChildCudaVisibleDevices({}, std::nullopt)      -> ""
+absl::StatusOr<std::string> ChildCudaVisibleDevices(
+    const std::vector<int>& ordinals,
+    const std::optional<std::string>& daemon_visible);
 
 }  // namespace hlab::worker
 

@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include "task/train_task.h"
 #include "worker/backoff.h"
 #include "worker/coordinator_client.h"
+#include "worker/devices.h"
 #include "worker/metrics.h"
 #include "worker/record_relay.h"
 #include "worker/stale_trainers.h"
@@ -279,13 +282,20 @@ absl::Status TaskRunner::Spawn(const std::string& task_file, Ranks* ranks) {
                           std::to_string(world), "--master-addr", "127.0.0.1",
                           "--master-port", std::to_string(port)});
     }
-    if (!devices_.empty()) {
-      const std::string visible =
-          world > 1 ? std::to_string(
-                          devices_[static_cast<size_t>(r) % devices_.size()])
-                    : absl::StrJoin(devices_, ",");
-      launch.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
-    }
+    // Every child sees only its own GPUs (none for an EVAL task or a CPU
+    // task), named through the daemon's own CUDA_VISIBLE_DEVICES.
+    const std::vector<int> ordinals =
+        devices_.empty() || world == 1
+            ? devices_
+            : std::vector<int>{
+                  devices_[static_cast<size_t>(r) % devices_.size()]};
+    const char* daemon_visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    absl::StatusOr<std::string> visible = ChildCudaVisibleDevices(
+        ordinals, daemon_visible == nullptr
+                      ? std::nullopt
+                      : std::optional<std::string>(daemon_visible));
+    if (!visible.ok()) return visible.status();
+    launch.env.push_back("CUDA_VISIBLE_DEVICES=" + *visible);
     launch.log_path =
         (fs::path(dir_) / (IsEval() ? std::string("evaluator.log")
                            : r == 0 ? std::string("trainer.log")

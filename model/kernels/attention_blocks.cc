@@ -85,13 +85,16 @@ std::vector<WorkItem> ScheduleWork(const std::vector<QueryBlock>& plan,
   return items;
 }
 
-int64_t BlockThreads() {
+int64_t BlockThreads(const torch::Device& device) {
+  if (!device.is_cpu()) return 1;
   return at::in_parallel_region() ? 1 : std::max(1, at::get_num_threads());
 }
 
-int64_t WorkerCount(const std::vector<WorkItem>& items) {
+int64_t WorkerCount(const std::vector<WorkItem>& items,
+                    const torch::Device& device) {
   return std::max<int64_t>(
-      1, std::min<int64_t>(BlockThreads(), static_cast<int64_t>(items.size())));
+      1, std::min<int64_t>(BlockThreads(device),
+                           static_cast<int64_t>(items.size())));
 }
 
 }  // namespace hlab::model::internal

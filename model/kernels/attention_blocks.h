@@ -56,12 +56,16 @@ struct WorkItem {
 std::vector<WorkItem> ScheduleWork(const std::vector<QueryBlock>& plan,
                                    const Dims& dims, int64_t threads);
 
-// Threads for the block loop: the intra-op pool, or 1 inside a parallel
-// region.
-int64_t BlockThreads();
+// Threads for the block loop on `device`: the intra-op pool, or 1 inside a
+// parallel region. 1 on any device but the CPU: there each op is a kernel
+// launch on one stream, so splitting the items across host threads only
+// multiplies the launches (and the backward's per-worker fp32 dK / dV
+// accumulators: ~16 GB at T=16384 and 128 threads).
+int64_t BlockThreads(const torch::Device& device);
 
 // Workers for the items: the block-loop threads, but no more than items.
-int64_t WorkerCount(const std::vector<WorkItem>& items);
+int64_t WorkerCount(const std::vector<WorkItem>& items,
+                    const torch::Device& device);
 
 // Runs fn(worker) once for each worker in [0, workers) on the intra-op
 // threads, in one parallel region.

@@ -18,13 +18,13 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "model/cpu/chunk_rows.h"
 #include "model/cpu/fused_attention.h"
 #include "model/cpu/fused_elementwise.h"
 #include "model/cpu/raw_tensor.h"
 #include "model/kernels/attention_args.h"
 #include "model/kernels/attention_blocks.h"
-#include "model/kernels/autocast.h"
 
 namespace hlab::model {
 namespace {
@@ -47,10 +47,10 @@ using internal::KeyBlock;
 using internal::PlanBlocks;
 using internal::QueryBlock;
 using internal::ScheduleWork;
-using internal::ScopedCpuAutocastOff;
 using internal::StatType;
 using internal::WorkerCount;
 using internal::WorkItem;
+using model::ScopedAutocastOff;
 
 // x: (B, H, T, D) -> (N, T * G, D), contiguous, times `scale`, in `dtype`.
 Tensor FoldHeads(const Tensor& x, const Dims& dims, double scale,
@@ -478,7 +478,7 @@ class BlockwiseAttentionFunction
                         bool fused_loops) {
     RECORD_FUNCTION("hlab::BlockwiseAttentionFunction::forward",
                     std::vector<c10::IValue>());
-    ScopedCpuAutocastOff autocast_off;
+    ScopedAutocastOff autocast_off;
     const Tensor sink = sink_arg.numel() > 0 ? sink_arg : Tensor();
     const Dims dims = CheckArgs(q, k, v, sink, window);
     const AttentionBlocks blocks{query_block, key_block, fused_loops};
@@ -501,8 +501,8 @@ class BlockwiseAttentionFunction
     const std::vector<QueryBlock> plan =
         PlanBlocks(dims, window, blocks, q.device());
     const std::vector<WorkItem> items =
-        ScheduleWork(plan, dims, BlockThreads());
-    const int64_t threads = WorkerCount(items);
+        ScheduleWork(plan, dims, BlockThreads(q.device()));
+    const int64_t threads = WorkerCount(items, q.device());
     const auto stat_options = q.options().dtype(stat);
     Tensor out_f = at::empty({dims.n(), dims.t * dims.g, dims.d}, stat_options);
     Tensor lse = at::empty({dims.n(), dims.t * dims.g}, stat_options);
@@ -535,7 +535,7 @@ class BlockwiseAttentionFunction
 
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
-    ScopedCpuAutocastOff autocast_off;
+    ScopedAutocastOff autocast_off;
     const variable_list saved = ctx->get_saved_variables();
     const Tensor& q = saved[0];
     const Tensor& k = saved[1];
@@ -565,8 +565,8 @@ class BlockwiseAttentionFunction
     const std::vector<QueryBlock> plan =
         PlanBlocks(dims, window, blocks, q.device());
     const std::vector<WorkItem> items =
-        ScheduleWork(plan, dims, BlockThreads());
-    const int64_t threads = WorkerCount(items);
+        ScheduleWork(plan, dims, BlockThreads(q.device()));
+    const int64_t threads = WorkerCount(items, q.device());
     // dq rows belong to one item each (the fused loops write them, the ATen
     // loops add); dk and dv get one accumulator per worker, summed at the
     // end.

@@ -6,17 +6,17 @@
 
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "model/kernels/attention_args.h"
 #include "model/kernels/attention_kernel.h"
-#include "model/kernels/autocast.h"
 
 namespace hlab::model {
 namespace {
 
 using internal::CheckArgs;
 using internal::Dims;
-using internal::ScopedCpuAutocastOff;
 using internal::StatType;
+using model::ScopedAutocastOff;
 using torch::Tensor;
 
 // (T, T) bool, true where key j is visible from query i.
@@ -55,7 +55,7 @@ Tensor NaiveProbabilities(const Tensor& q, const Tensor& k, const Tensor& sink,
 torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, const torch::Tensor& sink,
                              int64_t window) {
-  ScopedCpuAutocastOff autocast_off;
+  ScopedAutocastOff autocast_off;
   const Dims dims = CheckArgs(q, k, v, sink, window);
   const Tensor p =
       NaiveProbabilities(q, k, sink, window, dims).narrow(-1, 0, dims.t);
@@ -67,7 +67,7 @@ torch::Tensor AttentionProbabilities(const torch::Tensor& q,
                                      const torch::Tensor& k,
                                      const torch::Tensor& sink,
                                      int64_t window) {
-  ScopedCpuAutocastOff autocast_off;
+  ScopedAutocastOff autocast_off;
   torch::NoGradGuard no_grad;
   const Dims dims = CheckArgs(q, k, k, sink, window);
   return NaiveProbabilities(q, k, sink, window, dims)

@@ -29,11 +29,19 @@ namespace {
 // threads, with autograd dispatch off (fn only writes into tensors it owns).
 // Each range gets at least ~2^16 multiply-adds of work. The BLAS is
 // single-threaded (internal::UseOneThreadPool): the threads are ours.
+// On any device but the CPU it is one call, fn(0, n): there fn's ops are
+// kernel launches on one stream, and host threads would only multiply them.
 //
 // at::parallel_for is header-inline: it runs in parallel only when this file
 // is compiled with OpenMP (-fopenmp), and serially otherwise.
 template <typename Fn>
-void ParallelOverBatch(int64_t n, int64_t work_per_item, const Fn& fn) {
+void ParallelOverBatch(const torch::Device& device, int64_t n,
+                       int64_t work_per_item, const Fn& fn) {
+  if (!device.is_cpu()) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    fn(0, n);
+    return;
+  }
   constexpr int64_t kMinWork = int64_t{1} << 16;
   internal::UseOneThreadPool();
   const int64_t grain =
@@ -101,10 +109,12 @@ torch::Tensor BlasBaddbmm(const torch::Tensor& c, const torch::Tensor& a_arg,
                                   : at::empty({n, rows, cols}, a.options());
   const double gemm_beta = c.defined() ? beta : 0.0;
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "BlasBaddbmm", [&] {
-    ParallelOverBatch(n, rows * inner * cols, [&](int64_t begin, int64_t end) {
-      GemmBatch<scalar_t>(a, b, static_cast<scalar_t>(alpha),
-                          static_cast<scalar_t>(gemm_beta), out, begin, end);
-    });
+    ParallelOverBatch(a.device(), n, rows * inner * cols,
+                      [&](int64_t begin, int64_t end) {
+                        GemmBatch<scalar_t>(a, b, static_cast<scalar_t>(alpha),
+                                            static_cast<scalar_t>(gemm_beta),
+                                            out, begin, end);
+                      });
   });
   return out;
 }
@@ -121,17 +131,18 @@ torch::Tensor RawParallelBaddbmm(const torch::Tensor& c, const torch::Tensor& a,
     return BlasBaddbmm(c, a, b, beta, alpha);
   }
   torch::Tensor out = at::empty({n, rows, cols}, a.options());
-  ParallelOverBatch(n, rows * inner * cols, [&](int64_t begin, int64_t end) {
-    const int64_t len = end - begin;
-    torch::Tensor o = out.narrow(0, begin, len);
-    if (c.defined()) {
-      at::baddbmm_out(o, c.narrow(0, begin, len), a.narrow(0, begin, len),
-                      b.narrow(0, begin, len), beta, alpha);
-    } else {
-      at::bmm_out(o, a.narrow(0, begin, len), b.narrow(0, begin, len));
-      if (alpha != 1.0) o.mul_(alpha);
-    }
-  });
+  ParallelOverBatch(
+      a.device(), n, rows * inner * cols, [&](int64_t begin, int64_t end) {
+        const int64_t len = end - begin;
+        torch::Tensor o = out.narrow(0, begin, len);
+        if (c.defined()) {
+          at::baddbmm_out(o, c.narrow(0, begin, len), a.narrow(0, begin, len),
+                          b.narrow(0, begin, len), beta, alpha);
+        } else {
+          at::bmm_out(o, a.narrow(0, begin, len), b.narrow(0, begin, len));
+          if (alpha != 1.0) o.mul_(alpha);
+        }
+      });
   return out;
 }
 
@@ -204,22 +215,24 @@ class UnitLowerInverseFunction
       AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "UnitLowerInverse", [&] {
         const scalar_t* in = ac.data_ptr<scalar_t>();
         scalar_t* out = inverse.data_ptr<scalar_t>();
-        ParallelOverBatch(n, c * c * c / 6, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) {
-            internal::InvertUnitLower(in + i * c * c, c, out + i * c * c);
-          }
-        });
+        ParallelOverBatch(
+            a.device(), n, c * c * c / 6, [&](int64_t begin, int64_t end) {
+              for (int64_t i = begin; i < end; ++i) {
+                internal::InvertUnitLower(in + i * c * c, c, out + i * c * c);
+              }
+            });
       });
     } else {
       const torch::Tensor eye = at::eye(c, a.options());
-      ParallelOverBatch(n, c * c * c / 2, [&](int64_t begin, int64_t end) {
-        const int64_t len = end - begin;
-        torch::Tensor out = inverse.narrow(0, begin, len);
-        at::linalg_solve_triangular_out(out, a.narrow(0, begin, len),
-                                        eye.expand({len, c, c}),
-                                        /*upper=*/false, /*left=*/true,
-                                        /*unitriangular=*/true);
-      });
+      ParallelOverBatch(
+          a.device(), n, c * c * c / 2, [&](int64_t begin, int64_t end) {
+            const int64_t len = end - begin;
+            torch::Tensor out = inverse.narrow(0, begin, len);
+            at::linalg_solve_triangular_out(out, a.narrow(0, begin, len),
+                                            eye.expand({len, c, c}),
+                                            /*upper=*/false, /*left=*/true,
+                                            /*unitriangular=*/true);
+          });
     }
     ctx->save_for_backward({inverse});
     return inverse;
@@ -247,13 +260,15 @@ class UnitLowerInverseFunction
           const scalar_t* x = inverse.data_ptr<scalar_t>();
           const scalar_t* gd = g.data_ptr<scalar_t>();
           scalar_t* out = grad_a.data_ptr<scalar_t>();
-          ParallelOverBatch(n, 2 * c * c * c, [&](int64_t begin, int64_t end) {
-            std::vector<scalar_t> tmp(c * c);
-            for (int64_t i = begin; i < end; ++i) {
-              UnitLowerInverseGrad(x + i * c * c, gd + i * c * c, c, tmp.data(),
-                                   out + i * c * c);
-            }
-          });
+          ParallelOverBatch(inverse.device(), n, 2 * c * c * c,
+                            [&](int64_t begin, int64_t end) {
+                              std::vector<scalar_t> tmp(c * c);
+                              for (int64_t i = begin; i < end; ++i) {
+                                UnitLowerInverseGrad(
+                                    x + i * c * c, gd + i * c * c, c,
+                                    tmp.data(), out + i * c * c);
+                              }
+                            });
         });
     return {grad_a};
   }

@@ -9,6 +9,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "model/cpu/blas.h"
 #include "model/cpu/chunk_rows.h"
 #include "model/cpu/raw_tensor.h"
@@ -234,8 +235,8 @@ torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(chunk > 0, "gated delta: chunk must be > 0, got ", chunk);
   // Under bf16 autocast the chunk products take bf16 operands, as autocast
   // would give the composition's matmuls; the rest stays fp32.
-  const bool bf16_products = internal::CpuAutocastToBf16();
-  ScopedCpuAutocastOff no_autocast;
+  const bool bf16_products = AutocastToBf16(q.device().type());
+  ScopedAutocastOff no_autocast;
   if (internal::FusedGatedDeltaServes({q, k, v, g, beta})) {
     return internal::FusedChunkedGatedDelta(q, k, v, g, beta, scale, chunk,
                                             bf16_products);
@@ -253,7 +254,7 @@ torch::Tensor ChunkedGatedDeltaComposed(const torch::Tensor& q,
                                         int64_t chunk) {
   CheckShapes(q, k, v, g, beta);
   TORCH_CHECK(chunk > 0, "gated delta: chunk must be > 0, got ", chunk);
-  ScopedCpuAutocastOff no_autocast;
+  ScopedAutocastOff no_autocast;
   const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g, beta});
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), dk = q.size(3),
                 dv = v.size(3);
@@ -322,7 +323,7 @@ torch::Tensor RecurrentGatedDelta(const torch::Tensor& q,
                                   const torch::Tensor& g,
                                   const torch::Tensor& beta, double scale) {
   CheckShapes(q, k, v, g, beta);
-  ScopedCpuAutocastOff no_autocast;
+  ScopedAutocastOff no_autocast;
   const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g, beta});
   const int64_t b = q.size(0), h = q.size(1), dk = q.size(3), dv = v.size(3);
   const std::vector<torch::Tensor> q_t = (q.to(dtype) * scale).unbind(2);

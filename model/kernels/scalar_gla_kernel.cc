@@ -228,8 +228,8 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(chunk > 0, "scalar GLA: chunk must be > 0, got ", chunk);
   // Under bf16 autocast the chunk products take bf16 operands, as autocast
   // would give the composition's matmuls; the rest stays fp32.
-  const bool bf16_products = internal::CpuAutocastToBf16();
-  ScopedCpuAutocastOff no_autocast;
+  const bool bf16_products = AutocastToBf16(q.device().type());
+  ScopedAutocastOff no_autocast;
   if (internal::FusedScalarGlaServes(q, k, v, g)) {
     return internal::FusedChunkedScalarGla(q, k, v, g, scale, chunk,
                                            bf16_products);
@@ -246,7 +246,7 @@ torch::Tensor ChunkedScalarGlaWithAten(const torch::Tensor& q_arg,
                                        int64_t chunk) {
   CheckShapes(q_arg, k_arg, v_arg, g);
   const auto [q, k, v] = ExpandHeads(q_arg, k_arg, v_arg, g.size(1));
-  ScopedCpuAutocastOff no_autocast;
+  ScopedAutocastOff no_autocast;
   const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g});
   const int64_t b = v.size(0), h = v.size(1), t = v.size(2), dv = v.size(3);
   const int64_t n = (t + chunk - 1) / chunk;
@@ -307,7 +307,7 @@ torch::Tensor RecurrentScalarGla(const torch::Tensor& q_arg,
                                  const torch::Tensor& g, double scale) {
   CheckShapes(q_arg, k_arg, v_arg, g);
   const auto [q, k, v] = ExpandHeads(q_arg, k_arg, v_arg, g.size(1));
-  ScopedCpuAutocastOff no_autocast;
+  ScopedAutocastOff no_autocast;
   const torch::ScalarType dtype = KernelComputeDtype({q, k, v, g});
   const int64_t b = v.size(0), h = v.size(1), dk = q.size(3), dv = v.size(3);
   const std::vector<torch::Tensor> q_t = (q.to(dtype) * scale).unbind(2);

@@ -32,7 +32,7 @@
 #include <c10/util/Optional.h>
 #include <torch/types.h>
 
-#include "model/kernels/autocast.h"
+#include "model/autocast.h"
 
 namespace hlab::model {
 
@@ -67,7 +67,7 @@ torch::Tensor RecurrentScalarGla(const torch::Tensor& q, const torch::Tensor& k,
 // Helpers shared by the recurrent-mixer kernels
 // (model/kernels/gated_delta_kernel.cc uses them too).
 
-using internal::ScopedCpuAutocastOff;  // model/kernels/autocast.h
+using model::ScopedAutocastOff;  // model/autocast.h
 
 // The dtype the kernels compute in: fp64 if any input is fp64, else fp32.
 torch::ScalarType KernelComputeDtype(

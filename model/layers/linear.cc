@@ -10,10 +10,10 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "model/cpu/blas.h"
 #include "model/cpu/fused_elementwise.h"
 #include "model/cpu/raw_tensor.h"
-#include "model/kernels/autocast.h"
 
 namespace hlab::model {
 namespace {
@@ -288,11 +288,11 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
       !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() &&
       x.scalar_type() == weight.scalar_type() && internal::BlasServes(x) &&
       weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1) &&
-      x.numel() > 0 && !at::autocast::is_cpu_enabled();
+      x.numel() > 0 && !AutocastEnabled(torch::kCPU);
   if (!ours) {
     const bool bf16_autocast =
-        internal::CpuAutocastToBf16() && !bias.defined() &&
-        x.device().is_cpu() && weight.device().is_cpu() &&
+        AutocastToBf16(torch::kCPU) && !bias.defined() && x.device().is_cpu() &&
+        weight.device().is_cpu() &&
         (x.scalar_type() == torch::kFloat32 ||
          x.scalar_type() == torch::kBFloat16) &&
         weight.scalar_type() == torch::kFloat32 && weight.dim() == 2 &&
@@ -312,7 +312,7 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
 }
 
 torch::ScalarType LinearInputDtype(torch::ScalarType t) {
-  return internal::CpuAutocastToBf16() &&
+  return AutocastToBf16(torch::kCPU) &&
                  (t == torch::kFloat32 || t == torch::kBFloat16)
              ? torch::kBFloat16
              : t;

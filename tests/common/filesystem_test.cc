@@ -2,9 +2,11 @@
 // the check on real local paths (existing or not yet created).
 #include "common/filesystem.h"
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -55,6 +57,28 @@ TEST(FilesystemTest, CheckAgreesWithStatfsOnRealPaths) {
     EXPECT_NE(s.message().find("--allow-network-fs"), std::string::npos) << s;
   }
   std::filesystem::remove(file);
+}
+
+TEST(RemoveTreeTest, RemovesATreeAndNeverFollowsALink) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(::testing::TempDir()) /
+                        ("hlab_remove_tree_" + std::to_string(::getpid()));
+  const fs::path outside = root.string() + "-outside";
+  fs::create_directories(root / "a" / "b" / "c");
+  fs::create_directories(outside);
+  std::ofstream(root / "a" / "b" / "c" / "f") << "x";
+  std::ofstream(root / "top") << "y";
+  std::ofstream(outside / "kept") << "z";
+  fs::create_directory_symlink(outside, root / "a" / "link");
+  EXPECT_TRUE(RemoveTree(root.string()).ok());
+  EXPECT_FALSE(fs::exists(root));
+  // The link went, not what it pointed to.
+  EXPECT_TRUE(fs::exists(outside / "kept"));
+  // Absent: nothing to do. A file: removed.
+  EXPECT_TRUE(RemoveTree(root.string()).ok());
+  EXPECT_TRUE(RemoveTree((outside / "kept").string()).ok());
+  EXPECT_FALSE(fs::exists(outside / "kept"));
+  fs::remove(outside);
 }
 
 }  // namespace

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "model/config/model_config.h"
 #include "model/config/param_count.h"
 #include "model/cpu/small_bf16_gemm.h"
@@ -113,14 +113,14 @@ inline constexpr const char* kInputNames[] = {"q", "k", "v", "g", "beta"};
 class Bf16Autocast {
  public:
   Bf16Autocast()
-      : was_enabled_(at::autocast::is_cpu_enabled()),
-        was_dtype_(at::autocast::get_autocast_cpu_dtype()) {
-    at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
+      : was_enabled_(hlab::model::AutocastEnabled(torch::kCPU)),
+        was_dtype_(hlab::model::AutocastDtype(torch::kCPU)) {
+    hlab::model::SetAutocastDtype(torch::kCPU, torch::kBFloat16);
+    hlab::model::SetAutocastEnabled(torch::kCPU, true);
   }
   ~Bf16Autocast() {
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+    hlab::model::SetAutocastEnabled(torch::kCPU, was_enabled_);
+    hlab::model::SetAutocastDtype(torch::kCPU, was_dtype_);
     at::autocast::clear_cache();
   }
   Bf16Autocast(const Bf16Autocast&) = delete;

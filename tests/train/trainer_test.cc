@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "train/checkpoint_file.h"
+#include "train/devices.h"
 #include "train/records.h"
 
 namespace hlab::train {
@@ -86,6 +87,16 @@ class TrainerTest : public ::testing::Test {
 
   fs::path root_;
 };
+
+// "threads": 0 gives a CPU rank every core and a CUDA rank at most 4: its
+// host threads only launch kernels, and several ranks share one host.
+TEST(DefaultIntraOpThreadsTest, AllCoresOnTheCpuAtMostFourOnCuda) {
+  EXPECT_EQ(DefaultIntraOpThreads(/*cuda=*/false, 16), 16);
+  EXPECT_EQ(DefaultIntraOpThreads(/*cuda=*/true, 16), 4);
+  EXPECT_EQ(DefaultIntraOpThreads(/*cuda=*/true, 2), 2);
+  EXPECT_EQ(DefaultIntraOpThreads(/*cuda=*/false, 0), 1);  // unknown: one
+  EXPECT_EQ(DefaultIntraOpThreads(/*cuda=*/true, 0), 1);
+}
 
 TEST_F(TrainerTest, ResumeFromACheckpointReproducesEveryLossBitwise) {
   Json full = BaseTask();

@@ -522,9 +522,10 @@ TEST_F(DaemonTest, CpuRanksTaskRunsEveryRankOnThisWorkerAndTakesItsSlots) {
         << line;
   }
   EXPECT_EQ(ranks, 2);
-  std::string cuda;
-  std::ifstream(TaskDir("t-ranks") / "cuda") >> cuda;
-  EXPECT_EQ(cuda, "unset");
+  // CPU ranks see no GPU (CUDA_VISIBLE_DEVICES set, empty).
+  std::string cuda = "not read";
+  std::getline(std::ifstream(TaskDir("t-ranks") / "cuda"), cuda);
+  EXPECT_EQ(cuda, "");
   const nlohmann::json written =
       nlohmann::json::parse(std::ifstream(TaskDir("t-ranks") / "task.json"));
   EXPECT_EQ(written["device"], "cpu");
@@ -561,6 +562,32 @@ TEST_F(DaemonTest, GpuWorkerRunsOneTaskPerGpu) {
   EXPECT_EQ(s.leases[0].free_devices_size(), 3);
   StopDaemon();
   EXPECT_EQ(fake().Snapshot().fails.size(), 2u);
+}
+
+// Under Slurm, MIG or a container the daemon has its own
+// CUDA_VISIBLE_DEVICES; the probe numbers the GPUs within it, so a rank must
+// get the daemon's entry, not the bare ordinal (physical GPU 0 or 1 here).
+TEST_F(DaemonTest, GpuRanksAreNamedThroughTheDaemonsVisibleDevices) {
+  std::ofstream(root_ / "bin" / "probe.json")
+      << R"({"cpu":{"cores":8,"memory_bytes":1},"cuda":[)"
+      << R"({"index":0,"name":"G","memory_bytes":80},)"
+      << R"({"index":1,"name":"G","memory_bytes":80}],"cuda_build":true})";
+  ASSERT_EQ(::setenv("CUDA_VISIBLE_DEVICES", "GPU-5a,GPU-7b", 1), 0);
+  hlab::v1::Task a = MakeTask("t-gpu-a", "sleep");
+  a.mutable_resources()->set_gpus(1);
+  hlab::v1::Task b = MakeTask("t-gpu-b", "sleep");
+  b.mutable_resources()->set_gpus(1);
+  fake().AddTask(a);
+  fake().AddTask(b);
+  StartDaemon("", /*capacity=*/0);  // one per GPU
+  WaitForTrainer("t-gpu-a", "running");
+  WaitForTrainer("t-gpu-b", "running");
+  std::string cuda_a, cuda_b;
+  std::ifstream(TaskDir("t-gpu-a") / "cuda") >> cuda_a;
+  std::ifstream(TaskDir("t-gpu-b") / "cuda") >> cuda_b;
+  EXPECT_EQ(cuda_a + "," + cuda_b, "GPU-5a,GPU-7b");
+  StopDaemon();
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
 TEST_F(DaemonTest, ShutdownTerminatesTrainersAndReportsThemRetryable) {

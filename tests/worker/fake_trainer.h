@@ -54,7 +54,7 @@ ckdir=$(sed -n 's/.*"dir": *"\([^"]*\)".*/\1/p' "$task" | head -1)
 behavior=$(sed -n 's/.*"name": *"behavior=\([^"]*\)".*/\1/p' "$task" | head -1)
 rec() { echo "$1" >&3; }
 echo $$ > "$dir/pid"
-echo "${CUDA_VISIBLE_DEVICES:-unset}" > "$dir/cuda"
+echo "${CUDA_VISIBLE_DEVICES-unset}" > "$dir/cuda"
 . "$(dirname "$0")/behaviors/$behavior.sh"
 )sh";
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -324,6 +325,29 @@ TEST(DevicesTest, ParsesProbe) {
   EXPECT_FALSE(ParseProbeDevices("nonsense").ok());
   EXPECT_FALSE(ParseProbeDevices(R"({"cuda":[]})").ok());
   EXPECT_FALSE(ParseProbeDevices(R"({"cpu":{"cores":2},"cuda":[{}]})").ok());
+}
+
+TEST(DevicesTest, ChildCudaVisibleDevicesMapsOrdinalsThroughTheDaemonsList) {
+  using Visible = std::optional<std::string>;
+  // No list of its own: ordinal i is GPU i.
+  EXPECT_EQ(*ChildCudaVisibleDevices({1}, std::nullopt), "1");
+  EXPECT_EQ(*ChildCudaVisibleDevices({0, 1}, std::nullopt), "0,1");
+  // Slurm's indices, UUIDs and MIG instances pass through as given.
+  EXPECT_EQ(*ChildCudaVisibleDevices({1}, Visible("2,3")), "3");
+  EXPECT_EQ(*ChildCudaVisibleDevices({0, 1}, Visible("GPU-a, GPU-b")),
+            "GPU-a,GPU-b");
+  EXPECT_EQ(*ChildCudaVisibleDevices({0}, Visible("MIG-9f")), "MIG-9f");
+  // No GPU for the child: none visible, whatever the daemon sees.
+  EXPECT_EQ(*ChildCudaVisibleDevices({}, std::nullopt), "");
+  EXPECT_EQ(*ChildCudaVisibleDevices({}, Visible("4,5")), "");
+  // An ordinal outside the daemon's list is refused, naming the list.
+  auto outside = ChildCudaVisibleDevices({2}, Visible("4,5"));
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(outside.status().message().find("CUDA_VISIBLE_DEVICES=\"4,5\""),
+            std::string::npos)
+      << outside.status();
+  EXPECT_FALSE(ChildCudaVisibleDevices({0}, Visible("")).ok());
 }
 
 class TrainerProcessTest : public ::testing::Test {

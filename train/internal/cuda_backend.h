@@ -48,6 +48,10 @@ absl::Status CheckCudaTraining();
 // modulo their count. Also makes it the current device.
 torch::Device CudaDeviceForRank(int rank);
 
+// Device memory in use on the current CUDA device (total - free, every
+// process's), in bytes; -1 on a build without CUDA.
+int64_t CudaMemoryUsedBytes();
+
 // Sums tensors in place across the ranks.
 using AllReduce = std::function<void(std::vector<torch::Tensor>&)>;
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "tests/model/recurrent_test_util.h"
 
 namespace hlab::model {
@@ -96,7 +97,7 @@ TEST(KernelFp32Test, Bf16AutocastRoundsOnlyTheProducts) {
     const auto under_autocast = [&](const auto& kernel) {
       Bf16Autocast autocast;
       torch::Tensor out = kernel();
-      still_enabled = at::autocast::is_cpu_enabled();
+      still_enabled = hlab::model::AutocastEnabled(torch::kCPU);
       return out;
     };
     const std::vector<torch::Tensor> gla_in = {in.q, in.k, in.v, in.g};

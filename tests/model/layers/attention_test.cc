@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "model/config/model_config.h"
 #include "model/kernels/attention_kernel.h"
 #include "model/layers/rope.h"
@@ -375,10 +375,10 @@ TEST(BlockwiseAttentionTest, FusedLoopsMatchAtenLoopsAtModelShapes) {
 
 TEST(BlockwiseAttentionTest, RestoresAutocastState) {
   const Inputs in = MakeInputs(1, 2, 1, 5, 4, /*with_sink=*/false, 7);
-  at::autocast::set_cpu_enabled(true);
+  hlab::model::SetAutocastEnabled(torch::kCPU, true);
   const Tensor o = BlockwiseAttention(in.q, in.k, in.v, Tensor(), 0);
-  EXPECT_TRUE(at::autocast::is_cpu_enabled());
-  at::autocast::set_cpu_enabled(false);
+  EXPECT_TRUE(hlab::model::AutocastEnabled(torch::kCPU));
+  hlab::model::SetAutocastEnabled(torch::kCPU, false);
   EXPECT_EQ(o.scalar_type(), torch::kFloat64);  // no autocast inside
 }
 
@@ -615,10 +615,10 @@ TEST(AttentionTest, AutocastBf16RunsTheKernelInBf16) {
   torch::manual_seed(13);
   const Tensor x = Randn({2, 21, 32}, torch::kFloat32);
   const Tensor want = attention->forward(x);
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(torch::kBFloat16);
+  hlab::model::SetAutocastEnabled(torch::kCPU, true);
+  hlab::model::SetAutocastDtype(torch::kCPU, torch::kBFloat16);
   const Tensor got = attention->forward(x);
-  at::autocast::set_cpu_enabled(false);
+  hlab::model::SetAutocastEnabled(torch::kCPU, false);
   at::autocast::clear_cache();
   EXPECT_EQ(got.scalar_type(), torch::kBFloat16);
   // bf16 projections and matmuls: measured ~5e-3; tolerance 3e-2.

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
 #include "tests/model/model_test_util.h"
 
 namespace hlab::model {
@@ -178,10 +178,10 @@ TEST(LinearTest, Bf16AutocastMatchesTheProductWithinBf16Rounding) {
   const Tensor upstream = torch::randn({2, 150, 48});
   const Tensor x = x0.clone().requires_grad_(true);
   const Tensor w = w0.clone().requires_grad_(true);
-  at::autocast::set_cpu_enabled(true);
+  hlab::model::SetAutocastEnabled(torch::kCPU, true);
   const Tensor y = LinearProduct(x, w);
   const Tensor want_y = at::linear(x0, w0);  // autocast's own
-  at::autocast::set_cpu_enabled(false);
+  hlab::model::SetAutocastEnabled(torch::kCPU, false);
   at::autocast::clear_cache();
   EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
   EXPECT_EQ(want_y.scalar_type(), torch::kBFloat16);
@@ -214,9 +214,9 @@ TEST(LinearTest, Bf16AutocastResultsDoNotDependOnTheThreadCount) {
       [](const Tensor& x0, const Tensor& w0, const Tensor& upstream) {
         const Tensor x = x0.clone().requires_grad_(true);
         const Tensor w = w0.clone().requires_grad_(true);
-        at::autocast::set_cpu_enabled(true);
+        hlab::model::SetAutocastEnabled(torch::kCPU, true);
         const Tensor y = LinearProduct(x, w);
-        at::autocast::set_cpu_enabled(false);
+        hlab::model::SetAutocastEnabled(torch::kCPU, false);
         at::autocast::clear_cache();
         (y.to(torch::kFloat32) * upstream).sum().backward();
         return Result{y.detach(), x.grad(), w.grad()};
@@ -229,7 +229,7 @@ TEST(LinearTest, Bf16AutocastResultsDoNotDependOnTheThreadCount) {
 TEST(LinearTest, InputDtypeFollowsAutocast) {
   EXPECT_EQ(LinearInputDtype(torch::kFloat32), torch::kFloat32);
   EXPECT_EQ(LinearInputDtype(torch::kFloat64), torch::kFloat64);
-  at::autocast::set_cpu_enabled(true);
+  hlab::model::SetAutocastEnabled(torch::kCPU, true);
   EXPECT_EQ(LinearInputDtype(torch::kFloat32), torch::kBFloat16);
   EXPECT_EQ(LinearInputDtype(torch::kBFloat16), torch::kBFloat16);
   EXPECT_EQ(LinearInputDtype(torch::kFloat64), torch::kFloat64);
@@ -238,7 +238,7 @@ TEST(LinearTest, InputDtypeFollowsAutocast) {
   const Tensor w = torch::randn({24, 32});
   const Tensor from_fp32 = LinearProduct(x, w);
   const Tensor from_bf16 = LinearProduct(x.to(torch::kBFloat16), w);
-  at::autocast::set_cpu_enabled(false);
+  hlab::model::SetAutocastEnabled(torch::kCPU, false);
   at::autocast::clear_cache();
   EXPECT_TRUE(torch::equal(from_fp32, from_bf16));
 }
