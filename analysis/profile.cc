@@ -400,8 +400,11 @@ Side FindBound(const Data& data, Constraint::Kind kind,
     side.bound = direction > 0 ? kInf : (exponent ? options.exponent_min : 0.0);
     return side;
   }
+  // Relative to the bound's distance from the estimate, with a floor for a
+  // bound at the estimate itself (noise-free data).
   while (std::abs(t_out - t_in) >
-         options.bound_tolerance * std::abs(t_out - t0)) {
+         std::max(options.bound_tolerance * std::abs(t_in - t0),
+                  1e-10 * std::max(1.0, std::abs(t0)))) {
     const double mid = 0.5 * (t_in + t_out);
     (inside(mid) ? t_in : t_out) = mid;
   }
