@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace hlab::analysis {
 namespace {
@@ -133,6 +134,30 @@ absl::StatusOr<PowerLawReport> AnalyzePowerLaw(
     auto intervals = ProfileLikelihoodIntervals(fit_points, profile);
     if (!intervals.ok()) return intervals.status();
     report.intervals = *std::move(intervals);
+    // The intervals assume Gaussian relative noise and are centred on the
+    // least-squares fit; outliers pull that away from the Huber fit.
+    const ProfileResult& ci = *report.intervals;
+    const std::pair<const char*, std::pair<const ProfileInterval*, double>>
+        checks[] = {{"E", {&ci.E, f.law.E}},
+                    {"A", {&ci.A, f.law.A}},
+                    {"alpha", {&ci.alpha, f.law.alpha}},
+                    {"B", {&ci.B, f.law.B}},
+                    {"beta", {&ci.beta, f.law.beta}}};
+    std::vector<std::string> outside;
+    for (const auto& [name, check] : checks) {
+      if (!check.first->Contains(check.second)) outside.push_back(name);
+    }
+    if (!outside.empty()) {
+      const PowerLaw& ls = ci.least_squares;
+      report.warnings.push_back(absl::StrFormat(
+          "the Huber fit's %s lie(s) outside the %.0f%% profile-likelihood "
+          "intervals, which are centred on the least-squares fit (E=%.6g "
+          "A=%.6g alpha=%.6g B=%.6g beta=%.6g): the residuals look "
+          "heavier-tailed than the Gaussian noise the intervals assume, so "
+          "look at the residuals before trusting either",
+          absl::StrJoin(outside, ", "), 100 * ci.confidence, ls.E, ls.A,
+          ls.alpha, ls.B, ls.beta));
+    }
   }
 
   if (options.bootstrap.resamples > 0) {

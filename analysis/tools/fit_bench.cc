@@ -11,7 +11,8 @@
 // Then it measures interval coverage (analysis/coverage.h): on synthetic
 // datasets from issue #24's law (E=1, A=30, alpha=0.35, B=60, beta=0.3) at
 // four grid shapes (3 scales x 3, 4 and 5 budgets, the demo's and
-// paper-mini's fit grids, and 4 x 5) and each noise level, how often each
+// paper-mini's fit grids, and 4 x 5), plus Chinchilla's law on a 3 x 4 grid
+// at Chinchilla's scale, and each noise level, how often each
 // coefficient's and each held-out prediction's 95% profile-likelihood interval
 // covers the truth; --compare-bootstrap K measures the percentile bootstrap (K
 // resamples, 4500-start fit) on the same datasets.
@@ -162,9 +163,17 @@ struct CoverageArgs {
   int threads = 2;
 };
 
+// A grid and the law its datasets are drawn from.
+struct CoverageCase {
+  hlab::analysis::GridShape shape;
+  hlab::analysis::PowerLaw truth = hlab::analysis::CoverageOptions().truth;
+};
+
 // The demo's scales S1-S4 (N 12.8K-114K: d_model 24, 32, 48, 72) and the
 // paper-mini budgets; the fits use S1-S3 and predict S4, as both specs do.
-std::vector<hlab::analysis::GridShape> CoverageShapes() {
+// Last, a check that nothing is tuned to one law: Chinchilla's law at
+// Chinchilla's scale, 3 x 4.
+std::vector<CoverageCase> CoverageCases() {
   const std::vector<double> n = {12.8e3, 22.8e3, 51.2e3};
   const double n_heldout = 114e3;
   auto shape = [&](const char* name, std::vector<double> d) {
@@ -176,11 +185,16 @@ std::vector<hlab::analysis::GridShape> CoverageShapes() {
       "4x5 (all four scales)", {262144, 524288, 1048576, 2097152, 4194304});
   four.n.push_back(n_heldout);
   for (auto& site : four.predict_at) site.n = 256.5e3;  // d_model 108
+  const hlab::analysis::GridShape chinchilla = {"3x4 Chinchilla law*",
+                                                {1e7, 3e7, 1e8},
+                                                {2e8, 5e8, 1e9, 2e9},
+                                                {{3e8, 2e9}, {3e8, 8e9}}};
   return {
-      shape("3x3 (demo)", {262144, 786432, 2097152}),
-      shape("3x4 (issue)", {262144, 524288, 1048576, 2097152}),
-      shape("3x5 (paper-mini)", {262144, 524288, 1048576, 2097152, 4194304}),
-      four};
+      {shape("3x3 (demo)", {262144, 786432, 2097152})},
+      {shape("3x4 (issue)", {262144, 524288, 1048576, 2097152})},
+      {shape("3x5 (paper-mini)", {262144, 524288, 1048576, 2097152, 4194304})},
+      {four},
+      {chinchilla, {1.69, 406.4, 0.34, 410.7, 0.28}}};
 }
 
 std::string Cell(const hlab::analysis::CoverageCount& c) {
@@ -211,10 +225,12 @@ bool RunCoverage(const CoverageArgs& args) {
   const hlab::analysis::PowerLaw& t = defaults.truth;
   std::cout << absl::StrFormat(
       "\nInterval coverage: %d synthetic datasets per row from E=%g A=%g "
-      "alpha=%g B=%g beta=%g,\nlog-normal noise, seeded (seed %d); nominal "
+      "alpha=%g B=%g beta=%g (but *),\nlog-normal noise, seeded (seed %d); "
+      "nominal "
       "95%% intervals. pred = the loss at the next, held-out\nscale (N=114K; "
       "256K for 4x5) with the largest fitted budget; pred,4xD = at 4x that "
-      "budget.\n",
+      "budget.\n* Chinchilla's law E=1.69 A=406.4 alpha=0.34 B=410.7 "
+      "beta=0.28 at N 1e7-1e8, D 2e8-2e9, predicting N=3e8.\n",
       args.datasets, t.E, t.A, t.alpha, t.B, t.beta,
       static_cast<int>(defaults.seed));
   std::cout << absl::StrFormat("  %-36s %6s %6s %6s %6s %6s %-9s %-9s\n",
@@ -223,8 +239,10 @@ bool RunCoverage(const CoverageArgs& args) {
   bool all_met = true;
   double worst = 1;
   for (double noise : args.noise) {
-    for (const hlab::analysis::GridShape& shape : CoverageShapes()) {
+    for (const CoverageCase& coverage_case : CoverageCases()) {
+      const hlab::analysis::GridShape& shape = coverage_case.shape;
       hlab::analysis::CoverageOptions options;
+      options.truth = coverage_case.truth;
       options.noise_sigma = noise;
       options.datasets = args.datasets;
       options.bootstrap_resamples = args.bootstrap;
