@@ -19,7 +19,7 @@
 //
 //   build/bin/hlab-bench-fit [--points chinchilla.csv] [--no-scipy]
 //                            [--coverage-only | --no-coverage]
-//                            [--datasets K] [--noise 0.01,0.02]
+//                            [--datasets K] [--noise 0.005,0.01,0.02]
 //                            [--compare-bootstrap K] [--threads T]
 //
 // The points file defaults to $HLAB_SHARED_DIR (or <repo>/../shared) +
@@ -158,7 +158,7 @@ struct CoverageArgs {
   bool run = true;
   bool only = false;
   int datasets = 100;
-  std::vector<double> noise = {0.01, 0.02};
+  std::vector<double> noise = {0.005, 0.01, 0.02};
   int bootstrap = 0;
   int threads = 2;
 };
@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
     } else {
       std::cerr << "usage: " << argv[0]
                 << " [--points chinchilla.csv] [--no-scipy] [--coverage-only "
-                   "| --no-coverage] [--datasets K] [--noise 0.01,0.02] "
+                   "| --no-coverage] [--datasets K] [--noise 0.005,0.01,0.02] "
                    "[--compare-bootstrap K] [--threads T]\n";
       return 2;
     }
