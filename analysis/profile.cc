@@ -352,13 +352,16 @@ double Profile(const Data& data, const Constraint& constraint,
   return best;
 }
 
-// One side of one quantity's interval: steps out from the estimate until the
-// profile passes the threshold, then bisects. Returns the bound (in the
-// quantity's units) and whether the data bound it.
+// One end of an interval, in the quantity's units, and whether the data
+// bound it.
 struct Side {
   double bound = 0;
   bool bounded = true;
 };
+
+// One side (direction -1 or +1) of one quantity's interval: steps out from
+// the estimate, doubling the step, until the profile passes the threshold or
+// the search range ends; then bisects.
 
 Side FindBound(const Data& data, Constraint::Kind kind,
                const PredictionSite& site, double estimate, int direction,
