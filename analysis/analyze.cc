@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace hlab::analysis {
 namespace {
@@ -29,16 +30,45 @@ Json IntervalToJson(const Interval& interval) {
               {"std_error", interval.std_error}};
 }
 
-Json PredictionsToJson(const std::vector<PointPrediction>& predictions) {
+// A bound that is not finite (an open side) as null.
+Json Bound(double value) {
+  return std::isfinite(value) ? Json(value) : Json(nullptr);
+}
+
+Json ProfileIntervalToJson(const ProfileInterval& interval) {
+  return Json{{"estimate", interval.estimate},
+              {"lower", Bound(interval.lower)},
+              {"upper", Bound(interval.upper)},
+              {"bounded_below", interval.bounded_below},
+              {"bounded_above", interval.bounded_above}};
+}
+
+// `intervals`, when given, holds one prediction interval per point.
+Json PredictionsToJson(const std::vector<PointPrediction>& predictions,
+                       const std::vector<PredictionInterval>* intervals) {
   Json out = Json::array();
-  for (const PointPrediction& p : predictions) {
-    out.push_back(Json{{"N", p.point.n},
-                       {"D", p.point.d},
-                       {"loss", p.point.loss},
-                       {"predicted", p.predicted},
-                       {"relative_error", p.relative_error}});
+  for (size_t i = 0; i < predictions.size(); ++i) {
+    const PointPrediction& p = predictions[i];
+    Json j{{"N", p.point.n},
+           {"D", p.point.d},
+           {"loss", p.point.loss},
+           {"predicted", p.predicted},
+           {"relative_error", p.relative_error}};
+    if (intervals != nullptr && i < intervals->size()) {
+      const ProfileInterval& ci = (*intervals)[i].interval;
+      j["lower"] = Bound(ci.lower);
+      j["upper"] = Bound(ci.upper);
+    }
+    out.push_back(std::move(j));
   }
   return out;
+}
+
+// "[lo, hi]", a side the data do not bound marked with '*'.
+std::string FormatInterval(const ProfileInterval& ci) {
+  return absl::StrFormat("[%.6g%s, %.6g%s]", ci.lower,
+                         ci.bounded_below ? "" : "*", ci.upper,
+                         ci.bounded_above ? "" : "*");
 }
 
 const char* LossName(VarProLoss loss) {
@@ -88,6 +118,46 @@ absl::StatusOr<PowerLawReport> AnalyzePowerLaw(
           "the L-BFGS and VarPro fits disagree: ", report.agreement->summary));
     }
     report.varpro = *std::move(varpro);
+  }
+
+  if (options.run_intervals && fit_points.size() <= 5) {
+    report.warnings.push_back(
+        "no confidence intervals: they need at least 6 points (5 "
+        "coefficients and the noise)");
+  } else if (options.run_intervals) {
+    ProfileOptions profile = options.intervals;
+    profile.threads = options.fit.threads;
+    profile.predict_at.clear();
+    for (const ScalingPoint& p : verify_points) {
+      profile.predict_at.push_back({p.n, p.d});
+    }
+    auto intervals = ProfileLikelihoodIntervals(fit_points, profile);
+    if (!intervals.ok()) return intervals.status();
+    report.intervals = *std::move(intervals);
+    // The intervals assume Gaussian relative noise and are centred on the
+    // least-squares fit; outliers pull that away from the Huber fit.
+    const ProfileResult& ci = *report.intervals;
+    const std::pair<const char*, std::pair<const ProfileInterval*, double>>
+        checks[] = {{"E", {&ci.E, f.law.E}},
+                    {"A", {&ci.A, f.law.A}},
+                    {"alpha", {&ci.alpha, f.law.alpha}},
+                    {"B", {&ci.B, f.law.B}},
+                    {"beta", {&ci.beta, f.law.beta}}};
+    std::vector<std::string> outside;
+    for (const auto& [name, check] : checks) {
+      if (!check.first->Contains(check.second)) outside.push_back(name);
+    }
+    if (!outside.empty()) {
+      const PowerLaw& ls = ci.least_squares;
+      report.warnings.push_back(absl::StrFormat(
+          "the Huber fit's %s lie(s) outside the %.0f%% profile-likelihood "
+          "intervals, which are centred on the least-squares fit (E=%.6g "
+          "A=%.6g alpha=%.6g B=%.6g beta=%.6g): the residuals look "
+          "heavier-tailed than the Gaussian noise the intervals assume, so "
+          "look at the residuals before trusting either",
+          absl::StrJoin(outside, ", "), 100 * ci.confidence, ls.E, ls.A,
+          ls.alpha, ls.B, ls.beta));
+    }
   }
 
   if (options.bootstrap.resamples > 0) {
@@ -159,6 +229,28 @@ std::string PowerLawReportToJson(const PowerLawReport& report, int indent) {
              {"beta_diff", report.agreement->beta_diff},
              {"max_prediction_rdiff", report.agreement->max_prediction_rdiff}};
   }
+  if (report.intervals.has_value()) {
+    const ProfileResult& p = *report.intervals;
+    Json predictions = Json::array();
+    for (const PredictionInterval& q : p.predictions) {
+      Json one = ProfileIntervalToJson(q.interval);
+      one["N"] = q.site.n;
+      one["D"] = q.site.d;
+      predictions.push_back(std::move(one));
+    }
+    j["intervals"] =
+        Json{{"method", "profile likelihood (F test), relative residuals"},
+             {"confidence", p.confidence},
+             {"dof", p.dof},
+             {"sigma", p.sigma},
+             {"least_squares", LawToJson(p.least_squares)},
+             {"E", ProfileIntervalToJson(p.E)},
+             {"A", ProfileIntervalToJson(p.A)},
+             {"alpha", ProfileIntervalToJson(p.alpha)},
+             {"B", ProfileIntervalToJson(p.B)},
+             {"beta", ProfileIntervalToJson(p.beta)},
+             {"predictions", std::move(predictions)}};
+  }
   if (report.bootstrap.has_value()) {
     const BootstrapResult& boot = *report.bootstrap;
     j["bootstrap"] = Json{
@@ -170,9 +262,11 @@ std::string PowerLawReportToJson(const PowerLawReport& report, int indent) {
   const Verification& v = report.verification;
   Json verification{{"r2_fit", v.r2_fit},
                     {"rmse_fit", v.rmse_fit},
-                    {"fit_points", PredictionsToJson(v.fit_points)}};
+                    {"fit_points", PredictionsToJson(v.fit_points, nullptr)}};
   if (!v.verify_points.empty()) {
-    verification["verify_points"] = PredictionsToJson(v.verify_points);
+    verification["verify_points"] = PredictionsToJson(
+        v.verify_points,
+        report.intervals ? &report.intervals->predictions : nullptr);
     verification["mean_abs_relative_error_verify"] =
         *v.mean_abs_relative_error_verify;
     verification["max_abs_relative_error_verify"] =
@@ -192,24 +286,64 @@ std::string FormatPowerLawReport(const PowerLawReport& report) {
       report.n_points, f.n_starts, f.best_start, f.n_starts_at_best);
   const BootstrapResult* boot =
       report.bootstrap.has_value() ? &*report.bootstrap : nullptr;
-  if (boot != nullptr) {
-    out << absl::StrFormat("  %-6s %-18s %.0f%% CI (%d bootstrap resamples)\n",
-                           "", "value", 100 * boot->confidence,
-                           boot->resamples);
-  }
-  const std::pair<const char*, std::pair<double, const Interval*>> rows[] = {
-      {"E", {report.E, boot ? &boot->E : nullptr}},
-      {"A", {report.A, boot ? &boot->A : nullptr}},
-      {"alpha", {report.alpha, boot ? &boot->alpha : nullptr}},
-      {"B", {report.B, boot ? &boot->B : nullptr}},
-      {"beta", {report.beta, boot ? &boot->beta : nullptr}}};
-  for (const auto& [name, value] : rows) {
-    out << absl::StrFormat("  %-6s %-18.10g", name, value.first);
-    if (value.second != nullptr) {
-      out << absl::StrFormat("[%.6g, %.6g]", value.second->lower,
-                             value.second->upper);
+  const ProfileResult* ci =
+      report.intervals.has_value() ? &*report.intervals : nullptr;
+  if (boot != nullptr || ci != nullptr) {
+    out << absl::StrFormat("  %-6s %-18s", "", "value");
+    if (ci != nullptr) {
+      out << absl::StrFormat(" %-30s",
+                             absl::StrFormat("%.0f%% CI (profile likelihood)",
+                                             100 * ci->confidence));
+    }
+    if (boot != nullptr) {
+      out << absl::StrFormat(" %.0f%% CI (%d bootstrap resamples)",
+                             100 * boot->confidence, boot->resamples);
     }
     out << "\n";
+  }
+  struct Row {
+    const char* name;
+    double value;
+    const ProfileInterval* profile;
+    const Interval* bootstrap;
+  };
+  const Row rows[] = {
+      {"E", report.E, ci ? &ci->E : nullptr, boot ? &boot->E : nullptr},
+      {"A", report.A, ci ? &ci->A : nullptr, boot ? &boot->A : nullptr},
+      {"alpha", report.alpha, ci ? &ci->alpha : nullptr,
+       boot ? &boot->alpha : nullptr},
+      {"B", report.B, ci ? &ci->B : nullptr, boot ? &boot->B : nullptr},
+      {"beta", report.beta, ci ? &ci->beta : nullptr,
+       boot ? &boot->beta : nullptr}};
+  bool any_open = false;
+  for (const Row& row : rows) {
+    out << absl::StrFormat("  %-6s %-18.10g", row.name, row.value);
+    if (row.profile != nullptr) {
+      out << absl::StrFormat(" %-30s", FormatInterval(*row.profile));
+      any_open |= !row.profile->bounded_below || !row.profile->bounded_above;
+    }
+    if (row.bootstrap != nullptr) {
+      out << absl::StrFormat(" [%.6g, %.6g]", row.bootstrap->lower,
+                             row.bootstrap->upper);
+    }
+    out << "\n";
+  }
+  if (ci != nullptr) {
+    const PowerLaw& ls = ci->least_squares;
+    out << absl::StrFormat(
+        "  profile intervals: least squares on relative residuals, noise "
+        "%.3g%% (%d dof), centred on E=%.6g A=%.6g alpha=%.6g B=%.6g "
+        "beta=%.6g\n",
+        100 * ci->sigma, ci->dof, ls.E, ls.A, ls.alpha, ls.B, ls.beta);
+    if (any_open) {
+      out << "  * not bounded by the data: the profile stays inside out to "
+             "0 (E, A, B), to the exponent search range (alpha, beta), or "
+             "A's (B's) upper end follows alpha's (beta's)\n";
+    }
+  }
+  if (boot != nullptr) {
+    out << "  bootstrap: percentile intervals, which under-cover on small "
+           "grids (docs/analysis.md, \"Intervals\")\n";
   }
   out << absl::StrFormat(
       "  a = ln A = %.10g, b = ln B = %.10g, e = ln E = %.10g\n", report.a,
@@ -227,12 +361,22 @@ std::string FormatPowerLawReport(const PowerLawReport& report) {
     out << absl::StrFormat(", mean |relative error| %.4f%%, max %.4f%%\n",
                            100 * *v.mean_abs_relative_error_verify,
                            100 * *v.max_abs_relative_error_verify);
-    out << absl::StrFormat("  %-12s %-12s %-10s %-10s %s\n", "N", "D", "loss",
-                           "predicted", "rel. error");
-    for (const PointPrediction& p : v.verify_points) {
-      out << absl::StrFormat("  %-12.4g %-12.4g %-10.5g %-10.5g %+.3f%%\n",
-                             p.point.n, p.point.d, p.point.loss, p.predicted,
-                             100 * p.relative_error);
+    out << absl::StrFormat(
+        "  %-12s %-12s %-10s %-10s %-11s %s\n", "N", "D", "loss", "predicted",
+        "rel. error",
+        ci != nullptr
+            ? absl::StrFormat("%.0f%% CI (profile)", 100 * ci->confidence)
+            : std::string());
+    for (size_t i = 0; i < v.verify_points.size(); ++i) {
+      const PointPrediction& p = v.verify_points[i];
+      out << absl::StrFormat(
+          "  %-12.4g %-12.4g %-10.5g %-10.5g %-11s", p.point.n, p.point.d,
+          p.point.loss, p.predicted,
+          absl::StrFormat("%+.3f%%", 100 * p.relative_error));
+      if (ci != nullptr && i < ci->predictions.size()) {
+        out << " " << FormatInterval(ci->predictions[i].interval);
+      }
+      out << "\n";
     }
   }
   if (report.varpro.has_value()) {

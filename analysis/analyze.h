@@ -3,9 +3,12 @@
 //
 // Runs, in order: the multi-start L-BFGS fit (analysis/fit.h) on the fit
 // points; the variable-projection cross-check (analysis/varpro.h) and their
-// comparison; bootstrap CIs (analysis/bootstrap.h) unless resamples is 0;
-// verification on held-out points (analysis/verify.h). Every warning of the
-// steps is collected in PowerLawReport::warnings.
+// comparison; profile-likelihood CIs for the coefficients and for the
+// predictions at the held-out points (analysis/profile.h: the intervals that
+// cover the truth at their nominal rate, docs/analysis.md); bootstrap CIs
+// (analysis/bootstrap.h) unless resamples is 0; verification on held-out
+// points (analysis/verify.h). Every warning of the steps is collected in
+// PowerLawReport::warnings.
 //
 // Thread-safety: reentrant; the report is a plain value.
 //
@@ -28,6 +31,7 @@
 #include "analysis/bootstrap.h"
 #include "analysis/fit.h"
 #include "analysis/power_law.h"
+#include "analysis/profile.h"
 #include "analysis/varpro.h"
 #include "analysis/verify.h"
 
@@ -38,6 +42,11 @@ struct AnalysisOptions {
   bool run_varpro = true;
   VarProOptions varpro;
   AgreementTolerance agreement;
+  // Profile-likelihood intervals (with fewer than 6 fit points there are
+  // none, and a warning says so). Its predict_at is replaced by the
+  // held-out points; threads by fit.threads.
+  bool run_intervals = true;
+  ProfileOptions intervals;
   BootstrapOptions bootstrap;  // resamples = 0 skips the bootstrap
 };
 
@@ -57,6 +66,9 @@ struct PowerLawReport {
   FitResult fit;
   std::optional<VarProResult> varpro;
   std::optional<FitAgreement> agreement;
+  // The calibrated intervals: coefficients, and one prediction per held-out
+  // point in order.
+  std::optional<ProfileResult> intervals;
   std::optional<BootstrapResult> bootstrap;
   Verification verification;
 };
@@ -71,12 +83,15 @@ absl::StatusOr<PowerLawReport> AnalyzePowerLaw(
 
 // One JSON object: E, A, alpha, B, beta, a, b, e, objective, gradient_norm,
 // r2_fit, r2_verify (only with held-out points), n_points, warnings, and the
-// objects "fit", "varpro", "agreement", "bootstrap" (CIs), "verification"
-// (per-point predictions). `indent` < 0 gives one line.
+// objects "fit", "varpro", "agreement", "intervals" (profile-likelihood CIs;
+// an unbounded end is null), "bootstrap" (percentile CIs), "verification"
+// (per-point predictions, with their interval when there is one). `indent` < 0
+// gives one line.
 std::string PowerLawReportToJson(const PowerLawReport& report, int indent = -1);
 
-// A human-readable report: coefficients with CIs, objective, gradient norm,
-// R^2, the VarPro cross-check, held-out errors and warnings.
+// A human-readable report: coefficients with CIs (profile likelihood, then
+// the bootstrap's when it ran), objective, gradient norm, R^2, the VarPro
+// cross-check, held-out errors and prediction intervals, and warnings.
 std::string FormatPowerLawReport(const PowerLawReport& report);
 
 }  // namespace hlab::analysis

@@ -137,7 +137,21 @@ store::FitRecord ToFitRecord(const SweepFit& fit) {
   record.r2_verify = r.r2_verify.value_or(0);
   record.n_points = static_cast<int>(r.n_points);
   nlohmann::ordered_json ci = nlohmann::ordered_json::object();
-  if (r.bootstrap) {
+  if (r.intervals) {
+    // The calibrated profile-likelihood CIs (an open end is stored as null).
+    const analysis::ProfileResult& p = *r.intervals;
+    auto bounds = [](const analysis::ProfileInterval& i) {
+      return nlohmann::ordered_json::array({i.lower, i.upper});
+    };
+    ci["E"] = bounds(p.E);
+    ci["A"] = bounds(p.A);
+    ci["alpha"] = bounds(p.alpha);
+    ci["B"] = bounds(p.B);
+    ci["beta"] = bounds(p.beta);
+    ci["method"] = "profile";
+    ci["resamples"] = r.bootstrap ? r.bootstrap->resamples : 0;
+    ci["confidence"] = p.confidence;
+  } else if (r.bootstrap) {
     const analysis::BootstrapResult& b = *r.bootstrap;
     ci["E"] = IntervalJson(b.E);
     ci["A"] = IntervalJson(b.A);

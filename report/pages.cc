@@ -33,9 +33,17 @@ std::string FitsOrigin(const StudyData& study) {
   return "no fits";
 }
 
-// A sentence on the fits' bootstrap CIs, or "" when none has any.
+// A sentence on the fits' CIs, or "" when none has any.
 std::string CiNote(const StudyData& study) {
   for (const FitRow& f : study.fits) {
+    if (f.fitted && !f.ci.empty() && f.confidence > 0 &&
+        f.ci_method == "profile") {
+      return absl::StrFormat(
+          "Brackets: %.0f%% profile-likelihood confidence intervals "
+          "(docs/analysis.md, \"Intervals\"); ? marks an end the data do "
+          "not bound.",
+          100 * f.confidence);
+    }
     if (f.fitted && !f.ci.empty() && f.confidence > 0) {
       return absl::StrFormat(
           "Brackets: %.0f%% bootstrap confidence intervals (%d resamples).",

@@ -211,6 +211,9 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
     }
     f.confidence = JsonReal(ci, "confidence").value_or(0);
     f.resamples = static_cast<int>(JsonReal(ci, "resamples").value_or(0));
+    if (ci.is_object() && ci.contains("method") && ci["method"].is_string()) {
+      f.ci_method = ci["method"].get<std::string>();
+    }
     f.objective = JsonReal(details, "objective");
     // The fitter's details say whether there were held-out points; the
     // r2_verify column holds 0 without them.
@@ -251,7 +254,17 @@ FitRow FromSweepFit(const fits::SweepFit& s) {
   f.r2_verify = r.r2_verify;
   f.n_points = static_cast<int>(r.n_points);
   f.warnings = r.warnings;
-  if (r.bootstrap) {
+  if (r.intervals) {
+    const analysis::ProfileResult& p = *r.intervals;
+    f.ci["E"] = {Finite(p.E.lower), Finite(p.E.upper)};
+    f.ci["A"] = {Finite(p.A.lower), Finite(p.A.upper)};
+    f.ci["alpha"] = {Finite(p.alpha.lower), Finite(p.alpha.upper)};
+    f.ci["B"] = {Finite(p.B.lower), Finite(p.B.upper)};
+    f.ci["beta"] = {Finite(p.beta.lower), Finite(p.beta.upper)};
+    f.ci_method = "profile";
+    f.confidence = p.confidence;
+    f.resamples = r.bootstrap ? r.bootstrap->resamples : 0;
+  } else if (r.bootstrap) {
     const analysis::BootstrapResult& b = *r.bootstrap;
     f.ci["E"] = {Finite(b.E.lower), Finite(b.E.upper)};
     f.ci["A"] = {Finite(b.A.lower), Finite(b.A.upper)};

@@ -57,7 +57,8 @@ struct RunRow : fits::RunFigures {
 };
 
 // A confidence interval [lower, upper]; a bound is nullopt when it is not
-// finite (bootstrap resamples that ran off to infinity; stored as null).
+// finite (an end the data do not bound, or bootstrap resamples that ran off
+// to infinity; stored as null).
 struct Interval {
   std::optional<double> lower;
   std::optional<double> upper;
@@ -75,10 +76,13 @@ struct FitRow {
   // holds the fitted value, as in analysis::PowerLaw. NaN when unknown.
   double log_A = std::numeric_limits<double>::quiet_NaN();
   double log_B = std::numeric_limits<double>::quiet_NaN();
-  // Bootstrap CIs by coefficient name ("E", "A", "alpha", "B", "beta").
+  // CIs by coefficient name ("E", "A", "alpha", "B", "beta"): the
+  // profile-likelihood ones (ci_method "profile", analysis/profile.h), or
+  // in fits stored before them the bootstrap's ("bootstrap").
   std::map<std::string, Interval> ci;
+  std::string ci_method = "bootstrap";
   double confidence = 0;  // e.g. 0.95; 0 without CIs
-  int resamples = 0;
+  int resamples = 0;      // bootstrap resamples, 0 when none ran
   std::optional<double> objective;
   std::optional<double> r2_fit;
   std::optional<double> r2_verify;  // only with held-out points

@@ -8,8 +8,19 @@
 //      from a Python script written to a temp directory and run with python3
 //      in the same process run, on the same points;
 // and prints the times, the speed-up ratios and both sets of coefficients.
+// Then it measures interval coverage (analysis/coverage.h): on synthetic
+// datasets from issue #24's law (E=1, A=30, alpha=0.35, B=60, beta=0.3) at
+// four grid shapes (3 scales x 3, 4 and 5 budgets, the demo's and
+// paper-mini's fit grids, and 4 x 5), plus Chinchilla's law on a 3 x 4 grid
+// at Chinchilla's scale, and each noise level, how often each
+// coefficient's and each held-out prediction's 95% profile-likelihood interval
+// covers the truth; --compare-bootstrap K measures the percentile bootstrap (K
+// resamples, 4500-start fit) on the same datasets.
 //
 //   build/bin/hlab-bench-fit [--points chinchilla.csv] [--no-scipy]
+//                            [--coverage-only | --no-coverage]
+//                            [--datasets K] [--noise 0.005,0.01,0.02]
+//                            [--compare-bootstrap K] [--threads T]
 //
 // The points file defaults to $HLAB_SHARED_DIR (or <repo>/../shared) +
 // /data/scaling_law/chinchilla_fig4_points.csv. The Python interpreter is
@@ -27,9 +38,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "analysis/bootstrap.h"
+#include "analysis/coverage.h"
 #include "analysis/fit.h"
 #include "analysis/points_csv.h"
 #include "analysis/varpro.h"
@@ -140,23 +154,180 @@ void PrintLaw(const char* label, double e, double a, double alpha, double b,
       b, beta);
 }
 
+struct CoverageArgs {
+  bool run = true;
+  bool only = false;
+  int datasets = 100;
+  std::vector<double> noise = {0.005, 0.01, 0.02};
+  int bootstrap = 0;
+  int threads = 2;
+};
+
+// A grid and the law its datasets are drawn from.
+struct CoverageCase {
+  hlab::analysis::GridShape shape;
+  hlab::analysis::PowerLaw truth = hlab::analysis::CoverageOptions().truth;
+};
+
+// The demo's scales S1-S4 (N 12.8K-114K: d_model 24, 32, 48, 72) and the
+// paper-mini budgets; the fits use S1-S3 and predict S4, as both specs do.
+// Last, a check that nothing is tuned to one law: Chinchilla's law at
+// Chinchilla's scale, 3 x 4.
+std::vector<CoverageCase> CoverageCases() {
+  const std::vector<double> n = {12.8e3, 22.8e3, 51.2e3};
+  const double n_heldout = 114e3;
+  auto shape = [&](const char* name, std::vector<double> d) {
+    const double d_max = d.back();
+    return hlab::analysis::GridShape{
+        name, n, std::move(d), {{n_heldout, d_max}, {n_heldout, 4 * d_max}}};
+  };
+  hlab::analysis::GridShape four = shape(
+      "4x5 (all four scales)", {262144, 524288, 1048576, 2097152, 4194304});
+  four.n.push_back(n_heldout);
+  for (auto& site : four.predict_at) site.n = 256.5e3;  // d_model 108
+  const hlab::analysis::GridShape chinchilla = {"3x4 Chinchilla law*",
+                                                {1e7, 3e7, 1e8},
+                                                {2e8, 5e8, 1e9, 2e9},
+                                                {{3e8, 2e9}, {3e8, 8e9}}};
+  return {
+      {shape("3x3 (demo)", {262144, 786432, 2097152})},
+      {shape("3x4 (issue)", {262144, 524288, 1048576, 2097152})},
+      {shape("3x5 (paper-mini)", {262144, 524288, 1048576, 2097152, 4194304})},
+      {four},
+      {chinchilla, {1.69, 406.4, 0.34, 410.7, 0.28}}};
+}
+
+std::string Cell(const hlab::analysis::CoverageCount& c) {
+  return absl::StrFormat("%5.1f%%", 100 * c.Rate());
+}
+
+void PrintCoverageRow(const std::string& label,
+                      const hlab::analysis::MethodCoverage& m) {
+  std::cout << absl::StrFormat("  %-36s %s %s %s %s %s", label, Cell(m.E),
+                               Cell(m.A), Cell(m.alpha), Cell(m.B),
+                               Cell(m.beta));
+  for (const auto& p : m.predictions) std::cout << " " << Cell(p) << "   ";
+  int unbounded = 0, total = 0;
+  for (const auto* c : {&m.E, &m.A, &m.alpha, &m.B, &m.beta}) {
+    unbounded += c->unbounded;
+    total += c->total;
+  }
+  std::cout << absl::StrFormat("  open: alpha %d, A %d, E %d of %d",
+                               m.alpha.unbounded, m.A.unbounded, m.E.unbounded,
+                               m.alpha.total);
+  if (m.failed > 0) std::cout << absl::StrFormat(" (%d failed)", m.failed);
+  std::cout << "\n";
+}
+
+// Returns false when a figure of the profile intervals is below 90%.
+bool RunCoverage(const CoverageArgs& args) {
+  const hlab::analysis::CoverageOptions defaults;
+  const hlab::analysis::PowerLaw& t = defaults.truth;
+  std::cout << absl::StrFormat(
+      "\nInterval coverage: %d synthetic datasets per row from E=%g A=%g "
+      "alpha=%g B=%g beta=%g (but *),\nlog-normal noise, seeded (seed %d); "
+      "nominal "
+      "95%% intervals. pred = the loss at the next, held-out\nscale (N=114K; "
+      "256K for 4x5) with the largest fitted budget; pred,4xD = at 4x that "
+      "budget.\n* Chinchilla's law E=1.69 A=406.4 alpha=0.34 B=410.7 "
+      "beta=0.28 at N 1e7-1e8, D 2e8-2e9, predicting N=3e8.\n",
+      args.datasets, t.E, t.A, t.alpha, t.B, t.beta,
+      static_cast<int>(defaults.seed));
+  std::cout << absl::StrFormat("  %-36s %6s %6s %6s %6s %6s %-9s %-9s\n",
+                               "grid, noise, method", "E", "A", "alpha", "B",
+                               "beta", "pred", "pred,4xD");
+  bool all_met = true;
+  double worst = 1;
+  for (double noise : args.noise) {
+    for (const CoverageCase& coverage_case : CoverageCases()) {
+      const hlab::analysis::GridShape& shape = coverage_case.shape;
+      hlab::analysis::CoverageOptions options;
+      options.truth = coverage_case.truth;
+      options.noise_sigma = noise;
+      options.datasets = args.datasets;
+      options.bootstrap_resamples = args.bootstrap;
+      options.threads = args.threads;
+      const auto start = std::chrono::steady_clock::now();
+      auto result = hlab::analysis::MeasureIntervalCoverage(shape, options);
+      const double seconds = Seconds(start);
+      if (!result.ok()) {
+        std::cerr << "hlab-bench-fit: " << result.status() << "\n";
+        return false;
+      }
+      const std::string where =
+          absl::StrFormat("%s, %g%%", shape.name, 100 * noise);
+      PrintCoverageRow(where + ", profile", result->profile);
+      if (result->bootstrap.has_value()) {
+        PrintCoverageRow(where + ", bootstrap", *result->bootstrap);
+      }
+      const auto& m = result->profile;
+      for (const auto* c : {&m.E, &m.A, &m.alpha, &m.B, &m.beta}) {
+        worst = std::min(worst, c->Rate());
+      }
+      for (const auto& p : m.predictions) worst = std::min(worst, p.Rate());
+      std::cout << absl::StrFormat(
+          "  %-36s profile %.3f s CPU per dataset%s; %.1f s wall\n", "",
+          result->seconds_profile / args.datasets,
+          result->bootstrap.has_value()
+              ? absl::StrFormat(", bootstrap %.3f s",
+                                result->seconds_bootstrap / args.datasets)
+              : std::string(),
+          seconds);
+    }
+  }
+  all_met = worst >= 0.9;
+  std::cout << absl::StrFormat(
+      "Lowest profile coverage: %.1f%% (target >= 90%%): %s\n", 100 * worst,
+      all_met ? "met" : "NOT met");
+  return all_met;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path = DefaultPointsPath();
   bool run_scipy = true;
+  CoverageArgs coverage;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--points" && i + 1 < argc) {
+    const bool has_value = i + 1 < argc;
+    int value = 0;
+    if (arg == "--points" && has_value) {
       path = argv[++i];
     } else if (arg == "--no-scipy") {
       run_scipy = false;
+    } else if (arg == "--no-coverage") {
+      coverage.run = false;
+    } else if (arg == "--coverage-only") {
+      coverage.only = true;
+    } else if ((arg == "--datasets" || arg == "--compare-bootstrap" ||
+                arg == "--threads") &&
+               has_value && absl::SimpleAtoi(argv[i + 1], &value) &&
+               value >= (arg == "--compare-bootstrap" ? 0 : 1)) {
+      ++i;
+      (arg == "--datasets"  ? coverage.datasets
+       : arg == "--threads" ? coverage.threads
+                            : coverage.bootstrap) = value;
+    } else if (arg == "--noise" && has_value) {
+      coverage.noise.clear();
+      for (absl::string_view part : absl::StrSplit(argv[++i], ',')) {
+        double sigma = 0;
+        if (!absl::SimpleAtod(part, &sigma) || !(sigma >= 0)) {
+          std::cerr << "hlab-bench-fit: --noise takes relative levels, e.g. "
+                       "0.01,0.02\n";
+          return 2;
+        }
+        coverage.noise.push_back(sigma);
+      }
     } else {
       std::cerr << "usage: " << argv[0]
-                << " [--points chinchilla.csv] [--no-scipy]\n";
+                << " [--points chinchilla.csv] [--no-scipy] [--coverage-only "
+                   "| --no-coverage] [--datasets K] [--noise 0.005,0.01,0.02] "
+                   "[--compare-bootstrap K] [--threads T]\n";
       return 2;
     }
   }
+  if (coverage.only) return RunCoverage(coverage) ? 0 : 1;
   auto points = hlab::analysis::ReadChinchillaCsv(path);
   if (!points.ok()) {
     std::cerr << "hlab-bench-fit: " << points.status().message()
@@ -292,5 +463,6 @@ int main(int argc, char** argv) {
         scipy_cpu_seconds, fit_cpu_seconds[1],
         scipy_cpu_seconds / fit_cpu_seconds[1]);
   }
+  if (coverage.run && !RunCoverage(coverage)) return 1;
   return 0;
 }

@@ -147,6 +147,16 @@ TEST(RunFitCommandTest, JsonWithHeldOutModelSize) {
   EXPECT_NEAR(j["alpha"].get<double>(), kTrueLaw.alpha, 0.05);
   EXPECT_GT(j["r2_verify"].get<double>(), 0.9);
   EXPECT_EQ(j["verification"]["verify_points"].size(), 6u);
+  // Profile intervals: the coefficients, and one per held-out point.
+  ASSERT_TRUE(j.contains("intervals"));
+  EXPECT_LE(j["intervals"]["alpha"]["lower"].get<double>(), kTrueLaw.alpha);
+  EXPECT_GE(j["intervals"]["alpha"]["upper"].get<double>(), kTrueLaw.alpha);
+  EXPECT_EQ(j["intervals"]["dof"], 24 - 5);
+  ASSERT_EQ(j["intervals"]["predictions"].size(), 6u);
+  for (const auto& p : j["verification"]["verify_points"]) {
+    EXPECT_LE(p["lower"].get<double>(), p["predicted"].get<double>() * 1.01);
+    EXPECT_GE(p["upper"].get<double>(), p["predicted"].get<double>() * 0.99);
+  }
   EXPECT_TRUE(j["agreement"]["agree"].get<bool>());
 }
 
@@ -188,6 +198,7 @@ TEST(AnalyzePowerLawTest, JsonOmitsR2VerifyWithoutHeldOutPoints) {
   options.fit.grid.alpha = {0.5};  // a small grid: this tests the report
   options.fit.grid.e = {0.5};
   options.bootstrap.resamples = 0;
+  options.run_intervals = false;
   auto report = AnalyzePowerLaw(points, {}, options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->r2_verify.has_value());
@@ -202,6 +213,34 @@ TEST(AnalyzePowerLawTest, JsonOmitsR2VerifyWithoutHeldOutPoints) {
   const std::string text = FormatPowerLawReport(*report);
   EXPECT_EQ(text.find("Held-out"), std::string::npos);
   EXPECT_EQ(text.find("CI"), std::string::npos);
+  EXPECT_FALSE(j.contains("intervals"));
+
+  // The profile intervals are on by default.
+  options.run_intervals = true;
+  report = AnalyzePowerLaw(points, {}, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->intervals.has_value());
+  EXPECT_TRUE(report->intervals->alpha.Contains(kTrueLaw.alpha));
+  EXPECT_NE(FormatPowerLawReport(*report).find("95% CI (profile likelihood)"),
+            std::string::npos);
+}
+
+TEST(AnalyzePowerLawTest, FewerThanSixPointsGetNoIntervalsAndAWarning) {
+  const std::vector<ScalingPoint> points = SyntheticGrid(kTrueLaw, 0.002, 4);
+  AnalysisOptions options;
+  options.fit.grid.alpha = {0.5};
+  options.fit.grid.e = {0.5};
+  options.bootstrap.resamples = 0;
+  auto report = AnalyzePowerLaw(
+      std::vector<ScalingPoint>(points.begin(), points.begin() + 5), {},
+      options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->intervals.has_value());
+  bool warned = false;
+  for (const std::string& w : report->warnings) {
+    warned |= w.find("no confidence intervals") != std::string::npos;
+  }
+  EXPECT_TRUE(warned);
 }
 
 }  // namespace

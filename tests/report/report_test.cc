@@ -469,6 +469,9 @@ TEST_F(ReportTest, ComputesFitsWhenNoneIsStoredAndSaysLongPplIsMissing) {
   EXPECT_TRUE(fs::exists(Out() / "loss_residuals.svg"));
   EXPECT_NE(index.find("these were computed by hlab report"),
             std::string::npos);
+  // Computed fits carry the calibrated profile-likelihood CIs.
+  EXPECT_NE(index.find("95% profile-likelihood confidence intervals"),
+            std::string::npos);
   EXPECT_NE(md.find("full / longppl: not fitted"), std::string::npos) << md;
 }
 

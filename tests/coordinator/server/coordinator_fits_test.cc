@@ -159,6 +159,7 @@ TEST_F(SweepFitsTest, FinishedDemoSweepGetsOneFitPerArchitecture) {
     EXPECT_EQ(std::get<int64_t>(row[9]), 9);     // S1-S3 x 3 budgets
     auto ci = nlohmann::json::parse(std::get<std::string>(row[10]));
     EXPECT_EQ(ci["resamples"], 20);
+    EXPECT_EQ(ci["method"], "profile");  // the profile-likelihood CIs
     EXPECT_LE(ci["alpha"][0].get<double>(), ci["alpha"][1].get<double>());
   }
   std::vector<store::Event> events = FitEvents(sweep_id);
