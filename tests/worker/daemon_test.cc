@@ -105,6 +105,23 @@ class DaemonTest : public ::testing::Test {
     daemon_.reset();
   }
 
+  // A worker whose probe lists two GPUs, running tasks t-gpu-a and t-gpu-b
+  // of one GPU each (both running on return).
+  void StartTwoGpuTasks() {
+    std::ofstream(root_ / "bin" / "probe.json")
+        << R"({"cpu":{"cores":8,"memory_bytes":1},"cuda":[)"
+        << R"({"index":0,"name":"G","memory_bytes":80},)"
+        << R"({"index":1,"name":"G","memory_bytes":80}],"cuda_build":true})";
+    for (const char* id : {"t-gpu-a", "t-gpu-b"}) {
+      hlab::v1::Task t = MakeTask(id, "sleep");
+      t.mutable_resources()->set_gpus(1);
+      fake().AddTask(t);
+    }
+    StartDaemon("", /*capacity=*/0);  // one per GPU
+    WaitForTrainer("t-gpu-a", "running");
+    WaitForTrainer("t-gpu-b", "running");
+  }
+
   fs::path TaskDir(const std::string& id) {
     return root_ / "data" / "tasks" / id;
   }
@@ -532,19 +549,7 @@ TEST_F(DaemonTest, CpuRanksTaskRunsEveryRankOnThisWorkerAndTakesItsSlots) {
 }
 
 TEST_F(DaemonTest, GpuWorkerRunsOneTaskPerGpu) {
-  std::ofstream(root_ / "bin" / "probe.json")
-      << R"({"cpu":{"cores":8,"memory_bytes":1},"cuda":[)"
-      << R"({"index":0,"name":"G","memory_bytes":80},)"
-      << R"({"index":1,"name":"G","memory_bytes":80}],"cuda_build":true})";
-  hlab::v1::Task a = MakeTask("t-gpu-a", "sleep");
-  a.mutable_resources()->set_gpus(1);
-  hlab::v1::Task b = MakeTask("t-gpu-b", "sleep");
-  b.mutable_resources()->set_gpus(1);
-  fake().AddTask(a);
-  fake().AddTask(b);
-  StartDaemon("", /*capacity=*/0);  // one per GPU
-  WaitForTrainer("t-gpu-a", "running");
-  WaitForTrainer("t-gpu-b", "running");
+  StartTwoGpuTasks();
   EXPECT_EQ(daemon_->capacity(), 2);
   EXPECT_EQ(daemon_->RunningTasks().size(), 2u);
   std::string cuda_a, cuda_b;
@@ -568,20 +573,8 @@ TEST_F(DaemonTest, GpuWorkerRunsOneTaskPerGpu) {
 // CUDA_VISIBLE_DEVICES; the probe numbers the GPUs within it, so a rank must
 // get the daemon's entry, not the bare ordinal (physical GPU 0 or 1 here).
 TEST_F(DaemonTest, GpuRanksAreNamedThroughTheDaemonsVisibleDevices) {
-  std::ofstream(root_ / "bin" / "probe.json")
-      << R"({"cpu":{"cores":8,"memory_bytes":1},"cuda":[)"
-      << R"({"index":0,"name":"G","memory_bytes":80},)"
-      << R"({"index":1,"name":"G","memory_bytes":80}],"cuda_build":true})";
   ASSERT_EQ(::setenv("CUDA_VISIBLE_DEVICES", "GPU-5a,GPU-7b", 1), 0);
-  hlab::v1::Task a = MakeTask("t-gpu-a", "sleep");
-  a.mutable_resources()->set_gpus(1);
-  hlab::v1::Task b = MakeTask("t-gpu-b", "sleep");
-  b.mutable_resources()->set_gpus(1);
-  fake().AddTask(a);
-  fake().AddTask(b);
-  StartDaemon("", /*capacity=*/0);  // one per GPU
-  WaitForTrainer("t-gpu-a", "running");
-  WaitForTrainer("t-gpu-b", "running");
+  StartTwoGpuTasks();
   std::string cuda_a, cuda_b;
   std::ifstream(TaskDir("t-gpu-a") / "cuda") >> cuda_a;
   std::ifstream(TaskDir("t-gpu-b") / "cuda") >> cuda_b;
