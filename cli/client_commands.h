@@ -2,7 +2,8 @@
 // (status, watch, runs, query, resume, cancel, workers, eval), `hlab fit`
 // and `hlab report` (a coordinator or a database file), `hlab backup` (a
 // database file) and `hlab up` (a local coordinator and workers, then a
-// sweep). `hlab submit` is submit_command.h. Each is one file,
+// sweep), `hlab replay` (a database file or a report's runs.csv). `hlab
+// submit` is submit_command.h. Each is one file,
 // cli/<name>_command.cc (resume and cancel: cancel_resume_commands.cc);
 // RegisterBuiltinCommands (commands.cc) lists them.
 // Every client command takes the connection flags of cli/client.h, prints
@@ -34,6 +35,7 @@ Command ResumeCommand();
 Command CancelCommand();
 Command WorkersCommand();
 Command FitCommand();
+Command ReplayCommand();
 Command ReportCommand();
 Command EvalCommand();
 Command UpCommand();

@@ -16,6 +16,7 @@ void RegisterBuiltinCommands(CommandRegistry* registry) {
   registry->Register(WorkersCommand());
   registry->Register(EvalCommand());
   registry->Register(FitCommand());
+  registry->Register(ReplayCommand());
   registry->Register(ReportCommand());
   registry->Register(BackupCommand());
 }

@@ -191,43 +191,6 @@ int FitSweepRemote(const std::vector<std::string>& argv, std::ostream& out,
   return code;
 }
 
-// The sweep `ref` (id or name, the newest of that name; empty: the only
-// sweep) of the database: its id and stored spec.
-absl::Status FindSweep(store::QueryEngine& query, const std::string& ref,
-                       int64_t* id, std::string* spec) {
-  store::QueryOptions options;
-  absl::StatusOr<store::QueryResult> result =
-      query.Run("SELECT id, name, spec FROM sweeps ORDER BY id DESC", options);
-  if (!result.ok()) return result.status();
-  int64_t ref_id = 0;
-  const bool by_id = absl::SimpleAtoi(ref, &ref_id);
-  int matches = 0;
-  for (const auto& row : result->rows) {
-    const auto* row_id = std::get_if<int64_t>(&row[0]);
-    const auto* name = std::get_if<std::string>(&row[1]);
-    const auto* text = std::get_if<std::string>(&row[2]);
-    if (row_id == nullptr || name == nullptr || text == nullptr) continue;
-    const bool match =
-        ref.empty() || (by_id && *row_id == ref_id) || *name == ref;
-    if (!match) continue;
-    if (matches++ == 0) {
-      *id = *row_id;
-      *spec = *text;
-    }
-    if (!ref.empty()) break;
-  }
-  if (matches == 0) {
-    return absl::NotFoundError(
-        ref.empty() ? std::string("the database has no sweeps")
-                    : absl::StrCat("no sweep '", ref, "' in the database"));
-  }
-  if (ref.empty() && matches > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the database has ", matches, " sweeps; name one with --sweep S"));
-  }
-  return absl::OkStatus();
-}
-
 int FitDatabase(const std::vector<std::string>& argv, std::ostream& out,
                 std::ostream& err) {
   const std::vector<FlagDef> flags = {
@@ -275,7 +238,7 @@ int FitDatabase(const std::vector<std::string>& argv, std::ostream& out,
   int64_t sweep_id = 0;
   std::string spec_text;
   absl::Status found =
-      FindSweep(**query, args->Get("sweep"), &sweep_id, &spec_text);
+      fits::FindStoredSweep(**query, args->Get("sweep"), &sweep_id, &spec_text);
   if (!found.ok()) return Failure(err, kName, std::string(found.message()));
   absl::StatusOr<v1::SweepSpec> spec =
       sweep::ParseSweepSpec(spec_text, sweep::SpecFormat::kAuto);

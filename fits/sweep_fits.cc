@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -120,6 +121,41 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
     }
   }
   return out;
+}
+
+absl::Status FindStoredSweep(store::QueryEngine& query, const std::string& ref,
+                             int64_t* id, std::string* spec) {
+  store::QueryOptions options;
+  absl::StatusOr<store::QueryResult> result =
+      query.Run("SELECT id, name, spec FROM sweeps ORDER BY id DESC", options);
+  if (!result.ok()) return result.status();
+  int64_t ref_id = 0;
+  const bool by_id = absl::SimpleAtoi(ref, &ref_id);
+  int matches = 0;
+  for (const auto& row : result->rows) {
+    const auto* row_id = std::get_if<int64_t>(&row[0]);
+    const auto* name = std::get_if<std::string>(&row[1]);
+    const auto* text = std::get_if<std::string>(&row[2]);
+    if (row_id == nullptr || name == nullptr || text == nullptr) continue;
+    const bool match =
+        ref.empty() || (by_id && *row_id == ref_id) || *name == ref;
+    if (!match) continue;
+    if (matches++ == 0) {
+      *id = *row_id;
+      *spec = *text;
+    }
+    if (!ref.empty()) break;
+  }
+  if (matches == 0) {
+    return absl::NotFoundError(
+        ref.empty() ? std::string("the database has no sweeps")
+                    : absl::StrCat("no sweep '", ref, "' in the database"));
+  }
+  if (ref.empty() && matches > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the database has ", matches, " sweeps; name one with --sweep S"));
+  }
+  return absl::OkStatus();
 }
 
 store::FitRecord ToFitRecord(const SweepFit& fit) {

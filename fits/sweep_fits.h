@@ -73,6 +73,14 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
     store::QueryEngine& query, int64_t sweep_id, const hlab::v1::FitSpec& fit,
     const SweepFitOptions& options);
 
+// The sweep `ref` of a database (its id, or its name: the newest sweep of
+// that name; empty: the only sweep): its id and stored spec. NotFound when
+// no sweep matches (or the database has none); InvalidArgument when `ref` is
+// empty and the database has several sweeps; query errors as Run returns
+// them.
+absl::Status FindStoredSweep(store::QueryEngine& query, const std::string& ref,
+                             int64_t* id, std::string* spec);
+
 // The fits-table row of a fitted SweepFit: coefficients, R^2 (r2_verify 0
 // without held-out points), CIs as JSON {"E": [lo, hi], ..., "resamples",
 // "confidence"} and the whole report as details.
