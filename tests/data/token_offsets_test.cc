@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/internal/document_reader.h"
 #include "data/sentencepiece_support.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
@@ -77,10 +78,29 @@ void ExpectSpansTile(const EncodedText& encoded, const std::string& text) {
   EXPECT_EQ(at, static_cast<int64_t>(text.size())) << text;
 }
 
-// Everything a byte-level tokenizer's offsets promise, over Texts().
+// Texts(), and the first three shared GovReport reports when present
+// (13K-47K characters each).
+std::vector<std::string> TextsWithReports() {
+  std::vector<std::string> texts = Texts();
+  const std::string reports =
+      testing::SharedDataPath("govreport/gov_reports.jsonl");
+  if (reports.empty()) return texts;
+  std::vector<internal::RawDocument> docs;
+  int64_t skipped = 0;
+  const absl::Status read =
+      internal::ReadDocuments({reports, "jsonl", 0}, "text", &docs, &skipped);
+  EXPECT_TRUE(read.ok()) << read;
+  for (size_t i = 0; i < docs.size() && i < 3; ++i) {
+    texts.push_back(docs[i].text);
+  }
+  return texts;
+}
+
+// Everything a byte-level tokenizer's offsets promise, over Texts() and
+// GovReport.
 void CheckByteLevelOffsets(const Tokenizer& tok) {
   const Vocabulary& vocab = tok.vocabulary();
-  for (const std::string& text : Texts()) {
+  for (const std::string& text : TextsWithReports()) {
     EncodedText encoded = tok.EncodeWithOffsets(text);
     EXPECT_EQ(encoded.ids, tok.Encode(text)) << text;
     ExpectSpansTile(encoded, text);
