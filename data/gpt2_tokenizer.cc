@@ -148,13 +148,13 @@ void Gpt2Tokenizer::EncodePiece(absl::string_view piece,
   }
 }
 
-std::vector<int32_t> Gpt2Tokenizer::Encode(absl::string_view text) const {
+void Gpt2Tokenizer::EncodeTo(absl::string_view text, std::vector<int32_t>* ids,
+                             std::vector<ByteSpan>* spans) const {
   thread_local PieceCache cache;
   if (cache.instance_id != instance_id_ || cache.ids.size() >= kCacheEntries) {
     cache.ids.clear();
     cache.instance_id = instance_id_;
   }
-  std::vector<int32_t> ids;
   std::string key;
   for (absl::string_view piece : internal::Gpt2PreTokenize(text)) {
     key.assign(piece.data(), piece.size());
@@ -164,9 +164,28 @@ std::vector<int32_t> Gpt2Tokenizer::Encode(absl::string_view text) const {
       EncodePiece(piece, &piece_ids);
       it = cache.ids.emplace(key, std::move(piece_ids)).first;
     }
-    ids.insert(ids.end(), it->second.begin(), it->second.end());
+    ids->insert(ids->end(), it->second.begin(), it->second.end());
+    if (spans == nullptr) continue;
+    // A piece's tokens are its bytes in order (BPE only merges neighbours).
+    int64_t begin = piece.data() - text.data();
+    for (int32_t id : it->second) {
+      int64_t end = begin + static_cast<int64_t>(decoder_[id].size());
+      spans->push_back({begin, end});
+      begin = end;
+    }
   }
+}
+
+std::vector<int32_t> Gpt2Tokenizer::Encode(absl::string_view text) const {
+  std::vector<int32_t> ids;
+  EncodeTo(text, &ids, nullptr);
   return ids;
+}
+
+EncodedText Gpt2Tokenizer::EncodeWithOffsets(absl::string_view text) const {
+  EncodedText encoded;
+  EncodeTo(text, &encoded.ids, &encoded.spans);
+  return encoded;
 }
 
 std::string Gpt2Tokenizer::Decode(const std::vector<int32_t>& ids) const {

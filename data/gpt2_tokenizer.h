@@ -36,6 +36,7 @@ class Gpt2Tokenizer final : public Tokenizer {
       const std::string& dir);
 
   std::vector<int32_t> Encode(absl::string_view text) const override;
+  EncodedText EncodeWithOffsets(absl::string_view text) const override;
   std::string Decode(const std::vector<int32_t>& ids) const override;
   const Vocabulary& vocabulary() const override { return vocabulary_; }
   std::string spec() const override { return "gpt2:" + dir_; }
@@ -44,6 +45,10 @@ class Gpt2Tokenizer final : public Tokenizer {
   Gpt2Tokenizer() = default;
   // Appends the ids of one pre-tokenized piece.
   void EncodePiece(absl::string_view piece, std::vector<int32_t>* ids) const;
+  // Appends the ids of `text` to `ids` and, when `spans` is not null, their
+  // byte spans.
+  void EncodeTo(absl::string_view text, std::vector<int32_t>* ids,
+                std::vector<ByteSpan>* spans) const;
 
   std::string dir_;
   uint64_t instance_id_ = 0;  // keys the per-thread piece cache

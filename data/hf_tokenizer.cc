@@ -312,7 +312,8 @@ void HfTokenizer::EncodePiece(absl::string_view piece,
   merger_.Encode(piece, ids);
 }
 
-std::vector<int32_t> HfTokenizer::Encode(absl::string_view text) const {
+void HfTokenizer::EncodeTo(absl::string_view text, std::vector<int32_t>* ids,
+                           std::vector<ByteSpan>* spans) const {
   thread_local PieceCache cache;
   if (cache.instance_id != instance_id_ || cache.ids.size() >= kCacheEntries) {
     cache.ids.clear();
@@ -325,20 +326,37 @@ std::vector<int32_t> HfTokenizer::Encode(absl::string_view text) const {
     SplitAddedTokens(pass, segments, &split);
     segments.swap(split);
   }
-  std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3);
+  ids->reserve(ids->size() + text.size() / 3);
+  // The spans of the ids appended since `first`, which spell the piece
+  // `piece`: a piece's tokens are its bytes in order.
+  auto add_spans = [&](size_t first, absl::string_view piece) {
+    if (spans == nullptr) return;
+    int64_t begin = piece.data() - text.data();
+    for (size_t i = first; i < ids->size(); ++i) {
+      int64_t end = begin + static_cast<int64_t>(decoded_[(*ids)[i]].size());
+      spans->push_back({begin, end});
+      begin = end;
+    }
+  };
   std::vector<absl::string_view> pieces;
   for (const Segment& segment : segments) {
     if (segment.id >= 0) {
-      ids.push_back(segment.id);
+      ids->push_back(segment.id);
+      if (spans != nullptr) {
+        int64_t begin = segment.text.data() - text.data();
+        spans->push_back(
+            {begin, begin + static_cast<int64_t>(segment.text.size())});
+      }
       continue;
     }
     if (segment.text.empty()) continue;
     pieces.clear();
     PreTokenize(segment.text, &pieces);
     for (absl::string_view piece : pieces) {
+      const size_t first = ids->size();
       if (piece.size() > kCachedPieceBytes) {
-        EncodePiece(piece, &ids);
+        EncodePiece(piece, ids);
+        add_spans(first, piece);
         continue;
       }
       auto it = cache.ids.find(piece);
@@ -347,10 +365,22 @@ std::vector<int32_t> HfTokenizer::Encode(absl::string_view text) const {
         EncodePiece(piece, &piece_ids);
         it = cache.ids.emplace(std::string(piece), std::move(piece_ids)).first;
       }
-      ids.insert(ids.end(), it->second.begin(), it->second.end());
+      ids->insert(ids->end(), it->second.begin(), it->second.end());
+      add_spans(first, piece);
     }
   }
+}
+
+std::vector<int32_t> HfTokenizer::Encode(absl::string_view text) const {
+  std::vector<int32_t> ids;
+  EncodeTo(text, &ids, nullptr);
   return ids;
+}
+
+EncodedText HfTokenizer::EncodeWithOffsets(absl::string_view text) const {
+  EncodedText encoded;
+  EncodeTo(text, &encoded.ids, &encoded.spans);
+  return encoded;
 }
 
 std::string HfTokenizer::Decode(const std::vector<int32_t>& ids) const {

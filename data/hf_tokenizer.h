@@ -62,6 +62,7 @@ class HfTokenizer final : public Tokenizer {
       const std::string& dir);
 
   std::vector<int32_t> Encode(absl::string_view text) const override;
+  EncodedText EncodeWithOffsets(absl::string_view text) const override;
   std::string Decode(const std::vector<int32_t>& ids) const override;
   const Vocabulary& vocabulary() const override { return vocabulary_; }
   std::string spec() const override { return "hf:" + dir_; }
@@ -99,6 +100,10 @@ class HfTokenizer final : public Tokenizer {
                    std::vector<absl::string_view>* pieces) const;
   // Appends the ids of one piece (BPE, or one token under ignore_merges).
   void EncodePiece(absl::string_view piece, std::vector<int32_t>* ids) const;
+  // Appends the ids of `text` to `ids` and, when `spans` is not null, their
+  // byte spans.
+  void EncodeTo(absl::string_view text, std::vector<int32_t>* ids,
+                std::vector<ByteSpan>* spans) const;
 
   std::string dir_;
   uint64_t instance_id_ = 0;  // keys the per-thread piece cache

@@ -1,5 +1,6 @@
 #include "data/sentencepiece_tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -50,6 +51,48 @@ std::vector<int32_t> SentencePieceTokenizer::Encode(
     absl::string_view text) const {
   std::vector<int> ids = sp_->Encode(std::string(text));
   return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+EncodedText SentencePieceTokenizer::EncodeWithOffsets(
+    absl::string_view text) const {
+  std::vector<int> begins, ends;
+  std::vector<int> ids =
+      sp_->EncodeWithOffsets(std::string(text), &begins, &ends);
+  EncodedText encoded;
+  encoded.ids.assign(ids.begin(), ids.end());
+  encoded.spans.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    encoded.spans[i] = {begins[i], ends[i]};
+  }
+  // SentencePiece gives a character's first byte-fallback piece the whole
+  // character and the others an empty span: a run of byte pieces that
+  // covers exactly as many bytes as it has pieces gets one byte each.
+  for (size_t i = 0; i < ids.size();) {
+    size_t run_end = i;
+    while (run_end < ids.size() && sp_->IsByte(ids[run_end])) ++run_end;
+    if (run_end == i) {
+      ++i;
+      continue;
+    }
+    int64_t begin = encoded.spans[i].begin;
+    int64_t end = encoded.spans[run_end - 1].end;
+    if (end - begin == static_cast<int64_t>(run_end - i)) {
+      for (size_t k = i; k < run_end; ++k, ++begin) {
+        encoded.spans[k] = {begin, begin + 1};
+      }
+    }
+    i = run_end;
+  }
+  // Tile the text: bytes the normalizer dropped go to the token after them.
+  const int64_t size = static_cast<int64_t>(text.size());
+  int64_t previous_end = 0;
+  for (ByteSpan& span : encoded.spans) {
+    span.begin = previous_end;
+    span.end = std::min(std::max(span.end, span.begin), size);
+    previous_end = span.end;
+  }
+  if (!encoded.spans.empty()) encoded.spans.back().end = size;
+  return encoded;
 }
 
 std::string SentencePieceTokenizer::Decode(

@@ -42,6 +42,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   ~SentencePieceTokenizer() override;
 
   std::vector<int32_t> Encode(absl::string_view text) const override;
+  EncodedText EncodeWithOffsets(absl::string_view text) const override;
   std::string Decode(const std::vector<int32_t>& ids) const override;
   const Vocabulary& vocabulary() const override { return vocabulary_; }
   std::string spec() const override { return "sentencepiece:" + path_; }

@@ -28,6 +28,16 @@ class ByteTokenizer final : public Tokenizer {
     return ids;
   }
 
+  EncodedText EncodeWithOffsets(absl::string_view text) const override {
+    EncodedText encoded;
+    encoded.ids = Encode(text);
+    encoded.spans.resize(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+      encoded.spans[i] = {static_cast<int64_t>(i), static_cast<int64_t>(i + 1)};
+    }
+    return encoded;
+  }
+
   std::string Decode(const std::vector<int32_t>& ids) const override {
     std::string out;
     out.reserve(ids.size());

@@ -22,6 +22,8 @@
 //   HLAB_ASSIGN_OR_RETURN(auto tok, MakeTokenizer("byte"));
 //   std::vector<int32_t> ids = tok->Encode("héllo");
 //   std::string text = tok->Decode(ids);  // "héllo"
+//   EncodedText enc = tok->EncodeWithOffsets("héllo");
+//   enc.spans[1];                         // {1, 2}: the first byte of "é"
 #ifndef HLAB_DATA_TOKENIZER_H_
 #define HLAB_DATA_TOKENIZER_H_
 
@@ -36,6 +38,25 @@
 
 namespace hlab::data {
 
+// Bytes [begin, end) of a text.
+struct ByteSpan {
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  friend bool operator==(const ByteSpan& a, const ByteSpan& b) {
+    return a.begin == b.begin && a.end == b.end;
+  }
+  friend bool operator!=(const ByteSpan& a, const ByteSpan& b) {
+    return !(a == b);
+  }
+};
+
+// Token ids with the bytes of the encoded text each one stands for.
+struct EncodedText {
+  std::vector<int32_t> ids;
+  std::vector<ByteSpan> spans;  // spans[i] is ids[i]'s; as many as ids
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -44,6 +65,19 @@ class Tokenizer {
   // fails: every byte string has an encoding (invalid UTF-8 included for
   // byte-level tokenizers; SentencePiece maps unknown characters to unk).
   virtual std::vector<int32_t> Encode(absl::string_view text) const = 0;
+
+  // Encode(text) with each token's byte span in `text` (Hugging Face's
+  // offset_mapping, in bytes). The spans tile the text: the first begins at
+  // 0, each begins where the one before ends, the last ends at text.size()
+  // (none when the text is empty). A span may be empty: a SentencePiece
+  // "\u2581" that stands for no input byte (the dummy prefix). For byte and
+  // byte-level BPE tokenizers every span holds the token's own bytes, so
+  // Decode({id}) is the span's text (but for end_of_document and pad, which
+  // decode as "\n" and nothing); a token cut inside a UTF-8 character has a
+  // span cut there too. For SentencePiece each byte-fallback piece spans its
+  // one byte, and bytes the model's normalizer drops belong to the token
+  // after them (the last token, at the end of the text).
+  virtual EncodedText EncodeWithOffsets(absl::string_view text) const = 0;
 
   // The text of `ids`. The pad id decodes to nothing, end_of_document to
   // "\n"; ids outside [0, vocabulary().size) decode to U+FFFD.

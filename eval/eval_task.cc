@@ -11,6 +11,8 @@
 #include <new>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -19,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "data/key_spans.h"
 #include "data/shard_format.h"
 #include "data/synthetic_corpus.h"
 #include "data/tokenizer.h"
@@ -68,6 +71,35 @@ using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// Documents held as token ids (the encoded texts of a key-span file).
+class TokenCorpus final : public data::Corpus {
+ public:
+  explicit TokenCorpus(data::Vocabulary vocabulary)
+      : vocabulary_(std::move(vocabulary)) {}
+  void Add(std::vector<int32_t> tokens) {
+    documents_.push_back(std::move(tokens));
+  }
+  int64_t num_documents() const override {
+    return static_cast<int64_t>(documents_.size());
+  }
+  const data::Vocabulary& vocabulary() const override { return vocabulary_; }
+  int64_t DocumentLength(int64_t index) const override {
+    return static_cast<int64_t>(documents_[static_cast<size_t>(index)].size());
+  }
+  absl::StatusOr<data::Document> GetDocument(int64_t index) const override {
+    if (index < 0 || index >= num_documents()) {
+      return absl::OutOfRangeError(absl::StrCat("no document ", index));
+    }
+    data::Document doc;
+    doc.tokens = documents_[static_cast<size_t>(index)];
+    return doc;
+  }
+
+ private:
+  data::Vocabulary vocabulary_;
+  std::vector<std::vector<int32_t>> documents_;
+};
 
 class EvalRun {
  public:
@@ -377,6 +409,7 @@ class EvalRun {
   }
 
   absl::Status RunLongPpl(const LongPplSpec& spec) {
+    if (!spec.key_tokens.empty()) return RunLongPplOnKeySpans(spec);
     const auto start = Clock::now();
     const LongPplPlan plan = PlanLongPpl(spec, task_.run.seq_len);
     const KeyTokenConfig config = KeyConfig(spec, plan);
@@ -397,8 +430,15 @@ class EvalRun {
         spec.documents > 0 ? spec.documents : task::kDefaultLongPplDocuments,
         corpus.num_documents());
     int64_t longest = 0;
+    // Documents of K + 1 tokens or fewer (after cutting) have no candidate
+    // token: selection passes them by, and they count as skipped.
+    int64_t too_short = 0;
     for (int64_t i = 0; i < n; ++i) {
-      longest = std::max(longest, corpus.DocumentLength(i));
+      const int64_t length = corpus.DocumentLength(i);
+      longest = std::max(longest, length);
+      if (std::min(length, plan.context_len) <= plan.trunc_len + 1) {
+        ++too_short;
+      }
     }
     if (std::min(longest, plan.context_len) <= plan.trunc_len + 1) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -429,36 +469,7 @@ class EvalRun {
         &warnings, &outcome);
     for (const std::string& w : warnings) Warn(w);
     if (!keys.ok()) return Prefixed("evals.longppl", keys.status());
-    Progress("longppl", 1, 2, "scoring key tokens");
-    auto scored = ScoreLongPpl(*scorer_, corpus, *keys);
-    // No document with min_key_tokens key tokens (a reference that uses no
-    // long context selects almost none): log(LongPPL) is undefined. The run
-    // is not at fault, so the result is recorded as null with the reason,
-    // and the other evaluations go on.
-    std::string not_measured;
-    LongPplResult result_value;
-    if (scored.ok()) {
-      result_value = *scored;
-    } else if (scored.status().code() ==
-               absl::StatusCode::kFailedPrecondition) {
-      not_measured = std::string(scored.status().message());
-      result_value.documents_skipped =
-          static_cast<int64_t>(keys->documents.size());
-    } else {
-      return Prefixed("evals.longppl", scored.status());
-    }
-    const LongPplResult* result = &result_value;
-    Progress("longppl", 2, 2, "done");
-    int64_t selected = 0;
-    for (const auto& d : keys->documents) {
-      selected += static_cast<int64_t>(d.positions.size());
-    }
-    Json details = {{"documents", result->documents},
-                    {"documents_skipped", result->documents_skipped},
-                    {"key_tokens", result->key_tokens},
-                    {"key_tokens_selected", selected},
-                    {"candidate_tokens", keys->candidate_tokens},
-                    {"reference",
+    Json details = {{"reference",
                      {{"checkpoint", spec.reference.File()},
                       {"run_id", spec.reference.run_id},
                       {"step", reference.meta.step},
@@ -467,8 +478,7 @@ class EvalRun {
                     {"trunc_len", plan.trunc_len},
                     {"sliding_window", plan.sliding_window},
                     {"context_len", plan.context_len},
-                    {"cache", CacheOutcomeName(outcome)},
-                    {"seconds", SecondsSince(start)}};
+                    {"cache", CacheOutcomeName(outcome)}};
     if (dynamic_cast<const data::SyntheticCorpus*>(&corpus) != nullptr) {
       auto accuracy = CompareWithRecallPositions(corpus, *keys);
       if (!accuracy.ok()) return Prefixed("evals.longppl", accuracy.status());
@@ -477,7 +487,117 @@ class EvalRun {
       details["key_token_chance"] = accuracy->chance;
       details["true_recall_positions"] = accuracy->true_positions;
     }
-    longppl_keys_ = *std::move(keys);
+    return ScoreAndRecordLongPpl(spec, *std::move(keys), std::move(docs),
+                                 too_short, std::move(details), start);
+  }
+
+  // log(LongPPL) on key tokens chosen elsewhere (evals.longppl.key_tokens):
+  // the file's texts, encoded with the model's tokenizer and cut to
+  // context_len tokens; a token is key when its byte span lies inside a key
+  // range (data/key_spans.h). Token 0, with no prediction, is never scored.
+  absl::Status RunLongPplOnKeySpans(const LongPplSpec& spec) {
+    const auto start = Clock::now();
+    const std::string field = "evals.longppl.key_tokens";
+    const task::LongPplKeyTokensSpec& k = spec.key_tokens;
+    const LongPplPlan plan = PlanLongPpl(spec, task_.run.seq_len);
+    HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
+                                      plan.context_len, task_, model_.config));
+    absl::StatusOr<std::vector<data::KeySpanDocument>> spans =
+        k.file.empty() ? data::ReadLongPplSlices(k.slices, k.texts)
+                       : data::ReadKeySpansJsonl(k.file);
+    if (!spans.ok()) return Prefixed(field, spans.status());
+    HLAB_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                          SampleTokenizer(k.tokenizer, field));
+    if (!tokenizer_.empty() &&
+        tokenizer->vocabulary().tokenizer != tokenizer_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          field, ".tokenizer: '", tokenizer->spec(), "' is tokenizer ",
+          tokenizer->vocabulary().tokenizer, ", but the model's is ",
+          tokenizer_, ": give the spec of the model's own tokenizer"));
+    }
+    const int64_t n =
+        spec.documents > 0
+            ? std::min<int64_t>(spec.documents,
+                                static_cast<int64_t>(spans->size()))
+            : static_cast<int64_t>(spans->size());
+    auto corpus = std::make_unique<TokenCorpus>(tokenizer->vocabulary());
+    KeyTokens keys;
+    keys.config.max_tokens = plan.context_len;
+    keys.config.min_key_tokens = spec.min_key_tokens;
+    Progress("longppl", 0, 2, "mapping key spans onto the model's tokens");
+    for (int64_t d = 0; d < n; ++d) {
+      const data::KeySpanDocument& doc = (*spans)[d];
+      data::EncodedText encoded = tokenizer->EncodeWithOffsets(doc.text);
+      const size_t length = std::min<size_t>(
+          encoded.ids.size(), static_cast<size_t>(plan.context_len));
+      encoded.ids.resize(length);
+      auto key = data::KeyTokenIndices(
+          doc, doc.text, absl::MakeConstSpan(encoded.spans).subspan(0, length));
+      if (!key.ok()) return Prefixed(field, key.status());
+      DocumentKeyTokens out;
+      out.document = d;
+      out.length = static_cast<int64_t>(length);
+      for (int64_t i : *key) {
+        if (i > 0) out.positions.push_back(i);
+      }
+      keys.candidate_tokens += std::max<int64_t>(out.length - 1, 0);
+      keys.documents.push_back(std::move(out));
+      corpus->Add(std::move(encoded.ids));
+    }
+    const std::string source =
+        k.file.empty()
+            ? absl::StrCat("key_tokens:", k.slices, " (texts ", k.texts, ")")
+            : absl::StrCat("key_tokens:", k.file);
+    Json details = {{"source", source},
+                    {"tokenizer", tokenizer->spec()},
+                    {"context_len", plan.context_len}};
+    const data::Corpus* borrowed = corpus.get();
+    key_span_corpus_ = std::move(corpus);
+    // Every document is in `keys` (one too short to hold a key token is
+    // skipped by min_key_tokens), so none is counted apart.
+    return ScoreAndRecordLongPpl(spec, std::move(keys),
+                                 EvalData::Borrow(borrowed, source),
+                                 /*too_short=*/0, std::move(details), start);
+  }
+
+  // Scores the evaluated model on `keys` and records log_longppl, pooled or
+  // per document as spec.aggregation says, both in the details.
+  absl::Status ScoreAndRecordLongPpl(const LongPplSpec& spec, KeyTokens keys,
+                                     std::unique_ptr<EvalData> docs,
+                                     int64_t too_short, Json details,
+                                     Clock::time_point start) {
+    Progress("longppl", 1, 2, "scoring key tokens");
+    auto scored = ScoreLongPpl(*scorer_, docs->corpus(), keys);
+    // No document with min_key_tokens key tokens (a reference that uses no
+    // long context selects almost none): log(LongPPL) is undefined. The run
+    // is not at fault, so the result is recorded as null with the reason,
+    // and the other evaluations go on.
+    std::string not_measured;
+    LongPplResult result;
+    if (scored.ok()) {
+      result = *scored;
+    } else if (scored.status().code() ==
+               absl::StatusCode::kFailedPrecondition) {
+      not_measured = std::string(scored.status().message());
+      result.documents_skipped = static_cast<int64_t>(keys.documents.size());
+    } else {
+      return Prefixed("evals.longppl", scored.status());
+    }
+    Progress("longppl", 2, 2, "done");
+    int64_t selected = 0;
+    for (const auto& d : keys.documents) {
+      selected += static_cast<int64_t>(d.positions.size());
+    }
+    details["documents"] = result.documents;
+    details["documents_skipped"] = result.documents_skipped + too_short;
+    details["documents_too_short"] = too_short;
+    details["key_tokens"] = result.key_tokens;
+    details["key_tokens_selected"] = selected;
+    details["candidate_tokens"] = keys.candidate_tokens;
+    details["min_key_tokens"] = spec.min_key_tokens;
+    details["aggregation"] = spec.aggregation;
+    details["seconds"] = SecondsSince(start);
+    longppl_keys_ = std::move(keys);
     longppl_docs_ = std::move(docs);
     if (!not_measured.empty()) {
       details["not_measured"] = not_measured;
@@ -488,12 +608,15 @@ class EvalRun {
       Result("log_longppl", Json(nullptr), details);
       return absl::OkStatus();
     }
-    log_longppl_ = result->log_longppl;
-    Result("log_longppl", result->log_longppl, details);
+    details["log_longppl_pooled"] = result.log_longppl;
+    details["log_longppl_per_document"] = result.log_longppl_per_document;
+    log_longppl_ = spec.aggregation == task::kLongPplPerDocument
+                       ? result.log_longppl_per_document
+                       : result.log_longppl;
+    Result("log_longppl", *log_longppl_, details);
     return absl::OkStatus();
   }
 
-  // Appendix D.1 (eval_task.h, ReceptiveFieldSpec): for each restriction,
   // "rf_<full|efficient>_delta_val_loss" and, with LongPPL measured,
   // "rf_<...>_delta_log_longppl": restricted minus unrestricted. A
   // restriction the model has no layers for is recorded as null, with why.
@@ -562,10 +685,16 @@ class EvalRun {
       if (!longppl.ok()) {
         return Prefixed("evals.receptive_field", longppl.status());
       }
-      lp["log_longppl"] = longppl->log_longppl;
+      // The same aggregation as the unrestricted figure.
+      const bool per_document =
+          task_.evals.longppl &&
+          task_.evals.longppl->aggregation == task::kLongPplPerDocument;
+      const double restricted = per_document ? longppl->log_longppl_per_document
+                                             : longppl->log_longppl;
+      lp["log_longppl"] = restricted;
       lp["unrestricted_log_longppl"] = *log_longppl_;
       lp["key_tokens"] = longppl->key_tokens;
-      Result(metric + "log_longppl", longppl->log_longppl - *log_longppl_, lp);
+      Result(metric + "log_longppl", restricted - *log_longppl_, lp);
     }
     Progress("receptive_field", 2, 2, "done");
     return absl::OkStatus();
@@ -749,6 +878,9 @@ class EvalRun {
   std::optional<double> val_loss_, log_longppl_;
   std::unique_ptr<EvalData> longppl_docs_;
   std::optional<KeyTokens> longppl_keys_;
+  // The documents of evals.longppl.key_tokens, encoded (longppl_docs_
+  // borrows them).
+  std::unique_ptr<data::Corpus> key_span_corpus_;
 };
 
 }  // namespace

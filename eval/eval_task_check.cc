@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "data/key_spans.h"
 #include "eval/eval_task.h"
 #include "eval/internal/task_checks.h"
 #include "model/config/param_count.h"
@@ -16,6 +17,7 @@ using internal::CheckReference;
 using internal::CheckRetrievalHeads;
 using internal::DataDescription;
 using internal::KeyConfig;
+using internal::Prefixed;
 using internal::ProbingContext;
 using internal::ReadHeader;
 using internal::RetrievalContext;
@@ -56,7 +58,24 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
         {"source", DataDescription(task.evals.val_loss->data, task, false)},
         {"documents", task.evals.val_loss->documents}};
   }
-  if (task.evals.longppl) {
+  if (task.evals.longppl && !task.evals.longppl->key_tokens.empty()) {
+    // Key tokens chosen elsewhere: the files are read and checked.
+    const LongPplSpec& l = *task.evals.longppl;
+    const LongPplPlan p = PlanLongPpl(l, task.run.seq_len);
+    HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
+                                      p.context_len, task, *config));
+    const task::LongPplKeyTokensSpec& k = l.key_tokens;
+    absl::StatusOr<std::vector<data::KeySpanDocument>> docs =
+        k.file.empty() ? data::ReadLongPplSlices(k.slices, k.texts)
+                       : data::ReadKeySpansJsonl(k.file);
+    if (!docs.ok()) return Prefixed("evals.longppl.key_tokens", docs.status());
+    plan["evals"]["longppl"] = {
+        {"context_len", p.context_len},
+        {"key_tokens", k.file.empty() ? k.slices : k.file},
+        {"documents", docs->size()},
+        {"aggregation", l.aggregation},
+        {"min_key_tokens", l.min_key_tokens}};
+  } else if (task.evals.longppl) {
     const LongPplSpec& l = *task.evals.longppl;
     const LongPplPlan p = PlanLongPpl(l, task.run.seq_len);
     HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(KeyConfig(l, p)));

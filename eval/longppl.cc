@@ -1,7 +1,9 @@
 #include "eval/longppl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -114,6 +116,8 @@ absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
                                            const KeyTokens& keys) {
   LongPplResult r;
   double sum = 0;
+  // Each scored document's mean key-token NLL, and its key tokens.
+  std::vector<std::pair<double, int64_t>> per_document;
   // Documents are scored kDocumentBatch per forward pass.
   std::vector<const DocumentKeyTokens*> pending;
   std::vector<std::vector<int32_t>> batch;
@@ -121,9 +125,13 @@ absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
     if (batch.empty()) return;
     const std::vector<std::vector<float>> nll = model.ScoreBatch(batch);
     for (size_t b = 0; b < batch.size(); ++b) {
+      double document_sum = 0;
       for (int64_t p : pending[b]->positions) {
-        sum += nll[b][static_cast<size_t>(p - 1)];
+        document_sum += nll[b][static_cast<size_t>(p - 1)];
       }
+      sum += document_sum;
+      const int64_t n = static_cast<int64_t>(pending[b]->positions.size());
+      per_document.emplace_back(document_sum / static_cast<double>(n), n);
     }
     pending.clear();
     batch.clear();
@@ -168,6 +176,15 @@ absl::StatusOr<LongPplResult> ScoreLongPpl(TokenScorer& model,
         "reference trained longer"));
   }
   r.log_longppl = sum / static_cast<double>(r.key_tokens);
+  // log(sum_d n_d exp(m_d) / sum_d n_d), shifted by the largest m_d.
+  double largest = per_document.front().first;
+  for (const auto& [mean, n] : per_document) largest = std::max(largest, mean);
+  double weighted = 0;
+  for (const auto& [mean, n] : per_document) {
+    weighted += static_cast<double>(n) * std::exp(mean - largest);
+  }
+  r.log_longppl_per_document =
+      largest + std::log(weighted / static_cast<double>(r.key_tokens));
   return r;
 }
 

@@ -82,8 +82,13 @@ absl::StatusOr<KeyTokens> SelectKeyTokens(TokenScorer& reference,
                                           int64_t num_documents);
 
 struct LongPplResult {
-  double log_longppl = 0;  // mean NLL over key tokens (nats)
-  int64_t documents = 0;   // documents scored (>= min_key_tokens keys)
+  double log_longppl = 0;  // mean NLL over key tokens (nats), pooled
+  // log(sum_d n_d exp(m_d) / sum_d n_d) over the scored documents d, with
+  // n_d key tokens of mean NLL m_d: the log of the key-token-weighted mean
+  // of per-document perplexities (the LongPPL code before July 2025). At
+  // least log_longppl (Jensen), equal when every m_d is.
+  double log_longppl_per_document = 0;
+  int64_t documents = 0;  // documents scored (>= min_key_tokens keys)
   int64_t documents_skipped = 0;
   int64_t key_tokens = 0;
 };

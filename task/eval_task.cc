@@ -58,6 +58,38 @@ absl::Status ValidateValLoss(const ValLossSpec& v) {
   return ValidateData("evals.val_loss.data", v.data);
 }
 
+// evals.longppl with key_tokens: one file form, and no reference or data.
+absl::Status ValidateLongPplKeyTokens(const LongPplSpec& l) {
+  const LongPplKeyTokensSpec& k = l.key_tokens;
+  if (k.file.empty() == k.slices.empty()) {
+    return FieldError(
+        "evals.longppl.key_tokens",
+        "give either \"file\" (hlab's key-span JSONL) or \"slices\" and "
+        "\"texts\" (PKU-ML/LongPPL's slice_<i>.txt directory and the texts "
+        "in slice order)");
+  }
+  if (k.slices.empty() != k.texts.empty()) {
+    return FieldError(k.texts.empty() ? "evals.longppl.key_tokens.texts"
+                                      : "evals.longppl.key_tokens.file",
+                      k.texts.empty()
+                          ? "is required with slices (a JSONL of the texts, "
+                            "{\"text\": ...} a line, in slice order)"
+                          : "texts go with slices, not with file (whose "
+                            "lines hold their texts)");
+  }
+  if (!l.reference.File().empty() || !l.reference.run_id.empty()) {
+    return FieldError("evals.longppl.reference",
+                      "not used with key_tokens (the key tokens are chosen "
+                      "already): drop one of them");
+  }
+  if (!l.data.empty()) {
+    return FieldError("evals.longppl.data",
+                      "not used with key_tokens (the documents are the "
+                      "key-token file's texts): drop one of them");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLongPpl(const LongPplSpec& l) {
   const std::pair<const char*, int64_t> counts[] = {
       {"trunc_len", l.trunc_len},
@@ -69,6 +101,12 @@ absl::Status ValidateLongPpl(const LongPplSpec& l) {
     HLAB_RETURN_IF_ERROR(
         RequireNonNegative(absl::StrCat("evals.longppl.", name), value));
   }
+  if (l.aggregation != kLongPplPooled && l.aggregation != kLongPplPerDocument) {
+    return FieldError("evals.longppl.aggregation",
+                      absl::StrCat("must be pooled or per_document, got '",
+                                   l.aggregation, "'"));
+  }
+  if (!l.key_tokens.empty()) return ValidateLongPplKeyTokens(l);
   if (l.reference.File().empty()) {
     return FieldError(
         "evals.longppl.reference.checkpoint",

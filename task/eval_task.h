@@ -95,15 +95,48 @@ struct LongPplReference {
   }
 };
 
+// evals.longppl.key_tokens: key tokens chosen elsewhere, as character
+// ranges of each document (data/key_spans.h; docs/evaluation.md, "Key
+// tokens from another tool"): hlab's JSONL form in `file`, or
+// PKU-ML/LongPPL's slice_<i>.txt files in `slices` with their texts in
+// `texts`. The documents are the file's texts, encoded with `tokenizer`
+// ("" = the model's), whose identity must be the model's. No reference.
+struct LongPplKeyTokensSpec {
+  std::string file;
+  std::string slices;
+  std::string texts;
+  std::string tokenizer;
+  bool empty() const {
+    return file.empty() && slices.empty() && texts.empty() && tokenizer.empty();
+  }
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("file", s.file);
+    v("slices", s.slices);
+    v("texts", s.texts);
+    v("tokenizer", s.tokenizer);
+  }
+};
+
+// How log(LongPPL) pools documents: the key-token NLL pooled over all
+// documents (the LongPPL code since July 2025), or the log of the
+// key-token-weighted mean of per-document perplexities (its code before).
+inline constexpr char kLongPplPooled[] = "pooled";
+inline constexpr char kLongPplPerDocument[] = "per_document";
+
 struct LongPplSpec {
   int64_t trunc_len = 0;       // K; 0: seq_len / 4
   int64_t sliding_window = 0;  // W; 0: seq_len / 16
   int64_t context_len = 0;     // documents are cut to it; 0: seq_len
   double alpha = 2.0, beta = -2.0;
   int64_t min_key_tokens = 10;
-  int64_t documents = 0;  // 0: kDefaultLongPplDocuments (or all, if fewer)
-  LongPplReference reference;
-  EvalDataSpec data;
+  // 0: kDefaultLongPplDocuments (or all, if fewer); with key_tokens, all.
+  int64_t documents = 0;
+  std::string aggregation = kLongPplPooled;
+  LongPplReference reference;  // not with key_tokens
+  EvalDataSpec data;           // not with key_tokens
+  LongPplKeyTokensSpec key_tokens;
 
   template <class V, class S>
   static void Fields(V& v, S& s) {
@@ -114,8 +147,10 @@ struct LongPplSpec {
     v("beta", s.beta);
     v("min_key_tokens", s.min_key_tokens);
     v("documents", s.documents);
+    v("aggregation", s.aggregation);
     v("reference", s.reference);  // its file is required (validation)
     v("data", s.data);
+    v("key_tokens", s.key_tokens);
   }
 };
 

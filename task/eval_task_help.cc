@@ -57,11 +57,17 @@ const char kEvalTaskFieldsHelp[] =
                         (= seq_len/16), "context_len": 0 (= seq_len),
                         "alpha": 2, "beta": -2, "min_key_tokens": 10,
                         "documents": 0 (= 64, or all if fewer),
+                        "aggregation": "pooled" | "per_document",
                         "reference": {"checkpoint": FILE (required),
                                       "run_id": "", "checkpoint_path": ""},
                         "data": DATA}: log(LongPPL) on key tokens the
                        reference selects (default data: the run's long
-                       held-out documents)
+                       held-out documents); or, instead of reference and
+                       data, "key_tokens": {"file": FILE} (hlab's key-span
+                       JSONL) or {"slices": DIR, "texts": FILE}
+                       (PKU-ML/LongPPL's slice_<i>.txt files and their
+                       texts), "tokenizer": "" (= the model's): key tokens
+                       chosen elsewhere, as character ranges
     niah               {"kinds": [...], "context_lengths": [...],
                         "depths": [...], "samples": 20, "candidates": 8,
                         "seed": 0, "greedy": false, "haystack": "noise"

@@ -36,6 +36,22 @@ class LibraryBackend final : public SentencePieceBackend {
   std::vector<int> Encode(const std::string& text) const override {
     return processor_.EncodeAsIds(text);
   }
+  std::vector<int> EncodeWithOffsets(const std::string& text,
+                                     std::vector<int>* begins,
+                                     std::vector<int>* ends) const override {
+    sentencepiece::ImmutableSentencePieceText spt =
+        processor_.EncodeAsImmutableProto(text);
+    std::vector<int> ids;
+    ids.reserve(spt.pieces_size());
+    for (size_t i = 0; i < spt.pieces_size(); ++i) {
+      const auto piece = spt.pieces(static_cast<int>(i));
+      ids.push_back(static_cast<int>(piece.id()));
+      begins->push_back(static_cast<int>(piece.begin()));
+      ends->push_back(static_cast<int>(piece.end()));
+    }
+    return ids;
+  }
+  bool IsByte(int id) const override { return processor_.IsByte(id); }
   std::string Decode(const std::vector<int>& ids) const override {
     return processor_.DecodeIds(ids);
   }

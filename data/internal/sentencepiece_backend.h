@@ -29,6 +29,13 @@ class SentencePieceBackend {
   virtual ~SentencePieceBackend() = default;
 
   virtual std::vector<int> Encode(const std::string& text) const = 0;
+  // Encode(text), with each piece's [begin, end) bytes of `text` appended to
+  // `begins` and `ends` as SentencePiece reports them (every byte-fallback
+  // piece of a character after the first: an empty span at its end).
+  virtual std::vector<int> EncodeWithOffsets(const std::string& text,
+                                             std::vector<int>* begins,
+                                             std::vector<int>* ends) const = 0;
+  virtual bool IsByte(int id) const = 0;  // a byte-fallback piece <0xNN>
   virtual std::string Decode(const std::vector<int>& ids) const = 0;
   virtual int piece_size() const = 0;
   virtual int eos_id() const = 0;  // -1 when the model has none

@@ -245,6 +245,26 @@ TEST_F(TinyHfTokenizerTest, AddedTokensAreCutOutFirstLongestMatchFirst) {
   EXPECT_EQ(tok->Decode({263, 259, 264}), "<s>hello<s>x");
 }
 
+TEST_F(TinyHfTokenizerTest, OffsetsSpanEachTokensBytes) {
+  auto tok = LoadOk(TinyTokenizerJson());
+  ASSERT_NE(tok, nullptr);
+  // 259 "hello", 262 <eos>, 259, 260 " w", then o r l d one byte each.
+  EncodedText encoded = tok->EncodeWithOffsets("hello<eos>hello world");
+  EXPECT_EQ(encoded.ids, (Ids{259, 262, 259, 260, 'o', 'r', 'l', 'd'}));
+  EXPECT_EQ(encoded.spans, (std::vector<ByteSpan>{{0, 5},
+                                                  {5, 10},
+                                                  {10, 15},
+                                                  {15, 17},
+                                                  {17, 18},
+                                                  {18, 19},
+                                                  {19, 20},
+                                                  {20, 21}}));
+  // Under ignore_merges a vocabulary word is one token over its bytes.
+  EXPECT_EQ(tok->EncodeWithOffsets("xyz").spans,
+            (std::vector<ByteSpan>{{0, 3}}));
+  EXPECT_TRUE(tok->EncodeWithOffsets("").ids.empty());
+}
+
 TEST_F(TinyHfTokenizerTest, VocabularyTemplateAndEndOfDocument) {
   auto tok = LoadOk(TinyTokenizerJson());
   ASSERT_NE(tok, nullptr);

@@ -3,8 +3,12 @@
 // runs, and each bad input the contract makes a permanent failure.
 #include "eval/eval_task.h"
 
+#include <cmath>
 #include <fstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "eval_test_util.h"
 #include "gtest/gtest.h"
 #include "train/trainer.h"
@@ -105,6 +109,27 @@ TEST(EvalTaskParseTest, UnknownFieldsAndWrongTypesNameTheField) {
       {"evals.longppl.data.prepared",
        [](Json& j) {
          j["evals"]["longppl"]["data"] = {{"jsonl", "a"}, {"prepared", "b"}};
+       }},
+      {"evals.longppl.aggregation",
+       [](Json& j) { j["evals"]["longppl"]["aggregation"] = "mean"; }},
+      {"evals.longppl.key_tokens",
+       [](Json& j) {
+         j["evals"]["longppl"]["key_tokens"] = {{"file", "a"}, {"slices", "b"}};
+       }},
+      {"evals.longppl.key_tokens.texts",
+       [](Json& j) {
+         j["evals"]["longppl"].erase("reference");
+         j["evals"]["longppl"]["key_tokens"] = {{"slices", "b"}};
+       }},
+      {"evals.longppl.reference",
+       [](Json& j) {
+         j["evals"]["longppl"]["key_tokens"] = {{"file", "a"}};
+       }},
+      {"evals.longppl.data",
+       [](Json& j) {
+         j["evals"]["longppl"].erase("reference");
+         j["evals"]["longppl"]["key_tokens"] = {{"file", "a"}};
+         j["evals"]["longppl"]["data"] = {{"jsonl", "x.jsonl"}};
        }},
       {"evals.niah.depths[0]",
        [](Json& j) { j["evals"]["niah"]["depths"] = {1.5}; }},
@@ -246,6 +271,95 @@ TEST_F(EvalTaskRunTest, EmitsStartResultsAndDoneAndReusesCachedKeyTokens) {
   const Json second = FindRecord(records_, "result", "log_longppl");
   EXPECT_EQ(second["details"]["cache"], "hit");
   EXPECT_EQ(second["value"], first["value"]);
+}
+
+// Key tokens chosen elsewhere (evals.longppl.key_tokens): three 100-byte
+// texts with known key spans, byte tokens, cut to context_len = seq_len =
+// 64. Document 0: characters [10, 30), 20 key tokens; document 1: [0, 5)
+// and [50, 70), 4 (token 0 has no prediction) + 14 (cut at 64); document
+// 2: [3, 8), 5 tokens, under min_key_tokens (10), skipped.
+TEST_F(EvalTaskRunTest, ScoresKeyTokensChosenElsewhere) {
+  std::vector<std::string> texts;
+  for (char c : {'a', 'b', 'c'}) {
+    std::string text;
+    for (int i = 0; i < 100; ++i) text.push_back(static_cast<char>(c + i % 20));
+    texts.push_back(text);
+  }
+  const std::vector<Json> spans = {Json::parse("[[10, 30]]"),
+                                   Json::parse("[[0, 5], [50, 70]]"),
+                                   Json::parse("[[3, 8]]")};
+  const fs::path keys = dir_ / "keys.jsonl";
+  const fs::path texts_file = dir_ / "texts.jsonl";
+  {
+    std::ofstream out(keys), out_texts(texts_file);
+    for (size_t d = 0; d < texts.size(); ++d) {
+      out << Json{{"id", d}, {"text", texts[d]}, {"key_spans", spans[d]}}.dump()
+          << "\n";
+      out_texts << Json{{"text", texts[d]}}.dump() << "\n";
+      std::string slice;
+      for (const Json& span : spans[d]) {
+        if (!slice.empty()) slice += ";";
+        slice += absl::StrCat("[", span[0].get<int>(), ", ", span[1].get<int>(),
+                              "]");
+      }
+      fs::create_directories(dir_ / "slices");
+      std::ofstream(dir_ / "slices" / absl::StrCat("slice_", d, ".txt"))
+          << slice;
+    }
+  }
+  Json j = Task();
+  j["evals"].erase("val_loss");
+  j["evals"]["longppl"] = {{"key_tokens", {{"file", keys.string()}}}};
+  absl::Status status = Run(j);
+  ASSERT_TRUE(status.ok()) << status;
+  const Json pooled = FindRecord(records_, "result", "log_longppl");
+  ASSERT_FALSE(pooled.is_null());
+  const Json& d = pooled["details"];
+  EXPECT_EQ(d["documents"], 2);
+  EXPECT_EQ(d["documents_skipped"], 1);
+  EXPECT_EQ(d["key_tokens"], 20 + 18);
+  EXPECT_EQ(d["key_tokens_selected"], 20 + 18 + 5);
+  EXPECT_EQ(d["candidate_tokens"], 3 * 63);
+  EXPECT_EQ(d["context_len"], 64);
+  EXPECT_EQ(d["aggregation"], "pooled");
+  EXPECT_EQ(d["source"], "key_tokens:" + keys.string());
+  EXPECT_EQ(pooled["value"], d["log_longppl_pooled"]);
+  // Near uniform over 258 tokens; per document is at least pooled.
+  EXPECT_NEAR(pooled["value"].get<double>(), std::log(258.0), 0.3);
+  EXPECT_GE(d["log_longppl_per_document"].get<double>(),
+            d["log_longppl_pooled"].get<double>());
+
+  // The same spans as PKU-ML/LongPPL slice files give the same figure; the
+  // per-document aggregation is the other one.
+  j["evals"]["longppl"] = {{"key_tokens",
+                            {{"slices", (dir_ / "slices").string()},
+                             {"texts", texts_file.string()}}},
+                           {"aggregation", "per_document"}};
+  status = Run(j);
+  ASSERT_TRUE(status.ok()) << status;
+  const Json per_document = FindRecord(records_, "result", "log_longppl");
+  EXPECT_EQ(per_document["details"]["log_longppl_pooled"],
+            d["log_longppl_pooled"]);
+  EXPECT_EQ(per_document["value"], d["log_longppl_per_document"]);
+
+  // A span outside its text: a permanent error naming the field, the file,
+  // the document and the span.
+  {
+    std::ofstream out(keys);
+    out << Json{{"id", "doc-x"}, {"text", "short"}, {"key_spans", {{2, 9}}}}
+               .dump()
+        << "\n";
+  }
+  j["evals"]["longppl"] = {{"key_tokens", {{"file", keys.string()}}}};
+  absl::Status bad = Run(j);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  const std::vector<std::string> parts = {
+      "evals.longppl.key_tokens: ", keys.string() + ":1", "doc-x",
+      "key_spans[0] = [2, 9]"};
+  for (const std::string& part : parts) {
+    EXPECT_NE(std::string(bad.message()).find(part), std::string::npos)
+        << part << " not in: " << bad.message();
+  }
 }
 
 // `documents` packs one kind of the run's held-out documents: long ones are

@@ -1,6 +1,9 @@
 #include "eval/longppl.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
 
 #include <torch/torch.h>
 
@@ -114,6 +117,45 @@ TEST_F(LongPplTest, ScoresTheMeanNllOverKeyTokensAndSkipsSparseDocuments) {
   EXPECT_EQ(result->documents + result->documents_skipped, 8);
   EXPECT_EQ(result->key_tokens, total_keys);
   EXPECT_NEAR(result->log_longppl, kRecalled, 1e-6);
+}
+
+// Two documents of known key-token NLL: 2 key tokens of NLL 1 (not
+// recalls) and 4 of 0.1 (recalls, their bindings in the full context).
+// Pooled: the mean over the 6; per document: the log of the
+// key-token-weighted mean of exp(1) and exp(0.1).
+TEST_F(LongPplTest, PoolsKeyTokenNllOrAveragesPerDocumentPerplexities) {
+  OracleScorer oracle(docs_);
+  KeyTokens keys;
+  keys.config = config_;
+  keys.config.min_key_tokens = 1;
+  const data::Document a = *docs_.GetDocument(0);
+  const data::Document b = *docs_.GetDocument(1);
+  const int64_t max = keys.config.max_tokens;
+  DocumentKeyTokens ka;
+  ka.document = 0;
+  ka.length = std::min<int64_t>(static_cast<int64_t>(a.tokens.size()), max);
+  const std::set<int64_t> recalls(a.recall_positions.begin(),
+                                  a.recall_positions.end());
+  for (int64_t p = 1; ka.positions.size() < 2; ++p) {
+    if (recalls.count(p) == 0) ka.positions.push_back(p);
+  }
+  DocumentKeyTokens kb;
+  kb.document = 1;
+  kb.length = std::min<int64_t>(static_cast<int64_t>(b.tokens.size()), max);
+  for (int64_t p : b.recall_positions) {
+    if (p < kb.length && kb.positions.size() < 4) kb.positions.push_back(p);
+  }
+  ASSERT_EQ(kb.positions.size(), 4u);
+  keys.documents = {ka, kb};
+  auto result = ScoreLongPpl(oracle, docs_, keys);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->key_tokens, 6);
+  EXPECT_NEAR(result->log_longppl, (2 * kOther + 4 * kRecalled) / 6.0, 1e-6);
+  EXPECT_NEAR(result->log_longppl_per_document,
+              std::log((2 * std::exp(double{kOther}) +
+                        4 * std::exp(double{kRecalled})) /
+                       6.0),
+              1e-6);
 }
 
 TEST_F(LongPplTest, KeyTokensRoundTripThroughTheCacheFormat) {

@@ -126,6 +126,11 @@ EvalTask FilledEvalTask() {
   l.data.tokenizer = "gpt2";
   l.data.text_field = "t";
   l.data.split = "train";
+  l.aggregation = "per_document";
+  l.key_tokens.file = "/keys.jsonl";  // with slices, if valid
+  l.key_tokens.slices = "/key_text";
+  l.key_tokens.texts = "/texts.jsonl";
+  l.key_tokens.tokenizer = "byte";
   e.evals.niah.emplace();
   e.evals.niah->kinds = {"single", "passkey"};
   e.evals.niah->context_lengths = {32, 64};
