@@ -179,6 +179,9 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
   if (!(options.final_window > 0 && options.final_window <= 0.5)) {
     return absl::InvalidArgumentError("final_window: must be in (0, 0.5]");
   }
+  if (!(options.law.decay >= 0 && options.law.decay < 1)) {
+    return absl::InvalidArgumentError("law.decay: must be in [0, 1)");
+  }
   CurveBacktest out;
   // Trunk groups of the runs that can be backtested (a run alone is its
   // own group).

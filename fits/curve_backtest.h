@@ -117,8 +117,9 @@ struct CurveBacktest {
   double max_lr_mismatch = 0;
 };
 
-// InvalidArgument for a fraction outside (0, 1) or a final_window outside
-// (0, 0.5].
+// InvalidArgument for a fraction outside (0, 1), a final_window outside
+// (0, 0.5] or a law.decay outside [0, 1). A fit that fails (too few
+// points) leaves its row without a prediction, with the reason.
 absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
                                              const BacktestOptions& options);
 

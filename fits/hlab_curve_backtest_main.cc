@@ -3,7 +3,8 @@
 // database (fits/curve_backtest.h).
 //
 //   hlab-curve-backtest --db FILE [--sweep ID] [--fractions 0.25,0.5,0.75]
-//                       [--no-siblings] [--no-prior] [--runs] [--json]
+//                       [--no-siblings] [--no-prior] [--decay LAMBDA]
+//                       [--min-updates K] [--runs] [--json]
 //
 // Opens the database read-only. For every succeeded run and fraction f:
 // fits on the points up to f of its steps, predicts the mean train loss of
@@ -13,8 +14,9 @@
 // and of both baselines, the share of runs where the law is closer, the
 // coverage of the 95% intervals); --runs adds a line per prediction; --json
 // prints everything as one JSON object instead. The sweep defaults to the
-// database's only (or first) sweep. Exit 0, 1 with a line on stderr for an
-// unreadable database or sweep, 2 for bad flags.
+// database's only (or first) sweep; --decay sets lambda of S2 (0.999),
+// --min-updates leaves out points measured after fewer updates (1). Exit 0, 1
+// with a line on stderr for an unreadable database or sweep, 2 for bad flags.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -37,7 +39,7 @@ using hlab::fits::FractionSummary;
 int Usage() {
   std::cerr << "usage: hlab-curve-backtest --db FILE [--sweep ID] "
                "[--fractions 0.25,0.5,0.75] [--no-siblings] [--no-prior] "
-               "[--runs] [--json]\n";
+               "[--decay LAMBDA] [--min-updates K] [--runs] [--json]\n";
   return 2;
 }
 
@@ -50,13 +52,18 @@ nlohmann::json Optional(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep) {
+nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep,
+                      const hlab::fits::BacktestOptions& options) {
   nlohmann::json j;
   j["sweep"] = sweep;
   j["runs"] = b.runs;
   j["skipped"] = b.skipped;
   j["max_lr_mismatch"] = b.max_lr_mismatch;
   j["predicted"] = "mean train_loss over the last 1% of steps";
+  j["decay"] = options.law.decay;
+  j["min_updates"] = options.law.min_updates;
+  j["siblings"] = options.siblings;
+  j["prior"] = options.prior;
   for (const FractionSummary& s : b.summaries) {
     j["fractions"].push_back(
         {{"fraction", s.fraction},
@@ -115,6 +122,12 @@ int main(int argc, char** argv) {
       db = argv[++i];
     } else if (i + 1 < argc && flag == "--sweep") {
       if (!absl::SimpleAtoi(argv[++i], &sweep) || sweep <= 0) return Usage();
+    } else if (i + 1 < argc && flag == "--decay") {
+      if (!absl::SimpleAtod(argv[++i], &options.law.decay)) return Usage();
+    } else if (i + 1 < argc && flag == "--min-updates") {
+      if (!absl::SimpleAtoi(argv[++i], &options.law.min_updates)) {
+        return Usage();
+      }
     } else if (i + 1 < argc && flag == "--fractions") {
       options.fractions.clear();
       for (absl::string_view part : absl::StrSplit(argv[++i], ',')) {
@@ -157,7 +170,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (json) {
-    std::cout << ToJson(*backtest, sweep).dump(2) << "\n";
+    std::cout << ToJson(*backtest, sweep, options).dump(2) << "\n";
     return 0;
   }
   std::cout << absl::StrFormat(
