@@ -207,8 +207,11 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
                   return a->steps > b->steps;
                 });
       const RunCurve* longest = members.front();
+      analysis::CurveLawOptions law_options = options.law;
+      law_options.min_updates =
+          std::max(law_options.min_updates, longest->warmup_steps + 1);
       absl::StatusOr<analysis::CurveLawFit> fit = analysis::FitCurveLaw(
-          GroupCurves(members, longest->steps, longest), options.law);
+          GroupCurves(members, longest->steps, longest), law_options);
       if (fit.ok() && fit->c_from_data) group_c[key] = fit->law.c;
     }
   }
@@ -232,6 +235,9 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
           law_options.c_prior_sd = 1.4826 * Median(dev);
         }
       }
+      // The law describes the curve after warmup.
+      law_options.min_updates =
+          std::max(law_options.min_updates, members.front()->warmup_steps + 1);
       for (const RunCurve* r : members) {
         BacktestRow row;
         row.run_id = r->run_id;

@@ -14,9 +14,10 @@
 // instead of the last point: one point is one batch (the demo's 512 tokens)
 // and its noise would dominate both errors.
 //
-// What the fit at f sees: the run's own points at steps <= f * steps, and
-// the decay points at steps <= f * steps of the runs that share its trunk
-// (their branch points come earlier; the same model and data, so one law).
+// What the fit at f sees: the run's own points after warmup (and after
+// law.min_updates) at steps <= f * steps, and the decay points at steps <=
+// f * steps of the runs that share its trunk (their branch points come
+// earlier; the same model and data, so one law).
 // While none of them has decayed, C comes from a prior: the median C of the
 // full-curve fits of the sweep's other trunk groups (leave one group out;
 // in a live sweep, runs that finished before), its spread 1.4826 x MAD.
