@@ -3,8 +3,10 @@
 // that share a WSD trunk with losses drawn from a known law, and the
 // backtest on them.
 #include "fits/curve_backtest.h"
+#include <stdlib.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -12,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/store/query.h"
+#include "coordinator/store/store.h"
 #include "model/config/model_config.h"
 #include "task/lr_schedule.h"
 #include "task/run_config.h"
@@ -178,6 +182,32 @@ TEST(CurveBacktestTest, TheLawBeatsTheLastValueOnceASiblingHasDecayed) {
       EXPECT_EQ(r.siblings_used, 0);
     }
   }
+}
+
+// The queries run on the store's real schema (an empty sweep).
+TEST(CurveBacktestTest, QueriesRunOnTheStoresSchema) {
+  std::string dir = ::testing::TempDir() + "hlab_curves_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string db = dir + "/hlab.db";
+  {
+    auto store = store::Store::Open(db);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  auto engine = store::QueryEngine::Open(db);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const RunQuery query = [&](const std::string& sql) {
+    return (*engine)->Run(sql, {});
+  };
+  absl::StatusOr<std::vector<RunCurve>> runs = ReadRunCurves(query, 1);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  EXPECT_TRUE(runs->empty());
+  absl::StatusOr<store::QueryResult> metrics = query(
+      "SELECT name, step, value FROM metrics WHERE run_id = 'x' AND name IN "
+      "('train_loss', 'lr') ORDER BY name, step");
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
+  engine->reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 TEST(CurveBacktestTest, BadOptionsNameTheField) {
