@@ -87,9 +87,11 @@ std::optional<double> MeanLoss(const RunCurve& r, int64_t first, int64_t last) {
   return sum / n;
 }
 
-int64_t Window(const RunCurve& r, double fraction) {
-  return std::max<int64_t>(
-      1, std::llround(fraction * static_cast<double>(r.steps)));
+int64_t Window(const RunCurve& r, const BacktestOptions& o) {
+  const int64_t w = std::max<int64_t>(
+      o.final_window_min_steps,
+      std::llround(o.final_window * static_cast<double>(r.steps)));
+  return std::clamp<int64_t>(w, 1, r.steps / 2);
 }
 
 // The group's curves with every point (a finished trunk and its decays),
@@ -247,7 +249,7 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
         row.fraction = f;
         row.cutoff_step =
             static_cast<int64_t>(std::floor(f * static_cast<double>(r->steps)));
-        const int64_t w = Window(*r, options.final_window);
+        const int64_t w = Window(*r, options);
         const std::optional<double> measured =
             MeanLoss(*r, r->steps - w + 1, r->steps);
         const std::optional<double> window =

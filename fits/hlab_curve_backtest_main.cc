@@ -8,8 +8,8 @@
 //
 // Opens the database read-only. For every succeeded run and fraction f:
 // fits on the points up to f of its steps, predicts the mean train loss of
-// its last 1% of steps, and compares with the measured value and with the
-// last value at f (the last point, and the mean of the last 1% window
+// its last 1% of steps (at least 32), and compares with the measured value and
+// with the last value at f (the last point, and the mean of the last 1% window
 // there). Prints one line per fraction (median absolute error of the law
 // and of both baselines, the share of runs where the law is closer, the
 // coverage of the 95% intervals); --runs adds a line per prediction; --json
@@ -59,7 +59,7 @@ nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep,
   j["runs"] = b.runs;
   j["skipped"] = b.skipped;
   j["max_lr_mismatch"] = b.max_lr_mismatch;
-  j["predicted"] = "mean train_loss over the last 1% of steps";
+  j["predicted"] = "mean train_loss over the last 1% of steps, at least 32";
   j["decay"] = options.law.decay;
   j["min_updates"] = options.law.min_updates;
   j["siblings"] = options.siblings;
@@ -175,7 +175,8 @@ int main(int argc, char** argv) {
   }
   std::cout << absl::StrFormat(
       "sweep %d: %d runs backtested, %d skipped; predicted: the mean "
-      "train_loss over the last 1%% of steps; schedule check: max |lr "
+      "train_loss over the last 1%% of steps (at least 32); schedule check: "
+      "max |lr "
       "stored - planned| / planned = %.2g\n",
       sweep, backtest->runs, backtest->skipped, backtest->max_lr_mismatch);
   for (const hlab::fits::RunCurve& r : *curves) {
