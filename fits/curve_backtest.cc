@@ -112,6 +112,28 @@ std::vector<analysis::TrainingCurve> GroupCurves(
   return curves;
 }
 
+// The scale of the law's own error on this run: the law fitted to the
+// points up to half the cutoff predicts the window ending at the cutoff
+// (already seen, `observed`); its error, times the ratio of the horizons in
+// ln S1 (cutoff to the end, against half the cutoff to the cutoff).
+// nullopt when that fit fails.
+std::optional<double> SelfCheckError(const std::vector<const RunCurve*>& seen,
+                                     const RunCurve& r, int64_t cutoff,
+                                     int64_t w, double observed,
+                                     const analysis::CurveLawOptions& o) {
+  const int64_t half = cutoff / 2;
+  if (cutoff - w < 1 || half < 2) return std::nullopt;
+  absl::StatusOr<analysis::CurvePrediction> p = analysis::PredictCurveLoss(
+      GroupCurves(seen, half, &r), 0, {cutoff - w, cutoff - 1}, o);
+  if (!p.ok()) return std::nullopt;
+  std::vector<double> s1(r.lr.size() + 1, 0.0);
+  for (size_t i = 0; i < r.lr.size(); ++i) s1[i + 1] = s1[i] + r.lr[i];
+  const double ahead = std::log(s1[r.steps - 1] / s1[cutoff - 1]);
+  const double behind = std::log(s1[cutoff - 1] / s1[half - 1]);
+  if (!(behind > 0) || !std::isfinite(ahead)) return std::nullopt;
+  return std::abs(p->value - observed) * ahead / behind;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<RunCurve>> ReadRunCurves(const RunQuery& query,
@@ -290,6 +312,18 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
         row.predicted = p->value;
         row.lower = p->lower;
         row.upper = p->upper;
+        if (options.model_error) {
+          const std::optional<double> model = SelfCheckError(
+              seen, *r, row.cutoff_step, w, row.last_window, law_options);
+          if (model) {
+            // Widened in quadrature by 1.96 times the model error's scale.
+            row.model_error = *model;
+            row.lower =
+                p->value - std::hypot(p->value - p->lower, 1.96 * *model);
+            row.upper =
+                p->value + std::hypot(p->upper - p->value, 1.96 * *model);
+          }
+        }
         row.c_from_data = p->fit.c_from_data;
         row.alpha = p->fit.law.alpha;
         row.c = p->fit.law.c;
@@ -300,10 +334,12 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
         last_point.push_back(ep);
         last_window.push_back(ew);
         rel.push_back(e / row.measured);
-        width.push_back(p->upper - p->lower);
+        width.push_back(*row.upper - *row.lower);
         if (e < ep) ++better_point;
         if (e < ew) ++better_window;
-        if (p->lower <= row.measured && row.measured <= p->upper) ++covered;
+        if (*row.lower <= row.measured && row.measured <= *row.upper) {
+          ++covered;
+        }
         if (p->fit.c_from_data) ++s.c_from_data;
         out.rows.push_back(std::move(row));
       }

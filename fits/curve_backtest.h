@@ -23,6 +23,13 @@
 // full-curve fits of the sweep's other trunk groups (leave one group out;
 // in a live sweep, runs that finished before), its spread 1.4826 x MAD.
 //
+// The interval: the law's profile interval (analysis/curve_law.h) assumes
+// the law is right. On real curves the law's own error dominates, so with
+// `model_error` it is widened in quadrature by 1.96 x a scale measured on
+// the run itself before f: the law fitted to the points up to f/2 predicts
+// the window ending at f (seen), and its error is multiplied by the ratio
+// of the horizons in ln S1 (f to the end against f/2 to f).
+//
 // Thread-safety: pure functions (ReadRunCurves as thread-safe as `query`).
 //
 //   HLAB_ASSIGN_OR_RETURN(std::vector<RunCurve> runs,
@@ -80,6 +87,8 @@ struct BacktestOptions {
   int64_t final_window_min_steps = 32;
   bool siblings = true;  // use the trunk siblings' decays
   bool prior = true;     // C's prior from the other groups
+  // Widen the interval by the law's own error on the run (above).
+  bool model_error = true;
   analysis::CurveLawOptions law;
 };
 
@@ -96,6 +105,7 @@ struct BacktestRow {
   double last_window = 0;  // baseline: the mean of the last window there
   bool c_from_data = false;
   int siblings_used = 0;
+  std::optional<double> model_error;  // the self-check's scale, if widened
   double alpha = 0, c = 0;
 };
 

@@ -3,7 +3,8 @@
 // database (fits/curve_backtest.h).
 //
 //   hlab-curve-backtest --db FILE [--sweep ID] [--fractions 0.25,0.5,0.75]
-//                       [--no-siblings] [--no-prior] [--decay LAMBDA]
+//                       [--no-siblings] [--no-prior] [--no-model-error]
+//                       [--decay LAMBDA]
 //                       [--min-updates K] [--runs] [--json]
 //
 // Opens the database read-only. For every succeeded run and fraction f:
@@ -39,7 +40,8 @@ using hlab::fits::FractionSummary;
 int Usage() {
   std::cerr << "usage: hlab-curve-backtest --db FILE [--sweep ID] "
                "[--fractions 0.25,0.5,0.75] [--no-siblings] [--no-prior] "
-               "[--decay LAMBDA] [--min-updates K] [--runs] [--json]\n";
+               "[--no-model-error] [--decay LAMBDA] [--min-updates K] "
+               "[--runs] [--json]\n";
   return 2;
 }
 
@@ -64,6 +66,7 @@ nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep,
   j["min_updates"] = options.law.min_updates;
   j["siblings"] = options.siblings;
   j["prior"] = options.prior;
+  j["model_error"] = options.model_error;
   for (const FractionSummary& s : b.summaries) {
     j["fractions"].push_back(
         {{"fraction", s.fraction},
@@ -96,6 +99,7 @@ nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep,
                                 {"siblings_used", r.siblings_used},
                                 {"alpha", r.alpha},
                                 {"c", r.c},
+                                {"model_error", Optional(r.model_error)},
                                 {"error", r.error}});
   }
   return j;
@@ -116,6 +120,8 @@ int main(int argc, char** argv) {
       runs = true;
     } else if (flag == "--no-siblings") {
       options.siblings = false;
+    } else if (flag == "--no-model-error") {
+      options.model_error = false;
     } else if (flag == "--no-prior") {
       options.prior = false;
     } else if (i + 1 < argc && flag == "--db") {

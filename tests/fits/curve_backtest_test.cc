@@ -162,6 +162,10 @@ TEST(CurveBacktestTest, TheLawBeatsTheLastValueOnceASiblingHasDecayed) {
   EXPECT_LE(*half.lower, half.measured);
   EXPECT_GE(*half.upper, half.measured);
   EXPECT_NEAR(half.c, kTruth.c, 0.1);
+  // The interval is widened by the law's error on the run's own first half.
+  ASSERT_TRUE(half.model_error.has_value());
+  EXPECT_GE(*half.model_error, 0);
+  EXPECT_LT(*half.model_error, 0.05);
   // The short run never sees a decay before its end, and with one other
   // group there is no prior: C = 0, flagged.
   const BacktestRow& short_half = rows[{"short", 0.5}];
