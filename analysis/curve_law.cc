@@ -74,8 +74,15 @@ std::array<double, 3> DesignRow(double log_s1, double s2, double alpha) {
 // Least squares under theta >= 0 for fixed alpha: every free set of the
 // `p` columns, the feasible solution of least RSS. `y` already has a fixed
 // C's term added back.
+// A Gaussian prior on C as a penalty weight * (C - center)^2 added to the
+// RSS (weight 0: none).
+struct Ridge {
+  double weight = 0;
+  double center = 0;
+};
+
 LinearFit SolveLinear(const std::vector<Row>& rows, double alpha, int p,
-                      double c_fixed) {
+                      double c_fixed, Ridge ridge = {}) {
   std::array<std::array<double, 3>, 3> g{};
   std::array<double, 3> b{0, 0, 0};
   double yy = 0;
@@ -87,6 +94,11 @@ LinearFit SolveLinear(const std::vector<Row>& rows, double alpha, int p,
       for (int j = 0; j < p; ++j) g[i][j] += x[i] * x[j];
     }
     yy += y * y;
+  }
+  if (p == 3 && ridge.weight > 0) {
+    g[2][2] += ridge.weight;
+    b[2] += ridge.weight * ridge.center;
+    yy += ridge.weight * ridge.center * ridge.center;
   }
   LinearFit best;
   best.rss = yy;  // the empty set
@@ -186,6 +198,7 @@ struct FitState {
   std::vector<Row> rows;
   int p = 3;  // linear coefficients fitted: 3, or 2 with C fixed
   double c_fixed = 0;
+  Ridge ridge;                 // C's prior while C is fitted
   std::vector<double> alphas;  // the grid and the refined optimum
   std::vector<LinearFit> fits;
   int best = 0;
@@ -225,43 +238,61 @@ absl::StatusOr<FitState> Fit(absl::Span<const TrainingCurve> curves,
   const bool c_from_data = annealed >= 3;
   st.p = c_from_data ? 3 : 2;
   st.c_fixed = c_from_data ? 0 : o.c_prior.value_or(0);
-  const double lo = std::log(o.alpha_min), hi = std::log(o.alpha_max);
-  for (int i = 0; i < o.alpha_grid; ++i) {
-    const double alpha =
-        std::exp(lo + (hi - lo) * i / static_cast<double>(o.alpha_grid - 1));
-    st.alphas.push_back(alpha);
-    st.fits.push_back(SolveLinear(st.rows, alpha, st.p, st.c_fixed));
-  }
-  int best = 0;
-  for (int i = 1; i < o.alpha_grid; ++i) {
-    if (st.fits[i].rss < st.fits[best].rss) best = i;
-  }
-  // Golden section on ln alpha between the best grid point's neighbours.
-  double a = std::log(st.alphas[std::max(best - 1, 0)]);
-  double b = std::log(st.alphas[std::min(best + 1, o.alpha_grid - 1)]);
-  auto rss_at = [&](double log_alpha) {
-    return SolveLinear(st.rows, std::exp(log_alpha), st.p, st.c_fixed).rss;
-  };
-  const double golden = (std::sqrt(5.0) - 1) / 2;
-  double x1 = b - golden * (b - a), x2 = a + golden * (b - a);
-  double f1 = rss_at(x1), f2 = rss_at(x2);
-  for (int it = 0; it < 60 && b - a > 1e-10; ++it) {
-    if (f1 < f2) {
-      b = x2, x2 = x1, f2 = f1;
-      x1 = b - golden * (b - a), f1 = rss_at(x1);
-    } else {
-      a = x1, x1 = x2, f1 = f2;
-      x2 = a + golden * (b - a), f2 = rss_at(x2);
+  auto search = [&]() {
+    st.alphas.clear();
+    st.fits.clear();
+    const double lo = std::log(o.alpha_min), hi = std::log(o.alpha_max);
+    for (int i = 0; i < o.alpha_grid; ++i) {
+      const double alpha =
+          std::exp(lo + (hi - lo) * i / static_cast<double>(o.alpha_grid - 1));
+      st.alphas.push_back(alpha);
+      st.fits.push_back(
+          SolveLinear(st.rows, alpha, st.p, st.c_fixed, st.ridge));
     }
+    int best = 0;
+    for (int i = 1; i < o.alpha_grid; ++i) {
+      if (st.fits[i].rss < st.fits[best].rss) best = i;
+    }
+    // Golden section on ln alpha between the best grid point's neighbours.
+    double a = std::log(st.alphas[std::max(best - 1, 0)]);
+    double b = std::log(st.alphas[std::min(best + 1, o.alpha_grid - 1)]);
+    auto rss_at = [&](double log_alpha) {
+      return SolveLinear(st.rows, std::exp(log_alpha), st.p, st.c_fixed,
+                         st.ridge)
+          .rss;
+    };
+    const double golden = (std::sqrt(5.0) - 1) / 2;
+    double x1 = b - golden * (b - a), x2 = a + golden * (b - a);
+    double f1 = rss_at(x1), f2 = rss_at(x2);
+    for (int it = 0; it < 60 && b - a > 1e-10; ++it) {
+      if (f1 < f2) {
+        b = x2, x2 = x1, f2 = f1;
+        x1 = b - golden * (b - a), f1 = rss_at(x1);
+      } else {
+        a = x1, x1 = x2, f1 = f2;
+        x2 = a + golden * (b - a), f2 = rss_at(x2);
+      }
+    }
+    const double refined = std::exp(f1 < f2 ? x1 : x2);
+    LinearFit refined_fit =
+        SolveLinear(st.rows, refined, st.p, st.c_fixed, st.ridge);
+    if (refined_fit.rss <= st.fits[best].rss) {
+      st.alphas.push_back(refined);
+      st.fits.push_back(refined_fit);
+      best = static_cast<int>(st.alphas.size()) - 1;
+    }
+    st.best = best;
+  };
+  search();
+  // With a prior, C fitted to decays is pulled towards it with the weight
+  // of a Gaussian prior: sigma^2 / sd^2 (sigma from the fit without it), so
+  // a decay too short to show its drop above the noise does not set C.
+  if (c_from_data && o.c_prior && o.c_prior_sd > 0) {
+    const double sigma2 = st.fits[st.best].rss / std::max(1, n - (st.p + 1));
+    st.ridge = {sigma2 / (o.c_prior_sd * o.c_prior_sd), *o.c_prior};
+    search();
   }
-  const double refined = std::exp(f1 < f2 ? x1 : x2);
-  LinearFit refined_fit = SolveLinear(st.rows, refined, st.p, st.c_fixed);
-  if (refined_fit.rss <= st.fits[best].rss) {
-    st.alphas.push_back(refined);
-    st.fits.push_back(refined_fit);
-    best = static_cast<int>(st.alphas.size()) - 1;
-  }
-  st.best = best;
+  const int best = st.best;
   const LinearFit& f = st.fits[best];
   CurveLawFit& r = st.result;
   r.law = {f.theta[0], f.theta[1], st.alphas[best],

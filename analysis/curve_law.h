@@ -20,7 +20,10 @@
 // WSD trunk: the same model and data, different schedules), one law for all.
 // While no observed point has S2 > 0 (a WSD run in its stable phase) C is
 // not determined by the data; it is then `c_prior` (0 without one), and
-// the interval widens by its spread.
+// the interval widens by its spread. Once C is fitted, a prior with a
+// spread acts as a Gaussian prior on it (a penalty (C - c_prior)^2 sigma^2
+// / c_prior_sd^2, sigma from the fit without it): a decay too short to show
+// its drop above the noise does not set C alone.
 //
 // Interval (95% by default) of the predicted mean loss over a window of
 // updates: the profile-likelihood set { g : min RSS given g <= RSS_min (1 +
@@ -88,7 +91,8 @@ struct CurveLawOptions {
   double alpha_min = 0.01;
   double alpha_max = 4.0;
   int alpha_grid = 80;
-  // C while no observed point has S2 > 0, and its standard deviation.
+  // C while no observed point has S2 > 0, and its standard deviation; with
+  // c_prior_sd > 0 also a Gaussian prior on a fitted C.
   std::optional<double> c_prior;
   double c_prior_sd = 0;
   double confidence = 0.95;

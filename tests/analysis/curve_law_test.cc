@@ -142,6 +142,25 @@ TEST(CurveLawTest, WithoutAnnealingCIsThePriorAndTheIntervalWidens) {
   EXPECT_GE(p->upper, truth);
 }
 
+TEST(CurveLawTest, APriorWithASpreadPullsAFittedC) {
+  const std::vector<double> long_lr = Wsd(4000, 10, 3e-3);
+  const std::vector<double> short_lr = Wsd(1000, 10, 3e-3);
+  const TrainingCurve run = Curve(long_lr, 20, 2000, 0.01, 3);
+  const TrainingCurve sibling = Curve(short_lr, 901, 1000, 0.01, 4);
+  CurveLawOptions weak;
+  weak.c_prior = 0.2;
+  weak.c_prior_sd = 100;
+  absl::StatusOr<CurveLawFit> fit = FitCurveLaw({run, sibling}, weak);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_TRUE(fit->c_from_data);
+  EXPECT_NEAR(fit->law.c, kTruth.c, 0.1);  // the data decide
+  CurveLawOptions strong = weak;
+  strong.c_prior_sd = 1e-4;
+  fit = FitCurveLaw({run, sibling}, strong);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->law.c, 0.2, 1e-3);  // the prior decides
+}
+
 TEST(CurveLawTest, BadInputNamesTheField) {
   const std::vector<double> lr = Wsd(100, 10, 3e-3);
   TrainingCurve c = Curve(lr, 20, 100, 0, 1);
