@@ -31,8 +31,8 @@ struct LinearFit {
   double rss = std::numeric_limits<double>::infinity();
 };
 
-// Inverts the k x k matrix `m` (indices `idx`) by Gauss-Jordan with
-// partial pivoting; false when (near) singular.
+// Inverts the submatrix of `g` on the indices `idx` by Gauss-Jordan with
+// partial pivoting into `out`; false when (near) singular.
 bool Invert(const std::array<std::array<double, 3>, 3>& g,
             const std::vector<int>& idx,
             std::array<std::array<double, 3>, 3>* out) {
