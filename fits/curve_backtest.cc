@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <utility>
 #include <variant>
@@ -112,6 +113,59 @@ std::vector<analysis::TrainingCurve> GroupCurves(
   return curves;
 }
 
+using Groups = std::map<std::string, std::vector<const RunCurve*>>;
+
+// The trunk group of a run (a run alone is its own group).
+std::string GroupKey(const RunCurve& r) {
+  return r.trunk.empty() ? "run:" + r.run_id : r.trunk;
+}
+
+// Each group's C from all its points (the longest run whole, the others'
+// decays), for the other groups' prior; only groups whose fit saw a decay.
+std::map<std::string, double> GroupCs(const Groups& groups,
+                                      const analysis::CurveLawOptions& law) {
+  std::map<std::string, double> out;
+  for (const auto& [key, members] : groups) {
+    const RunCurve* longest =
+        *std::max_element(members.begin(), members.end(),
+                          [](const RunCurve* a, const RunCurve* b) {
+                            return a->steps < b->steps;
+                          });
+    analysis::CurveLawOptions o = law;
+    o.min_updates = std::max(o.min_updates, longest->warmup_steps + 1);
+    absl::StatusOr<analysis::CurveLawFit> fit =
+        analysis::FitCurveLaw(GroupCurves(members, longest->steps, longest), o);
+    if (fit.ok() && fit->c_from_data) out[key] = fit->law.c;
+  }
+  return out;
+}
+
+// The law's options for the runs of group `key`: after warmup, and with
+// the prior from the other groups' C (median, 1.4826 x MAD) when at least
+// 3 of them have one.
+analysis::CurveLawOptions GroupLawOptions(
+    const std::string& key, const std::vector<const RunCurve*>& members,
+    const std::map<std::string, double>& group_c,
+    const BacktestOptions& options) {
+  analysis::CurveLawOptions o = options.law;
+  if (options.prior) {
+    std::vector<double> others;
+    for (const auto& [k, c] : group_c) {
+      if (k != key) others.push_back(c);
+    }
+    if (others.size() >= 3) {
+      const double median = Median(others);
+      std::vector<double> dev;
+      for (double c : others) dev.push_back(std::abs(c - median));
+      o.c_prior = median;
+      o.c_prior_sd = 1.4826 * Median(dev);
+    }
+  }
+  // The law describes the curve after warmup.
+  o.min_updates = std::max(o.min_updates, members.front()->warmup_steps + 1);
+  return o;
+}
+
 // The scale of the law's own error on this run: the law fitted to the
 // points up to half the cutoff predicts the window ending at the cutoff
 // (already seen, `observed`); its error, times the ratio of the horizons in
@@ -209,7 +263,7 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
   CurveBacktest out;
   // Trunk groups of the runs that can be backtested (a run alone is its
   // own group).
-  std::map<std::string, std::vector<const RunCurve*>> groups;
+  Groups groups;
   std::vector<const RunCurve*> usable;
   for (const RunCurve& r : runs) {
     if (!r.skipped.empty() || r.state != "SUCCEEDED" || r.steps < 2 ||
@@ -218,50 +272,21 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
       continue;
     }
     usable.push_back(&r);
-    groups[r.trunk.empty() ? "run:" + r.run_id : r.trunk].push_back(&r);
+    groups[GroupKey(r)].push_back(&r);
     out.max_lr_mismatch = std::max(out.max_lr_mismatch, r.lr_mismatch);
   }
   out.runs = static_cast<int>(usable.size());
-  // Each group's C from all its points, for the other groups' prior.
-  std::map<std::string, double> group_c;
-  if (options.prior) {
-    for (auto& [key, members] : groups) {
-      std::sort(members.begin(), members.end(),
-                [](const RunCurve* a, const RunCurve* b) {
-                  return a->steps > b->steps;
-                });
-      const RunCurve* longest = members.front();
-      analysis::CurveLawOptions law_options = options.law;
-      law_options.min_updates =
-          std::max(law_options.min_updates, longest->warmup_steps + 1);
-      absl::StatusOr<analysis::CurveLawFit> fit = analysis::FitCurveLaw(
-          GroupCurves(members, longest->steps, longest), law_options);
-      if (fit.ok() && fit->c_from_data) group_c[key] = fit->law.c;
-    }
-  }
+  const std::map<std::string, double> group_c =
+      options.prior ? GroupCs(groups, options.law)
+                    : std::map<std::string, double>();
   for (double f : options.fractions) {
     FractionSummary s;
     s.fraction = f;
     std::vector<double> law, last_point, last_window, rel, width;
     int better_point = 0, better_window = 0, covered = 0;
     for (const auto& [key, members] : groups) {
-      analysis::CurveLawOptions law_options = options.law;
-      if (options.prior) {
-        std::vector<double> others;
-        for (const auto& [k, c] : group_c) {
-          if (k != key) others.push_back(c);
-        }
-        if (others.size() >= 3) {
-          const double median = Median(others);
-          std::vector<double> dev;
-          for (double c : others) dev.push_back(std::abs(c - median));
-          law_options.c_prior = median;
-          law_options.c_prior_sd = 1.4826 * Median(dev);
-        }
-      }
-      // The law describes the curve after warmup.
-      law_options.min_updates =
-          std::max(law_options.min_updates, members.front()->warmup_steps + 1);
+      const analysis::CurveLawOptions law_options =
+          GroupLawOptions(key, members, group_c, options);
       for (const RunCurve* r : members) {
         BacktestRow row;
         row.run_id = r->run_id;
@@ -357,6 +382,76 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
       s.median_interval_width = Median(width);
     }
     out.summaries.push_back(s);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<BacktestRow>> PredictUnfinished(
+    absl::Span<const RunCurve> runs, const BacktestOptions& options) {
+  if (!(options.final_window > 0 && options.final_window <= 0.5)) {
+    return absl::InvalidArgumentError("final_window: must be in (0, 0.5]");
+  }
+  Groups finished, all;
+  for (const RunCurve& r : runs) {
+    if (!r.skipped.empty() || r.steps < 2 || r.train_loss.empty()) continue;
+    if (r.state == "FAILED" || r.state == "CANCELLED") continue;
+    all[GroupKey(r)].push_back(&r);
+    if (r.state == "SUCCEEDED") finished[GroupKey(r)].push_back(&r);
+  }
+  const std::map<std::string, double> group_c =
+      options.prior ? GroupCs(finished, options.law)
+                    : std::map<std::string, double>();
+  std::vector<BacktestRow> out;
+  for (const auto& [key, members] : all) {
+    const analysis::CurveLawOptions law_options =
+        GroupLawOptions(key, members, group_c, options);
+    for (const RunCurve* r : members) {
+      const int64_t seen = r->train_loss.back().first;
+      if (r->state == "SUCCEEDED" || seen >= r->steps) continue;
+      BacktestRow row;
+      row.run_id = r->run_id;
+      row.arch = r->arch;
+      row.scale = r->scale;
+      row.steps = r->steps;
+      row.cutoff_step = seen;
+      row.fraction = static_cast<double>(seen) / static_cast<double>(r->steps);
+      const int64_t w = Window(*r, options);
+      row.last_point = r->train_loss.back().second;
+      row.last_window = MeanLoss(*r, seen - w + 1, seen).value_or(0);
+      // Everything stored now: the run's points and its siblings' decays.
+      std::vector<const RunCurve*> group = {r};
+      if (options.siblings) {
+        for (const RunCurve* m : members) {
+          if (m != r) group.push_back(m);
+        }
+      }
+      std::vector<analysis::TrainingCurve> curves =
+          GroupCurves(group, std::numeric_limits<int64_t>::max(), r);
+      row.siblings_used = static_cast<int>(curves.size()) - 1;
+      absl::StatusOr<analysis::CurvePrediction> p = analysis::PredictCurveLoss(
+          curves, 0, {r->steps - w, r->steps - 1}, law_options);
+      if (!p.ok()) {
+        row.error = std::string(p.status().message());
+        out.push_back(std::move(row));
+        continue;
+      }
+      row.predicted = p->value;
+      row.lower = p->lower;
+      row.upper = p->upper;
+      row.c_from_data = p->fit.c_from_data;
+      row.alpha = p->fit.law.alpha;
+      row.c = p->fit.law.c;
+      if (options.model_error) {
+        const std::optional<double> model =
+            SelfCheckError(group, *r, seen, w, row.last_window, law_options);
+        if (model) {
+          row.model_error = *model;
+          row.lower = p->value - std::hypot(p->value - p->lower, 1.96 * *model);
+          row.upper = p->value + std::hypot(p->upper - p->value, 1.96 * *model);
+        }
+      }
+      out.push_back(std::move(row));
+    }
   }
   return out;
 }

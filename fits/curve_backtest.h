@@ -138,6 +138,16 @@ struct CurveBacktest {
 absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
                                              const BacktestOptions& options);
 
+// The live prediction: for every run that has points but has not
+// finished (not FAILED or CANCELLED), the law fitted to everything stored
+// now (its points and its trunk siblings' decays, the prior from the
+// finished groups) predicts its final window's mean train loss, with the
+// interval widened as in the backtest. Rows as BacktestRow, `measured`
+// unused (0), `cutoff_step` its newest step, `fraction` that over its
+// steps. InvalidArgument for a bad final_window.
+absl::StatusOr<std::vector<BacktestRow>> PredictUnfinished(
+    absl::Span<const RunCurve> runs, const BacktestOptions& options);
+
 }  // namespace hlab::fits
 
 #endif  // HLAB_FITS_CURVE_BACKTEST_H_

@@ -15,7 +15,9 @@
 // and of both baselines, the share of runs where the law is closer, the
 // coverage of the 95% intervals); --runs adds a line per prediction; --json
 // prints everything as one JSON object instead. The sweep defaults to the
-// database's only (or first) sweep; --decay sets lambda of S2 (0.999),
+// database's only (or first) sweep. --live instead predicts the runs that
+// have not finished, each from everything stored now (PredictUnfinished),
+// one line each (or JSON); --decay sets lambda of S2 (0.999),
 // --min-updates leaves out points measured after fewer updates (1). Exit 0, 1
 // with a line on stderr for an unreadable database or sweep, 2 for bad flags.
 #include <cstdio>
@@ -41,7 +43,7 @@ int Usage() {
   std::cerr << "usage: hlab-curve-backtest --db FILE [--sweep ID] "
                "[--fractions 0.25,0.5,0.75] [--no-siblings] [--no-prior] "
                "[--no-model-error] [--decay LAMBDA] [--min-updates K] "
-               "[--runs] [--json]\n";
+               "[--runs] [--live] [--json]\n";
   return 2;
 }
 
@@ -105,12 +107,66 @@ nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep,
   return j;
 }
 
+nlohmann::json RowJson(const BacktestRow& r) {
+  return {{"run_id", r.run_id},
+          {"arch", r.arch},
+          {"scale", r.scale},
+          {"steps", r.steps},
+          {"step", r.cutoff_step},
+          {"predicted", Optional(r.predicted)},
+          {"lower", Optional(r.lower)},
+          {"upper", Optional(r.upper)},
+          {"last_point", r.last_point},
+          {"last_window", r.last_window},
+          {"c_from_data", r.c_from_data},
+          {"siblings_used", r.siblings_used},
+          {"alpha", r.alpha},
+          {"c", r.c},
+          {"model_error", Optional(r.model_error)},
+          {"error", r.error}};
+}
+
+// --live: the unfinished runs' predicted final train loss.
+int PrintLive(const std::vector<hlab::fits::RunCurve>& curves,
+              const hlab::fits::BacktestOptions& options, bool json) {
+  auto rows = hlab::fits::PredictUnfinished(curves, options);
+  if (!rows.ok()) {
+    std::cerr << "hlab-curve-backtest: " << rows.status().message() << "\n";
+    return 2;
+  }
+  if (json) {
+    nlohmann::json j = {{"predicted",
+                         "mean train_loss over the last 1% of steps, at "
+                         "least 32"},
+                        {"runs", nlohmann::json::array()}};
+    for (const BacktestRow& r : *rows) j["runs"].push_back(RowJson(r));
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (rows->empty()) std::cout << "no unfinished run with points\n";
+  for (const BacktestRow& r : *rows) {
+    if (!r.predicted) {
+      std::cout << absl::StrFormat(
+          "%s %s %s step %d of %d: no prediction: %s\n", r.run_id, r.arch,
+          r.scale, r.cutoff_step, r.steps, r.error);
+      continue;
+    }
+    std::cout << absl::StrFormat(
+        "%s %-7s %s step %5d of %5d: final train loss %.4f [%.4f, %.4f] "
+        "(now %.4f)%s\n",
+        r.run_id, r.arch, r.scale, r.cutoff_step, r.steps, *r.predicted,
+        *r.lower, *r.upper, r.last_window,
+        r.c_from_data ? "" : " (C from the prior)");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string db;
   int64_t sweep = 0;
-  bool json = false, runs = false;
+  bool json = false, runs = false, live = false;
   hlab::fits::BacktestOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -120,6 +176,8 @@ int main(int argc, char** argv) {
       runs = true;
     } else if (flag == "--no-siblings") {
       options.siblings = false;
+    } else if (flag == "--live") {
+      live = true;
     } else if (flag == "--no-model-error") {
       options.model_error = false;
     } else if (flag == "--no-prior") {
@@ -170,6 +228,7 @@ int main(int argc, char** argv) {
   if (curves->empty()) {
     return Fail("no runs in sweep " + std::to_string(sweep) + " of " + db);
   }
+  if (live) return PrintLive(*curves, options, json);
   auto backtest = hlab::fits::BacktestCurves(*curves, options);
   if (!backtest.ok()) {
     std::cerr << "hlab-curve-backtest: " << backtest.status().message() << "\n";

@@ -188,6 +188,34 @@ TEST(CurveBacktestTest, TheLawBeatsTheLastValueOnceASiblingHasDecayed) {
   }
 }
 
+// A run in progress: everything stored now predicts its final window.
+TEST(CurveBacktestTest, PredictsARunInProgressFromWhatIsStored) {
+  CannedDb db;
+  absl::StatusOr<std::vector<RunCurve>> runs = ReadRunCurves(db.Query(), 1);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  RunCurve& long_run = (*runs)[1];
+  ASSERT_EQ(long_run.run_id, "long");
+  double final_mean = 0;
+  for (const auto& [step, loss] : long_run.train_loss) {
+    if (step > 4000 - 40) final_mean += loss / 40;
+  }
+  long_run.state = "RUNNING";
+  long_run.train_loss.resize(2000);  // steps 1-2000
+  absl::StatusOr<std::vector<BacktestRow>> rows =
+      PredictUnfinished(*runs, BacktestOptions());
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);  // the finished run is not predicted
+  const BacktestRow& r = (*rows)[0];
+  EXPECT_EQ(r.run_id, "long");
+  EXPECT_EQ(r.cutoff_step, 2000);
+  EXPECT_DOUBLE_EQ(r.fraction, 0.5);
+  ASSERT_TRUE(r.predicted.has_value()) << r.error;
+  EXPECT_TRUE(r.c_from_data);  // the short run's decay
+  EXPECT_NEAR(*r.predicted, final_mean, 0.01);
+  EXPECT_LE(*r.lower, final_mean);
+  EXPECT_GE(*r.upper, final_mean);
+}
+
 // The queries run on the store's real schema (an empty sweep).
 TEST(CurveBacktestTest, QueriesRunOnTheStoresSchema) {
   std::string dir = ::testing::TempDir() + "hlab_curves_XXXXXX";
