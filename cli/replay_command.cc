@@ -66,8 +66,9 @@ std::string Percent(const std::optional<double>& x) {
   return x ? absl::StrFormat("%.0f%%", 100 * *x) : std::string("-");
 }
 
-std::string Fixed(const std::optional<double>& x, const char* format) {
-  return x ? absl::StrFormat(format, *x) : std::string("-");
+// x with `digits` decimals, or "-".
+std::string Fixed(const std::optional<double>& x, int digits) {
+  return x ? absl::StrFormat("%.*f", digits, *x) : std::string("-");
 }
 
 double Median(std::vector<double> v) {
@@ -307,7 +308,7 @@ int RunReplay(const std::vector<std::string>& argv, std::ostream& out,
   out << absl::StrFormat(
       "full grid: R^2 on the target runs %s (mean over architectures), "
       "median |relative error| %s\n",
-      Fixed(first.full_r2_target, "%.4f"),
+      Fixed(first.full_r2_target, 4),
       first.full_median_abs_error
           ? absl::StrFormat("%.2f%%", 100 * *first.full_median_abs_error)
           : "-");
@@ -329,8 +330,7 @@ int RunReplay(const std::vector<std::string>& argv, std::ostream& out,
         Percent(r.flops_fraction_at_target),
         Percent(r.flops_fraction_at_error));
     for (double f : kFractions) {
-      out << absl::StrFormat(" %8s",
-                             Fixed(analysis::R2AtFraction(r, f), "%.3f"));
+      out << absl::StrFormat(" %8s", Fixed(analysis::R2AtFraction(r, f), 3));
     }
     for (double f : kFractions) {
       const std::optional<double> e = analysis::ErrorAtFraction(r, f);
@@ -352,7 +352,7 @@ int RunReplay(const std::vector<std::string>& argv, std::ostream& out,
         const analysis::ReplayStep& s = r.steps[i];
         out << absl::StrFormat(
             "  %3d %s %-14s %6.3f %9s %9s\n", i + 1, s.run_id, s.arch,
-            s.fraction, Fixed(s.r2_target, "%.4f"),
+            s.fraction, Fixed(s.r2_target, 4),
             s.median_abs_error
                 ? absl::StrFormat("%.2f%%", 100 * *s.median_abs_error)
                 : "-");
