@@ -367,24 +367,29 @@ absl::StatusOr<ReplayResult> Replay(absl::Span<const ReplayRun> runs,
   return Simulation(runs, options).Run();
 }
 
-std::optional<double> R2AtFraction(const ReplayResult& result,
-                                   double fraction) {
+namespace {
+
+// `figure` of the last step at or before `fraction`.
+std::optional<double> AtFraction(const ReplayResult& result, double fraction,
+                                 std::optional<double> ReplayStep::*figure) {
   std::optional<double> out;
   for (const ReplayStep& s : result.steps) {
     if (s.fraction > fraction + 1e-12) break;
-    out = s.r2_target;
+    out = s.*figure;
   }
   return out;
 }
 
+}  // namespace
+
+std::optional<double> R2AtFraction(const ReplayResult& result,
+                                   double fraction) {
+  return AtFraction(result, fraction, &ReplayStep::r2_target);
+}
+
 std::optional<double> ErrorAtFraction(const ReplayResult& result,
                                       double fraction) {
-  std::optional<double> out;
-  for (const ReplayStep& s : result.steps) {
-    if (s.fraction > fraction + 1e-12) break;
-    out = s.median_abs_error;
-  }
-  return out;
+  return AtFraction(result, fraction, &ReplayStep::median_abs_error);
 }
 
 }  // namespace hlab::analysis

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "fits/internal/values.h"
 #include "task/lr_schedule.h"
 #include "task/run_config.h"
 #include "task/train_plan.h"
@@ -16,18 +17,8 @@
 namespace hlab::fits {
 namespace {
 
-std::optional<double> Real(const store::Value& v) {
-  if (const auto* d = std::get_if<double>(&v)) {
-    if (std::isfinite(*d)) return *d;
-  }
-  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  return std::nullopt;
-}
-
-std::string Text(const store::Value& v) {
-  const auto* s = std::get_if<std::string>(&v);
-  return s != nullptr ? *s : std::string();
-}
+using internal::Real;
+using internal::Text;
 
 // SQL string literal ('' doubled).
 std::string Quoted(const std::string& s) {
@@ -188,6 +179,18 @@ std::optional<double> SelfCheckError(const std::vector<const RunCurve*>& seen,
   return std::abs(p->value - observed) * ahead / behind;
 }
 
+// A prediction row of run `r` cut at step `cutoff` (its fraction is the
+// caller's: nominal in a backtest, actual when live).
+BacktestRow RowOf(const RunCurve& r, int64_t cutoff) {
+  BacktestRow row;
+  row.run_id = r.run_id;
+  row.arch = r.arch;
+  row.scale = r.scale;
+  row.steps = r.steps;
+  row.cutoff_step = cutoff;
+  return row;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<RunCurve>> ReadRunCurves(const RunQuery& query,
@@ -288,14 +291,9 @@ absl::StatusOr<CurveBacktest> BacktestCurves(absl::Span<const RunCurve> runs,
       const analysis::CurveLawOptions law_options =
           GroupLawOptions(key, members, group_c, options);
       for (const RunCurve* r : members) {
-        BacktestRow row;
-        row.run_id = r->run_id;
-        row.arch = r->arch;
-        row.scale = r->scale;
-        row.steps = r->steps;
+        BacktestRow row = RowOf(*r, static_cast<int64_t>(std::floor(
+                                        f * static_cast<double>(r->steps))));
         row.fraction = f;
-        row.cutoff_step =
-            static_cast<int64_t>(std::floor(f * static_cast<double>(r->steps)));
         const int64_t w = Window(*r, options);
         const std::optional<double> measured =
             MeanLoss(*r, r->steps - w + 1, r->steps);
@@ -408,12 +406,7 @@ absl::StatusOr<std::vector<BacktestRow>> PredictUnfinished(
     for (const RunCurve* r : members) {
       const int64_t seen = r->train_loss.back().first;
       if (r->state == "SUCCEEDED" || seen >= r->steps) continue;
-      BacktestRow row;
-      row.run_id = r->run_id;
-      row.arch = r->arch;
-      row.scale = r->scale;
-      row.steps = r->steps;
-      row.cutoff_step = seen;
+      BacktestRow row = RowOf(*r, seen);
       row.fraction = static_cast<double>(seen) / static_cast<double>(r->steps);
       const int64_t w = Window(*r, options);
       row.last_point = r->train_loss.back().second;

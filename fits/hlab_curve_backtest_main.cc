@@ -56,6 +56,26 @@ nlohmann::json Optional(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// One prediction: the run, its cutoff step and the law's figures.
+nlohmann::json RowJson(const BacktestRow& r) {
+  return {{"run_id", r.run_id},
+          {"arch", r.arch},
+          {"scale", r.scale},
+          {"steps", r.steps},
+          {"step", r.cutoff_step},
+          {"predicted", Optional(r.predicted)},
+          {"lower", Optional(r.lower)},
+          {"upper", Optional(r.upper)},
+          {"last_point", r.last_point},
+          {"last_window", r.last_window},
+          {"c_from_data", r.c_from_data},
+          {"siblings_used", r.siblings_used},
+          {"alpha", r.alpha},
+          {"c", r.c},
+          {"model_error", Optional(r.model_error)},
+          {"error", r.error}};
+}
+
 nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep,
                       const hlab::fits::BacktestOptions& options) {
   nlohmann::json j;
@@ -85,45 +105,14 @@ nlohmann::json ToJson(const CurveBacktest& b, int64_t sweep,
          {"c_from_data", s.c_from_data}});
   }
   for (const BacktestRow& r : b.rows) {
-    j["predictions"].push_back({{"run_id", r.run_id},
-                                {"arch", r.arch},
-                                {"scale", r.scale},
-                                {"steps", r.steps},
-                                {"fraction", r.fraction},
-                                {"cutoff_step", r.cutoff_step},
-                                {"measured", r.measured},
-                                {"predicted", Optional(r.predicted)},
-                                {"lower", Optional(r.lower)},
-                                {"upper", Optional(r.upper)},
-                                {"last_point", r.last_point},
-                                {"last_window", r.last_window},
-                                {"c_from_data", r.c_from_data},
-                                {"siblings_used", r.siblings_used},
-                                {"alpha", r.alpha},
-                                {"c", r.c},
-                                {"model_error", Optional(r.model_error)},
-                                {"error", r.error}});
+    nlohmann::json row = RowJson(r);
+    row.erase("step");
+    row["cutoff_step"] = r.cutoff_step;
+    row["fraction"] = r.fraction;
+    row["measured"] = r.measured;
+    j["predictions"].push_back(std::move(row));
   }
   return j;
-}
-
-nlohmann::json RowJson(const BacktestRow& r) {
-  return {{"run_id", r.run_id},
-          {"arch", r.arch},
-          {"scale", r.scale},
-          {"steps", r.steps},
-          {"step", r.cutoff_step},
-          {"predicted", Optional(r.predicted)},
-          {"lower", Optional(r.lower)},
-          {"upper", Optional(r.upper)},
-          {"last_point", r.last_point},
-          {"last_window", r.last_window},
-          {"c_from_data", r.c_from_data},
-          {"siblings_used", r.siblings_used},
-          {"alpha", r.alpha},
-          {"c", r.c},
-          {"model_error", Optional(r.model_error)},
-          {"error", r.error}};
 }
 
 // --live: the unfinished runs' predicted final train loss.

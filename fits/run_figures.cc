@@ -6,23 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "fits/internal/values.h"
 
 namespace hlab::fits {
 namespace {
 
-// A finite number (an integer counts), else nullopt.
-std::optional<double> Real(const store::Value& v) {
-  if (const auto* d = std::get_if<double>(&v)) {
-    if (std::isfinite(*d)) return *d;
-  }
-  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  return std::nullopt;
-}
-
-std::string Text(const store::Value& v) {
-  const auto* s = std::get_if<std::string>(&v);
-  return s != nullptr ? *s : std::string();
-}
+using internal::Real;
+using internal::Text;
 
 // ", (the newest value of eval `metric` of the run)".
 std::string Newest(const char* metric) {
