@@ -57,6 +57,24 @@ std::vector<ReplayRun> Pool(double noise) {
   return runs;
 }
 
+// 32 starts instead of the replay's 675: every fit of these tests, the
+// replay's and the independent ones, uses it (the laws here are smooth).
+StartGrid TestGrid() {
+  StartGrid g;
+  g.alpha = {0.3, 0.7};
+  g.beta = {0.3, 0.7};
+  g.e = {-1, 0.5};
+  g.a = {5, 15};
+  g.b = {5, 15};
+  return g;
+}
+
+ReplayOptions Quick() {
+  ReplayOptions options;
+  options.grid = TestGrid();
+  return options;
+}
+
 double GridFlops(const std::vector<ReplayRun>& runs) {
   double total = 0;
   for (const ReplayRun& r : runs) {
@@ -69,7 +87,7 @@ double GridFlops(const std::vector<ReplayRun>& runs) {
 
 TEST(ReplayTest, DefaultFollowsTheRankAndChargesTrunksOnce) {
   const std::vector<ReplayRun> runs = Pool(0.005);
-  ReplayOptions options;
+  ReplayOptions options = Quick();
   options.trunk_cost = TrunkCost::kExtend;
   absl::StatusOr<ReplayResult> r = Replay(runs, options);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -95,7 +113,7 @@ TEST(ReplayTest, DefaultFollowsTheRankAndChargesTrunksOnce) {
 
 TEST(ReplayTest, AWholeTrunkIsPaidByItsFirstRun) {
   const std::vector<ReplayRun> runs = Pool(0.005);
-  absl::StatusOr<ReplayResult> r = Replay(runs, {});  // TrunkCost::kWhole
+  absl::StatusOr<ReplayResult> r = Replay(runs, Quick());  // TrunkCost::kWhole
   ASSERT_TRUE(r.ok());
   EXPECT_DOUBLE_EQ(r->grid_flops, GridFlops(runs));
   // Budgets ascending: the smallest pays the trunk to the largest's branch
@@ -112,7 +130,7 @@ TEST(ReplayTest, ARunBehindItsTrunkCostsOnlyItsDecay) {
   for (ReplayRun& r : runs) {
     if (r.d == kDs[2]) r.default_rank -= 1000;
   }
-  ReplayOptions options;
+  ReplayOptions options = Quick();
   options.trunk_cost = TrunkCost::kExtend;
   absl::StatusOr<ReplayResult> r = Replay(runs, options);
   ASSERT_TRUE(r.ok());
@@ -129,7 +147,7 @@ TEST(ReplayTest, ARunBehindItsTrunkCostsOnlyItsDecay) {
 
 TEST(ReplayTest, TheLastStepIsTheFullGridsFit) {
   const std::vector<ReplayRun> runs = Pool(0.01);
-  ReplayOptions options;
+  ReplayOptions options = Quick();
   options.policy = ReplayPolicy::kRandom;
   options.seed = 3;
   absl::StatusOr<ReplayResult> r = Replay(runs, options);
@@ -145,7 +163,7 @@ TEST(ReplayTest, TheLastStepIsTheFullGridsFit) {
       (x.target ? truth : fit).push_back({x.n, x.d, x.value});
     }
     FitOptions fit_options;
-    fit_options.grid = ReplayOptions::CoarseReplayGrid();
+    fit_options.grid = TestGrid();
     absl::StatusOr<FitResult> f = FitPowerLaw(fit, fit_options);
     ASSERT_TRUE(f.ok());
     r2_sum += RSquared(f->law, truth);
@@ -164,7 +182,7 @@ TEST(ReplayTest, TheLastStepIsTheFullGridsFit) {
 }
 
 TEST(ReplayTest, TheTargetFractionIsWhereTheFigureStaysWithinTolerance) {
-  absl::StatusOr<ReplayResult> r = Replay(Pool(0.01), {});
+  absl::StatusOr<ReplayResult> r = Replay(Pool(0.01), Quick());
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(r->flops_fraction_at_target.has_value());
   const double full = *r->full_r2_target;
@@ -189,7 +207,7 @@ TEST(ReplayTest, TheTargetFractionIsWhereTheFigureStaysWithinTolerance) {
 
 TEST(ReplayTest, RandomOrdersAreSeededPermutations) {
   const std::vector<ReplayRun> runs = Pool(0.005);
-  ReplayOptions a;
+  ReplayOptions a = Quick();
   a.policy = ReplayPolicy::kRandom;
   a.seed = 1;
   ReplayOptions b = a;
@@ -209,7 +227,7 @@ TEST(ReplayTest, RandomOrdersAreSeededPermutations) {
 
 TEST(ReplayTest, AdaptiveSeedsEachLawWithCheapRunsThenFollowsTheGain) {
   const std::vector<ReplayRun> runs = Pool(0.005);
-  ReplayOptions options;
+  ReplayOptions options = Quick();
   options.policy = ReplayPolicy::kAdaptive;
   absl::StatusOr<ReplayResult> r = Replay(runs, options);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -251,7 +269,7 @@ TEST(ReplayTest, AdaptiveSeedsEachLawWithCheapRunsThenFollowsTheGain) {
   for (const ReplayRun& x : runs) {
     if (x.target || taken.count(x.run_id)) continue;
     FitOptions fit;
-    fit.grid = ReplayOptions::CoarseReplayGrid();
+    fit.grid = TestGrid();
     absl::StatusOr<FitResult> f = FitPowerLaw(trained[x.arch], fit);
     ASSERT_TRUE(f.ok());
     std::vector<DesignPoint> measured, targets;
@@ -278,19 +296,19 @@ TEST(ReplayTest, AdaptiveSeedsEachLawWithCheapRunsThenFollowsTheGain) {
 TEST(ReplayTest, BadPoolsAreRefusedNamingTheRun) {
   std::vector<ReplayRun> runs = Pool(0.005);
   runs[3].value = -1;
-  absl::StatusOr<ReplayResult> r = Replay(runs, {});
+  absl::StatusOr<ReplayResult> r = Replay(runs, Quick());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(runs[3].run_id), std::string::npos);
   EXPECT_NE(r.status().message().find("measured value"), std::string::npos);
 
   runs = Pool(0.005);
   runs[4].run_id = runs[3].run_id;
-  EXPECT_NE(Replay(runs, {}).status().message().find("appears twice"),
+  EXPECT_NE(Replay(runs, Quick()).status().message().find("appears twice"),
             std::string::npos);
 
   runs = Pool(0.005);
   for (ReplayRun& x : runs) x.target = false;
-  EXPECT_NE(Replay(runs, {}).status().message().find("no target runs"),
+  EXPECT_NE(Replay(runs, Quick()).status().message().find("no target runs"),
             std::string::npos);
 
   // An architecture with a target but only 3 candidates.
@@ -301,7 +319,7 @@ TEST(ReplayTest, BadPoolsAreRefusedNamingTheRun) {
                                      x.n != kNs[0];
                             }),
              runs.end());
-  r = Replay(runs, {});
+  r = Replay(runs, Quick());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("architecture swa"), std::string::npos)
       << r.status();
