@@ -23,11 +23,10 @@ absl::Status Corrupt(const std::string& path, absl::string_view what) {
 }
 
 // Maps `path` and checks its size and SHA-256 against the manifest.
-absl::StatusOr<std::unique_ptr<internal::MappedFile>> MapVerified(
+absl::StatusOr<std::unique_ptr<MappedFile>> MapVerified(
     const std::string& path, int64_t bytes, const std::string& sha256,
     bool verify_checksum) {
-  absl::StatusOr<std::unique_ptr<internal::MappedFile>> file =
-      internal::MappedFile::Open(path);
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
   if (absl::IsNotFound(file.status())) {
     return absl::NotFoundError(
         absl::StrCat("missing shard file ", path,
@@ -72,7 +71,7 @@ absl::StatusOr<std::unique_ptr<ShardCorpus>> ShardCorpus::Open(
         MapVerified(tokens_path, shard_info.tokens_bytes,
                     shard_info.tokens_sha256, options.verify_checksums));
     HLAB_ASSIGN_OR_RETURN(
-        std::unique_ptr<internal::MappedFile> index,
+        std::unique_ptr<MappedFile> index,
         MapVerified(index_path, shard_info.index_bytes, shard_info.index_sha256,
                     options.verify_checksums));
     if (shard_info.tokens_bytes !=

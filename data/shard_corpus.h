@@ -26,14 +26,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/mapped_file.h"
 #include "data/corpus.h"
 #include "data/shard_format.h"
 
 namespace hlab::data {
-
-namespace internal {
-class MappedFile;
-}  // namespace internal
 
 struct ShardCorpusOptions {
   // Hash every file of the split against the manifest on open. Sizes and
@@ -69,7 +66,7 @@ class ShardCorpus final : public Corpus {
 
  private:
   struct Shard {
-    std::unique_ptr<internal::MappedFile> tokens;
+    std::unique_ptr<MappedFile> tokens;
     std::vector<uint64_t> offsets;  // num_documents + 1 token offsets
     int64_t first_document = 0;     // global index of its document 0
   };

@@ -26,11 +26,14 @@
 #include "data/synthetic_corpus.h"
 #include "data/tokenizer.h"
 #include "eval/checkpoint_model.h"
+#include "eval/cross_tokenizer_keys.h"
 #include "eval/eval_data.h"
 #include "eval/gradient_profile.h"
 #include "eval/internal/task_checks.h"
+#include "eval/internal/token_corpus.h"
 #include "eval/key_token_cache.h"
 #include "eval/longppl.h"
+#include "eval/longppl_reference.h"
 #include "eval/niah.h"
 #include "eval/probing.h"
 #include "eval/retrieval_heads.h"
@@ -44,13 +47,13 @@ namespace hlab::eval {
 
 using internal::CheckContext;
 using internal::CheckProbing;
-using internal::CheckReference;
 using internal::CheckRetrievalHeads;
 using internal::DataDescription;
 using internal::KeyConfig;
 using internal::Prefixed;
 using internal::ProbingContext;
 using internal::RetrievalContext;
+using internal::TokenCorpus;
 using internal::ValidateLongPplConfig;
 using task::EvalDataSpec;
 using task::EvalTask;
@@ -71,35 +74,6 @@ using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// Documents held as token ids (the encoded texts of a key-span file).
-class TokenCorpus final : public data::Corpus {
- public:
-  explicit TokenCorpus(data::Vocabulary vocabulary)
-      : vocabulary_(std::move(vocabulary)) {}
-  void Add(std::vector<int32_t> tokens) {
-    documents_.push_back(std::move(tokens));
-  }
-  int64_t num_documents() const override {
-    return static_cast<int64_t>(documents_.size());
-  }
-  const data::Vocabulary& vocabulary() const override { return vocabulary_; }
-  int64_t DocumentLength(int64_t index) const override {
-    return static_cast<int64_t>(documents_[static_cast<size_t>(index)].size());
-  }
-  absl::StatusOr<data::Document> GetDocument(int64_t index) const override {
-    if (index < 0 || index >= num_documents()) {
-      return absl::OutOfRangeError(absl::StrCat("no document ", index));
-    }
-    data::Document doc;
-    doc.tokens = documents_[static_cast<size_t>(index)];
-    return doc;
-  }
-
- private:
-  data::Vocabulary vocabulary_;
-  std::vector<std::vector<int32_t>> documents_;
-};
 
 class EvalRun {
  public:
@@ -416,14 +390,11 @@ class EvalRun {
     HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(config));
     HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
                                       plan.context_len, task_, model_.config));
-    HLAB_ASSIGN_OR_RETURN(
-        CheckpointModel reference,
-        LoadCheckpointModel(spec.reference.File(),
-                            "evals.longppl.reference.checkpoint"));
     std::vector<std::string> warnings;
-    HLAB_RETURN_IF_ERROR(CheckReference(model_.config, tokenizer_,
-                                        reference.config,
-                                        reference.meta.tokenizer, &warnings));
+    Progress("longppl", 0, 2, "loading the reference");
+    HLAB_ASSIGN_OR_RETURN(LongPplReferenceModel reference,
+                          LoadLongPplReference(spec.reference, model_.config,
+                                               tokenizer_, &warnings));
     HLAB_ASSIGN_OR_RETURN(auto docs, OpenData(spec.data, "evals.longppl.data"));
     const data::Corpus& corpus = docs->corpus();
     const int64_t n = std::min(
@@ -440,7 +411,11 @@ class EvalRun {
         ++too_short;
       }
     }
-    if (std::min(longest, plan.context_len) <= plan.trunc_len + 1) {
+    // Across tokenizers K counts the reference's tokens: selection itself
+    // says when no document is long enough, and which were too short.
+    const bool across = reference.tokenizer != nullptr;
+    if (across) too_short = 0;
+    if (!across && std::min(longest, plan.context_len) <= plan.trunc_len + 1) {
       return absl::FailedPreconditionError(absl::StrCat(
           "evals.longppl: no document is long enough: the longest of the ", n,
           " documents of ", docs->source(), " has ", longest,
@@ -452,28 +427,42 @@ class EvalRun {
     }
     HLAB_ASSIGN_OR_RETURN(const std::string identity,
                           DocumentsIdentity(corpus, n, plan.context_len));
+    // The model's tokenizer, to turn its documents into text, when the
+    // reference's is another.
+    std::unique_ptr<data::Tokenizer> model_tokenizer;
+    std::string reference_identity = reference.sha256;
+    if (across) {
+      HLAB_ASSIGN_OR_RETURN(
+          model_tokenizer,
+          SampleTokenizer(spec.data.tokenizer, "evals.longppl.data"));
+      reference_identity = absl::StrCat(
+          reference.sha256, "|", reference.tokenizer->vocabulary().tokenizer,
+          ">", model_tokenizer->vocabulary().tokenizer);
+    }
     KeyTokenCache cache(task_.cache_dir);
-    const KeyTokenCacheKey key = {
-        .reference_sha256 = reference.meta.payload_sha256,
-        .dataset = identity,
-        .documents = n,
-        .config = config};
+    const KeyTokenCacheKey key = {.reference_sha256 = reference_identity,
+                                  .dataset = identity,
+                                  .documents = n,
+                                  .config = config};
     CacheOutcome outcome = CacheOutcome::kDisabled;
     Progress("longppl", 0, 2, "selecting key tokens with the reference");
     auto keys = cache.GetOrCompute(
         key,
         [&]() -> absl::StatusOr<KeyTokens> {
-          ModelScorer reference_scorer(reference.model);
-          return SelectKeyTokens(reference_scorer, corpus, config, n);
+          if (across) {
+            return SelectKeyTokensAcrossTokenizers(
+                *reference.scorer, *reference.tokenizer, *model_tokenizer,
+                corpus, config, n);
+          }
+          return SelectKeyTokens(*reference.scorer, corpus, config, n);
         },
         &warnings, &outcome);
     for (const std::string& w : warnings) Warn(w);
     if (!keys.ok()) return Prefixed("evals.longppl", keys.status());
-    Json details = {{"reference",
-                     {{"checkpoint", spec.reference.File()},
-                      {"run_id", spec.reference.run_id},
-                      {"step", reference.meta.step},
-                      {"payload_sha256", reference.meta.payload_sha256}}},
+    if (across) {
+      too_short = n - static_cast<int64_t>(keys->documents.size());
+    }
+    Json details = {{"reference", reference.details},
                     {"source", docs->source()},
                     {"trunc_len", plan.trunc_len},
                     {"sliding_window", plan.sliding_window},

@@ -5,8 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "data/key_spans.h"
+#include "data/tokenizer.h"
 #include "eval/eval_task.h"
 #include "eval/internal/task_checks.h"
+#include "eval/longppl_reference.h"
 #include "model/config/param_count.h"
 
 namespace hlab::eval {
@@ -81,26 +83,49 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
     HLAB_RETURN_IF_ERROR(ValidateLongPplConfig(KeyConfig(l, p)));
     HLAB_RETURN_IF_ERROR(CheckContext("evals.longppl.context_len",
                                       p.context_len, task, *config));
-    auto ref =
-        ReadHeader(l.reference.File(), "evals.longppl.reference.checkpoint");
-    if (!ref.ok()) return ref.status();
-    auto ref_config = model::ModelConfigFromJson(ref->model_config);
-    if (!ref_config.ok()) {
-      return absl::DataLossError(absl::StrCat(
-          "evals.longppl.reference.checkpoint: '", l.reference.File(),
-          "' holds an invalid model config: ", ref_config.status().message()));
-    }
     std::vector<std::string> warnings;
-    HLAB_RETURN_IF_ERROR(CheckReference(*config, meta->tokenizer, *ref_config,
-                                        ref->tokenizer, &warnings));
+    Json reference;
+    if (!l.reference.hf_dir.empty()) {
+      HLAB_ASSIGN_OR_RETURN(
+          reference, CheckLlamaReference(l.reference, *config, meta->tokenizer,
+                                         &warnings));
+    } else {
+      auto ref =
+          ReadHeader(l.reference.File(), "evals.longppl.reference.checkpoint");
+      if (!ref.ok()) return ref.status();
+      auto ref_config = model::ModelConfigFromJson(ref->model_config);
+      if (!ref_config.ok()) {
+        return absl::DataLossError(absl::StrCat(
+            "evals.longppl.reference.checkpoint: '", l.reference.File(),
+            "' holds an invalid model config: ",
+            ref_config.status().message()));
+      }
+      reference = {{"checkpoint", l.reference.File()}, {"step", ref->step}};
+      if (l.reference.tokenizer.empty()) {
+        HLAB_RETURN_IF_ERROR(CheckReference(
+            *config, meta->tokenizer, *ref_config, ref->tokenizer, &warnings));
+      } else {
+        // Another tokenizer: it must be the reference's own.
+        const std::string field = "evals.longppl.reference.tokenizer";
+        auto tokenizer = data::MakeTokenizer(l.reference.tokenizer);
+        if (!tokenizer.ok()) return Prefixed(field, tokenizer.status());
+        const std::string& identity = (*tokenizer)->vocabulary().tokenizer;
+        if (!ref->tokenizer.empty() && identity != ref->tokenizer) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              field, ": '", l.reference.tokenizer, "' is tokenizer ", identity,
+              ", but the reference was trained with ", ref->tokenizer,
+              ": name the reference's own tokenizer"));
+        }
+        reference["tokenizer"] = identity;
+      }
+    }
     plan["evals"]["longppl"] = {
         {"trunc_len", p.trunc_len},
         {"sliding_window", p.sliding_window},
         {"context_len", p.context_len},
         {"documents",
          l.documents > 0 ? l.documents : task::kDefaultLongPplDocuments},
-        {"reference", l.reference.File()},
-        {"reference_step", ref->step},
+        {"reference", reference},
         {"source", DataDescription(l.data, task, true)},
         {"warnings", warnings}};
   }

@@ -1,28 +1,15 @@
 #include "eval/token_scorer.h"
 
-#include <algorithm>
-#include <map>
-
 #include <torch/torch.h>
+
+#include "eval/internal/scoring.h"
 
 namespace hlab::eval {
 namespace {
 
-// Tokens per batched forward in ScoreBatch: bounds the (B, T, V) logits.
-constexpr int64_t kBatchTokens = 65536;
-
 torch::Device ModelDevice(const model::HybridLM& model) {
   for (const torch::Tensor& p : model->parameters()) return p.device();
   return torch::kCPU;
-}
-
-// nll: (B, n - 1) of rows of `ids` (B, n) on the model's device.
-torch::Tensor RowNll(model::HybridLM& model, const torch::Tensor& ids) {
-  const int64_t n = ids.size(1);
-  torch::Tensor logits = model->forward(ids.narrow(1, 0, n - 1));  // (B,n-1,V)
-  return -torch::log_softmax(logits.to(torch::kFloat32), -1)
-              .gather(-1, ids.narrow(1, 1, n - 1).unsqueeze(-1))
-              .squeeze(-1);  // (B, n-1)
 }
 
 }  // namespace
@@ -33,58 +20,18 @@ std::vector<float> ModelScorer::Score(const std::vector<int32_t>& tokens) {
 
 std::vector<std::vector<float>> ModelScorer::ScoreBatch(
     const std::vector<std::vector<int32_t>>& sequences) {
-  std::vector<std::vector<float>> out(sequences.size());
-  // Sequences of equal length share a forward pass.
-  std::map<size_t, std::vector<size_t>> by_length;
-  for (size_t i = 0; i < sequences.size(); ++i) {
-    if (sequences[i].size() >= 2) by_length[sequences[i].size()].push_back(i);
-  }
-  torch::InferenceMode inference;
   model_->eval();
-  const torch::Device device = ModelDevice(model_);
-  for (const auto& [length, rows] : by_length) {
-    const int64_t n = static_cast<int64_t>(length);
-    const size_t per_batch =
-        static_cast<size_t>(std::max<int64_t>(1, kBatchTokens / n));
-    for (size_t begin = 0; begin < rows.size(); begin += per_batch) {
-      const size_t end = std::min(rows.size(), begin + per_batch);
-      std::vector<int32_t> flat;
-      flat.reserve((end - begin) * length);
-      for (size_t r = begin; r < end; ++r) {
-        const std::vector<int32_t>& s = sequences[rows[r]];
-        flat.insert(flat.end(), s.begin(), s.end());
-      }
-      torch::Tensor ids = torch::tensor(flat, torch::kInt64)
-                              .view({static_cast<int64_t>(end - begin), n})
-                              .to(device);  // (B, n)
-      torch::Tensor nll =
-          RowNll(model_, ids).to(torch::kCPU).contiguous();  // (B, n-1)
-      const float* data = nll.data_ptr<float>();
-      for (size_t r = begin; r < end; ++r) {
-        const float* row = data + (r - begin) * static_cast<size_t>(n - 1);
-        out[rows[r]].assign(row, row + n - 1);
-      }
-    }
-  }
-  return out;
+  return internal::ScoreBatchWith(
+      [this](const torch::Tensor& ids) { return model_->forward(ids); },
+      ModelDevice(model_), sequences);
 }
 
 absl::StatusOr<int32_t> ModelScorer::NextToken(
     const std::vector<int32_t>& prefix) {
-  if (prefix.empty()) {
-    return absl::InvalidArgumentError("NextToken: the prefix is empty");
-  }
-  torch::InferenceMode inference;
   model_->eval();
-  torch::Tensor ids = torch::tensor(prefix, torch::kInt64)
-                          .unsqueeze(0)
-                          .to(ModelDevice(model_));  // (1, n)
-  torch::Tensor logits = model_->forward(ids);       // (1, n, V)
-  // argmax returns the first maximum: the lowest id on ties.
-  return static_cast<int32_t>(logits.select(1, logits.size(1) - 1)
-                                  .to(torch::kFloat32)
-                                  .argmax(-1)
-                                  .item<int64_t>());
+  return internal::NextTokenWith(
+      [this](const torch::Tensor& ids) { return model_->forward(ids); },
+      ModelDevice(model_), prefix);
 }
 
 }  // namespace hlab::eval

@@ -28,7 +28,7 @@ while (($#)); do
   esac
 done
 all=(sweep_spec task_file trainer_record tokens_file checkpoint_header
-     shard_manifest hf_tokenizer key_spans)
+     shard_manifest hf_tokenizer key_spans llama_files)
 ((${#targets[@]})) || targets=("${all[@]}")
 
 for p in clang-14 libclang-rt-14-dev; do

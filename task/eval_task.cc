@@ -77,7 +77,8 @@ absl::Status ValidateLongPplKeyTokens(const LongPplSpec& l) {
                           : "texts go with slices, not with file (whose "
                             "lines hold their texts)");
   }
-  if (!l.reference.File().empty() || !l.reference.run_id.empty()) {
+  if (!l.reference.File().empty() || !l.reference.run_id.empty() ||
+      !l.reference.hf_dir.empty()) {
     return FieldError("evals.longppl.reference",
                       "not used with key_tokens (the key tokens are chosen "
                       "already): drop one of them");
@@ -86,6 +87,30 @@ absl::Status ValidateLongPplKeyTokens(const LongPplSpec& l) {
     return FieldError("evals.longppl.data",
                       "not used with key_tokens (the documents are the "
                       "key-token file's texts): drop one of them");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLongPplReference(const LongPplReference& r) {
+  if (!r.hf_dir.empty() && !r.File().empty()) {
+    return FieldError("evals.longppl.reference.hf_dir",
+                      "names a Hugging Face model, and checkpoint an hlab "
+                      "one: give one reference");
+  }
+  if (!r.tokenizer.empty() && !r.hf_dir.empty()) {
+    return FieldError("evals.longppl.reference.tokenizer",
+                      "not used with hf_dir (the directory's tokenizer.json "
+                      "is the Llama's tokenizer)");
+  }
+  if (!r.dtype.empty() && r.hf_dir.empty()) {
+    return FieldError("evals.longppl.reference.dtype",
+                      "only with hf_dir (an hlab checkpoint runs in its own "
+                      "dtype)");
+  }
+  if (!r.dtype.empty() && r.dtype != "fp32" && r.dtype != "bf16") {
+    return FieldError(
+        "evals.longppl.reference.dtype",
+        absl::StrCat("must be fp32 or bf16, got '", r.dtype, "'"));
   }
   return absl::OkStatus();
 }
@@ -107,12 +132,14 @@ absl::Status ValidateLongPpl(const LongPplSpec& l) {
                                    l.aggregation, "'"));
   }
   if (!l.key_tokens.empty()) return ValidateLongPplKeyTokens(l);
-  if (l.reference.File().empty()) {
+  HLAB_RETURN_IF_ERROR(ValidateLongPplReference(l.reference));
+  if (l.reference.File().empty() && l.reference.hf_dir.empty()) {
     return FieldError(
         "evals.longppl.reference.checkpoint",
         l.reference.run_id.empty()
             ? "is required (the reference model that selects key tokens: "
-              "\"reference\": {\"checkpoint\": \"/path/to/file.ckpt\"})"
+              "\"reference\": {\"checkpoint\": \"/path/to/file.ckpt\"}, "
+              "or a Hugging Face Llama: {\"hf_dir\": \"/models/Llama-3.1-8B\"})"
             : absl::StrCat("is required: the reference run ",
                            l.reference.run_id,
                            " was not resolved to a checkpoint file (it must "

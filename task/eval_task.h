@@ -77,11 +77,20 @@ struct ValLossSpec {
   }
 };
 
-// The model that selects LongPPL's key tokens.
+// The model that selects LongPPL's key tokens: an hlab checkpoint, or a
+// Hugging Face Llama directory (`hf_dir`: config.json + safetensors, as the
+// paper's Llama-3.1-8B; model/llama/llama_model.h), computed in `dtype`
+// ("fp32" or "bf16"; "" = bf16 on a GPU, fp32 on the CPU). A checkpoint
+// whose tokenizer is not the evaluated model's names it in `tokenizer` (a
+// spec: "gpt2:DIR", "hf:DIR", ...); key tokens then travel as character
+// ranges (a Llama's is its directory's tokenizer.json).
 struct LongPplReference {
   std::string run_id;           // informational: the reference run
   std::string checkpoint_path;  // as the sweep named it
   std::string checkpoint;       // the resolved file (the coordinator's)
+  std::string hf_dir;
+  std::string dtype;
+  std::string tokenizer;
   // The file to load: checkpoint, or else checkpoint_path.
   const std::string& File() const {
     return checkpoint.empty() ? checkpoint_path : checkpoint;
@@ -92,6 +101,9 @@ struct LongPplReference {
     v("run_id", s.run_id);
     v("checkpoint_path", s.checkpoint_path);
     v("checkpoint", s.checkpoint);
+    v("hf_dir", s.hf_dir);
+    v("dtype", s.dtype);
+    v("tokenizer", s.tokenizer);
   }
 };
 

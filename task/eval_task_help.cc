@@ -59,10 +59,18 @@ const char kEvalTaskFieldsHelp[] =
                         "documents": 0 (= 64, or all if fewer),
                         "aggregation": "pooled" | "per_document",
                         "reference": {"checkpoint": FILE (required),
-                                      "run_id": "", "checkpoint_path": ""},
+                                      "run_id": "", "checkpoint_path": "",
+                                      "tokenizer": "" (= the model's)}
+                        or {"hf_dir": DIR, "dtype": "" | "fp32" | "bf16"},
                         "data": DATA}: log(LongPPL) on key tokens the
                        reference selects (default data: the run's long
-                       held-out documents); or, instead of reference and
+                       held-out documents); hf_dir is a Hugging Face Llama
+                       (config.json + safetensors), in bf16 on a GPU else
+                       fp32 by default; a reference with another tokenizer
+                       than the model's (a checkpoint's named in tokenizer,
+                       a Llama's tokenizer.json) selects on its own tokens,
+                       passed on as character ranges;
+                       or, instead of reference and
                        data, "key_tokens": {"file": FILE} (hlab's key-span
                        JSONL) or {"slices": DIR, "texts": FILE}
                        (PKU-ML/LongPPL's slice_<i>.txt files and their

@@ -100,7 +100,14 @@ absl::StatusOr<task::LongPplReference> Reference(const sweep::SweepPlan& plan) {
   task::LongPplReference out;
   out.run_id = ref.run_id();
   if (out.run_id.empty()) out.checkpoint_path = ref.checkpoint_path();
-  if (!out.run_id.empty() || !out.checkpoint_path.empty()) return out;
+  if (out.run_id.empty() && out.checkpoint_path.empty()) {
+    out.hf_dir = ref.hf_dir();
+    out.dtype = ref.dtype();
+  }
+  if (!out.run_id.empty() || !out.checkpoint_path.empty() ||
+      !out.hf_dir.empty()) {
+    return out;
+  }
   return absl::InvalidArgumentError(
       "evals: longppl needs a reference model and the run's sweep names none "
       "(evaluation.longppl.reference); evaluate LongPPL in a sweep that does");
@@ -201,7 +208,10 @@ absl::Status EvaluateRun(store::Store& store, store::QueryEngine& query,
   task::LongPplReference reference;
   for (const std::string& n : names) {
     if (n != "longppl") continue;
+    const auto& keys = plan->spec.evaluation().longppl().key_tokens();
+    if (!keys.file().empty() || !keys.slices().empty()) continue;  // no model
     HLAB_ASSIGN_OR_RETURN(reference, Reference(*plan));
+    if (!reference.hf_dir.empty()) continue;  // read on the worker
     absl::StatusOr<std::string> resolved = ResolveReferenceCheckpoint(
         store, query, reference.run_id, reference.checkpoint_path);
     if (!resolved.ok()) return resolved.status();

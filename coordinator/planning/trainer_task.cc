@@ -88,7 +88,8 @@ absl::StatusOr<std::string> EvalTaskFile(const store::Task& task,
     return absl::InvalidArgumentError(
         absl::StrCat("eval ", task.spec.id, " names no evaluations"));
   }
-  if (eval.evals.longppl) {
+  if (eval.evals.longppl && eval.evals.longppl->reference.hf_dir.empty() &&
+      eval.evals.longppl->key_tokens.empty()) {
     if (inputs.reference_checkpoint.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "eval ", task.spec.id, ": LongPPL has no reference checkpoint"));
@@ -101,13 +102,17 @@ absl::StatusOr<std::string> EvalTaskFile(const store::Task& task,
 }
 
 // The LongPPL reference of an EVAL draft, resolved to a checkpoint file;
-// "" when the task has no LongPPL evaluation.
+// "" when the task has no LongPPL evaluation, its reference is a Hugging
+// Face directory (read on the worker), or its key tokens come from a file.
 absl::StatusOr<std::string> ReferenceCheckpoint(store::Store& store,
                                                 store::QueryEngine& query,
                                                 const store::Task& task) {
   HLAB_ASSIGN_OR_RETURN(task::EvalTask eval, EvalDraft(task));
   if (!eval.evals.longppl) return std::string();
   const task::LongPplReference& r = eval.evals.longppl->reference;
+  if (!r.hf_dir.empty() || !eval.evals.longppl->key_tokens.empty()) {
+    return std::string();
+  }
   return ResolveReferenceCheckpoint(store, query, r.run_id, r.checkpoint_path);
 }
 

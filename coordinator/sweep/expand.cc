@@ -146,10 +146,25 @@ std::string EvaluationSettings(const SweepSpec& spec) {
     }
   }
   if (e.longppl().enabled()) {
-    j["longppl"] = {{"trunc_len", e.longppl().trunc_len()},
-                    {"sliding_window", e.longppl().sliding_window()},
-                    {"context_len", e.longppl().context_len()},
-                    {"min_key_tokens", e.longppl().min_key_tokens()}};
+    const auto& l = e.longppl();
+    j["longppl"] = {{"trunc_len", l.trunc_len()},
+                    {"sliding_window", l.sliding_window()},
+                    {"context_len", l.context_len()},
+                    {"min_key_tokens", l.min_key_tokens()}};
+    // Named only when given, so older sweeps keep their ids.
+    if (!l.aggregation().empty() && l.aggregation() != task::kLongPplPooled) {
+      j["longppl"]["aggregation"] = l.aggregation();
+    }
+    const auto& k = l.key_tokens();
+    nlohmann::json keys = nlohmann::json::object();
+    for (const auto& [name, value] :
+         {std::pair<const char*, const std::string&>{"file", k.file()},
+          {"slices", k.slices()},
+          {"texts", k.texts()},
+          {"tokenizer", k.tokenizer()}}) {
+      if (!value.empty()) keys[name] = value;
+    }
+    if (!keys.empty()) j["longppl"]["key_tokens"] = keys;
   }
   if (e.niah().enabled()) {
     j["niah"] = {{"context_lengths",
@@ -497,6 +512,9 @@ absl::Status PlanEvalTasks(Expansion& x) {
         AddDependency(&task, x.info[reference].final_task);
       } else if (!ref.run_id().empty()) {
         r.run_id = ref.run_id();
+      } else if (!ref.hf_dir().empty()) {
+        r.hf_dir = ref.hf_dir();
+        r.dtype = ref.dtype();
       } else {
         r.checkpoint_path = ref.checkpoint_path();
       }

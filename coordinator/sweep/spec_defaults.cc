@@ -45,8 +45,11 @@ void DefaultEvaluation(int64_t seq_len, const hlab::v1::DataSpec& data,
       l->set_min_key_tokens(task::LongPplSpec().min_key_tokens);
     }
     hlab::v1::LongPplReference* r = l->mutable_reference();
-    if (r->run_id().empty() && r->checkpoint_path().empty() &&
-        r->architecture().empty()) {
+    const auto& k = l->key_tokens();
+    const bool key_tokens = !k.file().empty() || !k.slices().empty() ||
+                            !k.texts().empty() || !k.tokenizer().empty();
+    if (!key_tokens && r->run_id().empty() && r->checkpoint_path().empty() &&
+        r->hf_dir().empty() && r->architecture().empty()) {
       r->set_architecture("full");
     }
   }

@@ -293,12 +293,51 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
   const std::string lp = "evaluation.longppl";
   if (l.enabled()) {
     const auto& r = l.reference();
-    const int kinds = (r.run_id().empty() ? 0 : 1) +
-                      (r.checkpoint_path().empty() ? 0 : 1) +
-                      (r.architecture().empty() ? 0 : 1);
+    const int kinds =
+        (r.run_id().empty() ? 0 : 1) + (r.checkpoint_path().empty() ? 0 : 1) +
+        (r.hf_dir().empty() ? 0 : 1) + (r.architecture().empty() ? 0 : 1);
     if (kinds > 1) {
       return Bad(lp + ".reference",
-                 "give one of architecture/scale, run_id or checkpoint_path");
+                 "give one of architecture/scale, run_id, checkpoint_path or "
+                 "hf_dir");
+    }
+    const auto& k = l.key_tokens();
+    if (!k.file().empty() || !k.slices().empty() || !k.texts().empty() ||
+        !k.tokenizer().empty()) {
+      if (kinds > 0) {
+        return Bad(lp + ".reference",
+                   "not used with key_tokens (the key tokens are chosen "
+                   "already): drop one of them");
+      }
+      if (!k.file().empty() && (!k.slices().empty() || !k.texts().empty())) {
+        return Bad(lp + ".key_tokens",
+                   "give file (hlab's key-span JSONL), or slices with texts "
+                   "(PKU-ML/LongPPL's files), not both");
+      }
+      if (k.file().empty() && k.slices().empty()) {
+        return Bad(lp + ".key_tokens",
+                   "needs file, or slices with texts (docs/evaluation.md, "
+                   "\"Key tokens from another tool\")");
+      }
+      if (!k.slices().empty() && k.texts().empty()) {
+        return Bad(lp + ".key_tokens.texts",
+                   "is required with slices (a JSONL of the texts, "
+                   "{\"text\": ...} a line, in slice order)");
+      }
+    }
+    if (!l.aggregation().empty() && l.aggregation() != "pooled" &&
+        l.aggregation() != "per_document") {
+      return Bad(lp + ".aggregation",
+                 absl::StrCat("must be pooled or per_document, got '",
+                              l.aggregation(), "'"));
+    }
+    if (!r.dtype().empty() && r.hf_dir().empty()) {
+      return Bad(lp + ".reference.dtype",
+                 "only with hf_dir (an hlab checkpoint runs in its own dtype)");
+    }
+    if (!r.dtype().empty() && r.dtype() != "fp32" && r.dtype() != "bf16") {
+      return Bad(lp + ".reference.dtype",
+                 absl::StrCat("must be fp32 or bf16, got '", r.dtype(), "'"));
     }
     if (!r.architecture().empty() &&
         !Contains(ArchitectureNames(spec), r.architecture())) {

@@ -1,8 +1,8 @@
 // File helpers private to data/: whole-file reads and writes, SHA-256
-// (common/sha256.h), and a read-only memory map. Errors name the file.
+// (common/sha256.h), and a read-only memory map (common/mapped_file.h).
+// Errors name the file.
 //
-// Thread-safety: free functions are thread-safe; a MappedFile is immutable
-// after Open() and safe for concurrent reads.
+// Thread-safety: free functions are thread-safe.
 //
 //   HLAB_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
 //   std::string digest = Sha256Hex(text);  // 64 lowercase hex digits
@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/mapped_file.h"
 #include "common/sha256.h"
 
 namespace hlab::data::internal {
@@ -32,24 +33,8 @@ absl::Status WriteStringToFile(const std::string& path,
 using ::hlab::Sha256;
 using ::hlab::Sha256Hex;
 
-// A read-only memory map of a whole file (empty files map to size 0).
-class MappedFile {
- public:
-  // NotFound if `path` does not exist, Internal if it cannot be mapped.
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(
-      const std::string& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  MappedFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  const uint8_t* data_;
-  size_t size_;
-};
+// A read-only memory map: common/mapped_file.h.
+using ::hlab::MappedFile;
 
 }  // namespace hlab::data::internal
 

@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "cli/local_cluster.h"
 #include "gtest/gtest.h"
+#include "tests/model/llama_test_util.h"
 
 namespace hlab::cli {
 namespace {
@@ -322,6 +323,67 @@ TEST_F(SweepEndToEndTest,
       << "the killed task was not retried once";
   // Same points, same values, no duplicates (the key is (run, name, step)).
   EXPECT_EQ(AllTrainingPoints(faulty.address()), expected);
+}
+
+// The paper's protocol with a Hugging Face Llama as the LongPPL reference
+// (evaluation.longppl.reference.hf_dir): a tiny random LlamaForCausalLM of
+// the byte vocabulary, written as config.json + model.safetensors, selects
+// the key tokens on the worker, and `hlab eval` prints the result.
+TEST_F(SweepEndToEndTest, AHuggingFaceLlamaIsTheLongPplReference) {
+  model::llama::testing::TinyLlama llama;
+  llama.vocab = 258;  // the byte tokenizer's
+  llama.Write((dir_ / "llama").string());
+  std::ofstream(dir_ / "llama.yaml") << absl::StrCat(R"(name: e2e-llama
+architectures: [swa-16]
+scales:
+  - {name: T1, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1}
+budgets: {tokens_per_param: [1]}
+seeds: [0]
+seq_len: 64
+batch_tokens: 512
+data: {source: synthetic, long_fraction: 0.5, seed: 0}
+schedule: {peak_lr: 3.0e-3, warmup_steps: 5, decay_fraction: 0.1}
+evaluation:
+  longppl: {enabled: true, min_key_tokens: 1, reference: {hf_dir: ")",
+                                                     (dir_ / "llama").string(),
+                                                     R"("}}
+resources:
+  - {scale: T1, cpu_threads: 1}
+)");
+  LocalCluster cluster({.dir = (dir_ / "cluster").string(),
+                        .workers = 1,
+                        .metrics_listen = "none",
+                        .bin_dir = HLAB_BIN_DIR});
+  ASSERT_TRUE(cluster.Start().ok());
+  const std::string address = cluster.address();
+  const Output submitted = Hlab({"submit", (dir_ / "llama.yaml").string(),
+                                 "--address", address, "--json"});
+  ASSERT_EQ(submitted.code, kExitOk) << submitted.err;
+  const Json sweep = Json::parse(submitted.out);
+  ASSERT_EQ(sweep["runs"].size(), 1u);
+  const Output watched =
+      Hlab({"watch", sweep["sweep"]["sweep_id"], "--address", address});
+  ASSERT_EQ(watched.code, kExitOk) << watched.out << watched.err;
+  const std::string run_id = sweep["runs"][0]["run_id"];
+  const Output printed = Hlab({"eval", run_id, "--evals", "longppl", "--format",
+                               "json", "--address", address});
+  ASSERT_EQ(printed.code, kExitOk) << printed.err;
+  const Json rows = Json::parse(printed.out);
+  ASSERT_EQ(rows.size(), 1u) << printed.out;
+  const Json& row = rows[0];
+  EXPECT_EQ(row["metric"], "log_longppl") << row.dump();
+  const Json details = row["details"].is_string()
+                           ? Json::parse(row["details"].get<std::string>())
+                           : row["details"];
+  const Json& reference = details["reference"];
+  EXPECT_EQ(reference["hf_dir"], (dir_ / "llama").string()) << row.dump();
+  EXPECT_EQ(reference["weights"], "model.safetensors") << row.dump();
+  EXPECT_EQ(reference["dtype"], "fp32") << row.dump();
+  EXPECT_EQ(reference["sha256"].get<std::string>().size(), 64u) << row.dump();
+  // Selected by the Llama: a count, measured or, with none, the reason.
+  EXPECT_TRUE(details["key_tokens_selected"].is_number()) << row.dump();
+  EXPECT_TRUE(row["value"].is_number() || details.contains("not_measured"))
+      << row.dump();
 }
 
 TEST_F(SweepEndToEndTest, AKilledWorkersTaskFinishesOnTheOtherWorker) {

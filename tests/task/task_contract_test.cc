@@ -121,6 +121,9 @@ EvalTask FilledEvalTask() {
   l.reference.run_id = "ref";
   l.reference.checkpoint_path = "/ref.ckpt";
   l.reference.checkpoint = "/resolved/ref.ckpt";
+  l.reference.hf_dir = "/models/llama";  // with checkpoint, if valid
+  l.reference.dtype = "bf16";
+  l.reference.tokenizer = "gpt2:/tok";  // with hf_dir, if valid
   l.data.prepared = "/prepared";
   l.data.jsonl = "/also.jsonl";
   l.data.tokenizer = "gpt2";

@@ -350,6 +350,49 @@ TEST(SweepExpandTest, LongPplEvalWaitsOnTheReferenceRun) {
   for (const auto& t : Plan(kBase).tasks) EXPECT_EQ(t.priority(), 0);
 }
 
+// Two references without a run of the sweep: a Hugging Face Llama
+// (hf_dir) and key tokens from a file. Neither waits on a run, and each
+// draft carries what hlab-eval needs.
+TEST(SweepExpandTest, LlamaReferencesAndKeyTokenFilesWaitOnNoRun) {
+  const SweepPlan llama =
+      Plan(std::string(kBase) +
+           "evaluation: {longppl: {enabled: true, reference: {hf_dir: "
+           "/models/llama, dtype: bf16}}}\n");
+  const SweepPlan keys =
+      Plan(std::string(kBase) +
+           "evaluation: {longppl: {enabled: true, aggregation: per_document, "
+           "key_tokens: {slices: /k/slices, texts: /k/texts.jsonl}}}\n");
+  for (const SweepPlan* plan : {&llama, &keys}) {
+    int evals = 0;
+    for (const auto& t : plan->tasks) {
+      EXPECT_EQ(t.priority(), 0) << t.task_id();  // no reference run first
+      if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+      ++evals;
+      EXPECT_EQ(t.depends_on_size(), 1) << t.task_id();  // its own run only
+      const nlohmann::json draft = nlohmann::json::parse(t.draft_json());
+      const nlohmann::json& l = draft["evals"]["longppl"];
+      if (plan == &llama) {
+        EXPECT_EQ(l["reference"]["hf_dir"], "/models/llama") << l.dump();
+        EXPECT_EQ(l["reference"]["dtype"], "bf16") << l.dump();
+      } else {
+        EXPECT_EQ(l["key_tokens"]["slices"], "/k/slices") << l.dump();
+        EXPECT_EQ(l["key_tokens"]["texts"], "/k/texts.jsonl") << l.dump();
+        EXPECT_EQ(l["aggregation"], "per_document") << l.dump();
+        EXPECT_EQ(l["reference"]["run_id"], "") << l.dump();
+        EXPECT_EQ(l["reference"]["checkpoint_path"], "") << l.dump();
+      }
+    }
+    EXPECT_EQ(evals, 8);
+  }
+  // Evaluation settings that are not given keep older sweeps' task ids.
+  const SweepPlan plain =
+      Plan(std::string(kBase) + "evaluation: {longppl: {enabled: true}}\n");
+  const SweepPlan pooled =
+      Plan(std::string(kBase) +
+           "evaluation: {longppl: {enabled: true, aggregation: pooled}}\n");
+  EXPECT_EQ(EvalTaskIds(plain), EvalTaskIds(pooled));
+}
+
 TEST(SweepExpandTest, EvalTasksCarryTheirSettings) {
   const SweepPlan a = Plan(std::string(kBase) +
                            "evaluation: {niah: {enabled: true, samples: 7}}\n");

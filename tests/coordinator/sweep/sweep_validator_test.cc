@@ -301,6 +301,36 @@ INSTANTIATE_TEST_SUITE_P(
                 "{longppl: {enabled: true, reference: {run_id: abc, "
                 "checkpoint_path: /x}}}",
                 "evaluation.longppl.reference"},
+        BadSpec{"longppl reference hf_dir and a run", "evaluation",
+                "{longppl: {enabled: true, reference: {run_id: abc, "
+                "hf_dir: /models/llama}}}",
+                "evaluation.longppl.reference: give one of"},
+        BadSpec{"longppl reference dtype without hf_dir", "evaluation",
+                "{longppl: {enabled: true, reference: {dtype: bf16}}}",
+                "evaluation.longppl.reference.dtype: only with hf_dir"},
+        BadSpec{"longppl reference dtype unknown", "evaluation",
+                "{longppl: {enabled: true, reference: {hf_dir: /m, "
+                "dtype: fp16}}}",
+                "evaluation.longppl.reference.dtype: must be fp32 or bf16, "
+                "got 'fp16'"},
+        BadSpec{"longppl key tokens and a reference", "evaluation",
+                "{longppl: {enabled: true, reference: {run_id: abc}, "
+                "key_tokens: {file: /k.jsonl}}}",
+                "evaluation.longppl.reference: not used with key_tokens"},
+        BadSpec{"longppl key tokens file and slices", "evaluation",
+                "{longppl: {enabled: true, key_tokens: {file: /k.jsonl, "
+                "slices: /s, texts: /t}}}",
+                "evaluation.longppl.key_tokens: give file"},
+        BadSpec{"longppl key tokens slices without texts", "evaluation",
+                "{longppl: {enabled: true, key_tokens: {slices: /s}}}",
+                "evaluation.longppl.key_tokens.texts: is required"},
+        BadSpec{"longppl key tokens with a tokenizer only", "evaluation",
+                "{longppl: {enabled: true, key_tokens: {tokenizer: byte}}}",
+                "evaluation.longppl.key_tokens: needs file"},
+        BadSpec{"longppl aggregation unknown", "evaluation",
+                "{longppl: {enabled: true, aggregation: mean}}",
+                "evaluation.longppl.aggregation: must be pooled or "
+                "per_document, got 'mean'"},
         BadSpec{"niah length beyond seq_len", "evaluation",
                 "{niah: {enabled: true, context_lengths: [128]}}",
                 "evaluation.niah.context_lengths[0]"},

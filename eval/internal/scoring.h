@@ -1,0 +1,39 @@
+// The scoring loop every TokenScorer over a LibTorch model shares
+// (ModelScorer for a HybridLM, LlamaScorer for a Hugging Face Llama):
+// sequences of equal length batched into one forward pass of at most
+// kBatchTokens tokens, fp32 log-softmax, and the greedy next token.
+//
+// Thread-safety: as safe as `logits`; the functions keep no state.
+//
+//   LogitsFn logits = [&](const torch::Tensor& ids) { return m->forward(ids);
+//   }; auto nll = ScoreBatchWith(logits, device, sequences);
+#ifndef HLAB_EVAL_INTERNAL_SCORING_H_
+#define HLAB_EVAL_INTERNAL_SCORING_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "absl/status/statusor.h"
+
+namespace hlab::eval::internal {
+
+// ids: (B, n) int64 on the model's device -> logits (B, n, V), any float
+// dtype, run in inference mode.
+using LogitsFn = std::function<torch::Tensor(const torch::Tensor& ids)>;
+
+// TokenScorer::ScoreBatch's contract (eval/token_scorer_interface.h).
+std::vector<std::vector<float>> ScoreBatchWith(
+    const LogitsFn& logits, torch::Device device,
+    const std::vector<std::vector<int32_t>>& sequences);
+
+// TokenScorer::NextToken's contract; InvalidArgument for an empty prefix.
+absl::StatusOr<int32_t> NextTokenWith(const LogitsFn& logits,
+                                      torch::Device device,
+                                      const std::vector<int32_t>& prefix);
+
+}  // namespace hlab::eval::internal
+
+#endif  // HLAB_EVAL_INTERNAL_SCORING_H_
