@@ -82,7 +82,7 @@ struct WriterOptions {
   int max_batch_ops = 1024;
   // Called on the writer thread after each commit with its wall time in
   // seconds (BEGIN to COMMIT done) and its number of operations: feed a
-  // Prometheus histogram (hlab_db_commit_duration_seconds) from here.
+  // Prometheus histogram (hlab_db_commit_latency_seconds) from here.
   std::function<void(double seconds, int ops)> on_commit;
   // Called on the writer thread with false after each transaction (or
   // maintenance operation) that failed for the storage, and with true
