@@ -30,18 +30,19 @@ struct sqlite3_stmt;
 
 namespace hlab::store {
 
-// Maps a SQLite result code and message to an absl::Status:
-//   SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CANTOPEN, SQLITE_IOERR  -> Unavailable
-//   SQLITE_FULL, SQLITE_NOMEM                                 ->
-//   ResourceExhausted SQLITE_CONSTRAINT -> FailedPrecondition SQLITE_CORRUPT,
-//   SQLITE_NOTADB                             -> DataLoss SQLITE_INTERRUPT ->
-//   DeadlineExceeded SQLITE_AUTH, SQLITE_READONLY, SQLITE_ERROR (bad SQL), ...
-//   -> InvalidArgument anything else -> Internal
-// `context` is prefixed to the message ("context: sqlite message").
-// The writer turns a failure of the storage itself into Unavailable
-// (Database::TakeStorageFailure), whatever this maps it to.
 // clang-format off
+// Maps a SQLite result code and message to an absl::Status:
+//   SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CANTOPEN, SQLITE_IOERR -> Unavailable
+//   SQLITE_FULL, SQLITE_NOMEM                          -> ResourceExhausted
+//   SQLITE_CONSTRAINT                                  -> FailedPrecondition
+//   SQLITE_CORRUPT, SQLITE_NOTADB                      -> DataLoss
+//   SQLITE_INTERRUPT                                   -> DeadlineExceeded
+//   SQLITE_AUTH, SQLITE_READONLY, SQLITE_ERROR, ...    -> InvalidArgument
+//   anything else                                      -> Internal
 // clang-format on
+// `context` is prefixed to the message ("context: sqlite message"). The
+// writer turns a failure of the storage itself (IsStorageFailure) into
+// Unavailable (Database::TakeStorageFailure), whatever this maps it to.
 absl::Status SqliteStatus(int code, absl::string_view message,
                           absl::string_view context = "");
 
