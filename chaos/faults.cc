@@ -1,4 +1,5 @@
 #include "chaos/faults.h"
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +75,24 @@ int64_t StopStep(const fs::path& log) {
     if (absl::SimpleAtoi(line.substr(at + 4, end - at - 4), &e)) stop = e;
   }
   return stop;
+}
+
+// Writes `path` until its file system has no byte left; returns the bytes
+// written.
+uint64_t FillUp(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return 0;
+  uint64_t written = 0;
+  const std::string chunk(1 << 20, 'f');
+  for (size_t size : {chunk.size(), size_t{4096}, size_t{1}}) {
+    while (true) {
+      const ssize_t n = ::write(fd, chunk.data(), size);
+      if (n <= 0) break;
+      written += static_cast<uint64_t>(n);
+    }
+  }
+  ::close(fd);
+  return written;
 }
 
 void Sleep(absl::Duration d) {
@@ -242,10 +261,19 @@ absl::StatusOr<std::string> FaultInjector::Inject(Fault fault) {
       return absl::StrCat("byte ", at, " of ", path.string(), " (step ", step,
                           ") flipped");
     }
-    case Fault::kDiskFull:
-      return absl::FailedPreconditionError(
-          "disk-full needs a small filesystem mounted under the database or "
-          "the checkpoints (mount(2) as root); not injected by this driver");
+    case Fault::kDiskFull: {
+      if (options_.full_disk_dir.empty()) {
+        return absl::FailedPreconditionError(options_.full_disk_unavailable);
+      }
+      const fs::path filler = fs::path(options_.full_disk_dir) / "filler";
+      const uint64_t filled = FillUp(filler);
+      Sleep(options_.disk_full_hold);
+      std::error_code ec;
+      fs::remove(filler, ec);
+      return absl::StrCat("file system ", options_.full_disk_dir, " full for ",
+                          absl::FormatDuration(options_.disk_full_hold), " (",
+                          filled >> 20, " MiB of filler), then freed");
+    }
   }
   return absl::InvalidArgumentError("unknown fault");
 }

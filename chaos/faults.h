@@ -16,9 +16,15 @@
 //   flip-checkpoint    one byte of a running task's newest checkpoint
 //                      flipped (a retry skips it, as corrupt, and resumes
 //                      from the one before)
-//   disk-full          not injected here: needs a small filesystem mounted
-//                      for the database or checkpoints (root and mount(2));
-//                      reported as skipped, with the reason
+//   disk-full          the file system the whole cluster lives on (its
+//                      database, the workers' data and the checkpoints: a
+//                      tmpfs that hlab-chaos mounts, FaultOptions::
+//                      full_disk_dir) filled to the last byte, held full for
+//                      disk_full_hold, then freed: the coordinator refuses
+//                      writes, the trainers' checkpoint writes fail (exit
+//                      74), and all of it recovers by itself. Skipped, with
+//                      the reason, where no tmpfs could be mounted (mount(2)
+//                      needs root)
 //
 // Thread-compatible: one injector, used from one thread.
 //
@@ -66,6 +72,13 @@ struct FaultOptions {
   // loaded 2-core machine (4 s killed healthy trainers there).
   absl::Duration stall_timeout = absl::Seconds(10);
   absl::Duration kill_grace = absl::Seconds(2);  // the workers'
+  // disk-full: the mounted file system the cluster lives on (empty: none,
+  // and disk-full fails with full_disk_unavailable), and how long it stays
+  // full.
+  std::string full_disk_dir;
+  std::string full_disk_unavailable =
+      "no file system of its own for the cluster";
+  absl::Duration disk_full_hold = absl::Seconds(3);
 };
 
 class FaultInjector {

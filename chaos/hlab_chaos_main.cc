@@ -4,11 +4,14 @@
 // timing, every evaluation. Exit 0 when nothing was lost, duplicated or
 // changed. docs/operations.md, "Chaos soak", has the figures.
 #include <signal.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -215,6 +218,49 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& f) {
   return std::nullopt;
 }
 
+// The faulty cluster's directory as a tmpfs of its own (kSize), where
+// mount(2) is allowed, for disk-full. Unmounted on destruction, after its
+// database is copied to DIR/faulty-hlab.db.
+class FaultyDisk {
+ public:
+  static constexpr char kSize[] = "size=512m";
+
+  FaultyDisk(const std::string& dir, const std::string& out, bool wanted)
+      : dir_(dir), out_(out) {
+    if (!wanted) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, kSize) == 0) {
+      mounted_ = true;
+    } else {
+      why_not_ = absl::StrCat("cannot mount a tmpfs for the cluster (",
+                              std::strerror(errno),
+                              "): disk-full needs mount(2), as root");
+    }
+  }
+  ~FaultyDisk() {
+    if (!mounted_) return;
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal"}) {
+      std::filesystem::copy_file(
+          dir_ + "/hlab.db" + suffix, out_ + "/faulty-hlab.db" + suffix,
+          std::filesystem::copy_options::overwrite_existing, ec);
+    }
+    ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  FaultyDisk(const FaultyDisk&) = delete;
+  FaultyDisk& operator=(const FaultyDisk&) = delete;
+
+  bool mounted() const { return mounted_; }
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  const std::string dir_;
+  const std::string out_;
+  bool mounted_ = false;
+  std::string why_not_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,6 +320,16 @@ int main(int argc, char** argv) {
       std::to_string(absl::ToInt64Seconds(fault_options.stall_timeout)),
       "--kill-grace",
       std::to_string(absl::ToInt64Seconds(fault_options.kill_grace))};
+  // disk-full: the faulty cluster on a tmpfs of its own, so that filling it
+  // fills the disk under its database, data and checkpoints.
+  const FaultyDisk disk(faulty_options.dir, f.dir,
+                        std::find(f.kinds.begin(), f.kinds.end(),
+                                  Fault::kDiskFull) != f.kinds.end());
+  if (disk.mounted()) {
+    fault_options.full_disk_dir = faulty_options.dir;
+  } else {
+    fault_options.full_disk_unavailable = disk.why_not();
+  }
   hlab::cli::LocalCluster faulty(faulty_options);
   const absl::Time start = absl::Now();
   if (!StartAndSubmit(faulty, f.spec_path)) return 1;

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/store_unavailable.h"
 
 namespace hlab::cli {
 namespace {
@@ -239,6 +240,8 @@ std::string Client::ErrorMessage(const grpc::Status& status,
   const std::string& address = options_.address;
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      // The coordinator is up and says why it refused (disk full, ...).
+      if (IsStoreNotWritableMessage(message)) return message;
       if (absl::StrContains(UnavailableReason(message), "TLS")) {
         return absl::StrCat("cannot reach the coordinator at ", address,
                             " (TLS handshake failed); check --tls-ca, or "

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,9 +41,18 @@ uint64_t GetU64(const std::string& in, size_t at) {
   return v;
 }
 
+// Marks a storage refusal (IsStorageRefusal).
+constexpr char kStorageRefusal[] = "hlab.train/storage-refusal";
+
 absl::Status OsError(absl::string_view what, const std::string& path) {
-  return absl::UnavailableError(
-      absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
+  const int error = errno;
+  absl::Status status = absl::UnavailableError(
+      absl::StrCat(what, " '", path, "': ", std::strerror(error)));
+  if (error == ENOSPC || error == EDQUOT || error == EROFS || error == EFBIG ||
+      error == EIO) {
+    status.SetPayload(kStorageRefusal, absl::Cord("1"));
+  }
+  return status;
 }
 
 absl::Status WriteAll(int fd, const std::string& data,
@@ -213,6 +223,10 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& path,
     ::close(dir_fd);
   }
   return meta.payload_sha256;
+}
+
+bool IsStorageRefusal(const absl::Status& status) {
+  return status.GetPayload(kStorageRefusal).has_value();
 }
 
 absl::StatusOr<CheckpointFile> ReadCheckpoint(const std::string& path) {

@@ -69,10 +69,17 @@ using ::hlab::Sha256Hex;
 
 // Atomically writes a checkpoint (sets meta.payload_sha256) and returns
 // the payload's SHA-256. Unavailable with the OS error for I/O failures
-// (disk full, permissions).
+// (disk full, permissions); on any failure the temporary file is removed,
+// nothing is written under `path`, and existing checkpoints are untouched.
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& path,
                                             CheckpointMeta meta,
                                             const std::string& payload);
+
+// Whether `status` (from WriteCheckpoint) is a write the storage refused:
+// the disk or quota is full, the file system is read-only, the file would
+// be too large, an I/O error (ENOSPC, EDQUOT, EROFS, EFBIG, EIO). Not a
+// fault of the task: hlab-train exits kExitStorage (train/exit_codes.h).
+bool IsStorageRefusal(const absl::Status& status);
 
 // Reads and verifies a checkpoint. NotFound: no such file. DataLoss: the
 // file is truncated, malformed or fails its checksum; the message names the

@@ -79,6 +79,7 @@ void SetBf16Autocast(const torch::Device& device, bool on) {
 }  // namespace
 
 int ExitCodeFor(const absl::Status& status) {
+  if (IsStorageRefusal(status)) return kExitStorage;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return kExitSuccess;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/store_unavailable.h"
 #include "worker/backoff.h"
 #include "worker/coordinator_client.h"
 #include "worker/devices.h"
@@ -12,7 +13,10 @@
 namespace hlab::worker {
 namespace {
 
+// A coordinator that answers that it cannot write its database was reached
+// (its refusal is retried like any other; docs/operations.md).
 bool Unreachable(const absl::Status& s) {
+  if (IsStoreNotWritable(s)) return false;
   return s.code() == absl::StatusCode::kUnavailable ||
          s.code() == absl::StatusCode::kDeadlineExceeded;
 }

@@ -59,6 +59,7 @@ class WorkerMetrics {
   void ReportError(const std::string& rpc);
   void PointsReported(size_t n) { points_.Increment(static_cast<double>(n)); }
   void SetConnected(bool connected) { connected_.Set(connected ? 1 : 0); }
+  double connected() const { return connected_.Value(); }
 
   // The registry, for tests and for an embedding exposer.
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }

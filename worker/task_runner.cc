@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/log.h"
+#include "common/store_unavailable.h"
 #include "task/eval_task.h"
 #include "task/train_task.h"
 #include "worker/backoff.h"
@@ -38,7 +39,10 @@ bool Fenced(const absl::Status& s) {
          s.code() == absl::StatusCode::kNotFound;
 }
 
+// A coordinator that answers that it cannot write its database was reached
+// (its refusal is retried like any other; docs/operations.md).
 bool Unreachable(const absl::Status& s) {
+  if (IsStoreNotWritable(s)) return false;
   return s.code() == absl::StatusCode::kUnavailable ||
          s.code() == absl::StatusCode::kDeadlineExceeded;
 }
@@ -123,7 +127,11 @@ TaskOutcome ClassifyExit(const std::vector<ExitStatus>& exits,
   const ExitStatus& e = exits[static_cast<size_t>(chosen)];
   out.retryable = e.signaled || (e.code != 2 && e.code != 3);
   const bool oom_killed = e.signaled && e.signal == SIGKILL && oom_kills;
-  out.infrastructure = e.signaled && KilledFromOutside(e.signal) && !oom_killed;
+  // This node's disk refused a checkpoint (hlab-train's kExitStorage, 74,
+  // train/exit_codes.h): not the task's fault.
+  const bool storage = !e.signaled && e.code == 74;
+  out.infrastructure =
+      (e.signaled && KilledFromOutside(e.signal) && !oom_killed) || storage;
   out.exit_code = e.signaled ? 128 + e.signal : e.code;
   out.message = absl::StrCat(
       program, exits.size() > 1 ? absl::StrCat(" rank ", chosen) : "", ": ",

@@ -15,6 +15,8 @@
 //   a rank exits 2 or 3            Fail(task error, retryable=false), the
 //                                  trainer's last "error" record as the
 //                                  message
+//   a rank exits 74 (this node's   Fail(infrastructure): retried without
+//   disk refused a checkpoint)     limit, from the previous checkpoint
 //   75 or another code, or a crash Fail(task error, retryable=true); the
 //   (SIGSEGV, SIGABRT, SIGBUS,     other ranks are terminated (SIGTERM,
 //   SIGFPE, SIGILL)                grace, SIGKILL)

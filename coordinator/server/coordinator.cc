@@ -163,6 +163,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   store_options.writer.on_commit = [metrics](double seconds, int) {
     metrics->ObserveCommit(seconds);
   };
+  store_options.writer.on_storage = [metrics](bool writable) {
+    metrics->ObserveStoreWritable(writable);
+  };
   HLAB_ASSIGN_OR_RETURN(c->store_,
                         store::Store::Open(options.db_path, store_options));
   HLAB_ASSIGN_OR_RETURN(c->query_, store::QueryEngine::Open(options.db_path));

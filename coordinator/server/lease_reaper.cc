@@ -31,6 +31,51 @@ absl::Status LeaseReaper::Tick() {
     if (first.ok() && !s.ok()) first = s;
   };
 
+  const int64_t storage_failures = store.writer_stats().storage_failures;
+  if (storage_failures != storage_failures_seen_) {
+    if (now >= expiry_paused_until_) {
+      HLAB_LOG(WARNING) << "housekeeping: the store refuses writes; no lease "
+                           "expires and no worker is marked lost until a "
+                           "lease time after the last refusal";
+    }
+    storage_failures_seen_ = storage_failures;
+    expiry_paused_until_ = now + context_->lease;
+  }
+  if (now >= expiry_paused_until_) note(ExpireAndMarkLost(now));
+
+  const bool truncate = (ticks_++ % 60) == 59;
+  absl::StatusOr<store::Store::WalCheckpoint> wal =
+      store.CheckpointWal(truncate);
+  if (!wal.ok() && wal.status().code() != absl::StatusCode::kUnavailable) {
+    note(wal.status());
+  }
+
+  if (context_->metrics != nullptr) {
+    absl::StatusOr<store::StateCounts> counts = store.CountsByState();
+    note(counts.status());
+    if (counts.ok()) {
+      context_->metrics->SetStateCounts(counts->runs, counts->tasks);
+    }
+    absl::StatusOr<std::vector<store::WorkerInfo>> workers =
+        store.ListWorkers();
+    note(workers.status());
+    if (workers.ok()) {
+      int64_t up = 0;
+      for (const auto& w : *workers) up += w.state == store::WorkerState::kUp;
+      context_->metrics->SetWorkersConnected(up);
+    }
+    note(RefreshRunGauges());
+    if (context_->query != nullptr) note(RefreshSweepGauges());
+  }
+  return first;
+}
+
+absl::Status LeaseReaper::ExpireAndMarkLost(absl::Time now) {
+  store::Store& store = *context_->store;
+  absl::Status first;
+  auto note = [&first](const absl::Status& s) {
+    if (first.ok() && !s.ok()) first = s;
+  };
   absl::StatusOr<std::vector<store::ExpiredLease>> expired =
       store.ExpireLeases(now, context_->expiry_backoff);
   note(expired.status());
@@ -58,31 +103,6 @@ absl::Status LeaseReaper::Tick() {
       event.time = now;
       note(store.AppendEvent(event).status());
     }
-  }
-
-  const bool truncate = (ticks_++ % 60) == 59;
-  absl::StatusOr<store::Store::WalCheckpoint> wal =
-      store.CheckpointWal(truncate);
-  if (!wal.ok() && wal.status().code() != absl::StatusCode::kUnavailable) {
-    note(wal.status());
-  }
-
-  if (context_->metrics != nullptr) {
-    absl::StatusOr<store::StateCounts> counts = store.CountsByState();
-    note(counts.status());
-    if (counts.ok()) {
-      context_->metrics->SetStateCounts(counts->runs, counts->tasks);
-    }
-    absl::StatusOr<std::vector<store::WorkerInfo>> workers =
-        store.ListWorkers();
-    note(workers.status());
-    if (workers.ok()) {
-      int64_t up = 0;
-      for (const auto& w : *workers) up += w.state == store::WorkerState::kUp;
-      context_->metrics->SetWorkersConnected(up);
-    }
-    note(RefreshRunGauges());
-    if (context_->query != nullptr) note(RefreshSweepGauges());
   }
   return first;
 }

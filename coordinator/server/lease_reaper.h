@@ -6,6 +6,11 @@
 //   - refreshes the gauges (runs/tasks per state, workers, the runs with a
 //     phase of their own and their progress as the store keeps it,
 //     unfinished sweeps by state and phase).
+// While the store refuses writes for its storage (disk full, read-only;
+// store::WriterStats::storage_failures moves), and for a lease time after
+// the last refusal it saw, it neither expires leases nor marks workers
+// LOST: their heartbeats were refused by the coordinator's fault, and each
+// worker gets a lease time to heartbeat again once writes succeed.
 // Time comes from ServiceContext::clock, so tests inject it and call Tick()
 // themselves (with the thread not started).
 //
@@ -43,6 +48,9 @@ class LeaseReaper {
   absl::Status Tick();
 
  private:
+  // Requeues expired leases and marks silent workers LOST.
+  absl::Status ExpireAndMarkLost(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   // hlab_run_* gauges (loss, progress ratio) of the runs on a trunk,
   // training, decaying or evaluating, from the store; drops the others.
   absl::Status RefreshRunGauges();
@@ -54,6 +62,11 @@ class LeaseReaper {
   PeriodicThread thread_;
   absl::Mutex tick_mu_;
   int64_t ticks_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  // The store's storage failures at the last tick, and until when expiry
+  // waits after the last one seen.
+  int64_t storage_failures_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  absl::Time expiry_paused_until_ ABSL_GUARDED_BY(tick_mu_) =
+      absl::InfinitePast();
 };
 
 }  // namespace hlab::coordinator

@@ -59,6 +59,23 @@ CoordinatorMetrics::CoordinatorMetrics()
            .Add({}, prometheus::Histogram::BucketBoundaries{
                         0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2,
                         0.5, 1, 2, 5});
+  store_write_failures_ =
+      &BuildCounter()
+           .Name("hlab_store_write_failures_total")
+           .Help(
+               "Store transactions refused by the storage (disk full, "
+               "read-only, I/O error); the writes got UNAVAILABLE")
+           .Register(*registry_)
+           .Add({});
+  store_writable_ =
+      &BuildGauge()
+           .Name("hlab_store_writable")
+           .Help(
+               "1 while the store's database can be written; 0 from a write "
+               "refused by the storage until a write succeeds again")
+           .Register(*registry_)
+           .Add({});
+  store_writable_->Set(1);
   run_tps_family_ = &BuildGauge()
                          .Name("hlab_run_tokens_per_second")
                          .Help("Training throughput of an active run")

@@ -10,6 +10,12 @@
 //                                         after infrastructure faults
 //   hlab_metric_points_ingested_total     counter, points received
 //   hlab_db_commit_latency_seconds        histogram, store commits
+//   hlab_store_write_failures_total       counter, store transactions the
+//                                         storage refused (disk full,
+//                                         read-only, I/O error)
+//   hlab_store_writable                   gauge, 1 while the database can be
+//                                         written, 0 from such a refusal
+//                                         until a write succeeds again
 //   hlab_run_tokens_per_second{run}       gauge, active runs only
 //   hlab_run_loss{run}                    gauge, active runs only
 //   hlab_run_progress_ratio{run}          gauge, tokens of its own budget
@@ -86,6 +92,15 @@ class CoordinatorMetrics {
   }
   prometheus::Counter& metric_points() { return *metric_points_; }
   void ObserveCommit(double seconds) { commit_latency_->Observe(seconds); }
+  // The store's writer refused a transaction for the storage (false:
+  // hlab_store_write_failures_total + 1, hlab_store_writable 0) or wrote
+  // again after that (true: hlab_store_writable 1). WriterOptions::on_storage.
+  void ObserveStoreWritable(bool writable) {
+    if (!writable) store_write_failures_->Increment();
+    store_writable_->Set(writable ? 1 : 0);
+  }
+  double store_write_failures() const { return store_write_failures_->Value(); }
+  double store_writable() const { return store_writable_->Value(); }
 
   // Training progress of a task: it was seen at token positions `low` to
   // `high` (a heartbeat: one position; a metric report: its first and last
@@ -142,6 +157,8 @@ class CoordinatorMetrics {
   prometheus::Counter* infra_retries_;
   prometheus::Counter* metric_points_;
   prometheus::Histogram* commit_latency_;
+  prometheus::Counter* store_write_failures_;
+  prometheus::Gauge* store_writable_;
   prometheus::Family<prometheus::Gauge>* run_tps_family_;
   prometheus::Family<prometheus::Gauge>* run_loss_family_;
   prometheus::Family<prometheus::Gauge>* run_progress_family_;

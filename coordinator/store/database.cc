@@ -45,10 +45,23 @@ absl::Status SqliteStatus(int code, absl::string_view message,
   }
 }
 
+bool IsStorageFailure(int code) {
+  switch (code & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // ---------------------------------------------------------------- Statement
 
 Statement::Statement(Statement&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)),
+    : owner_(std::exchange(other.owner_, nullptr)),
+      db_(std::exchange(other.db_, nullptr)),
       stmt_(std::exchange(other.stmt_, nullptr)),
       in_use_(std::exchange(other.in_use_, nullptr)),
       bind_error_(other.bind_error_) {}
@@ -56,6 +69,7 @@ Statement::Statement(Statement&& other) noexcept
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
     Release();
+    owner_ = std::exchange(other.owner_, nullptr);
     db_ = std::exchange(other.db_, nullptr);
     stmt_ = std::exchange(other.stmt_, nullptr);
     in_use_ = std::exchange(other.in_use_, nullptr);
@@ -116,6 +130,7 @@ absl::StatusOr<bool> Statement::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
+  if (owner_ != nullptr) owner_->NoteFailure(rc, sqlite3_errmsg(db_));
   return SqliteStatus(rc, sqlite3_errmsg(db_));
 }
 
@@ -221,7 +236,7 @@ absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
     sqlite3_reset(it->second.stmt);
     sqlite3_clear_bindings(it->second.stmt);
     *it->second.in_use = true;
-    return Statement(db_, it->second.stmt, it->second.in_use.get());
+    return Statement(this, db_, it->second.stmt, it->second.in_use.get());
   }
   const bool cache = it == cache_.end();
   sqlite3_stmt* stmt = nullptr;
@@ -233,11 +248,11 @@ absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
                         absl::StrCat("preparing '", sql, "'"));
   }
   if (stmt == nullptr) return absl::InvalidArgumentError("empty statement");
-  if (!cache) return Statement(db_, stmt, /*in_use=*/nullptr);  // owned
+  if (!cache) return Statement(this, db_, stmt, /*in_use=*/nullptr);  // owned
   Cached& entry = cache_[std::move(key)];
   entry.stmt = stmt;
   entry.in_use = std::make_unique<bool>(true);
-  return Statement(db_, stmt, entry.in_use.get());
+  return Statement(this, db_, stmt, entry.in_use.get());
 }
 
 absl::Status Database::Exec(absl::string_view sql) {
@@ -247,6 +262,7 @@ absl::Status Database::Exec(absl::string_view sql) {
   if (rc == SQLITE_OK) return absl::OkStatus();
   std::string message = error ? error : sqlite3_errstr(rc);
   sqlite3_free(error);
+  NoteFailure(rc, message);
   return SqliteStatus(rc, message);
 }
 
@@ -260,6 +276,36 @@ absl::StatusOr<int64_t> Database::QueryInt(absl::string_view sql) {
 
 int64_t Database::last_insert_rowid() const {
   return sqlite3_last_insert_rowid(db_);
+}
+
+int64_t Database::total_changes() const { return sqlite3_total_changes64(db_); }
+
+void Database::NoteFailure(int code, absl::string_view message) {
+  if (storage_failure_ != 0 || !IsStorageFailure(code)) return;
+  storage_failure_ = code;
+  storage_failure_message_ = std::string(message);
+}
+
+absl::Status Database::TakeStorageFailure() {
+  if (storage_failure_ == 0) return absl::OkStatus();
+  const char* what = "a file cannot be opened";
+  switch (storage_failure_ & 0xff) {
+    case SQLITE_FULL:
+      what = "disk full";
+      break;
+    case SQLITE_READONLY:
+      what = "read-only";
+      break;
+    case SQLITE_IOERR:
+      what = "I/O error";
+      break;
+  }
+  absl::Status status = absl::UnavailableError(
+      absl::StrCat("database ", path_, " cannot be written (", what,
+                   "): ", storage_failure_message_));
+  storage_failure_ = 0;
+  storage_failure_message_.clear();
+  return status;
 }
 
 bool Database::InTransaction() const {

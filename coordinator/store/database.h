@@ -30,17 +30,30 @@ struct sqlite3_stmt;
 
 namespace hlab::store {
 
+// clang-format off
 // Maps a SQLite result code and message to an absl::Status:
 //   SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CANTOPEN, SQLITE_IOERR -> Unavailable
-//   SQLITE_FULL, SQLITE_NOMEM                               ->
-//   ResourceExhausted SQLITE_CONSTRAINT -> FailedPrecondition SQLITE_CORRUPT,
-//   SQLITE_NOTADB                           -> DataLoss SQLITE_INTERRUPT ->
-//   DeadlineExceeded SQLITE_AUTH, SQLITE_READONLY, SQLITE_ERROR (bad SQL)    ->
-//   InvalidArgument anything else                                           ->
-//   Internal
-// `context` is prefixed to the message ("context: sqlite message").
+//   SQLITE_FULL, SQLITE_NOMEM                          -> ResourceExhausted
+//   SQLITE_CONSTRAINT                                  -> FailedPrecondition
+//   SQLITE_CORRUPT, SQLITE_NOTADB                      -> DataLoss
+//   SQLITE_INTERRUPT                                   -> DeadlineExceeded
+//   SQLITE_AUTH, SQLITE_READONLY, SQLITE_ERROR, ...    -> InvalidArgument
+//   anything else                                      -> Internal
+// clang-format on
+// `context` is prefixed to the message ("context: sqlite message"). The
+// writer turns a failure of the storage itself (IsStorageFailure) into
+// Unavailable (Database::TakeStorageFailure), whatever this maps it to.
 absl::Status SqliteStatus(int code, absl::string_view message,
                           absl::string_view context = "");
+
+// Whether `code` (a primary or extended result code) is a failure of the
+// storage under the database rather than of the statement: the disk or file
+// system is full (SQLITE_FULL), the file or file system is read-only
+// (SQLITE_READONLY), an I/O error (SQLITE_IOERR), a file (the WAL, a
+// journal) cannot be opened (SQLITE_CANTOPEN).
+bool IsStorageFailure(int code);
+
+class Database;
 
 // A prepared statement borrowed from a Database's cache (or owned, for
 // uncached ones). Move-only. Destroying it resets the statement and clears its
@@ -93,10 +106,11 @@ class Statement {
 
  private:
   friend class Database;
-  Statement(sqlite3* db, sqlite3_stmt* stmt, bool* in_use)
-      : db_(db), stmt_(stmt), in_use_(in_use) {}
+  Statement(Database* owner, sqlite3* db, sqlite3_stmt* stmt, bool* in_use)
+      : owner_(owner), db_(db), stmt_(stmt), in_use_(in_use) {}
   void Release();
 
+  Database* owner_ = nullptr;  // told of storage failures
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
   bool* in_use_ = nullptr;  // the cache entry's flag; null if owned
@@ -146,15 +160,32 @@ class Database {
   // Rowid of the last INSERT on this connection.
   int64_t last_insert_rowid() const;
 
+  // Rows changed by every statement on this connection since it was opened
+  // (sqlite3_total_changes64): a transaction that moved it wrote something.
+  int64_t total_changes() const;
+
+  // The first storage failure (IsStorageFailure) met by a statement or Exec
+  // on this connection since the last call, as Unavailable: "database PATH
+  // cannot be written (disk full | read-only | I/O error | a file cannot be
+  // opened): <SQLite's message>". OK if there was none. Clears it, so the
+  // caller takes it before and after the work it wants to judge.
+  absl::Status TakeStorageFailure();
+
   const std::string& path() const { return path_; }
   sqlite3* raw() const { return db_; }
 
  private:
   Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   absl::Status ApplyPragmas(Mode mode);
+  friend class Statement;
+  // Remembers `code` if it is the first storage failure since the last
+  // TakeStorageFailure().
+  void NoteFailure(int code, absl::string_view message);
 
   sqlite3* db_;
   std::string path_;
+  int storage_failure_ = 0;  // its SQLite code; 0: none
+  std::string storage_failure_message_;
   struct Cached {
     sqlite3_stmt* stmt = nullptr;
     std::unique_ptr<bool> in_use;  // stable address for Statement

@@ -313,7 +313,18 @@ class Store {
   absl::StatusOr<StateCounts> CountsByState();
   absl::StatusOr<RecoveredState> LoadState();
 
+  // The writer's counts, and whether the database can be written now
+  // (WriterStats::writable: false from a write refused for the storage,
+  // disk full or read-only, until a write succeeds again; writer.h).
   WriterStats writer_stats() const { return writer_->stats(); }
+
+  // Runs `op` on the writer's connection, outside a transaction, between
+  // commits (Writer::RunOutsideTransaction). For tests that make the
+  // storage fail: PRAGMA max_page_count (a full disk), PRAGMA query_only
+  // (read-only).
+  absl::Status RunOnWriterForTesting(WriteOp op) {
+    return writer_->RunOutsideTransaction(std::move(op));
+  }
   const std::string& path() const { return path_; }
 
  private:

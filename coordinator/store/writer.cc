@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/store_unavailable.h"
 
 namespace hlab::store {
 namespace {
@@ -29,6 +30,15 @@ absl::Status RunOp(const WriteOp& op, Database& db) {
   } catch (...) {
     return absl::InternalError("store write operation threw");
   }
+}
+
+// The refusal of a write the storage could not take (`failure`: the
+// database's Unavailable, naming the file and the cause).
+absl::Status NotWritable(const absl::Status& failure) {
+  return absl::UnavailableError(
+      absl::StrCat(kStoreNotWritable, ": ", failure.message(),
+                   "; this write was not stored (reads still work; writes "
+                   "resume by themselves once the storage can be written)"));
 }
 
 }  // namespace
@@ -154,12 +164,21 @@ void Writer::Loop() {
       }
     }
     if (batch.front().outside_transaction) {
+      (void)db_->TakeStorageFailure();  // not this op's
       absl::Status status = RunOp(batch.front().op, *db_);
+      BatchOutcome outcome;
+      outcome.storage_failure = db_->TakeStorageFailure();
+      if (!outcome.storage_failure.ok()) {
+        status = NotWritable(outcome.storage_failure);
+        NoteStorage(outcome);
+      }
       batch.front().done(std::move(status));
       continue;
     }
     auto start = std::chrono::steady_clock::now();
-    std::vector<absl::Status> statuses = Execute(batch);
+    BatchOutcome outcome;
+    std::vector<absl::Status> statuses = Execute(batch, &outcome);
+    NoteStorage(outcome);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -200,19 +219,69 @@ void Writer::Loop() {
   }
 }
 
-std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
+void Writer::NoteStorage(const BatchOutcome& outcome) {
+  bool writable;
+  int64_t failures = 0;
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!outcome.storage_failure.ok()) {
+      changed = stats_.writable;
+      stats_.writable = false;
+      stats_.storage_failures += 1;
+      stats_.storage_error = std::string(outcome.storage_failure.message());
+      failures_since_writable_ += 1;
+    } else if (outcome.wrote && !stats_.writable) {
+      changed = true;
+      stats_.writable = true;
+      stats_.storage_error.clear();
+      failures = failures_since_writable_;
+      failures_since_writable_ = 0;
+    } else {
+      return;
+    }
+    writable = stats_.writable;
+  }
+  if (changed && !writable) {
+    HLAB_LOG(ERROR) << "store: " << outcome.storage_failure.message()
+                    << "; writes are refused with UNAVAILABLE until it can "
+                       "be written again, reads go on";
+  } else if (changed) {
+    HLAB_LOG(WARNING) << "store: the database is written again, after "
+                      << failures << " failed write(s)";
+  }
+  if (options_.on_storage) options_.on_storage(writable);
+}
+
+std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch,
+                                          BatchOutcome* outcome) {
   std::vector<absl::Status> statuses(batch.size());
+  // Rows each op changed (counted if it ends OK: then it committed).
+  std::vector<int64_t> changes(batch.size(), 0);
+  (void)db_->TakeStorageFailure();  // not this batch's
+  // The refusal for a storage failure met since the last call; OK if none.
+  auto refusal = [&]() -> absl::Status {
+    absl::Status failure = db_->TakeStorageFailure();
+    if (failure.ok()) return failure;
+    if (outcome->storage_failure.ok()) outcome->storage_failure = failure;
+    return NotWritable(failure);
+  };
   absl::Status begin = Exec(*db_, "BEGIN IMMEDIATE");
   if (!begin.ok()) {
-    for (auto& s : statuses) s = begin;
+    absl::Status refused = refusal();
+    for (auto& s : statuses) s = refused.ok() ? begin : refused;
     return statuses;
   }
   // Index of the first op whose work is still inside the open transaction.
   size_t first_in_txn = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t changes_before = db_->total_changes();
     absl::Status status = Exec(*db_, "SAVEPOINT op");
     if (status.ok()) {
       status = RunOp(batch[i].op, *db_);
+      // Also when the op went on after the failure: its work is undone.
+      absl::Status refused = refusal();
+      if (!refused.ok()) status = refused;
       if (status.ok()) status = Exec(*db_, "RELEASE op");
       if (!status.ok() && db_->InTransaction()) {
         // Undo this op's work (also when RELEASE itself failed).
@@ -220,12 +289,18 @@ std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
         (void)Exec(*db_, "RELEASE op");
       }
     }
+    absl::Status refused = refusal();
+    if (!refused.ok()) status = refused;
+    changes[i] = db_->total_changes() - changes_before;
     statuses[i] = std::move(status);
     if (!db_->InTransaction()) {
       // SQLite rolled the whole transaction back on its own (SQLITE_FULL,
       // IOERR): the ops before this one are lost too. Fail them, start over.
-      absl::Status lost = absl::AbortedError(absl::StrCat(
-          "transaction rolled back by SQLite: ", statuses[i].message()));
+      absl::Status lost = IsStoreNotWritable(statuses[i])
+                              ? statuses[i]
+                              : absl::AbortedError(absl::StrCat(
+                                    "transaction rolled back by SQLite: ",
+                                    statuses[i].message()));
       for (size_t j = first_in_txn; j < i; ++j) {
         if (statuses[j].ok()) statuses[j] = lost;
       }
@@ -233,6 +308,8 @@ std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
       first_in_txn = i + 1;
       absl::Status again = Exec(*db_, "BEGIN IMMEDIATE");
       if (!again.ok()) {
+        absl::Status refused_again = refusal();
+        if (!refused_again.ok()) again = refused_again;
         for (size_t j = i + 1; j < batch.size(); ++j) statuses[j] = again;
         return statuses;
       }
@@ -240,11 +317,20 @@ std::vector<absl::Status> Writer::Execute(std::deque<Pending>& batch) {
   }
   absl::Status commit = Exec(*db_, "COMMIT");
   if (!commit.ok()) {
-    HLAB_LOG(ERROR) << "store: commit failed: " << commit;
+    absl::Status refused = refusal();
+    if (!refused.ok()) commit = refused;
+    if (refused.ok()) {
+      HLAB_LOG(ERROR) << "store: commit failed: " << commit;
+    }
     if (db_->InTransaction()) (void)Exec(*db_, "ROLLBACK");
+    (void)refusal();  // a failed ROLLBACK's, the same cause
     for (size_t j = first_in_txn; j < batch.size(); ++j) {
       if (statuses[j].ok()) statuses[j] = commit;
     }
+    return statuses;
+  }
+  for (size_t j = first_in_txn; j < batch.size(); ++j) {
+    if (statuses[j].ok() && changes[j] > 0) outcome->wrote = true;
   }
   return statuses;
 }

@@ -17,6 +17,22 @@
 // the queue: everything submitted before is executed and committed and its
 // completion run, later submissions fail with Cancelled.
 //
+// Storage failures (disk full, a read-only file or file system, an I/O
+// error: IsStorageFailure in database.h) refuse the write: every operation
+// whose work the failure undid completes with Unavailable, its message
+// starting with kStoreNotWritable (common/store_unavailable.h) and naming
+// the cause, and nothing of it is stored. The writer does not keep the
+// batch to retry it: a caller waiting on a full disk would wait for as long
+// as it lasts, holding its RPC and its memory, and the queue would grow
+// without bound. A refused write was never acknowledged, so nothing
+// acknowledged is lost: a worker keeps the points it sent until they are
+// acknowledged and sends them again (worker/task_runner.h), a client sees
+// the message. Committed rows are untouched (SQLite rolls back the failed
+// transaction). The writer is then not writable (stats().writable,
+// on_storage) until a transaction commits a change again; it needs no
+// restart, the next write after space returns simply succeeds. Reads use
+// other connections and go on throughout.
+//
 //   Writer writer(std::move(db), WriterOptions{});
 //   absl::Status s = writer.Run([&](Database& db) {
 //     HLAB_ASSIGN_OR_RETURN(Statement st, db.Prepare("INSERT ..."));
@@ -30,6 +46,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -52,6 +69,12 @@ struct WriterStats {
   int64_t failed_ops = 0;   // operations that completed with a non-OK status
   int64_t queue_depth = 0;  // operations waiting now
   int64_t max_batch = 0;    // largest number of operations in one commit
+  // Transactions (and maintenance operations) that failed for the storage.
+  int64_t storage_failures = 0;
+  // False from a storage failure until a transaction commits a change.
+  bool writable = true;
+  // The last storage failure's message while not writable; empty otherwise.
+  std::string storage_error;
 };
 
 struct WriterOptions {
@@ -59,8 +82,13 @@ struct WriterOptions {
   int max_batch_ops = 1024;
   // Called on the writer thread after each commit with its wall time in
   // seconds (BEGIN to COMMIT done) and its number of operations: feed a
-  // Prometheus histogram (hlab_db_commit_duration_seconds) from here.
+  // Prometheus histogram (hlab_db_commit_latency_seconds) from here.
   std::function<void(double seconds, int ops)> on_commit;
+  // Called on the writer thread with false after each transaction (or
+  // maintenance operation) that failed for the storage, and with true
+  // once a transaction commits a change after such failures: feed
+  // hlab_store_write_failures_total and hlab_store_writable from here.
+  std::function<void(bool writable)> on_storage;
 };
 
 class Writer {
@@ -112,8 +140,17 @@ class Writer {
   bool ReadyOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CompletionsOrStopping() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(completer_mu_);
+  // What a batch did to the storage.
+  struct BatchOutcome {
+    absl::Status storage_failure;  // the first one met; OK if none
+    bool wrote = false;  // committed, with a change by an op that succeeded
+  };
   // Runs one batch in one transaction; returns each op's status.
-  std::vector<absl::Status> Execute(std::deque<Pending>& batch);
+  std::vector<absl::Status> Execute(std::deque<Pending>& batch,
+                                    BatchOutcome* outcome);
+  // Counts a storage failure, or a write after failures; logs and calls
+  // options_.on_storage. Writer thread.
+  void NoteStorage(const BatchOutcome& outcome);
 
   std::unique_ptr<Database> db_;  // used by the writer thread only
   const WriterOptions options_;
@@ -122,6 +159,7 @@ class Writer {
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   WriterStats stats_ ABSL_GUARDED_BY(mu_);
+  int64_t failures_since_writable_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex completer_mu_;
   std::vector<Completion> completions_ ABSL_GUARDED_BY(completer_mu_);

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli.h"
+#include "common/store_unavailable.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/test_certificate.h"
 
@@ -190,6 +191,19 @@ TEST_F(CliClientTest, PermissionDeniedNamesWhatTheRoleMayNotDo) {
                        "'read' may not submit)"),
             std::string::npos)
       << r.err;
+}
+
+// A coordinator that is up but cannot write its database is not "cannot
+// reach the coordinator": its own message is shown.
+TEST_F(CliClientTest, StoreNotWritableIsShownAsTheCoordinatorSaysIt) {
+  const std::string message = std::string(kStoreNotWritable) +
+                              ": database /var/lib/hlab/hlab.db cannot be "
+                              "written (disk full): database or disk is full";
+  fake_.forced_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, message);
+  const Result r = Hlab({"submit", Example("demo.yaml")});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_EQ(Lines(r.err), 1);
+  EXPECT_EQ(r.err, "hlab submit: error: " + message + "\n");
 }
 
 }  // namespace

@@ -1,5 +1,12 @@
 #include "train/checkpoint_file.h"
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -129,6 +136,101 @@ TEST_F(CheckpointFileTest, PruneKeepsTheNewestAndAllBranches) {
   const auto listed = ListCheckpoints(dir_.string());
   ASSERT_EQ(listed.size(), 3u);
   EXPECT_EQ(fs::path(listed[0]).filename(), LatestName(4));
+}
+
+CheckpointMeta Meta(int64_t step) {
+  return CheckpointMeta{.step = step,
+                        .tokens = step * 10,
+                        .kind = "latest",
+                        .model_config = "{}",
+                        .fingerprint = "f",
+                        .payload_sha256 = ""};
+}
+
+// A write the disk cannot take (here: RLIMIT_FSIZE, in a child, so that
+// write(2) fails with EFBIG as it fails with ENOSPC on a full disk) fails
+// with Unavailable naming the file, leaves no temporary file and no
+// checkpoint under the new name, and the previous checkpoint stays the
+// newest valid one.
+TEST_F(CheckpointFileTest,
+       AWriteTheDiskRefusesFailsCleanlyAndKeepsThePrevious) {
+  Write(1, std::string(1000, 'a'));
+  const std::string path = (dir_ / LatestName(2)).string();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    auto written = WriteCheckpoint(path, Meta(2), std::string(64 << 10, 'b'));
+    if (written.ok()) ::_exit(1);
+    if (written.status().code() != absl::StatusCode::kUnavailable) ::_exit(2);
+    if (written.status().message().find(path) == absl::string_view::npos) {
+      ::_exit(3);
+    }
+    if (!IsStorageRefusal(written.status())) ::_exit(4);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: the write succeeded, 2: not Unavailable, 3: no path named, "
+         "4: not a storage refusal";
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  std::vector<std::string> warnings;
+  auto newest = NewestValidCheckpoint(dir_.string(), &warnings);
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->meta.step, 1);
+  EXPECT_EQ(newest->payload, std::string(1000, 'a'));
+  EXPECT_TRUE(warnings.empty());
+}
+
+// A real full file system: a 256 KiB tmpfs. Needs mount(2) (root or
+// CAP_SYS_ADMIN); skipped with a message where it is not allowed.
+TEST_F(CheckpointFileTest, AFullTmpfsKeepsThePreviousAndTakesTheNextWhenFreed) {
+  fs::create_directories(dir_);
+  if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=256k") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno)
+                 << "); the RLIMIT_FSIZE test covers the write";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{dir_.string()};
+  Write(1, std::string(1000, 'a'));
+  // Other Unavailable errors are not refusals of the storage.
+  EXPECT_FALSE(IsStorageRefusal(absl::UnavailableError("cannot write")));
+  {
+    std::ofstream filler(dir_ / "filler", std::ios::binary);
+    const std::string chunk(4096, 'f');
+    for (int i = 0; i < 256 && filler; ++i) {
+      filler.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      filler.flush();
+    }
+  }
+  const std::string path = (dir_ / LatestName(2)).string();
+  auto refused = WriteCheckpoint(path, Meta(2), std::string(64 << 10, 'b'));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("No space left"),
+            absl::string_view::npos)
+      << refused.status();
+  EXPECT_TRUE(IsStorageRefusal(refused.status()));
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  std::vector<std::string> warnings;
+  auto newest = NewestValidCheckpoint(dir_.string(), &warnings);
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->meta.step, 1);
+
+  fs::remove(dir_ / "filler");  // space returns: the next write succeeds
+  ASSERT_TRUE(WriteCheckpoint(path, Meta(2), std::string(64 << 10, 'b')).ok());
+  newest = NewestValidCheckpoint(dir_.string(), &warnings);
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->meta.step, 2);
 }
 
 }  // namespace

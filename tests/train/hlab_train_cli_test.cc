@@ -159,6 +159,39 @@ TEST_F(HlabTrainCliTest, CheckpointOfAnotherConfigIsRefusedAndKept) {
   EXPECT_EQ(names_after, names_before);
 }
 
+// A checkpoint write the disk refuses (here RLIMIT_FSIZE, through `ulimit
+// -f` with SIGXFSZ ignored: write(2) fails with EFBIG, as with ENOSPC on a
+// full disk) exits 74, names the file and the error, leaves no temporary
+// file, and keeps the checkpoints that were there.
+TEST_F(HlabTrainCliTest,
+       ACheckpointTheDiskRefusesExitsSeventyFourAndKeepsThePrevious) {
+  Json j = Task();
+  j["stop_at_tokens"] = 256 * 6;
+  ASSERT_EQ(Run(j).exit_code, 0);
+  std::vector<std::string> names_before;
+  for (const auto& e : fs::directory_iterator(root_ / "ckpt")) {
+    names_before.push_back(e.path().filename());
+  }
+  ASSERT_FALSE(names_before.empty());
+  const fs::path task_path = root_ / "task.json";
+  std::ofstream(task_path) << Task().dump(2);
+  const std::string cmd =
+      "bash -c \"trap '' XFSZ; ulimit -f 64; exec " +
+      std::string(HLAB_TRAIN_BIN) + " --task " + task_path.string() + " > " +
+      (root_ / "out").string() + " 2> " + (root_ / "err").string() + "\"";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  const std::string err = ReadFile(root_ / "err");
+  EXPECT_EQ(WEXITSTATUS(status), 74) << err;
+  EXPECT_NE(err.find("cannot write checkpoint"), std::string::npos) << err;
+  EXPECT_NE(err.find("File too large"), std::string::npos) << err;
+  std::vector<std::string> names_after;
+  for (const auto& e : fs::directory_iterator(root_ / "ckpt")) {
+    names_after.push_back(e.path().filename());
+  }
+  EXPECT_EQ(names_after, names_before);  // no .tmp, nothing pruned
+}
+
 TEST_F(HlabTrainCliTest, KillDashNineThenResumeReproducesTheLosses) {
   Json j = Task();
   j["checkpoint"]["every_steps"] = 3;

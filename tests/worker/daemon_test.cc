@@ -219,6 +219,26 @@ TEST_F(DaemonTest, RelaysMetricsAndCheckpointsThenCompletes) {
   EXPECT_EQ(metrics_->completed(), 1);
 }
 
+// A coordinator that cannot write its database (disk full) refuses reports
+// with UNAVAILABLE: the worker keeps the points and the checkpoint, sends
+// them again, none lost and none twice, and still counts the coordinator
+// as reached.
+TEST_F(DaemonTest, ReportsRefusedByACoordinatorThatCannotWriteAreSentAgain) {
+  fake().RefuseWrites(4);
+  fake().AddTask(MakeTask("t-ok", "ok"));
+  StartDaemon();
+  ASSERT_TRUE(
+      fake().WaitFor([](const FakeState& s) { return s.Completed("t-ok"); }));
+  FakeState s = fake().Snapshot();
+  EXPECT_EQ(s.refused, 4);
+  const auto loss = s.Points("train_loss");
+  ASSERT_EQ(loss.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(loss[i].step(), i + 1);
+  EXPECT_EQ(s.Points("val_loss").size(), 1u);
+  EXPECT_EQ(s.checkpoints.size(), 1u);
+  EXPECT_EQ(metrics_->connected(), 1);
+}
+
 hlab::v1::Task MakeEvalTask(const std::string& id,
                             const std::string& behavior) {
   hlab::v1::Task t;

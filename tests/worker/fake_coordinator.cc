@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/store_unavailable.h"
 
 namespace hlab::worker::testing {
 
@@ -41,6 +42,21 @@ void FakeCoordinator::StopTask(const std::string& task_id, int64_t attempt) {
 void FakeCoordinator::FenceTask(const std::string& task_id) {
   absl::MutexLock lock(&mu_);
   fenced_.push_back(task_id);
+}
+
+void FakeCoordinator::RefuseWrites(int n) {
+  absl::MutexLock lock(&mu_);
+  refuse_writes_ = n;
+}
+
+grpc::Status FakeCoordinator::Refusal() {
+  if (refuse_writes_ == 0) return grpc::Status::OK;
+  --refuse_writes_;
+  ++state_.refused;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      std::string(kStoreNotWritable) +
+                          ": database /tmp/hlab.db cannot be written (disk "
+                          "full): database or disk is full");
 }
 
 bool FakeCoordinator::IsFenced(const std::string& task_id) const {
@@ -122,6 +138,7 @@ grpc::Status FakeCoordinator::ReportMetrics(
   if (IsFenced(request->task_id())) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stale attempt");
   }
+  if (grpc::Status refused = Refusal(); !refused.ok()) return refused;
   for (const auto& p : request->points()) state_.points.push_back(p);
   response->set_accepted(request->points_size());
   return grpc::Status::OK;
@@ -136,6 +153,7 @@ grpc::Status FakeCoordinator::ReportCheckpoint(
   if (IsFenced(request->task_id())) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stale attempt");
   }
+  if (grpc::Status refused = Refusal(); !refused.ok()) return refused;
   state_.checkpoints.push_back(*request);
   return grpc::Status::OK;
 }

@@ -40,6 +40,7 @@ struct FakeState {
   std::deque<hlab::v1::Task> queue;          // tasks to hand out
   std::vector<hlab::v1::TaskProgress> stop;  // answered to every heartbeat
   int handed_out = 0;
+  int refused = 0;  // reports refused by RefuseWrites
 
   // Points of `name`, in arrival order.
   std::vector<hlab::v1::MetricPoint> Points(const std::string& name) const;
@@ -54,6 +55,11 @@ class FakeCoordinator final : public hlab::v1::WorkerService::Service {
   void StopTask(const std::string& task_id, int64_t attempt);
   // Refuse reports of this task with FAILED_PRECONDITION (a stale attempt).
   void FenceTask(const std::string& task_id);
+
+  // Refuse the next `n` ReportMetrics and ReportCheckpoint calls as a
+  // coordinator that cannot write its database does (UNAVAILABLE,
+  // kStoreNotWritable).
+  void RefuseWrites(int n);
 
   // Waits until `pred` holds (true), or `timeout` passes (false).
   bool WaitFor(const std::function<bool(const FakeState&)>& pred,
@@ -96,6 +102,9 @@ class FakeCoordinator final : public hlab::v1::WorkerService::Service {
   absl::Mutex mu_;
   FakeState state_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> fenced_ ABSL_GUARDED_BY(mu_);
+  int refuse_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts one refusal if RefuseWrites has some left: its status, else OK.
+  grpc::Status Refusal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 class FakeServer {

@@ -245,7 +245,16 @@ TEST(ClassifyExitTest, MapsExitCodes) {
   EXPECT_EQ(permanent.message, "hlab-train: exit code 2: bad task");
   EXPECT_FALSE(ClassifyExit({ExitStatus{false, 3, 0}}, "").retryable);
   EXPECT_TRUE(ClassifyExit({ExitStatus{false, 75, 0}}, "").retryable);
+  EXPECT_FALSE(ClassifyExit({ExitStatus{false, 75, 0}}, "").infrastructure);
   EXPECT_TRUE(ClassifyExit({ExitStatus{false, 1, 0}}, "").retryable);
+  // 74: this node's disk refused a checkpoint; not the task's fault.
+  TaskOutcome storage = ClassifyExit(
+      {ExitStatus{false, 74, 0}},
+      "cannot write checkpoint '/d/step-0000000200.ckpt.tmp': No space left "
+      "on device");
+  EXPECT_TRUE(storage.retryable);
+  EXPECT_TRUE(storage.infrastructure);
+  EXPECT_EQ(storage.exit_code, 74);
   TaskOutcome killed = ClassifyExit({ExitStatus{true, 0, SIGKILL}}, "");
   EXPECT_TRUE(killed.retryable);
   EXPECT_EQ(killed.exit_code, 128 + SIGKILL);

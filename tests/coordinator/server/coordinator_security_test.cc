@@ -165,9 +165,9 @@ TEST_F(SecureCoordinatorTest, MetricsEndpointServesHlabNames) {
        {"hlab_runs{state=\"PENDING\"} 1", "hlab_tasks{state=\"PENDING\"} 1",
         "hlab_workers_connected", "hlab_lease_expirations_total",
         "hlab_retries_total", "hlab_metric_points_ingested_total",
-        "hlab_db_commit_latency_seconds_bucket",
-        "hlab_run_loss{run=\"abc\"} 3.5", "hlab_run_tokens_per_second",
-        "hlab_run_progress_ratio"}) {
+        "hlab_db_commit_latency_seconds_bucket", "hlab_store_writable 1",
+        "hlab_store_write_failures_total 0", "hlab_run_loss{run=\"abc\"} 3.5",
+        "hlab_run_tokens_per_second", "hlab_run_progress_ratio"}) {
     EXPECT_NE(body.find(name), std::string::npos) << name << "\n" << body;
   }
   // A run that is no longer active loses its series.
