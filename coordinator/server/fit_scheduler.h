@@ -16,6 +16,21 @@
 // "fits" event is skipped. An architecture with fewer than 5 points is not
 // fitted; the event and the log say why.
 //
+// Live predictions (docs/coordinator.md, "Live predictions"): in the same
+// rounds, each unfinished sweep with at least kMinPredictionRuns succeeded
+// runs is refitted whenever its number of succeeded runs changed since its
+// newest prediction generation (so once per finished run; fits take about
+// a second per architecture): the same child with --predict fits every
+// architecture and target on the succeeded runs only, and predicts the
+// final target of every pending and running run with an interval
+// (sweep_fits.h, SweepFitOptions::predict_unfinished). The result is one
+// generation, stored with Store::RecordPredictions (tables
+// prediction_generations and predictions) and announced by a
+// "predictions" event. A restarted coordinator reads the newest
+// generation back and refits only when runs finished meanwhile. A
+// prediction is never a measurement: it is stored apart and no fit reads
+// it.
+//
 // Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
 // after the next start.
 //
@@ -24,6 +39,7 @@
 //
 //   FitScheduler fitter(&context, options);
 //   fitter.Start();           // or, in tests: fitter.FitFinishedSweeps();
+//                             //               fitter.PredictRunningSweeps();
 //   fitter.Stop();            // also in the destructor
 #ifndef HLAB_COORDINATOR_SERVER_FIT_SCHEDULER_H_
 #define HLAB_COORDINATOR_SERVER_FIT_SCHEDULER_H_
@@ -31,9 +47,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -53,7 +72,15 @@ struct FitSchedulerOptions {
   bool quick_grid = false;  // 32 starts instead of 4500 (tests)
   // The hlab-sweep-fit binary; empty: next to this executable.
   std::string binary;
+  // What the thread does each round: fit finished sweeps (once each), and
+  // refit running sweeps to predict their unfinished runs.
+  bool fit_finished = true;
+  bool predict = true;
 };
+
+// A running sweep is refitted for predictions from this many succeeded
+// runs on (the fewest one architecture's law needs, fits/sweep_fits.h).
+inline constexpr int kMinPredictionRuns = 5;
 
 class FitScheduler {
  public:
@@ -74,10 +101,27 @@ class FitScheduler {
   // a restart; query errors end the round; Cancelled when Stop ended a fit.
   absl::StatusOr<int> FitFinishedSweeps();
 
+  // Refits every unfinished sweep whose succeeded runs changed since its
+  // newest prediction generation (after a restart: the stored one), and
+  // stores a new generation of predictions of its pending and running
+  // runs; returns how many generations it stored. A sweep with no law yet
+  // (too few points per architecture) gets none. A failed refit is logged
+  // and not tried again until another run of the sweep finishes; query
+  // and store errors end the round; Cancelled when Stop ended a fit.
+  absl::StatusOr<int> PredictRunningSweeps();
+
  private:
   // Whether the sweep has fit rows or a "fits" event already.
   absl::StatusOr<bool> AlreadyFitted(int64_t sweep_id);
   absl::Status RunSweepFit(int64_t sweep_id);
+  // Runs hlab-sweep-fit on the sweep (with --predict: predictions too);
+  // its JSON result. Internal if it failed or printed no result; Cancelled
+  // when Stop ended it.
+  absl::StatusOr<nlohmann::json> RunFitChild(int64_t sweep_id, bool predict);
+  // The sweep's SUCCEEDED runs.
+  absl::StatusOr<int> SucceededRuns(int64_t sweep_id);
+  // One prediction generation; false when no law could be fitted yet.
+  absl::StatusOr<bool> RunSweepPrediction(int64_t sweep_id, int n_succeeded);
   std::string Binary() const;
 
   ServiceContext* const context_;
@@ -89,6 +133,9 @@ class FitScheduler {
   pid_t child_ ABSL_GUARDED_BY(mu_) = 0;  // the running hlab-sweep-fit
   absl::Mutex round_mu_;
   std::set<int64_t> done_ ABSL_GUARDED_BY(round_mu_);
+  // Per running sweep: its succeeded runs when it was last refitted (or
+  // tried) for predictions.
+  std::map<int64_t, int> predicted_at_ ABSL_GUARDED_BY(round_mu_);
 };
 
 }  // namespace hlab::coordinator

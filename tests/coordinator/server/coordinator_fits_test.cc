@@ -3,6 +3,7 @@
 // validation losses drawn from a known law per architecture, directly
 // through the store of an in-process coordinator.
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -65,6 +66,36 @@ class SweepFitsTest : public ::testing::Test {
   // Stores `spec` as a sweep whose runs all succeeded, each with a
   // "val_loss" point from its architecture's law.
   int64_t StoreFinishedSweep(const hlab::v1::SweepSpec& spec) {
+    return StoreSweep(spec, [](const store::RunSpec&) { return true; });
+  }
+
+  // Leases and completes a run's task with a "val_loss" point from its
+  // architecture's law (and a training loss that is never fitted).
+  void Succeed(const store::RunSpec& run) {
+    store::Store& store = *coordinator_->store();
+    const std::string task = run.id + ".train";
+    auto attempt = store.LeaseTask(task, "w1", clock_.Now(), absl::Seconds(30));
+    ASSERT_TRUE(attempt.ok()) << attempt.status();
+    store::MetricPoint loss;
+    loss.name = "val_loss";
+    loss.step = 10;
+    loss.tokens = run.budget_tokens;
+    loss.value = TruthFor(run.arch)(static_cast<double>(run.n_params),
+                                    static_cast<double>(run.budget_tokens));
+    store::MetricPoint train = loss;
+    train.name = "train_loss";
+    train.value = loss.value + 0.5;  // never fitted: val_loss comes first
+    ASSERT_TRUE(
+        store.RecordMetrics(task, *attempt, {loss, train}, clock_.Now()).ok());
+    ASSERT_TRUE(store.CompleteTask(task, *attempt, clock_.Now()).ok());
+  }
+
+  // Stores `spec` as a sweep, each run with one TRAIN task; the runs for
+  // which `succeeds` is true have succeeded (Succeed), the others are
+  // pending.
+  int64_t StoreSweep(const hlab::v1::SweepSpec& spec,
+                     const std::function<bool(const store::RunSpec&)>& succeeds,
+                     std::vector<store::RunSpec>* stored_runs = nullptr) {
     auto plan = sweep::PlanSweep(spec);
     EXPECT_TRUE(plan.ok()) << plan.status();
     store::Store& store = *coordinator_->store();
@@ -84,32 +115,24 @@ class SweepFitsTest : public ::testing::Test {
       task.sweep_id = sweep_id;
       task.run_id = run.id;
       EXPECT_TRUE(store.AddTasks({task}, clock_.Now()).ok());
-      auto attempt =
-          store.LeaseTask(task.id, "w1", clock_.Now(), absl::Seconds(30));
-      EXPECT_TRUE(attempt.ok()) << attempt.status();
-      store::MetricPoint loss;
-      loss.name = "val_loss";
-      loss.step = 10;
-      loss.tokens = run.budget_tokens;
-      loss.value = TruthFor(run.arch)(static_cast<double>(run.n_params),
-                                      static_cast<double>(run.budget_tokens));
-      store::MetricPoint train = loss;
-      train.name = "train_loss";
-      train.value = loss.value + 0.5;  // never fitted: val_loss comes first
-      EXPECT_TRUE(
-          store.RecordMetrics(task.id, *attempt, {loss, train}, clock_.Now())
-              .ok());
-      EXPECT_TRUE(store.CompleteTask(task.id, *attempt, clock_.Now()).ok());
+      if (succeeds(run)) Succeed(run);
     }
+    if (stored_runs != nullptr) *stored_runs = runs;
     return sweep_id;
   }
 
   std::vector<store::Event> FitEvents(int64_t sweep_id) {
+    return EventsOfKind(sweep_id, "fits");
+  }
+
+  std::vector<store::Event> EventsOfKind(int64_t sweep_id,
+                                         const std::string& kind) {
     auto events = coordinator_->store()->EventsSince(sweep_id, 0, 100000);
     EXPECT_TRUE(events.ok()) << events.status();
     std::vector<store::Event> out;
+    if (!events.ok()) return out;
     for (const store::Event& e : *events) {
-      if (e.kind == "fits") out.push_back(e);
+      if (e.kind == kind) out.push_back(e);
     }
     return out;
   }
@@ -263,6 +286,110 @@ TEST_F(SweepFitsTest, FailedFitIsLoggedAndNotRetriedEveryRound) {
   EXPECT_EQ(*first, 0);
   EXPECT_TRUE(FitEvents(sweep_id).empty());
   EXPECT_EQ(*fitter.FitFinishedSweeps(), 0);
+}
+
+// Live predictions: with the fit scales trained and the S4 runs pending,
+// the fitter predicts each S4 run's final loss from the law of its
+// architecture; a run that finishes brings a new generation; a restarted
+// fitter finds the stored one and does not refit; no prediction is ever a
+// fit point or a measurement.
+TEST_F(SweepFitsTest, RunningSweepGetsPredictionsOfItsPendingRuns) {
+  std::vector<store::RunSpec> runs;
+  const int64_t sweep_id = StoreSweep(
+      testing::DemoSpec(),
+      [](const store::RunSpec& run) { return run.scale != "S4"; }, &runs);
+  FitSchedulerOptions options = FitterOptions();
+  options.bootstrap = 0;
+  FitScheduler fitter(coordinator_->context(), options);
+  EXPECT_EQ(*fitter.FitFinishedSweeps(), 0);  // not finished: no final fit
+  auto predicted = fitter.PredictRunningSweeps();
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+  EXPECT_EQ(*predicted, 1);
+
+  auto latest = coordinator_->store()->LatestPredictions(sweep_id);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_TRUE(latest->has_value());
+  EXPECT_EQ((*latest)->generation, 1);
+  EXPECT_EQ((*latest)->n_succeeded, 36);
+  std::map<std::string, store::RunSpec> by_id;
+  for (const store::RunSpec& r : runs) by_id[r.id] = r;
+  // loss only (no run has a LongPPL): the 12 pending S4 runs.
+  ASSERT_EQ((*latest)->predictions.size(), 12u);
+  for (const store::Prediction& p : (*latest)->predictions) {
+    const store::RunSpec& run = by_id.at(p.run_id);
+    SCOPED_TRACE(run.arch + "/" + run.scale);
+    EXPECT_EQ(run.scale, "S4");
+    EXPECT_EQ(p.target, "loss");
+    EXPECT_EQ(p.method, "profile");
+    EXPECT_EQ(p.n_points, 9);  // S1-S3 x 3 budgets, measured only
+    const double truth =
+        TruthFor(run.arch)(static_cast<double>(run.n_params),
+                           static_cast<double>(run.budget_tokens));
+    // Noise-free points: the extrapolation to S4 lands on the law.
+    EXPECT_NEAR(p.predicted, truth, 0.01 * truth);
+    ASSERT_TRUE(p.lower.has_value() && p.upper.has_value());
+    EXPECT_LE(*p.lower, p.predicted);
+    EXPECT_GE(*p.upper, p.predicted);
+  }
+  std::vector<store::Event> events = EventsOfKind(sweep_id, "predictions");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].message.find(
+                "generation 1 from 36 succeeded runs: 12 predictions"),
+            std::string::npos)
+      << events[0].message;
+
+  // Nothing finished since: no refit, also for a restarted coordinator.
+  EXPECT_EQ(*fitter.PredictRunningSweeps(), 0);
+  FitScheduler restarted(coordinator_->context(), options);
+  EXPECT_EQ(*restarted.PredictRunningSweeps(), 0);
+
+  // One S4 run finishes: a new generation without it, and its last
+  // prediction stands against what it measured.
+  const store::RunSpec& done = by_id.at((*latest)->predictions[0].run_id);
+  Succeed(done);
+  ASSERT_EQ(*restarted.PredictRunningSweeps(), 1);
+  latest = coordinator_->store()->LatestPredictions(sweep_id);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->generation, 2);
+  EXPECT_EQ((*latest)->n_succeeded, 37);
+  EXPECT_EQ((*latest)->predictions.size(), 11u);
+  for (const store::Prediction& p : (*latest)->predictions) {
+    EXPECT_NE(p.run_id, done.id);
+    // The verify scale's measured run is no fit point either.
+    EXPECT_EQ(p.n_points, 9);
+  }
+  store::QueryResult row = Query(
+      "SELECT generation, predicted, actual FROM run_predictions WHERE"
+      " run_id = '" +
+      done.id + "'");
+  ASSERT_EQ(row.rows.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(row.rows[0][0]), 1);
+  EXPECT_NEAR(std::get<double>(row.rows[0][2]),
+              TruthFor(done.arch)(static_cast<double>(done.n_params),
+                                  static_cast<double>(done.budget_tokens)),
+              1e-9);
+  EXPECT_NEAR(std::get<double>(row.rows[0][1]),
+              std::get<double>(row.rows[0][2]),
+              0.01 * std::get<double>(row.rows[0][2]));
+  // Predictions are never measurements nor final fits.
+  EXPECT_TRUE(Query("SELECT * FROM fits").rows.empty());
+  EXPECT_EQ(
+      std::get<int64_t>(Query("SELECT count(*) FROM run_summary WHERE state ="
+                              " 'PENDING' AND final_val_loss IS NOT NULL")
+                            .rows[0][0]),
+      0);
+}
+
+TEST_F(SweepFitsTest, TooFewSucceededRunsGetNoPredictions) {
+  // 4 of the demo's runs succeeded: under kMinPredictionRuns, no refit.
+  int n = 0;
+  const int64_t sweep_id = StoreSweep(
+      testing::DemoSpec(), [&n](const store::RunSpec&) { return n++ < 4; });
+  FitScheduler fitter(coordinator_->context(), FitterOptions());
+  EXPECT_EQ(*fitter.PredictRunningSweeps(), 0);
+  auto latest = coordinator_->store()->LatestPredictions(sweep_id);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_FALSE(latest->has_value());
 }
 
 TEST_F(SweepFitsTest, UnfinishedSweepIsNotFitted) {
