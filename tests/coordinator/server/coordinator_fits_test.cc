@@ -18,6 +18,7 @@
 #include "coordinator/planning/proto_mapping.h"
 #include "coordinator/server/coordinator.h"
 #include "coordinator/server/fit_scheduler.h"
+#include "coordinator/server/lease_reaper.h"
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_parser.h"
 #include "tests/coordinator/server/coordinator_test_util.h"
@@ -141,6 +142,19 @@ class SweepFitsTest : public ::testing::Test {
     auto result = coordinator_->context()->query->Run(sql, {});
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? *result : store::QueryResult();
+  }
+
+  // Series per family of the live predictions in the coordinator's
+  // registry (what /metrics serves).
+  std::map<std::string, int> PredictedSeries() {
+    std::map<std::string, int> out;
+    for (const auto& family : coordinator_->metrics()->registry()->Collect()) {
+      if (family.name == "hlab_run_predicted_target" ||
+          family.name == "hlab_sweep_prediction_generation") {
+        out[family.name] = static_cast<int>(family.metric.size());
+      }
+    }
+    return out;
   }
 
   FakeClock clock_;
@@ -338,6 +352,12 @@ TEST_F(SweepFitsTest, RunningSweepGetsPredictionsOfItsPendingRuns) {
             std::string::npos)
       << events[0].message;
 
+  // /metrics: mid, lo and hi of each pending run's prediction.
+  ASSERT_TRUE(coordinator_->reaper()->Tick().ok());
+  std::map<std::string, int> series = PredictedSeries();
+  EXPECT_EQ(series["hlab_run_predicted_target"], 36);  // 12 runs x 3 bounds
+  EXPECT_EQ(series["hlab_sweep_prediction_generation"], 1);
+
   // Nothing finished since: no refit, also for a restarted coordinator.
   EXPECT_EQ(*fitter.PredictRunningSweeps(), 0);
   FitScheduler restarted(coordinator_->context(), options);
@@ -371,6 +391,9 @@ TEST_F(SweepFitsTest, RunningSweepGetsPredictionsOfItsPendingRuns) {
   EXPECT_NEAR(std::get<double>(row.rows[0][1]),
               std::get<double>(row.rows[0][2]),
               0.01 * std::get<double>(row.rows[0][2]));
+  // The finished run's series are gone.
+  ASSERT_TRUE(coordinator_->reaper()->Tick().ok());
+  EXPECT_EQ(PredictedSeries()["hlab_run_predicted_target"], 33);
   // Predictions are never measurements nor final fits.
   EXPECT_TRUE(Query("SELECT * FROM fits").rows.empty());
   EXPECT_EQ(
