@@ -358,6 +358,42 @@ TEST_F(SweepFitsTest, RunningSweepGetsPredictionsOfItsPendingRuns) {
   EXPECT_EQ(series["hlab_run_predicted_target"], 36);  // 12 runs x 3 bounds
   EXPECT_EQ(series["hlab_sweep_prediction_generation"], 1);
 
+  // The CLI over gRPC: the sweep's line, and predicted against actual.
+  {
+    std::ostringstream out, err;
+    ASSERT_EQ(
+        cli::RunCli({"status", "demo", "--address", coordinator_->address()},
+                    out, err),
+        0)
+        << err.str();
+    EXPECT_NE(out.str().find("predictions: generation 1, 12 of 12 unfinished "
+                             "runs predicted"),
+              std::string::npos)
+        << out.str();
+  }
+  {
+    std::ostringstream out, err;
+    ASSERT_EQ(cli::RunCli({"runs", "--sweep", "demo", "--format", "json",
+                           "--address", coordinator_->address()},
+                          out, err),
+              0)
+        << err.str();
+    const nlohmann::json rows = nlohmann::json::parse(out.str());
+    ASSERT_EQ(rows.size(), 48u);
+    int predicted_rows = 0;
+    for (const nlohmann::json& row : rows) {
+      const bool pending = row["scale"] == "S4";
+      EXPECT_EQ(row["predicted_loss"].is_number(), pending) << row.dump();
+      EXPECT_EQ(row["final_val_loss"].is_number(), !pending) << row.dump();
+      if (!pending) continue;
+      ++predicted_rows;
+      EXPECT_EQ(row["prediction_generation"], 1);
+      EXPECT_LE(row["predicted_loss_lo"].get<double>(),
+                row["predicted_loss"].get<double>());
+    }
+    EXPECT_EQ(predicted_rows, 12);
+  }
+
   // Nothing finished since: no refit, also for a restarted coordinator.
   EXPECT_EQ(*fitter.PredictRunningSweeps(), 0);
   FitScheduler restarted(coordinator_->context(), options);
