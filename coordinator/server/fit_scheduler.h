@@ -19,8 +19,9 @@
 // Live predictions (docs/coordinator.md, "Live predictions"): in the same
 // rounds, each unfinished sweep with at least kMinPredictionRuns succeeded
 // runs is refitted whenever its number of succeeded runs changed since its
-// newest prediction generation (so once per finished run; fits take about
-// a second per architecture): the same child with --predict fits every
+// newest prediction generation (so once per finished run, or per round
+// when several finish during one refit; the demo's takes ~10 s on one
+// thread, docs/coordinator.md): the same child with --predict fits every
 // architecture and target on the succeeded runs only, and predicts the
 // final target of every pending and running run with an interval
 // (sweep_fits.h, SweepFitOptions::predict_unfinished). The result is one

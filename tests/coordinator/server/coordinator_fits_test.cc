@@ -2,6 +2,7 @@
 // `hlab fit --db`: the demo sweep's 48 runs are stored as finished, with
 // validation losses drawn from a known law per architecture, directly
 // through the store of an in-process coordinator.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_split.h"
 #include "cli/cli.h"
 #include "coordinator/planning/proto_mapping.h"
 #include "coordinator/server/coordinator.h"
@@ -57,10 +59,9 @@ FitSchedulerOptions FitterOptions() {
 class SweepFitsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    CoordinatorOptions options =
-        testing::TestOptions(dir_.File("hlab.db"), &clock_);
-    options.auto_fit = false;
-    coordinator_ = testing::StartOrDie(options);
+    options_ = testing::TestOptions(dir_.File("hlab.db"), &clock_);
+    options_.auto_fit = false;
+    coordinator_ = testing::StartOrDie(options_);
     ASSERT_NE(coordinator_, nullptr);
   }
 
@@ -159,6 +160,7 @@ class SweepFitsTest : public ::testing::Test {
 
   FakeClock clock_;
   TempDir dir_;
+  CoordinatorOptions options_;
   std::unique_ptr<Coordinator> coordinator_;
 };
 
@@ -437,6 +439,93 @@ TEST_F(SweepFitsTest, RunningSweepGetsPredictionsOfItsPendingRuns) {
                               " 'PENDING' AND final_val_loss IS NOT NULL")
                             .rows[0][0]),
       0);
+}
+
+// A killed coordinator's successor serves the stored predictions at once
+// (gRPC, /metrics) and does not refit until a run finishes.
+TEST_F(SweepFitsTest, PredictionsSurviveACoordinatorRestart) {
+  const int64_t sweep_id =
+      StoreSweep(testing::DemoSpec(),
+                 [](const store::RunSpec& run) { return run.scale != "S4"; });
+  FitSchedulerOptions options = FitterOptions();
+  options.bootstrap = 0;
+  {
+    FitScheduler fitter(coordinator_->context(), options);
+    ASSERT_EQ(*fitter.PredictRunningSweeps(), 1);
+  }
+  coordinator_.reset();
+  coordinator_ = testing::StartOrDie(options_);
+  ASSERT_NE(coordinator_, nullptr);
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::RunCli({"runs", "--state", "pending", "--format", "csv",
+                         "--address", coordinator_->address()},
+                        out, err),
+            0)
+      << err.str();
+  // 12 rows, each with predicted_loss, _lo, _hi and generation 1 (the
+  // demo's names have no commas to quote).
+  std::istringstream lines(out.str());
+  std::string line;
+  std::getline(lines, line);
+  const std::vector<std::string> header = absl::StrSplit(line, ',');
+  const auto column = [&header](const std::string& name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    ++rows;
+    const std::vector<std::string> cells = absl::StrSplit(line, ',');
+    ASSERT_EQ(cells.size(), header.size()) << line;
+    EXPECT_FALSE(cells[column("predicted_loss")].empty()) << line;
+    EXPECT_FALSE(cells[column("predicted_loss_lo")].empty()) << line;
+    EXPECT_FALSE(cells[column("predicted_loss_hi")].empty()) << line;
+    EXPECT_EQ(cells[column("prediction_generation")], "1") << line;
+  }
+  EXPECT_EQ(rows, 12);
+  ASSERT_TRUE(coordinator_->reaper()->Tick().ok());
+  EXPECT_EQ(PredictedSeries()["hlab_run_predicted_target"], 36);
+  FitScheduler restarted(coordinator_->context(), options);
+  EXPECT_EQ(*restarted.PredictRunningSweeps(), 0);
+  auto latest = coordinator_->store()->LatestPredictions(sweep_id);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->generation, 1);
+}
+
+// With 5 fit points there is no profile interval: the bootstrap's
+// percentile interval stands in. Architectures without a law get none.
+TEST_F(SweepFitsTest, FiveFitPointsPredictWithTheBootstrap) {
+  int fit_runs = 0;
+  std::vector<store::RunSpec> runs;
+  const int64_t sweep_id = StoreSweep(
+      testing::DemoSpec(),
+      [&fit_runs](const store::RunSpec& run) {
+        return run.arch == "full" && run.scale != "S4" && fit_runs++ < 5;
+      },
+      &runs);
+  FitSchedulerOptions options = FitterOptions();
+  options.bootstrap = 50;
+  FitScheduler fitter(coordinator_->context(), options);
+  ASSERT_EQ(*fitter.PredictRunningSweeps(), 1);
+  auto latest = coordinator_->store()->LatestPredictions(sweep_id);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  // full's 7 other runs: 4 of the fit scales, 3 of S4.
+  ASSERT_EQ((*latest)->predictions.size(), 7u);
+  std::map<std::string, store::RunSpec> by_id;
+  for (const store::RunSpec& r : runs) by_id[r.id] = r;
+  for (const store::Prediction& p : (*latest)->predictions) {
+    const store::RunSpec& run = by_id.at(p.run_id);
+    EXPECT_EQ(run.arch, "full");
+    EXPECT_EQ(p.method, "bootstrap");
+    EXPECT_EQ(p.n_points, 5);
+    ASSERT_TRUE(p.lower.has_value() && p.upper.has_value());
+    EXPECT_LE(*p.lower, *p.upper);
+    const double truth =
+        TruthFor(run.arch)(static_cast<double>(run.n_params),
+                           static_cast<double>(run.budget_tokens));
+    // Noise-free: the fit passes through the law, within a few percent
+    // out to S4 from 5 points.
+    EXPECT_NEAR(p.predicted, truth, 0.05 * truth);
+  }
 }
 
 TEST_F(SweepFitsTest, TooFewSucceededRunsGetNoPredictions) {
