@@ -87,6 +87,8 @@ void ProgressView::SetPredictions(const std::vector<v1::Run>& runs) {
     if (it == runs_.end()) continue;
     const v1::RunPrediction* p = FindPrediction(run, "loss");
     it->second.predicted = p != nullptr ? PredictionText(*p) : "";
+    const v1::RunPrediction* c = FindPrediction(run, "train_loss");
+    it->second.curve = c != nullptr ? PredictionText(*c) : "";
   }
 }
 
@@ -176,6 +178,9 @@ std::string ProgressView::ProgressText(const RunView& run) const {
   }
   if (!run.predicted.empty()) {
     absl::StrAppend(&text, "  predicted final ", run.predicted);
+  }
+  if (!run.curve.empty()) {
+    absl::StrAppend(&text, "  its curve: final train loss ", run.curve);
   }
   return text;
 }

@@ -69,8 +69,9 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
     if (!header) out << "active:\n";
     header = true;
     const v1::RunPrediction* predicted = FindPrediction(run, "loss");
+    const v1::RunPrediction* curve = FindPrediction(run, "train_loss");
     out << absl::StrFormat(
-        "  %s  %s  %s  %-10s  %3.0f%%  %s/%s tokens  step %d%s%s\n",
+        "  %s  %s  %s  %-10s  %3.0f%%  %s/%s tokens  step %d%s%s%s\n",
         run.run_id(), run.architecture(), run.scale(),
         RunPhaseName(run.phase()),
         Percent(static_cast<double>(run.tokens_done()),
@@ -81,7 +82,10 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
                              : "",
         predicted != nullptr
             ? absl::StrCat("  predicted final ", PredictionText(*predicted))
-            : "");
+            : "",
+        curve != nullptr ? absl::StrCat("  its curve: final train loss ",
+                                        PredictionText(*curve))
+                         : "");
   }
   header = false;
   for (const v1::Run& run : runs) {
@@ -187,7 +191,8 @@ Command StatusCommand() {
       "decaying, evaluating, waiting) and end state, progress in tokens and\n"
       "FLOPs, the live predictions (their generation and how many\n"
       "unfinished runs they cover), the active runs with the tokens of their\n"
-      "own budget and their predicted final loss, the failed runs with their\n"
+      "own budget, their predicted final loss (the sweep's law) and final\n"
+      "train loss (their own curve), the failed runs with their\n"
       "errors, and what to do next; --json prints GetSweepResponse (the\n"
       "stored sweep with its spec and counts) as JSON.\n"
       "Without SWEEP: one line per sweep that has runs, with the number of\n"

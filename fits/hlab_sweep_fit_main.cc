@@ -16,7 +16,11 @@
 // --predict (live predictions while the sweep runs) also predicts every
 // pending and running run (SweepFitOptions::predict_unfinished) and adds
 // "predictions": [{"run_id", "target", "predicted", "lower", "upper",
-// "method", "n_points"}] (an open side is null).
+// "method", "n_points"}] (an open side is null), and each of those runs
+// that has training points also gets its final train loss from its own
+// curve (target "train_loss", method "curve", n_points its newest step;
+// fits/curve_backtest.h, PredictUnfinished).
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -30,6 +34,7 @@
 #include "coordinator/store/query.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep/spec_parser.h"
+#include "fits/curve_backtest.h"
 #include "fits/sweep_fits.h"
 
 namespace {
@@ -137,7 +142,41 @@ int main(int argc, char** argv) {
                              {"n_points", p.n_points}});
     }
   }
-  if (options.predict_unfinished) out["predictions"] = std::move(predictions);
+  if (options.predict_unfinished) {
+    // Each unfinished run with points: its final train loss from its own
+    // curve (the learning-rate-area law, curve_backtest.h), as
+    // `hlab-curve-backtest --live` gives it. A failure here leaves the
+    // laws' predictions as they are.
+    hlab::store::QueryOptions curve_query;
+    curve_query.max_rows = 10'000'000;
+    curve_query.time_limit = absl::Minutes(5);
+    auto curves = hlab::fits::ReadRunCurves(
+        [&](const std::string& sql) { return (*query)->Run(sql, curve_query); },
+        sweep_id);
+    using Rows = absl::StatusOr<std::vector<hlab::fits::BacktestRow>>;
+    const Rows rows = curves.ok() ? hlab::fits::PredictUnfinished(*curves, {})
+                                  : Rows(curves.status());
+    if (!rows.ok()) {
+      std::cerr << "hlab-sweep-fit: no curve predictions: "
+                << rows.status().message() << "\n";
+    } else {
+      for (const hlab::fits::BacktestRow& r : *rows) {
+        if (!r.predicted || !std::isfinite(*r.predicted)) continue;
+        auto bound = [](const std::optional<double>& v) {
+          return v && std::isfinite(*v) ? nlohmann::ordered_json(*v)
+                                        : nlohmann::ordered_json();
+        };
+        predictions.push_back({{"run_id", r.run_id},
+                               {"target", "train_loss"},
+                               {"predicted", *r.predicted},
+                               {"lower", bound(r.lower)},
+                               {"upper", bound(r.upper)},
+                               {"method", "curve"},
+                               {"n_points", r.cutoff_step}});
+      }
+    }
+    out["predictions"] = std::move(predictions);
+  }
   out["seconds"] = absl::ToDoubleSeconds(absl::Now() - start);
   std::cout << out.dump() << "\n";
   return 0;

@@ -333,7 +333,7 @@ absl::StatusOr<bool> FitScheduler::RunSweepPrediction(int64_t sweep_id,
     prediction.n_points = static_cast<int>(Number(p, "n_points", 0));
     generation.predictions.push_back(std::move(prediction));
   }
-  if (fitted == 0) {
+  if (fitted == 0 && generation.predictions.empty()) {
     // Nothing to predict from yet (too few points): no generation.
     HLAB_LOG(INFO) << "sweep " << sweep_id << ": no live predictions yet ("
                    << n_succeeded << " succeeded runs): "
@@ -362,29 +362,44 @@ absl::StatusOr<int> FitScheduler::PredictRunningSweeps() {
   HLAB_ASSIGN_OR_RETURN(std::vector<store::Sweep> sweeps,
                         context_->store->ListSweeps());
   int predicted = 0;
+  const absl::Time now = context_->clock();
   for (const store::Sweep& sweep : sweeps) {
     if (sweep.state == store::SweepState::kCancelled) continue;
     HLAB_ASSIGN_OR_RETURN(bool finished, context_->catalog->Finished(sweep.id));
     if (finished) continue;
     HLAB_ASSIGN_OR_RETURN(int n_succeeded, SucceededRuns(sweep.id));
-    if (n_succeeded < kMinPredictionRuns) continue;
     auto tried = predicted_at_.find(sweep.id);
-    if (tried != predicted_at_.end() && tried->second == n_succeeded) continue;
     if (tried == predicted_at_.end()) {
-      // After a restart: the stored generation's runs, if any.
+      // After a restart: the stored generation, if any.
       HLAB_ASSIGN_OR_RETURN(std::optional<store::PredictionGeneration> latest,
                             context_->store->LatestPredictions(sweep.id));
-      if (latest && latest->n_succeeded == n_succeeded) {
-        predicted_at_[sweep.id] = n_succeeded;
-        continue;
-      }
+      Refit last;
+      if (latest) last = {latest->n_succeeded, latest->created_at};
+      tried = predicted_at_.emplace(sweep.id, last).first;
     }
+    // The laws: when a run finished since. The runs' own curves: when one
+    // of them trains and the last refit is curve_refresh old.
+    const bool law_due = n_succeeded >= kMinPredictionRuns &&
+                         n_succeeded != tried->second.n_succeeded;
+    bool curve_due = false;
+    if (!law_due && options_.curve_refresh > absl::ZeroDuration() &&
+        now - tried->second.time >= options_.curve_refresh) {
+      store::RunFilter training;
+      training.sweep_id = sweep.id;
+      training.phases = {store::RunPhase::kTrunk, store::RunPhase::kTraining,
+                         store::RunPhase::kDecaying};
+      HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> runs,
+                            context_->store->ListRuns(training));
+      curve_due = !runs.empty();
+    }
+    if (!law_due && !curve_due) continue;
     absl::StatusOr<bool> done = RunSweepPrediction(sweep.id, n_succeeded);
     if (done.status().code() == absl::StatusCode::kCancelled) {
       return done.status();
     }
-    // A failure is not retried until another run finishes.
-    predicted_at_[sweep.id] = n_succeeded;
+    // A failure is not retried until another run finishes (or, for the
+    // curves, curve_refresh later).
+    tried->second = {n_succeeded, now};
     if (!done.ok()) {
       HLAB_LOG(WARNING) << "sweep " << sweep.id
                         << ": live predictions failed: " << done.status();

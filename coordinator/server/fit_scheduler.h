@@ -24,7 +24,11 @@
 // thread, docs/coordinator.md): the same child with --predict fits every
 // architecture and target on the succeeded runs only, and predicts the
 // final target of every pending and running run with an interval
-// (sweep_fits.h, SweepFitOptions::predict_unfinished). The result is one
+// (sweep_fits.h, SweepFitOptions::predict_unfinished), and the final train
+// loss of each one that has training points from its own curve
+// (fits/curve_backtest.h, PredictUnfinished); for those curves a sweep
+// with a run in training is also refitted every `curve_refresh`, and
+// without the 5 runs a law needs. The result is one
 // generation, stored with Store::RecordPredictions (tables
 // prediction_generations and predictions) and announced by a
 // "predictions" event. A restarted coordinator reads the newest
@@ -77,6 +81,10 @@ struct FitSchedulerOptions {
   // refit running sweeps to predict their unfinished runs.
   bool fit_finished = true;
   bool predict = true;
+  // A running sweep whose runs train is also refitted this long after its
+  // last refit, so that the runs' own-curve predictions follow their
+  // training; zero: only when a run finishes.
+  absl::Duration curve_refresh = absl::Minutes(5);
 };
 
 // A running sweep is refitted for predictions from this many succeeded
@@ -103,10 +111,11 @@ class FitScheduler {
   absl::StatusOr<int> FitFinishedSweeps();
 
   // Refits every unfinished sweep whose succeeded runs changed since its
-  // newest prediction generation (after a restart: the stored one), and
+  // newest prediction generation (after a restart: the stored one), or
+  // whose newest refit is curve_refresh old while a run of it trains, and
   // stores a new generation of predictions of its pending and running
-  // runs; returns how many generations it stored. A sweep with no law yet
-  // (too few points per architecture) gets none. A failed refit is logged
+  // runs; returns how many generations it stored. A refit with nothing to
+  // predict (no law, no curve) stores none. A failed refit is logged
   // and not tried again until another run of the sweep finishes; query
   // and store errors end the round; Cancelled when Stop ended a fit.
   absl::StatusOr<int> PredictRunningSweeps();
@@ -134,9 +143,13 @@ class FitScheduler {
   pid_t child_ ABSL_GUARDED_BY(mu_) = 0;  // the running hlab-sweep-fit
   absl::Mutex round_mu_;
   std::set<int64_t> done_ ABSL_GUARDED_BY(round_mu_);
-  // Per running sweep: its succeeded runs when it was last refitted (or
-  // tried) for predictions.
-  std::map<int64_t, int> predicted_at_ ABSL_GUARDED_BY(round_mu_);
+  // Per running sweep: its succeeded runs and the time when it was last
+  // refitted (or tried) for predictions.
+  struct Refit {
+    int n_succeeded = -1;  // -1: never
+    absl::Time time = absl::InfinitePast();
+  };
+  std::map<int64_t, Refit> predicted_at_ ABSL_GUARDED_BY(round_mu_);
 };
 
 }  // namespace hlab::coordinator

@@ -350,7 +350,9 @@ UPDATE runs SET phase = CASE
 // lives only here, and no fit reads these tables. run_predictions gives
 // the newest generation of each (run, sweep, target) with the run's state
 // and, once it succeeded, the measured value it predicted (as RunFigures
-// reads it: loss = final validation loss, else training loss).
+// reads it: loss = final validation loss, else training loss; train_loss
+// = the mean train_loss over its last 1% of steps, at least 32, as the
+// curve law predicts it).
 constexpr char kV8Predictions[] = R"sql(
 CREATE TABLE prediction_generations (
   sweep_id    INTEGER NOT NULL REFERENCES sweeps (id),
@@ -365,11 +367,13 @@ CREATE TABLE predictions (
   run_id     TEXT NOT NULL REFERENCES runs (id),
   sweep_id   INTEGER NOT NULL,
   generation INTEGER NOT NULL,
-  target     TEXT NOT NULL CHECK (target IN ('loss', 'longppl')),
+  target     TEXT NOT NULL
+             CHECK (target IN ('loss', 'longppl', 'train_loss')),
   predicted  REAL NOT NULL,
   lower      REAL,
   upper      REAL,
-  method     TEXT NOT NULL CHECK (method IN ('profile', 'bootstrap', 'fit')),
+  method     TEXT NOT NULL
+             CHECK (method IN ('profile', 'bootstrap', 'fit', 'curve')),
   n_points   INTEGER NOT NULL,
   PRIMARY KEY (run_id, sweep_id, generation, target),
   FOREIGN KEY (sweep_id, generation)
@@ -390,8 +394,12 @@ SELECT
          AND m.name = 'val_loss' ORDER BY m.step DESC LIMIT 1),
       (SELECT m.value FROM metrics m WHERE m.run_id = r.id
          AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1))
-    ELSE (SELECT e.value FROM evals e WHERE e.run_id = r.id
-         AND e.metric = 'log_longppl' ORDER BY e.step DESC LIMIT 1)
+    WHEN p.target = 'longppl' THEN (SELECT e.value FROM evals e
+      WHERE e.run_id = r.id AND e.metric = 'log_longppl'
+      ORDER BY e.step DESC LIMIT 1)
+    ELSE (SELECT avg(m.value) FROM metrics m WHERE m.run_id = r.id
+      AND m.name = 'train_loss'
+      AND m.step > r.step_done - max(32, r.step_done / 100))
   END AS actual,
   datetime(g.created_at / 1000, 'unixepoch') AS created
 FROM predictions p

@@ -267,8 +267,9 @@ class Store {
   // `generation` and `created_at` are ignored: the next number and `now`)
   // with its predictions, in one transaction; returns the generation
   // number. InvalidArgument, with nothing stored, for a run that is not in
-  // the sweep, a target other than "loss" or "longppl", a method other than
-  // "profile", "bootstrap" or "fit", a predicted value or bound that is not
+  // the sweep, a target other than "loss", "longppl" or "train_loss", a
+  // method other than "profile", "bootstrap", "fit" or "curve", a predicted
+  // value or bound that is not
   // finite, or two predictions of the same run and target; NotFound for an
   // unknown sweep.
   absl::StatusOr<int64_t> RecordPredictions(

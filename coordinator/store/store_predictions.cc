@@ -15,14 +15,16 @@ namespace {
 
 absl::Status CheckPrediction(const Prediction& p) {
   const std::string what = absl::StrCat("prediction of run ", p.run_id);
-  if (p.target != "loss" && p.target != "longppl") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": target '", p.target, "' (expected loss or longppl)"));
+  if (p.target != "loss" && p.target != "longppl" && p.target != "train_loss") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": target '", p.target,
+                     "' (expected loss, longppl or train_loss)"));
   }
-  if (p.method != "profile" && p.method != "bootstrap" && p.method != "fit") {
+  if (p.method != "profile" && p.method != "bootstrap" && p.method != "fit" &&
+      p.method != "curve") {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": method '", p.method,
-                     "' (expected profile, bootstrap or fit)"));
+                     "' (expected profile, bootstrap, fit or curve)"));
   }
   const bool finite = std::isfinite(p.predicted) &&
                       (!p.lower || std::isfinite(*p.lower)) &&

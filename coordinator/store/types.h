@@ -254,16 +254,22 @@ struct FitRecord {
 // stored apart, table predictions, and no fit reads it).
 struct Prediction {
   std::string run_id;
-  std::string target;  // "loss" or "longppl" (log LongPPL)
+  // "loss" or "longppl" (log LongPPL), by the sweep's law; "train_loss"
+  // (the mean over its last 1% of steps), by the run's own curve.
+  std::string target;
   double predicted = 0;
   // The interval's ends; nullopt: the data do not bound that side (or there
   // is no interval: method "fit").
   std::optional<double> lower;
   std::optional<double> upper;
   // "profile" (profile-likelihood prediction interval), "bootstrap"
-  // (percentile interval of the resampled laws) or "fit" (no interval).
+  // (percentile interval of the resampled laws), "fit" (no interval), or
+  // "curve" (the learning-rate-area law of its own curve, analysis/
+  // curve_law.h).
   std::string method = "fit";
-  int n_points = 0;  // the fit points of the law that predicted it
+  // The fit points of the law that predicted it ("curve": the run's newest
+  // step it saw).
+  int n_points = 0;
 };
 
 // One refit of a sweep's laws while it runs, with its predictions.

@@ -396,8 +396,16 @@ TEST(ProgressViewTest, SetPredictionsReplacesTheLawsFigure) {
   longppl->set_sweep_id("sw-1");
   longppl->set_target("longppl");
   longppl->set_predicted(1.5);
+  v1::RunPrediction* curve = run.add_predictions();  // its own curve's
+  curve->set_sweep_id("sw-1");
+  curve->set_target("train_loss");
+  curve->set_predicted(2.875);
+  curve->set_lower(2.75);
+  curve->set_upper(3);
+  curve->set_method("curve");
   view.SetPredictions({run});
-  EXPECT_NE(view.Block()[1].find("  predicted final 2.5 [?, 2.75]"),
+  EXPECT_NE(view.Block()[1].find("  predicted final 2.5 [?, 2.75]  its curve: "
+                                 "final train loss 2.875 [2.75, 3]"),
             std::string::npos)
       << view.Block()[1];
 }

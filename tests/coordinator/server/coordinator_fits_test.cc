@@ -528,6 +528,95 @@ TEST_F(SweepFitsTest, FiveFitPointsPredictWithTheBootstrap) {
   }
 }
 
+// A run in training also gets its final train loss from its own curve
+// (the learning-rate-area law, analysis/curve_law.h), refreshed every
+// curve_refresh while it trains, with no run finishing.
+TEST_F(SweepFitsTest, ATrainingRunGetsItsOwnCurvesPrediction) {
+  std::vector<store::RunSpec> runs;
+  const int64_t sweep_id = StoreSweep(
+      testing::DemoSpec(),
+      [](const store::RunSpec& run) { return run.scale != "S4"; }, &runs);
+  const store::RunSpec* s4 = nullptr;
+  for (const store::RunSpec& r : runs) {
+    if (r.scale == "S4" && s4 == nullptr) s4 = &r;
+  }
+  ASSERT_NE(s4, nullptr);
+  const int64_t steps =
+      nlohmann::json::parse(s4->config)["steps"].get<int64_t>();
+  ASSERT_GT(steps, 200);
+  // Half of its steps, the loss still falling.
+  store::Store& store = *coordinator_->store();
+  auto attempt =
+      store.LeaseTask(s4->id + ".train", "w1", clock_.Now(), absl::Seconds(30));
+  ASSERT_TRUE(attempt.ok()) << attempt.status();
+  std::vector<store::MetricPoint> points;
+  for (int64_t k = 1; k <= steps / 2; ++k) {
+    store::MetricPoint p;
+    p.name = "train_loss";
+    p.step = k;
+    p.tokens = k * (s4->budget_tokens / steps);
+    p.value = 2.0 + 3.0 / std::sqrt(static_cast<double>(k));
+    points.push_back(p);
+  }
+  const double last = points.back().value;
+  ASSERT_TRUE(
+      store.RecordMetrics(s4->id + ".train", *attempt, points, clock_.Now())
+          .ok());
+  FitSchedulerOptions options = FitterOptions();
+  options.bootstrap = 0;
+  FitScheduler fitter(coordinator_->context(), options);
+  ASSERT_EQ(*fitter.PredictRunningSweeps(), 1);
+  auto latest = store.LatestPredictions(sweep_id);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  const store::Prediction* curve = nullptr;
+  int laws = 0;
+  for (const store::Prediction& p : (*latest)->predictions) {
+    if (p.target == "train_loss") {
+      EXPECT_EQ(p.run_id, s4->id);  // the only run with a curve
+      curve = &p;
+    } else {
+      ++laws;
+    }
+  }
+  EXPECT_EQ(laws, 12);  // the laws' predictions are there too
+  ASSERT_NE(curve, nullptr);
+  EXPECT_EQ(curve->method, "curve");
+  EXPECT_EQ(curve->n_points, steps / 2);
+  // Below where it is now (it keeps falling, then decays), above the
+  // curve's floor.
+  EXPECT_LT(curve->predicted, last);
+  EXPECT_GT(curve->predicted, 1.5);
+  ASSERT_TRUE(curve->lower.has_value() && curve->upper.has_value());
+  EXPECT_LE(*curve->lower, curve->predicted);
+  EXPECT_GE(*curve->upper, curve->predicted);
+
+  // hlab status: the active run's law and curve predictions.
+  std::ostringstream out, err;
+  ASSERT_EQ(
+      cli::RunCli({"status", "demo", "--address", coordinator_->address()}, out,
+                  err),
+      0)
+      << err.str();
+  const std::string status = out.str();
+  const size_t line = status.find("  " + s4->id + "  ");
+  ASSERT_NE(line, std::string::npos) << status;
+  const std::string active =
+      status.substr(line, status.find('\n', line) - line);
+  EXPECT_NE(active.find("predicted final "), std::string::npos) << active;
+  EXPECT_NE(active.find("its curve: final train loss "), std::string::npos)
+      << active;
+
+  // No run finished: no refit until curve_refresh has passed.
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(*fitter.PredictRunningSweeps(), 0);
+  clock_.Advance(options.curve_refresh);
+  EXPECT_EQ(*fitter.PredictRunningSweeps(), 1);
+  latest = store.LatestPredictions(sweep_id);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->generation, 2);
+  EXPECT_EQ((*latest)->n_succeeded, 36);
+}
+
 TEST_F(SweepFitsTest, TooFewSucceededRunsGetNoPredictions) {
   // 4 of the demo's runs succeeded: under kMinPredictionRuns, no refit.
   int n = 0;

@@ -122,24 +122,39 @@ TEST_F(StorePredictionsTest, GenerationsRoundTripNewestFirst) {
 }
 
 TEST_F(StorePredictionsTest, ActualAppearsOnceTheRunSucceeds) {
-  ASSERT_TRUE(store_
-                  ->RecordPredictions(
-                      Generation({Predict("r1", "loss", 3.0, 2.9, 3.1)}), T(1))
-                  .ok());
+  Prediction curve = Predict("r1", "train_loss", 25, 24, 26);
+  curve.method = "curve";
+  ASSERT_TRUE(
+      store_
+          ->RecordPredictions(
+              Generation({Predict("r1", "loss", 3.0, 2.9, 3.1), curve}), T(1))
+          .ok());
   auto attempt = store_->LeaseTask("r1.train", "w1", T(2), absl::Seconds(30));
   ASSERT_TRUE(attempt.ok()) << attempt.status();
   MetricPoint val;
   val.name = "val_loss";
   val.step = 10;
   val.value = 3.05;
-  ASSERT_TRUE(store_->RecordMetrics("r1.train", *attempt, {val}, T(3)).ok());
+  // train_loss = step at steps 1..40: the final window is the last 32.
+  std::vector<MetricPoint> points = {val};
+  for (int step = 1; step <= 40; ++step) {
+    MetricPoint p;
+    p.name = "train_loss";
+    p.step = step;
+    p.tokens = step;
+    p.value = step;
+    points.push_back(p);
+  }
+  ASSERT_TRUE(store_->RecordMetrics("r1.train", *attempt, points, T(3)).ok());
   ASSERT_TRUE(store_->CompleteTask("r1.train", *attempt, T(4)).ok());
   auto engine = QueryEngine::Open(dir_.File("hlab.db"));
   ASSERT_TRUE(engine.ok());
   auto rows = (*engine)->Run(
-      "SELECT state, predicted, actual FROM run_predictions", QueryOptions());
+      "SELECT state, predicted, actual FROM run_predictions ORDER BY target",
+      QueryOptions());
   ASSERT_TRUE(rows.ok()) << rows.status();
-  ASSERT_EQ(rows->rows.size(), 1u);
+  ASSERT_EQ(rows->rows.size(), 2u);
+  EXPECT_EQ(std::get<double>(rows->rows[1][2]), 24.5);  // mean of 9..40
   EXPECT_EQ(std::get<std::string>(rows->rows[0][0]), "SUCCEEDED");
   EXPECT_EQ(std::get<double>(rows->rows[0][1]), 3.0);
   EXPECT_EQ(std::get<double>(rows->rows[0][2]), 3.05);
