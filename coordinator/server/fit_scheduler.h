@@ -21,20 +21,19 @@
 // runs is refitted whenever its number of succeeded runs changed since its
 // newest prediction generation (so once per finished run, or per round
 // when several finish during one refit; the demo's takes ~10 s on one
-// thread, docs/coordinator.md): the same child with --predict fits every
-// architecture and target on the succeeded runs only, and predicts the
+// thread, docs/coordinator.md). The same child with --predict fits every
+// architecture and target on the succeeded runs only and predicts the
 // final target of every pending and running run with an interval
 // (sweep_fits.h, SweepFitOptions::predict_unfinished), and the final train
 // loss of each one that has training points from its own curve
-// (fits/curve_backtest.h, PredictUnfinished); for those curves a sweep
-// with a run in training is also refitted every `curve_refresh`, and
-// without the 5 runs a law needs. The result is one
-// generation, stored with Store::RecordPredictions (tables
-// prediction_generations and predictions) and announced by a
-// "predictions" event. A restarted coordinator reads the newest
-// generation back and refits only when runs finished meanwhile. A
-// prediction is never a measurement: it is stored apart and no fit reads
-// it.
+// (fits/curve_backtest.h, PredictUnfinished). For those curves a sweep
+// with a run in training is also refitted every `curve_refresh`, even
+// without the 5 runs a law needs. The result is one generation, stored
+// with Store::RecordPredictions (tables prediction_generations and
+// predictions) and announced by a "predictions" event. A restarted
+// coordinator reads the newest generation back and refits only when runs
+// finished meanwhile (or the curves are due). A prediction is never a
+// measurement: it is stored apart and no fit reads it.
 //
 // Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
 // after the next start.
