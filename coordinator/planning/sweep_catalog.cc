@@ -165,10 +165,10 @@ namespace {
 constexpr char kNewestPredictionsSql[] = R"sql(
 SELECT p.run_id, p.sweep_id, p.generation, p.target, p.predicted, p.lower,
   p.upper, p.method, p.n_points
-FROM predictions p
-WHERE p.generation = (SELECT max(q.generation) FROM predictions q
-  WHERE q.run_id = p.run_id AND q.sweep_id = p.sweep_id
-    AND q.target = p.target)
+FROM (SELECT run_id, sweep_id, target, max(generation) AS generation
+      FROM predictions GROUP BY run_id, sweep_id, target) n
+  JOIN predictions p ON p.run_id = n.run_id AND p.sweep_id = n.sweep_id
+    AND p.generation = n.generation AND p.target = n.target
 ORDER BY p.run_id, p.sweep_id, p.target
 )sql";
 

@@ -402,14 +402,14 @@ SELECT
       AND m.step > r.step_done - max(32, r.step_done / 100))
   END AS actual,
   datetime(g.created_at / 1000, 'unixepoch') AS created
-FROM predictions p
+FROM (SELECT run_id, sweep_id, target, max(generation) AS generation
+      FROM predictions GROUP BY run_id, sweep_id, target) n
+  JOIN predictions p ON p.run_id = n.run_id AND p.sweep_id = n.sweep_id
+    AND p.generation = n.generation AND p.target = n.target
   JOIN prediction_generations g
     ON g.sweep_id = p.sweep_id AND g.generation = p.generation
   JOIN runs r ON r.id = p.run_id
-  LEFT JOIN sweeps s ON s.id = p.sweep_id
-WHERE p.generation = (SELECT max(q.generation) FROM predictions q
-  WHERE q.run_id = p.run_id AND q.sweep_id = p.sweep_id
-    AND q.target = p.target);
+  LEFT JOIN sweeps s ON s.id = p.sweep_id;
 )sql";
 
 }  // namespace
