@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -615,6 +616,39 @@ TEST_F(SweepFitsTest, ATrainingRunGetsItsOwnCurvesPrediction) {
   ASSERT_TRUE(latest.ok() && latest->has_value());
   EXPECT_EQ((*latest)->generation, 2);
   EXPECT_EQ((*latest)->n_succeeded, 36);
+}
+
+// The coordinator's own fitter thread (CoordinatorOptions::
+// live_predictions, on by default) predicts a running sweep's pending run
+// by itself: one architecture at one scale, 6 of 7 budgets done.
+TEST_F(SweepFitsTest, TheCoordinatorsFitterThreadPredictsByItself) {
+  int n = 0;
+  const int64_t sweep_id =
+      StoreSweep(testing::Spec(testing::TinySpecYaml(
+                     "tiny", "[5, 10, 20, 40, 80, 160, 320]")),
+                 [&n](const store::RunSpec&) { return n++ < 6; });
+  coordinator_.reset();
+  CoordinatorOptions options = options_;
+  options.start_reaper = true;  // starts the fitter thread too
+  options.fit_binary = HLAB_SWEEP_FIT_BINARY;
+  options.fit_interval = absl::Milliseconds(100);
+  options.fit_bootstrap = 0;
+  coordinator_ = testing::StartOrDie(options);
+  ASSERT_NE(coordinator_, nullptr);
+  std::optional<store::PredictionGeneration> latest;
+  for (int i = 0; i < 600 && !latest; ++i) {  // the 4500-start grid: ~1 s
+    absl::SleepFor(absl::Milliseconds(100));
+    auto read = coordinator_->store()->LatestPredictions(sweep_id);
+    ASSERT_TRUE(read.ok()) << read.status();
+    latest = *read;
+  }
+  ASSERT_TRUE(latest.has_value()) << "no predictions within 60 s";
+  EXPECT_EQ(latest->generation, 1);
+  EXPECT_EQ(latest->n_succeeded, 6);
+  ASSERT_EQ(latest->predictions.size(), 1u);  // the run not done
+  EXPECT_EQ(latest->predictions[0].target, "loss");
+  EXPECT_EQ(latest->predictions[0].n_points, 6);
+  EXPECT_TRUE(std::isfinite(latest->predictions[0].predicted));
 }
 
 TEST_F(SweepFitsTest, TooFewSucceededRunsGetNoPredictions) {
