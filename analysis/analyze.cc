@@ -131,8 +131,16 @@ absl::StatusOr<PowerLawReport> AnalyzePowerLaw(
     for (const ScalingPoint& p : verify_points) {
       profile.predict_at.push_back({p.n, p.d});
     }
+    profile.predict_at.insert(profile.predict_at.end(),
+                              options.predict_at.begin(),
+                              options.predict_at.end());
     auto intervals = ProfileLikelihoodIntervals(fit_points, profile);
     if (!intervals.ok()) return intervals.status();
+    // The held-out points' intervals stay in `intervals`, the further
+    // sites' go to `predictions`.
+    std::vector<PredictionInterval>& all = intervals->predictions;
+    report.predictions.assign(all.begin() + verify_points.size(), all.end());
+    all.resize(verify_points.size());
     report.intervals = *std::move(intervals);
     // The intervals assume Gaussian relative noise and are centred on the
     // least-squares fit; outliers pull that away from the Huber fit.

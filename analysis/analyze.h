@@ -48,6 +48,9 @@ struct AnalysisOptions {
   bool run_intervals = true;
   ProfileOptions intervals;
   BootstrapOptions bootstrap;  // resamples = 0 skips the bootstrap
+  // Further places to predict with an interval, e.g. runs not finished yet
+  // (PowerLawReport::predictions).
+  std::vector<PredictionSite> predict_at;
 };
 
 struct PowerLawReport {
@@ -69,6 +72,10 @@ struct PowerLawReport {
   // The calibrated intervals: coefficients, and one prediction per held-out
   // point in order.
   std::optional<ProfileResult> intervals;
+  // One per AnalysisOptions::predict_at, in order, when the profile
+  // intervals ran (empty otherwise): the least-squares prediction and its
+  // profile-likelihood interval.
+  std::vector<PredictionInterval> predictions;
   std::optional<BootstrapResult> bootstrap;
   Verification verification;
 };

@@ -366,4 +366,28 @@ bool WriteProtoJson(const google::protobuf::Message& message,
   return true;
 }
 
+const v1::RunPrediction* FindPrediction(const v1::Run& run,
+                                        absl::string_view target) {
+  const v1::RunPrediction* found = nullptr;
+  for (const v1::RunPrediction& p : run.predictions()) {
+    if (p.target() != target) continue;
+    if (run.sweep_ids_size() > 0 && p.sweep_id() == run.sweep_ids(0)) {
+      return &p;
+    }
+    if (found == nullptr) found = &p;
+  }
+  return found;
+}
+
+std::string PredictionText(const v1::RunPrediction& prediction) {
+  std::string text = absl::StrFormat("%.4g", prediction.predicted());
+  if (!prediction.has_lower() && !prediction.has_upper()) return text;
+  auto bound = [](bool has, double v) {
+    return has ? absl::StrFormat("%.4g", v) : std::string("?");
+  };
+  return absl::StrCat(text, " [",
+                      bound(prediction.has_lower(), prediction.lower()), ", ",
+                      bound(prediction.has_upper(), prediction.upper()), "]");
+}
+
 }  // namespace hlab::cli

@@ -96,6 +96,14 @@ std::string RunPhaseName(v1::RunPhase phase);
 // "alive", "lost", "draining".
 std::string WorkerStateName(v1::WorkerState state);
 
+// The run's live prediction of `target` ("loss", "longppl"): the one of
+// the first sweep it lists, else the first; nullptr without one.
+const v1::RunPrediction* FindPrediction(const v1::Run& run,
+                                        absl::string_view target);
+// A prediction as "2.851 [2.802, 2.903]" ("?" for an open side; the value
+// alone without an interval).
+std::string PredictionText(const v1::RunPrediction& prediction);
+
 }  // namespace hlab::cli
 
 #endif  // HLAB_CLI_FORMAT_H_

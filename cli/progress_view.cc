@@ -78,6 +78,18 @@ ProgressView::ProgressView(const v1::Sweep& sweep,
     }
     order_.push_back(run.run_id());
   }
+  SetPredictions(runs);
+}
+
+void ProgressView::SetPredictions(const std::vector<v1::Run>& runs) {
+  for (const v1::Run& run : runs) {
+    auto it = runs_.find(run.run_id());
+    if (it == runs_.end()) continue;
+    const v1::RunPrediction* p = FindPrediction(run, "loss");
+    it->second.predicted = p != nullptr ? PredictionText(*p) : "";
+    const v1::RunPrediction* c = FindPrediction(run, "train_loss");
+    it->second.curve = c != nullptr ? PredictionText(*c) : "";
+  }
 }
 
 bool ProgressView::IsActive(v1::RunPhase phase) {
@@ -163,6 +175,12 @@ std::string ProgressView::ProgressText(const RunView& run) const {
     absl::StrAppend(
         &text, "  eta ",
         HumanDuration(static_cast<double>(run.budget - run.tokens) / rate));
+  }
+  if (!run.predicted.empty()) {
+    absl::StrAppend(&text, "  predicted final ", run.predicted);
+  }
+  if (!run.curve.empty()) {
+    absl::StrAppend(&text, "  its curve: final train loss ", run.curve);
   }
   return text;
 }

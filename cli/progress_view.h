@@ -7,8 +7,11 @@
 // trunk's position up to the run's branch point, as the coordinator's
 // RUN_PROGRESS events say), the loss, and an ETA from the rate between the
 // first and the latest progress event seen since its phase began (event
-// times, so a replay draws the same figures). The header counts the runs
-// by phase.
+// times, so a replay draws the same figures), the final loss its sweep's
+// law predicts and, once it has trained a while, the final train loss its
+// own curve predicts (the coordinator's live predictions, docs/
+// coordinator.md; refreshed with SetPredictions when a PREDICTIONS_UPDATED
+// event arrives). The header counts the runs by phase.
 //
 // Thread-compatible: one watcher thread owns it.
 //
@@ -37,6 +40,10 @@ class ProgressView {
   ProgressView(const v1::Sweep& sweep, const std::vector<v1::Run>& runs);
 
   void Apply(const v1::Event& event);
+
+  // Takes the runs' live predictions of their final loss and train loss
+  // (Run.predictions) from a fresh ListRuns.
+  void SetPredictions(const std::vector<v1::Run>& runs);
 
   // One line for the event, e.g.
   // "18:02:11 #42 run 0123456789abcdef gdn/S1  42% 4.2M/10.0M tokens
@@ -67,6 +74,10 @@ class ProgressView {
     int64_t step = 0;
     double loss = 0;
     bool has_loss = false;
+    // The law's predicted final loss with its interval ("" without one),
+    // and its own curve's predicted final train loss.
+    std::string predicted;
+    std::string curve;
     // First and latest progress samples of the current phase, for the rate.
     int64_t first_ms = 0;
     int64_t first_tokens = 0;

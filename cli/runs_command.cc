@@ -15,10 +15,25 @@ constexpr char kName[] = "runs";
 
 Rows RunRows(const std::vector<v1::Run>& runs) {
   Rows rows;
-  rows.columns = {
-      "run_id",     "sweep",          "architecture",      "scale", "seed",
-      "params",     "tokens",         "tokens_per_param",  "state", "progress",
-      "final_loss", "final_val_loss", "final_log_longppl", "error"};
+  rows.columns = {"run_id",
+                  "sweep",
+                  "architecture",
+                  "scale",
+                  "seed",
+                  "params",
+                  "tokens",
+                  "tokens_per_param",
+                  "state",
+                  "progress",
+                  "final_loss",
+                  "final_val_loss",
+                  "final_log_longppl",
+                  "predicted_loss",
+                  "predicted_loss_lo",
+                  "predicted_loss_hi",
+                  "predicted_log_longppl",
+                  "prediction_generation",
+                  "error"};
   for (const v1::Run& run : runs) {
     const double progress = run.tokens() > 0
                                 ? static_cast<double>(run.tokens_done()) /
@@ -27,6 +42,11 @@ Rows RunRows(const std::vector<v1::Run>& runs) {
     auto optional_double = [](bool has, double v) {
       return has ? Cell::Double(v) : Cell::Null();
     };
+    // Live predictions (the last one before a run finished), never
+    // measurements: the final_* columns are those.
+    const v1::RunPrediction* loss = FindPrediction(run, "loss");
+    const v1::RunPrediction* longppl = FindPrediction(run, "longppl");
+    const v1::RunPrediction* newest = loss != nullptr ? loss : longppl;
     rows.rows.push_back({
         Cell::Text(run.run_id()),
         Cell::Text(run.sweep_ids_size() > 0 ? run.sweep_ids(0) : ""),
@@ -42,6 +62,13 @@ Rows RunRows(const std::vector<v1::Run>& runs) {
         optional_double(run.has_final_loss(), run.final_loss()),
         optional_double(run.has_final_val_loss(), run.final_val_loss()),
         optional_double(run.has_final_log_longppl(), run.final_log_longppl()),
+        optional_double(loss != nullptr, loss ? loss->predicted() : 0),
+        optional_double(loss != nullptr && loss->has_lower(),
+                        loss ? loss->lower() : 0),
+        optional_double(loss != nullptr && loss->has_upper(),
+                        loss ? loss->upper() : 0),
+        optional_double(longppl != nullptr, longppl ? longppl->predicted() : 0),
+        newest != nullptr ? Cell::Int(newest->generation()) : Cell::Null(),
         run.error().empty() ? Cell::Null() : Cell::Text(run.error()),
     });
   }
@@ -99,7 +126,12 @@ Command RunsCommand() {
       "Lists runs, one row each: run_id, sweep, architecture, scale, seed,\n"
       "params (non-embedding N), tokens (D), tokens_per_param, state,\n"
       "progress (fraction of D trained), final_loss, final_val_loss,\n"
-      "final_log_longppl, error. Filters combine with AND; --state takes\n"
+      "final_log_longppl, then the live prediction of its sweep's law\n"
+      "(docs/coordinator.md, \"Live predictions\"): predicted_loss with its\n"
+      "95% interval predicted_loss_lo and _hi, predicted_log_longppl and\n"
+      "the prediction_generation (for a finished run: the last prediction\n"
+      "before it finished, to read against final_val_loss), and error.\n"
+      "Filters combine with AND; --state takes\n"
       "pending, running, succeeded, failed, cancelled (repeat it or give a\n"
       "comma-separated list).\n"
       "Connection: --address, --token, --token-file, --tls-ca, --tls-cert,\n"

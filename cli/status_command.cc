@@ -52,6 +52,15 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
       Percent(done, tokens), HumanCount(done), HumanCount(tokens),
       Percent(sweep.flops_done(), sweep.flops_planned()),
       HumanCount(sweep.flops_done()), HumanCount(sweep.flops_planned()));
+  // Live predictions: the generation, and how many unfinished runs it
+  // predicts.
+  if (sweep.prediction_generation() > 0) {
+    out << "predictions: generation " << sweep.prediction_generation() << ", "
+        << sweep.runs_predicted() << " of "
+        << sweep.runs_pending() + sweep.runs_running()
+        << " unfinished runs predicted (hlab runs --sweep " << sweep.sweep_id()
+        << ")\n";
+  }
   // The runs with a phase of their own; the tokens of their own budgets (on
   // a shared trunk: the trunk's position up to the run's branch point).
   bool header = false;
@@ -59,15 +68,24 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
     if (!IsActive(run.phase())) continue;
     if (!header) out << "active:\n";
     header = true;
+    const v1::RunPrediction* predicted = FindPrediction(run, "loss");
+    const v1::RunPrediction* curve = FindPrediction(run, "train_loss");
     out << absl::StrFormat(
-        "  %s  %s  %s  %-10s  %3.0f%%  %s/%s tokens  step %d%s\n", run.run_id(),
-        run.architecture(), run.scale(), RunPhaseName(run.phase()),
+        "  %s  %s  %s  %-10s  %3.0f%%  %s/%s tokens  step %d%s%s%s\n",
+        run.run_id(), run.architecture(), run.scale(),
+        RunPhaseName(run.phase()),
         Percent(static_cast<double>(run.tokens_done()),
                 static_cast<double>(run.tokens())),
         HumanCount(static_cast<double>(run.tokens_done())),
         HumanCount(static_cast<double>(run.tokens())), run.steps_done(),
         run.has_final_loss() ? absl::StrFormat("  loss %.4f", run.final_loss())
-                             : "");
+                             : "",
+        predicted != nullptr
+            ? absl::StrCat("  predicted final ", PredictionText(*predicted))
+            : "",
+        curve != nullptr ? absl::StrCat("  its curve: final train loss ",
+                                        PredictionText(*curve))
+                         : "");
   }
   header = false;
   for (const v1::Run& run : runs) {
@@ -134,9 +152,10 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     return kExitOk;
   }
   Rows rows;
-  rows.columns = {"sweep_id",   "name",     "state",    "runs",
-                  "succeeded",  "on_trunk", "training", "decaying",
-                  "evaluating", "waiting",  "failed",   "cancelled"};
+  rows.columns = {"sweep_id",   "name",      "state",    "runs",
+                  "succeeded",  "on_trunk",  "training", "decaying",
+                  "evaluating", "waiting",   "failed",   "cancelled",
+                  "predicted",  "generation"};
   for (const std::string& id : sweep_ids) {
     v1::GetSweepRequest request;
     request.set_sweep(id);
@@ -150,7 +169,10 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
          Cell::Int(w.runs_succeeded()), Cell::Int(w.runs_on_trunk()),
          Cell::Int(w.runs_training()), Cell::Int(w.runs_decaying()),
          Cell::Int(w.runs_evaluating()), Cell::Int(w.runs_waiting()),
-         Cell::Int(w.runs_failed()), Cell::Int(w.runs_cancelled())});
+         Cell::Int(w.runs_failed()), Cell::Int(w.runs_cancelled()),
+         Cell::Int(w.runs_predicted()),
+         w.prediction_generation() > 0 ? Cell::Int(w.prediction_generation())
+                                       : Cell::Null()});
   }
   WriteRows(rows, OutputFormat::kTable, out);
   return kExitOk;
@@ -167,10 +189,14 @@ Command StatusCommand() {
       "With SWEEP (an id, a unique id prefix, or a name: the newest sweep of\n"
       "that name): its state, runs by phase (on a shared trunk, training,\n"
       "decaying, evaluating, waiting) and end state, progress in tokens and\n"
-      "FLOPs, the active runs with the tokens of their own budget, the\n"
-      "failed runs with their errors, and what to do next; --json prints\n"
-      "GetSweepResponse (the stored sweep with its spec and counts) as JSON.\n"
-      "Without SWEEP: one line per sweep that has runs.";
+      "FLOPs, the live predictions (their generation and how many\n"
+      "unfinished runs they cover), the active runs with the tokens of their\n"
+      "own budget, their predicted final loss (the sweep's law) and final\n"
+      "train loss (their own curve), the failed runs with their\n"
+      "errors, and what to do next; --json prints GetSweepResponse (the\n"
+      "stored sweep with its spec and counts) as JSON.\n"
+      "Without SWEEP: one line per sweep that has runs, with the number of\n"
+      "its unfinished runs predicted and the prediction generation.";
   c.run = Run;
   return c;
 }

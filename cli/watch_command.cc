@@ -134,6 +134,13 @@ StreamEnd ReadStream(const Client& client, const std::string& sweep_id,
     if (event.sequence() <= view->last_sequence()) continue;  // replayed
     *failures = 0;
     view->Apply(event);
+    if (event.kind() == v1::PREDICTIONS_UPDATED) {
+      // A new generation of live predictions: take the runs' new figures.
+      std::vector<v1::Run> runs;
+      v1::ListRunsRequest list;
+      list.set_sweep(sweep_id);
+      if (ListAllRuns(client, list, &runs).ok()) view->SetPredictions(runs);
+    }
     if (!options.terminal || ProgressView::IsNotable(event)) {
       screen->Line(view->EventLine(event));
     }
@@ -284,7 +291,10 @@ Command WatchCommand() {
       "usage: hlab watch SWEEP [--from SEQ]\n\n"
       "Streams the sweep's events. On a terminal: one line per running run,\n"
       "redrawn in place, with a progress bar of tokens trained over its\n"
-      "budget, the loss, the step and an ETA; state changes scroll above.\n"
+      "budget, the loss, the step, an ETA, the final loss its sweep's law\n"
+      "predicts and the final train loss its own curve predicts (each with\n"
+      "its 95% interval, once the coordinator has one: docs/\n"
+      "coordinator.md, \"Live predictions\"); state changes scroll above.\n"
       "Otherwise (a pipe, a log): one line per event, each starting with its\n"
       "time (UTC) and sequence number #N. A dropped stream is resumed after\n"
       "the last event seen; --from SEQ starts after event SEQ. Ends when the\n"

@@ -5,7 +5,7 @@
 // the Prometheus exposer could not start its threads.
 //
 //   hlab-sweep-fit --db FILE --sweep ID [--bootstrap K] [--threads T]
-//                  [--quick-grid]
+//                  [--quick-grid] [--predict]
 //
 // Opens the database read-only, fits every architecture and target of the
 // sweep's `fit` section (sweep_fits.h) and prints one JSON object:
@@ -13,7 +13,16 @@
 // {"e", "a", "alpha", "b", "beta", "ci", "r2_fit", "r2_verify", "n_points",
 // "details"}}], "seconds"}. Exit 0, or 1 with a line on stderr; 2 for bad
 // flags. --quick-grid fits from 32 starts instead of 4500 (tests).
+// --predict (live predictions while the sweep runs) also predicts every
+// pending and running run (SweepFitOptions::predict_unfinished) and adds
+// "predictions": [{"run_id", "target", "predicted", "lower", "upper",
+// "method", "n_points"}] (an open side is null), and each of those runs
+// that has training points also gets its final train loss from its own
+// curve (target "train_loss", method "curve", n_points its newest step;
+// fits/curve_backtest.h, PredictUnfinished).
+#include <cmath>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +34,7 @@
 #include "coordinator/store/query.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep/spec_parser.h"
+#include "fits/curve_backtest.h"
 #include "fits/sweep_fits.h"
 
 namespace {
@@ -42,6 +52,10 @@ int main(int argc, char** argv) {
   hlab::fits::SweepFitOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--predict") {
+      options.predict_unfinished = true;
+      continue;
+    }
     if (flag == "--quick-grid") {
       options.grid = hlab::analysis::StartGrid{
           {0.25, 0.5}, {0.25, 0.5}, {0, 0.5}, {5, 6}, {5, 6}};
@@ -72,7 +86,7 @@ int main(int argc, char** argv) {
   }
   if (db.empty() || sweep_id == 0) {
     std::cerr << "usage: hlab-sweep-fit --db FILE --sweep ID [--bootstrap K] "
-                 "[--threads T] [--quick-grid]\n";
+                 "[--threads T] [--quick-grid] [--predict]\n";
     return 2;
   }
   const absl::Time start = absl::Now();
@@ -93,6 +107,7 @@ int main(int argc, char** argv) {
   if (!fits.ok()) return Fail(std::string(fits.status().message()));
   nlohmann::ordered_json out;
   out["fits"] = nlohmann::ordered_json::array();
+  nlohmann::ordered_json predictions = nlohmann::ordered_json::array();
   for (const hlab::fits::SweepFit& f : *fits) {
     nlohmann::ordered_json j;
     j["arch"] = f.arch;
@@ -114,6 +129,53 @@ int main(int argc, char** argv) {
                      {"details", r.details}};
     }
     out["fits"].push_back(std::move(j));
+    for (const hlab::store::Prediction& p : f.predictions) {
+      auto bound = [](const std::optional<double>& v) {
+        return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+      };
+      predictions.push_back({{"run_id", p.run_id},
+                             {"target", p.target},
+                             {"predicted", p.predicted},
+                             {"lower", bound(p.lower)},
+                             {"upper", bound(p.upper)},
+                             {"method", p.method},
+                             {"n_points", p.n_points}});
+    }
+  }
+  if (options.predict_unfinished) {
+    // Each unfinished run with points: its final train loss from its own
+    // curve (the learning-rate-area law, curve_backtest.h), as
+    // `hlab-curve-backtest --live` gives it. A failure here leaves the
+    // laws' predictions as they are.
+    hlab::store::QueryOptions curve_query;
+    curve_query.max_rows = 10'000'000;
+    curve_query.time_limit = absl::Minutes(5);
+    auto curves = hlab::fits::ReadRunCurves(
+        [&](const std::string& sql) { return (*query)->Run(sql, curve_query); },
+        sweep_id);
+    using Rows = absl::StatusOr<std::vector<hlab::fits::BacktestRow>>;
+    const Rows rows = curves.ok() ? hlab::fits::PredictUnfinished(*curves, {})
+                                  : Rows(curves.status());
+    if (!rows.ok()) {
+      std::cerr << "hlab-sweep-fit: no curve predictions: "
+                << rows.status().message() << "\n";
+    } else {
+      for (const hlab::fits::BacktestRow& r : *rows) {
+        if (!r.predicted || !std::isfinite(*r.predicted)) continue;
+        auto bound = [](const std::optional<double>& v) {
+          return v && std::isfinite(*v) ? nlohmann::ordered_json(*v)
+                                        : nlohmann::ordered_json();
+        };
+        predictions.push_back({{"run_id", r.run_id},
+                               {"target", "train_loss"},
+                               {"predicted", *r.predicted},
+                               {"lower", bound(r.lower)},
+                               {"upper", bound(r.upper)},
+                               {"method", "curve"},
+                               {"n_points", r.cutoff_step}});
+      }
+    }
+    out["predictions"] = std::move(predictions);
   }
   out["seconds"] = absl::ToDoubleSeconds(absl::Now() - start);
   std::cout << out.dump() << "\n";

@@ -29,6 +29,50 @@ nlohmann::ordered_json IntervalJson(const analysis::Interval& i) {
   return nlohmann::ordered_json::array({i.lower, i.upper});
 }
 
+// The predictions of a fitted SweepFit at `runs` (its
+// report.predictions, when the profile intervals ran, are at these runs in
+// order).
+std::vector<store::Prediction> PredictRuns(
+    const SweepFit& fit, const std::vector<const RunFigures*>& runs) {
+  const analysis::PowerLawReport& report = fit.report;
+  std::vector<store::Prediction> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunFigures& r = *runs[i];
+    store::Prediction p;
+    p.run_id = r.run_id;
+    p.target = fit.target;
+    p.n_points = fit.n_fit;
+    if (i < report.predictions.size()) {
+      const analysis::ProfileInterval& ci = report.predictions[i].interval;
+      p.method = "profile";
+      p.predicted = ci.estimate;
+      if (ci.bounded_below && std::isfinite(ci.lower)) p.lower = ci.lower;
+      if (ci.bounded_above && std::isfinite(ci.upper)) p.upper = ci.upper;
+    } else if (report.bootstrap && !report.bootstrap->samples.empty()) {
+      // The percentile interval of the resampled laws' predictions.
+      std::vector<double> values;
+      for (const analysis::PowerLaw& law : report.bootstrap->samples) {
+        const double v = law.Predict(r.n, r.d);
+        if (std::isfinite(v)) values.push_back(v);
+      }
+      std::sort(values.begin(), values.end());
+      p.method = "bootstrap";
+      p.predicted = report.fit.law.Predict(r.n, r.d);
+      if (!values.empty()) {
+        const double tail = (1 - report.bootstrap->confidence) / 2;
+        p.lower = analysis::Quantile(values, tail);
+        p.upper = analysis::Quantile(values, 1 - tail);
+      }
+    } else {
+      p.method = "fit";
+      p.predicted = report.fit.law.Predict(r.n, r.d);
+    }
+    if (!std::isfinite(p.predicted)) continue;  // a law that runs off
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
@@ -60,7 +104,14 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
       ReadRunFigures(
           [&](const std::string& sql) { return query.Run(sql, query_options); },
           sweep_id));
-  // Failed and cancelled runs are left out.
+  // Failed and cancelled runs are left out; pending and running ones are
+  // only ever predicted, never fitted.
+  std::vector<RunFigures> unfinished_runs;
+  for (const RunFigures& r : runs) {
+    if (r.state == "PENDING" || r.state == "RUNNING") {
+      unfinished_runs.push_back(r);
+    }
+  }
   runs.erase(std::remove_if(runs.begin(), runs.end(),
                             [](const RunFigures& r) { return !r.succeeded(); }),
              runs.end());
@@ -103,16 +154,31 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
       }
       f.n_fit = static_cast<int>(fit_points.size());
       f.n_verify = static_cast<int>(verify_points.size());
+      // Live predictions: the architecture's unfinished runs.
+      std::vector<const RunFigures*> unfinished;
+      analysis::AnalysisOptions arch_analysis = analysis;
+      if (options.predict_unfinished) {
+        for (const RunFigures& r : unfinished_runs) {
+          if (r.arch == arch) unfinished.push_back(&r);
+        }
+        for (const RunFigures* r : unfinished) {
+          arch_analysis.predict_at.push_back({r->n, r->d});
+        }
+        // The profile intervals predict where there are 6 points or more;
+        // the bootstrap stands in below that.
+        if (f.n_fit > kMinFitPoints) arch_analysis.bootstrap.resamples = 0;
+      }
       if (f.n_fit < kMinFitPoints) {
         f.reason = absl::StrCat(
             "too few points: ", f.n_fit, " succeeded runs with ", target,
             " in the fit scales, at least ", kMinFitPoints, " needed");
       } else {
         absl::StatusOr<analysis::PowerLawReport> report =
-            analysis::AnalyzePowerLaw(fit_points, verify_points, analysis);
+            analysis::AnalyzePowerLaw(fit_points, verify_points, arch_analysis);
         if (report.ok()) {
           f.fitted = true;
           f.report = *std::move(report);
+          f.predictions = PredictRuns(f, unfinished);
         } else {
           f.reason = absl::StrCat("fit failed: ", report.status().message());
         }

@@ -15,7 +15,9 @@
 // its SweepFit says why (`reason`), it is not an error.
 //
 // Used by the coordinator (FitScheduler: automatic fits when a sweep
-// finishes) and by `hlab fit --db FILE` (offline, on a read-only database).
+// finishes, and live predictions of its unfinished runs while it runs,
+// SweepFitOptions::predict_unfinished) and by `hlab fit --db FILE`
+// (offline, on a read-only database).
 //
 // Thread-safety: reentrant (the query engine is thread-safe).
 //
@@ -53,6 +55,14 @@ struct SweepFitOptions {
   std::optional<analysis::StartGrid> grid;
   std::string arch;    // empty: every architecture
   std::string target;  // empty: every target of the spec
+  // Live predictions (the coordinator, while a sweep runs): each fit also
+  // predicts the target of every PENDING and RUNNING run of its
+  // architecture (SweepFit::predictions) with the profile-likelihood
+  // prediction interval; with fewer than 6 fit points (no profile
+  // intervals) with the bootstrap's percentile interval; without either,
+  // the fit's point alone. The bootstrap then runs only where there are no
+  // profile intervals.
+  bool predict_unfinished = false;
 };
 
 struct SweepFit {
@@ -64,6 +74,9 @@ struct SweepFit {
   bool fitted = false;
   std::string reason;               // why not fitted (or why fitting failed)
   analysis::PowerLawReport report;  // when fitted
+  // With predict_unfinished, when fitted: one per PENDING or RUNNING run
+  // of the architecture, by N, D, run id. Never a measurement.
+  std::vector<store::Prediction> predictions;
 };
 
 // One SweepFit per (architecture with a succeeded run, target), sorted by

@@ -241,6 +241,8 @@ hlab::v1::Event ToProtoEvent(const store::Event& event) {
     out.set_step(event.progress.step);
     out.set_tokens(event.progress.tokens);
     if (event.progress.loss) out.set_loss(*event.progress.loss);
+  } else if (k == "predictions") {
+    out.set_kind(hlab::v1::PREDICTIONS_UPDATED);
   } else if (k == "sweep_cancelled") {
     out.set_kind(hlab::v1::SWEEP_FINISHED);
   } else if (k == "checkpoint") {

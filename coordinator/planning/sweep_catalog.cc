@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -135,8 +137,74 @@ absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
   }
   out.set_created_unix_ms(store::ToMillis(sweep.created_at));
   out.set_updated_unix_ms(store::ToMillis(updated));
+  HLAB_ASSIGN_OR_RETURN(std::optional<store::PredictionGeneration> predicted,
+                        store_->LatestPredictions(sweep.id));
+  if (predicted) {
+    std::set<std::string> unfinished;
+    for (const store::Run& run : runs) {
+      if (run.state == store::RunState::kPending ||
+          run.state == store::RunState::kRunning) {
+        unfinished.insert(run.spec.id);
+      }
+    }
+    std::set<std::string> covered;
+    for (const store::Prediction& p : predicted->predictions) {
+      if (unfinished.count(p.run_id) > 0) covered.insert(p.run_id);
+    }
+    out.set_prediction_generation(predicted->generation);
+    out.set_runs_predicted(static_cast<int64_t>(covered.size()));
+  }
   return out;
 }
+
+namespace {
+
+// The newest prediction of each (run, sweep, target): the live
+// predictions of unfinished runs, and the last ones made before a run
+// finished.
+constexpr char kNewestPredictionsSql[] = R"sql(
+SELECT p.run_id, p.sweep_id, p.generation, p.target, p.predicted, p.lower,
+  p.upper, p.method, p.n_points
+FROM (SELECT run_id, sweep_id, target, max(generation) AS generation
+      FROM predictions GROUP BY run_id, sweep_id, target) n
+  JOIN predictions p ON p.run_id = n.run_id AND p.sweep_id = n.sweep_id
+    AND p.generation = n.generation AND p.target = n.target
+ORDER BY p.run_id, p.sweep_id, p.target
+)sql";
+
+absl::StatusOr<std::map<std::string, std::vector<hlab::v1::RunPrediction>>>
+ReadNewestPredictions(store::QueryEngine& query) {
+  store::QueryOptions options;
+  options.max_rows = 1000000;
+  HLAB_ASSIGN_OR_RETURN(store::QueryResult result,
+                        query.Run(kNewestPredictionsSql, options));
+  auto number = [](const store::Value& v) -> std::optional<double> {
+    if (const double* d = std::get_if<double>(&v)) return *d;
+    if (const int64_t* i = std::get_if<int64_t>(&v)) {
+      return static_cast<double>(*i);
+    }
+    return std::nullopt;
+  };
+  std::map<std::string, std::vector<hlab::v1::RunPrediction>> out;
+  for (const auto& row : result.rows) {
+    hlab::v1::RunPrediction p;
+    const std::optional<double> sweep_id = number(row[1]);
+    const std::optional<double> predicted = number(row[4]);
+    if (!sweep_id || !predicted) continue;
+    p.set_sweep_id(SweepIdString(static_cast<int64_t>(*sweep_id)));
+    p.set_generation(static_cast<int64_t>(number(row[2]).value_or(0)));
+    p.set_target(store::ValueToString(row[3]));
+    p.set_predicted(*predicted);
+    if (std::optional<double> lower = number(row[5])) p.set_lower(*lower);
+    if (std::optional<double> upper = number(row[6])) p.set_upper(*upper);
+    p.set_method(store::ValueToString(row[7]));
+    p.set_n_points(static_cast<int64_t>(number(row[8]).value_or(0)));
+    out[store::ValueToString(row[0])].push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
     const std::vector<store::Run>& runs) {
@@ -154,7 +222,9 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
   // Final validation losses, one query over run_summary; the training
   // progress is the run's own (store::Run::progress).
   std::map<std::string, double> val_losses;
+  std::map<std::string, std::vector<hlab::v1::RunPrediction>> predictions;
   if (query_ != nullptr && !runs.empty()) {
+    HLAB_ASSIGN_OR_RETURN(predictions, ReadNewestPredictions(*query_));
     store::QueryOptions options;
     options.max_rows = 1000000;
     HLAB_ASSIGN_OR_RETURN(
@@ -194,6 +264,12 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
     auto v = val_losses.find(run.spec.id);
     if (v != val_losses.end() && std::isfinite(v->second)) {
       proto.set_final_val_loss(v->second);
+    }
+    auto predicted = predictions.find(run.spec.id);
+    if (predicted != predictions.end()) {
+      for (const hlab::v1::RunPrediction& p : predicted->second) {
+        *proto.add_predictions() = p;
+      }
     }
     out.push_back(std::move(proto));
   }

@@ -236,8 +236,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   fitter_options.bootstrap = options.fit_bootstrap;
   fitter_options.threads = options.fit_threads;
   fitter_options.binary = options.fit_binary;
+  fitter_options.fit_finished = options.auto_fit;
+  fitter_options.predict = options.live_predictions;
   c->fitter_ = std::make_unique<FitScheduler>(&c->context_, fitter_options);
-  if (options.auto_fit && options.start_reaper) c->fitter_->Start();
+  if ((options.auto_fit || options.live_predictions) && options.start_reaper) {
+    c->fitter_->Start();
+  }
   return c;
 }
 

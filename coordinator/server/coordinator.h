@@ -2,7 +2,8 @@
 // store, the query engine, the sweep catalog, the metrics and their
 // exposer, the gRPC server (ClientService, WorkerService, health checking,
 // reflection), the lease reaper thread and the sweep fitter thread
-// (automatic power-law fits of finished sweeps).
+// (automatic power-law fits of finished sweeps, live predictions of
+// running ones).
 //
 // Start-up rebuilds everything from the database: sweeps and their plans,
 // runs, tasks with their leases and attempts, workers. Leases still valid
@@ -61,6 +62,9 @@ struct CoordinatorOptions {
   // Automatic power-law fits of finished sweeps (fit_scheduler.h): on/off,
   // bootstrap resamples (capped by the spec's fit.bootstrap) and threads.
   bool auto_fit = true;
+  // Live predictions: refit a running sweep whenever a run finishes and
+  // predict its unfinished runs (fit_scheduler.h); same resamples, threads.
+  bool live_predictions = true;
   int fit_bootstrap = 200;
   int fit_threads = 1;
   absl::Duration fit_interval = absl::Seconds(5);

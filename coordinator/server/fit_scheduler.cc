@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,9 +35,17 @@ void FitScheduler::Start() {
     stopping_ = false;
   }
   thread_.Start(options_.interval, [this] {
-    absl::StatusOr<int> fitted = FitFinishedSweeps();
-    if (!fitted.ok()) {
-      HLAB_LOG(WARNING) << "automatic fits: " << fitted.status();
+    if (options_.fit_finished) {
+      absl::StatusOr<int> fitted = FitFinishedSweeps();
+      if (!fitted.ok()) {
+        HLAB_LOG(WARNING) << "automatic fits: " << fitted.status();
+      }
+    }
+    if (options_.predict) {
+      absl::StatusOr<int> predicted = PredictRunningSweeps();
+      if (!predicted.ok()) {
+        HLAB_LOG(WARNING) << "live predictions: " << predicted.status();
+      }
     }
   });
 }
@@ -118,9 +127,30 @@ absl::StatusOr<std::string> RunChild(
   return output;
 }
 
+// A number field, or `missing` when absent or null (r2_verify is null
+// without verification scales). value() would throw on a null.
+double Number(const nlohmann::json& o, const char* key, double missing) {
+  const auto it = o.find(key);
+  return it != o.end() && it->is_number() ? it->get<double>() : missing;
+}
+
+std::string Text(const nlohmann::json& o, const char* key,
+                 const std::string& missing) {
+  const auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : missing;
+}
+
+// A bound of a prediction: absent when null or missing (an open side).
+std::optional<double> Bound(const nlohmann::json& o, const char* key) {
+  const auto it = o.find(key);
+  if (it == o.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
 }  // namespace
 
-absl::Status FitScheduler::RunSweepFit(int64_t sweep_id) {
+absl::StatusOr<nlohmann::json> FitScheduler::RunFitChild(int64_t sweep_id,
+                                                         bool predict) {
   std::vector<std::string> args = {Binary(),
                                    "--db",
                                    context_->store->path(),
@@ -131,6 +161,7 @@ absl::Status FitScheduler::RunSweepFit(int64_t sweep_id) {
                                    "--threads",
                                    absl::StrCat(options_.threads)};
   if (options_.quick_grid) args.push_back("--quick-grid");
+  if (predict) args.push_back("--predict");
   absl::StatusOr<std::string> run = RunChild(args, [this](pid_t pid) {
     absl::MutexLock lock(&mu_);
     child_ = pid;
@@ -147,27 +178,26 @@ absl::Status FitScheduler::RunSweepFit(int64_t sweep_id) {
   const size_t line_start = output.rfind('\n');
   const std::string last =
       line_start == std::string::npos ? output : output.substr(line_start + 1);
-  const nlohmann::json result = nlohmann::json::parse(last, nullptr, false);
+  nlohmann::json result = nlohmann::json::parse(last, nullptr, false);
   if (result.is_discarded() || !result.contains("fits")) {
     return absl::InternalError(
         absl::StrCat(args[0], " printed no result: ", output));
   }
-  // A number field, or `missing` when absent or null (r2_verify is null
-  // without verification scales). value() would throw on a null.
-  auto number = [](const nlohmann::json& o, const char* key, double missing) {
-    const auto it = o.find(key);
-    return it != o.end() && it->is_number() ? it->get<double>() : missing;
-  };
-  auto text = [](const nlohmann::json& o, const char* key,
-                 const std::string& missing) {
-    const auto it = o.find(key);
-    return it != o.end() && it->is_string() ? it->get<std::string>() : missing;
-  };
-  const double kNone = std::numeric_limits<double>::quiet_NaN();
-  if (!result["fits"].is_array()) {
+  if (!result["fits"].is_array() ||
+      (predict &&
+       !(result.contains("predictions") && result["predictions"].is_array()))) {
     return absl::InternalError(
         absl::StrCat(args[0], " printed a malformed result: ", last));
   }
+  return result;
+}
+
+absl::Status FitScheduler::RunSweepFit(int64_t sweep_id) {
+  HLAB_ASSIGN_OR_RETURN(nlohmann::json result,
+                        RunFitChild(sweep_id, /*predict=*/false));
+  auto number = Number;
+  auto text = Text;
+  const double kNone = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::string> lines;
   int recorded = 0;
   for (const nlohmann::json& f : result["fits"]) {
@@ -248,6 +278,136 @@ absl::StatusOr<int> FitScheduler::FitFinishedSweeps() {
     done_.insert(sweep.id);
   }
   return handled;
+}
+
+absl::StatusOr<int> FitScheduler::SucceededRuns(int64_t sweep_id) {
+  store::QueryOptions options;
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      context_->query->Run(
+          absl::StrCat("SELECT count(*) FROM sweep_runs sr JOIN runs r ON"
+                       " r.id = sr.run_id WHERE sr.sweep_id = ",
+                       sweep_id, " AND r.state = 'SUCCEEDED'"),
+          options));
+  if (result.rows.empty()) return 0;
+  const auto* n = std::get_if<int64_t>(&result.rows[0][0]);
+  return n == nullptr ? 0 : static_cast<int>(*n);
+}
+
+absl::StatusOr<bool> FitScheduler::RunSweepPrediction(int64_t sweep_id,
+                                                      int n_succeeded) {
+  HLAB_ASSIGN_OR_RETURN(nlohmann::json result,
+                        RunFitChild(sweep_id, /*predict=*/true));
+  store::PredictionGeneration generation;
+  generation.sweep_id = sweep_id;
+  generation.n_succeeded = n_succeeded;
+  // The laws this generation rests on (coefficients, or why not fitted).
+  nlohmann::json laws = nlohmann::json::array();
+  int fitted = 0;
+  for (const nlohmann::json& f : result["fits"]) {
+    if (!f.is_object()) continue;
+    nlohmann::json law = {{"arch", Text(f, "arch", "")},
+                          {"target", Text(f, "target", "")},
+                          {"line", Text(f, "line", "")}};
+    const auto record = f.find("record");
+    if (record != f.end() && record->is_object()) {
+      ++fitted;
+      for (const char* key : {"e", "a", "alpha", "b", "beta", "n_points"}) {
+        const auto v = record->find(key);
+        if (v != record->end()) law[key] = *v;
+      }
+    }
+    laws.push_back(std::move(law));
+  }
+  generation.laws = laws.dump();
+  for (const nlohmann::json& p : result["predictions"]) {
+    if (!p.is_object()) continue;
+    store::Prediction prediction;
+    prediction.run_id = Text(p, "run_id", "");
+    prediction.target = Text(p, "target", "");
+    prediction.predicted =
+        Number(p, "predicted", std::numeric_limits<double>::quiet_NaN());
+    prediction.lower = Bound(p, "lower");
+    prediction.upper = Bound(p, "upper");
+    prediction.method = Text(p, "method", "fit");
+    prediction.n_points = static_cast<int>(Number(p, "n_points", 0));
+    generation.predictions.push_back(std::move(prediction));
+  }
+  if (fitted == 0 && generation.predictions.empty()) {
+    // Nothing to predict from yet (too few points): no generation.
+    HLAB_LOG(INFO) << "sweep " << sweep_id << ": no live predictions yet ("
+                   << n_succeeded << " succeeded runs): "
+                   << (laws.empty() ? std::string("no law")
+                                    : Text(laws[0], "line", ""));
+    return false;
+  }
+  HLAB_ASSIGN_OR_RETURN(int64_t number, context_->store->RecordPredictions(
+                                            generation, context_->clock()));
+  store::Event event;
+  event.sweep_id = sweep_id;
+  event.kind = "predictions";
+  event.time = context_->clock();
+  event.message = absl::StrFormat(
+      "generation %d from %d succeeded runs: %d predictions of unfinished "
+      "runs in %.1f s",
+      number, n_succeeded, generation.predictions.size(),
+      Number(result, "seconds", 0));
+  HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
+  HLAB_LOG(INFO) << "sweep " << sweep_id << ": " << event.message;
+  return true;
+}
+
+absl::StatusOr<int> FitScheduler::PredictRunningSweeps() {
+  absl::MutexLock lock(&round_mu_);
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Sweep> sweeps,
+                        context_->store->ListSweeps());
+  int predicted = 0;
+  const absl::Time now = context_->clock();
+  for (const store::Sweep& sweep : sweeps) {
+    if (sweep.state == store::SweepState::kCancelled) continue;
+    HLAB_ASSIGN_OR_RETURN(bool finished, context_->catalog->Finished(sweep.id));
+    if (finished) continue;
+    HLAB_ASSIGN_OR_RETURN(int n_succeeded, SucceededRuns(sweep.id));
+    auto tried = predicted_at_.find(sweep.id);
+    if (tried == predicted_at_.end()) {
+      // After a restart: the stored generation, if any.
+      HLAB_ASSIGN_OR_RETURN(std::optional<store::PredictionGeneration> latest,
+                            context_->store->LatestPredictions(sweep.id));
+      Refit last;
+      if (latest) last = {latest->n_succeeded, latest->created_at};
+      tried = predicted_at_.emplace(sweep.id, last).first;
+    }
+    // The laws: when a run finished since. The runs' own curves: when one
+    // of them trains and the last refit is curve_refresh old.
+    const bool law_due = n_succeeded >= kMinPredictionRuns &&
+                         n_succeeded != tried->second.n_succeeded;
+    bool curve_due = false;
+    if (!law_due && options_.curve_refresh > absl::ZeroDuration() &&
+        now - tried->second.time >= options_.curve_refresh) {
+      store::RunFilter training;
+      training.sweep_id = sweep.id;
+      training.phases = {store::RunPhase::kTrunk, store::RunPhase::kTraining,
+                         store::RunPhase::kDecaying};
+      HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> runs,
+                            context_->store->ListRuns(training));
+      curve_due = !runs.empty();
+    }
+    if (!law_due && !curve_due) continue;
+    absl::StatusOr<bool> done = RunSweepPrediction(sweep.id, n_succeeded);
+    if (done.status().code() == absl::StatusCode::kCancelled) {
+      return done.status();
+    }
+    // A failure is not retried until another run finishes (or, for the
+    // curves, curve_refresh later).
+    tried->second = {n_succeeded, now};
+    if (!done.ok()) {
+      HLAB_LOG(WARNING) << "sweep " << sweep.id
+                        << ": live predictions failed: " << done.status();
+    } else if (*done) {
+      ++predicted;
+    }
+  }
+  return predicted;
 }
 
 }  // namespace hlab::coordinator

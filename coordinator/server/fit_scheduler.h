@@ -16,6 +16,25 @@
 // "fits" event is skipped. An architecture with fewer than 5 points is not
 // fitted; the event and the log say why.
 //
+// Live predictions (docs/coordinator.md, "Live predictions"): in the same
+// rounds, each unfinished sweep with at least kMinPredictionRuns succeeded
+// runs is refitted whenever its number of succeeded runs changed since its
+// newest prediction generation (so once per finished run, or per round
+// when several finish during one refit; the demo's takes ~10 s on one
+// thread, docs/coordinator.md). The same child with --predict fits every
+// architecture and target on the succeeded runs only and predicts the
+// final target of every pending and running run with an interval
+// (sweep_fits.h, SweepFitOptions::predict_unfinished), and the final train
+// loss of each one that has training points from its own curve
+// (fits/curve_backtest.h, PredictUnfinished). For those curves a sweep
+// with a run in training is also refitted every `curve_refresh`, even
+// without the 5 runs a law needs. The result is one generation, stored
+// with Store::RecordPredictions (tables prediction_generations and
+// predictions) and announced by a "predictions" event. A restarted
+// coordinator reads the newest generation back and refits only when runs
+// finished meanwhile (or the curves are due). A prediction is never a
+// measurement: it is stored apart and no fit reads it.
+//
 // Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
 // after the next start.
 //
@@ -24,6 +43,7 @@
 //
 //   FitScheduler fitter(&context, options);
 //   fitter.Start();           // or, in tests: fitter.FitFinishedSweeps();
+//                             //               fitter.PredictRunningSweeps();
 //   fitter.Stop();            // also in the destructor
 #ifndef HLAB_COORDINATOR_SERVER_FIT_SCHEDULER_H_
 #define HLAB_COORDINATOR_SERVER_FIT_SCHEDULER_H_
@@ -31,9 +51,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -53,7 +76,19 @@ struct FitSchedulerOptions {
   bool quick_grid = false;  // 32 starts instead of 4500 (tests)
   // The hlab-sweep-fit binary; empty: next to this executable.
   std::string binary;
+  // What the thread does each round: fit finished sweeps (once each), and
+  // refit running sweeps to predict their unfinished runs.
+  bool fit_finished = true;
+  bool predict = true;
+  // A running sweep whose runs train is also refitted this long after its
+  // last refit, so that the runs' own-curve predictions follow their
+  // training; zero: only when a run finishes.
+  absl::Duration curve_refresh = absl::Minutes(5);
 };
+
+// A running sweep is refitted for predictions from this many succeeded
+// runs on (the fewest one architecture's law needs, fits/sweep_fits.h).
+inline constexpr int kMinPredictionRuns = 5;
 
 class FitScheduler {
  public:
@@ -74,10 +109,28 @@ class FitScheduler {
   // a restart; query errors end the round; Cancelled when Stop ended a fit.
   absl::StatusOr<int> FitFinishedSweeps();
 
+  // Refits every unfinished sweep whose succeeded runs changed since its
+  // newest prediction generation (after a restart: the stored one), or
+  // whose newest refit is curve_refresh old while a run of it trains, and
+  // stores a new generation of predictions of its pending and running
+  // runs; returns how many generations it stored. A refit with nothing to
+  // predict (no law, no curve) stores none. A failed refit is logged
+  // and not tried again until another run of the sweep finishes; query
+  // and store errors end the round; Cancelled when Stop ended a fit.
+  absl::StatusOr<int> PredictRunningSweeps();
+
  private:
   // Whether the sweep has fit rows or a "fits" event already.
   absl::StatusOr<bool> AlreadyFitted(int64_t sweep_id);
   absl::Status RunSweepFit(int64_t sweep_id);
+  // Runs hlab-sweep-fit on the sweep (with --predict: predictions too);
+  // its JSON result. Internal if it failed or printed no result; Cancelled
+  // when Stop ended it.
+  absl::StatusOr<nlohmann::json> RunFitChild(int64_t sweep_id, bool predict);
+  // The sweep's SUCCEEDED runs.
+  absl::StatusOr<int> SucceededRuns(int64_t sweep_id);
+  // One prediction generation; false when no law could be fitted yet.
+  absl::StatusOr<bool> RunSweepPrediction(int64_t sweep_id, int n_succeeded);
   std::string Binary() const;
 
   ServiceContext* const context_;
@@ -89,6 +142,13 @@ class FitScheduler {
   pid_t child_ ABSL_GUARDED_BY(mu_) = 0;  // the running hlab-sweep-fit
   absl::Mutex round_mu_;
   std::set<int64_t> done_ ABSL_GUARDED_BY(round_mu_);
+  // Per running sweep: its succeeded runs and the time when it was last
+  // refitted (or tried) for predictions.
+  struct Refit {
+    int n_succeeded = -1;  // -1: never
+    absl::Time time = absl::InfinitePast();
+  };
+  std::map<int64_t, Refit> predicted_at_ ABSL_GUARDED_BY(round_mu_);
 };
 
 }  // namespace hlab::coordinator

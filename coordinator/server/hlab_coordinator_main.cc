@@ -24,7 +24,8 @@ constexpr char kUsage[] =
     "usage: hlab-coordinator [--db PATH] [--listen HOST:PORT]\n"
     "       [--metrics-listen HOST:PORT|none] [--tokens-file FILE]\n"
     "       [--tls-cert PEM --tls-key PEM] [--lease-seconds N]\n"
-    "       [--auto-fit on|off] [--fit-bootstrap K] [--fit-threads T]\n"
+    "       [--auto-fit on|off] [--live-predictions on|off]\n"
+    "       [--fit-bootstrap K] [--fit-threads T]\n"
     "       [--allow-network-fs]\n"
     "\n"
     "  --db PATH              SQLite database, created if missing (hlab.db)\n"
@@ -37,6 +38,9 @@ constexpr char kUsage[] =
     "  --tls-cert, --tls-key  PEM certificate chain and key: serve TLS\n"
     "  --lease-seconds N      task lease time (30); heartbeats every N/6\n"
     "  --auto-fit on|off      fit power laws when a sweep finishes (on)\n"
+    "  --live-predictions on|off  refit a running sweep as each run\n"
+    "                         finishes and predict its pending and running\n"
+    "                         runs' final targets (on)\n"
     "  --fit-bootstrap K      bootstrap resamples of those fits (200; at\n"
     "                         most the spec's fit.bootstrap; 0 = no CIs)\n"
     "  --fit-threads T        threads for those fits (1; 0 = all cores)\n"
@@ -88,12 +92,13 @@ int main(int argc, char** argv) {
                                   "number, got '", value, "'"));
       }
       options.lease = absl::Seconds(seconds);
-    } else if (flag == "--auto-fit") {
+    } else if (flag == "--auto-fit" || flag == "--live-predictions") {
       if (value != "on" && value != "off") {
         return Usage(
-            absl::StrCat("--auto-fit: expected on or off, got '", value, "'"));
+            absl::StrCat(flag, ": expected on or off, got '", value, "'"));
       }
-      options.auto_fit = value == "on";
+      (flag == "--auto-fit" ? options.auto_fit : options.live_predictions) =
+          value == "on";
     } else if (flag == "--fit-bootstrap" || flag == "--fit-threads") {
       int n = 0;
       if (!absl::SimpleAtoi(value, &n) || n < 0) {

@@ -1,5 +1,6 @@
 #include "coordinator/server/lease_reaper.h"
 
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -65,7 +66,10 @@ absl::Status LeaseReaper::Tick() {
       context_->metrics->SetWorkersConnected(up);
     }
     note(RefreshRunGauges());
-    if (context_->query != nullptr) note(RefreshSweepGauges());
+    if (context_->query != nullptr) {
+      note(RefreshSweepGauges());
+      note(RefreshPredictionGauges());
+    }
   }
   return first;
 }
@@ -172,6 +176,52 @@ absl::Status LeaseReaper::RefreshSweepGauges() {
     sweep.tokens_budget += integer(row[6]);
   }
   context_->metrics->SetSweepProgress(sweeps);
+  return absl::OkStatus();
+}
+
+// The live predictions of pending and running runs, from each sweep's
+// newest generation (docs/coordinator.md, "Live predictions").
+constexpr char kPredictionsSql[] = R"sql(
+SELECT p.sweep_id, s.name, p.generation, p.run_id, p.target, p.predicted,
+  p.lower, p.upper
+FROM predictions p JOIN runs r ON r.id = p.run_id
+  JOIN sweeps s ON s.id = p.sweep_id
+WHERE r.state IN ('PENDING', 'RUNNING')
+  AND p.generation = (SELECT max(g.generation) FROM prediction_generations g
+    WHERE g.sweep_id = p.sweep_id)
+ORDER BY p.sweep_id, p.run_id, p.target
+)sql";
+
+absl::Status LeaseReaper::RefreshPredictionGauges() {
+  store::QueryOptions options;
+  options.time_limit = absl::Seconds(2);
+  options.max_rows = 100000;
+  absl::StatusOr<store::QueryResult> result =
+      context_->query->Run(kPredictionsSql, options);
+  if (!result.ok()) return result.status();
+  auto number = [](const store::Value& v) -> std::optional<double> {
+    if (const double* d = std::get_if<double>(&v)) return *d;
+    if (const int64_t* i = std::get_if<int64_t>(&v)) {
+      return static_cast<double>(*i);
+    }
+    return std::nullopt;
+  };
+  std::vector<CoordinatorMetrics::RunPrediction> predictions;
+  for (const std::vector<store::Value>& row : result->rows) {
+    CoordinatorMetrics::RunPrediction p;
+    p.sweep_id = static_cast<int64_t>(number(row[0]).value_or(0));
+    p.sweep = store::ValueToString(row[1]);
+    p.generation = static_cast<int64_t>(number(row[2]).value_or(0));
+    p.run_id = store::ValueToString(row[3]);
+    p.target = store::ValueToString(row[4]);
+    const std::optional<double> predicted = number(row[5]);
+    if (!predicted) continue;
+    p.predicted = *predicted;
+    p.lower = number(row[6]);
+    p.upper = number(row[7]);
+    predictions.push_back(std::move(p));
+  }
+  context_->metrics->SetRunPredictions(predictions);
   return absl::OkStatus();
 }
 

@@ -5,7 +5,8 @@
 //   - checkpoints the WAL (PASSIVE each tick, TRUNCATE every 60th),
 //   - refreshes the gauges (runs/tasks per state, workers, the runs with a
 //     phase of their own and their progress as the store keeps it,
-//     unfinished sweeps by state and phase).
+//     unfinished sweeps by state and phase, the live predictions of
+//     pending and running runs).
 // While the store refuses writes for its storage (disk full, read-only;
 // store::WriterStats::storage_failures moves), and for a lease time after
 // the last refusal it saw, it neither expires leases nor marks workers
@@ -56,6 +57,8 @@ class LeaseReaper {
   absl::Status RefreshRunGauges();
   // hlab_sweep_* gauges from one read-only query.
   absl::Status RefreshSweepGauges();
+  // hlab_run_predicted_target and hlab_sweep_prediction_generation.
+  absl::Status RefreshPredictionGauges();
 
   ServiceContext* const context_;
   const absl::Duration interval_;

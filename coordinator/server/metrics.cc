@@ -125,6 +125,22 @@ CoordinatorMetrics::CoordinatorMetrics()
            .Name("hlab_sweep_tokens_budget")
            .Help("Tokens planned for the runs of an unfinished sweep")
            .Register(*registry_);
+  predicted_family_ =
+      &BuildGauge()
+           .Name("hlab_run_predicted_target")
+           .Help(
+               "Live prediction of a pending or running run's final target "
+               "(loss, longppl = log LongPPL) by its sweep's newest law: "
+               "bound mid, and lo and hi of the 95% interval; never a "
+               "measurement")
+           .Register(*registry_);
+  generation_family_ =
+      &BuildGauge()
+           .Name("hlab_sweep_prediction_generation")
+           .Help(
+               "Newest generation (refit) of an unfinished sweep's live "
+               "predictions")
+           .Register(*registry_);
 }
 
 void CoordinatorMetrics::ObserveTaskTokens(const std::string& task_id,
@@ -223,6 +239,30 @@ void CoordinatorMetrics::SetSweepProgress(
   DropUnkept(sweep_phases_family_, &sweep_phases_, kept);
   DropUnkept(sweep_tokens_family_, &sweep_tokens_, kept);
   DropUnkept(sweep_budget_family_, &sweep_budget_, kept);
+}
+
+void CoordinatorMetrics::SetRunPredictions(
+    const std::vector<RunPrediction>& predictions) {
+  absl::MutexLock lock(&mu_);
+  std::set<prometheus::Labels> kept, kept_generations;
+  for (const RunPrediction& p : predictions) {
+    const prometheus::Labels sweep{{"sweep_id", absl::StrCat(p.sweep_id)},
+                                   {"sweep", p.sweep}};
+    SetSeries(generation_family_, &generations_, &kept_generations, sweep,
+              static_cast<double>(p.generation));
+    prometheus::Labels labels = sweep;
+    labels["run"] = p.run_id;
+    labels["target"] = p.target;
+    for (const auto& [bound, value] :
+         {std::make_pair("mid", std::optional<double>(p.predicted)),
+          std::make_pair("lo", p.lower), std::make_pair("hi", p.upper)}) {
+      if (!value) continue;
+      labels["bound"] = bound;
+      SetSeries(predicted_family_, &predicted_, &kept, labels, *value);
+    }
+  }
+  DropUnkept(predicted_family_, &predicted_, kept);
+  DropUnkept(generation_family_, &generations_, kept_generations);
 }
 
 CoordinatorMetrics::~CoordinatorMetrics() { exposer_.reset(); }

@@ -27,11 +27,18 @@
 //                                         running runs by phase
 //   hlab_sweep_tokens_trained{sweep_id,sweep}  gauge, tokens trained so far
 //   hlab_sweep_tokens_budget{sweep_id,sweep}   gauge, tokens planned
+//   hlab_run_predicted_target{sweep_id,sweep,run,target,bound}  gauge,
+//                                         live predictions of pending and
+//                                         running runs (bound: mid, lo, hi)
+//   hlab_sweep_prediction_generation{sweep_id,sweep}  gauge, the newest
+//                                         generation of those
 //   hlab_grpc_server_handled_total{method,code} counter, finished RPCs
 // A run is active while it has a phase of its own: its shared trunk trains,
 // or its TRAIN, DECAY or EVAL task runs (store RunPhase). Per-run series
 // are removed when the run stops being active, per-sweep
-// series when the sweep has no pending or running run left.
+// series when the sweep has no pending or running run left; a run's
+// predicted series when it ends (so their number is bounded by the
+// unfinished runs: at most 3 per run and target).
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are atomic; the per-run
 // series map is under a mutex).
@@ -46,6 +53,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -130,6 +138,20 @@ class CoordinatorMetrics {
   // Replaces the per-sweep series with `sweeps` (the unfinished sweeps).
   void SetSweepProgress(const std::vector<SweepProgress>& sweeps);
 
+  // One live prediction (docs/coordinator.md, "Live predictions").
+  struct RunPrediction {
+    int64_t sweep_id = 0;
+    std::string sweep;
+    int64_t generation = 0;
+    std::string run_id;
+    std::string target;  // "loss", "longppl"
+    double predicted = 0;
+    std::optional<double> lower, upper;  // absent: open side, no series
+  };
+  // Replaces the predicted series with `predictions` (those of pending and
+  // running runs, from each sweep's newest generation).
+  void SetRunPredictions(const std::vector<RunPrediction>& predictions);
+
   // Progress of an active run; a value < 0 leaves that series unchanged.
   void SetRunProgress(const std::string& run_id, double tokens_per_second,
                       double loss, double progress_ratio);
@@ -168,6 +190,8 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>* sweep_phases_family_;
   prometheus::Family<prometheus::Gauge>* sweep_tokens_family_;
   prometheus::Family<prometheus::Gauge>* sweep_budget_family_;
+  prometheus::Family<prometheus::Gauge>* predicted_family_;
+  prometheus::Family<prometheus::Gauge>* generation_family_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 
   absl::Mutex mu_;
@@ -184,6 +208,10 @@ class CoordinatorMetrics {
   std::map<prometheus::Labels, prometheus::Gauge*> sweep_tokens_
       ABSL_GUARDED_BY(mu_);
   std::map<prometheus::Labels, prometheus::Gauge*> sweep_budget_
+      ABSL_GUARDED_BY(mu_);
+  std::map<prometheus::Labels, prometheus::Gauge*> predicted_
+      ABSL_GUARDED_BY(mu_);
+  std::map<prometheus::Labels, prometheus::Gauge*> generations_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> state_gauges_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, RunSeries> runs_ ABSL_GUARDED_BY(mu_);

@@ -343,13 +343,82 @@ UPDATE runs SET phase = CASE
   ELSE 'WAITING' END;
 )sql";
 
+// v8: live predictions (docs/coordinator.md, "Live predictions"). While a
+// sweep runs, the coordinator refits its laws each time a run finishes and
+// predicts the final target of every pending and running run; each refit
+// is one generation per sweep. A prediction is never a measurement: it
+// lives only here, and no fit reads these tables. run_predictions gives
+// the newest generation of each (run, sweep, target) with the run's state
+// and, once it succeeded, the measured value it predicted (as RunFigures
+// reads it: loss = final validation loss, else training loss; train_loss
+// = the mean train_loss over its last 1% of steps, at least 32, as the
+// curve law predicts it).
+constexpr char kV8Predictions[] = R"sql(
+CREATE TABLE prediction_generations (
+  sweep_id    INTEGER NOT NULL REFERENCES sweeps (id),
+  generation  INTEGER NOT NULL CHECK (generation >= 1),
+  created_at  INTEGER NOT NULL,
+  n_succeeded INTEGER NOT NULL,
+  laws        TEXT NOT NULL DEFAULT '[]',
+  PRIMARY KEY (sweep_id, generation)
+) WITHOUT ROWID;
+
+CREATE TABLE predictions (
+  run_id     TEXT NOT NULL REFERENCES runs (id),
+  sweep_id   INTEGER NOT NULL,
+  generation INTEGER NOT NULL,
+  target     TEXT NOT NULL
+             CHECK (target IN ('loss', 'longppl', 'train_loss')),
+  predicted  REAL NOT NULL,
+  lower      REAL,
+  upper      REAL,
+  method     TEXT NOT NULL
+             CHECK (method IN ('profile', 'bootstrap', 'fit', 'curve')),
+  n_points   INTEGER NOT NULL,
+  PRIMARY KEY (run_id, sweep_id, generation, target),
+  FOREIGN KEY (sweep_id, generation)
+    REFERENCES prediction_generations (sweep_id, generation)
+) WITHOUT ROWID;
+CREATE INDEX predictions_by_generation ON predictions (sweep_id, generation);
+
+CREATE VIEW run_predictions AS
+SELECT
+  p.run_id, p.sweep_id, s.name AS sweep, r.arch, r.scale, r.n_params,
+  r.budget_tokens, r.state, p.generation, p.target, p.predicted, p.lower,
+  p.upper, p.method, p.n_points,
+  CASE WHEN r.state <> 'SUCCEEDED' THEN NULL
+    WHEN p.target = 'loss' THEN coalesce(
+      (SELECT e.value FROM evals e WHERE e.run_id = r.id
+         AND e.metric = 'val_loss' ORDER BY e.step DESC LIMIT 1),
+      (SELECT m.value FROM metrics m WHERE m.run_id = r.id
+         AND m.name = 'val_loss' ORDER BY m.step DESC LIMIT 1),
+      (SELECT m.value FROM metrics m WHERE m.run_id = r.id
+         AND m.name = 'train_loss' ORDER BY m.step DESC LIMIT 1))
+    WHEN p.target = 'longppl' THEN (SELECT e.value FROM evals e
+      WHERE e.run_id = r.id AND e.metric = 'log_longppl'
+      ORDER BY e.step DESC LIMIT 1)
+    ELSE (SELECT avg(m.value) FROM metrics m WHERE m.run_id = r.id
+      AND m.name = 'train_loss'
+      AND m.step > r.step_done - max(32, r.step_done / 100))
+  END AS actual,
+  datetime(g.created_at / 1000, 'unixepoch') AS created
+FROM (SELECT run_id, sweep_id, target, max(generation) AS generation
+      FROM predictions GROUP BY run_id, sweep_id, target) n
+  JOIN predictions p ON p.run_id = n.run_id AND p.sweep_id = n.sweep_id
+    AND p.generation = n.generation AND p.target = n.target
+  JOIN prediction_generations g
+    ON g.sweep_id = p.sweep_id AND g.generation = p.generation
+  JOIN runs r ON r.id = p.run_id
+  LEFT JOIN sweeps s ON s.id = p.sweep_id;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
       {1, kV1Tables},      {2, kV2Views},        {3, kV3OnDemandTasks},
       {4, kV4RunSummary},  {5, kV5FaultClasses}, {6, kV6TypedResources},
-      {7, kV7RunProgress},
+      {7, kV7RunProgress}, {8, kV8Predictions},
   };
   return kMigrations;
 }

@@ -261,6 +261,24 @@ class Store {
   // NotFound for an unknown sweep.
   absl::Status RecordFit(const FitRecord& fit, absl::Time now);
 
+  // ---- Live predictions (store_predictions.cc)
+
+  // Stores a new prediction generation of `generation.sweep_id` (its
+  // `generation` and `created_at` are ignored: the next number and `now`)
+  // with its predictions, in one transaction; returns the generation
+  // number. InvalidArgument, with nothing stored, for a run that is not in
+  // the sweep, a target other than "loss", "longppl" or "train_loss", a
+  // method other than "profile", "bootstrap", "fit" or "curve", a predicted
+  // value or bound that is not
+  // finite, or two predictions of the same run and target; NotFound for an
+  // unknown sweep.
+  absl::StatusOr<int64_t> RecordPredictions(
+      const PredictionGeneration& generation, absl::Time now);
+  // The sweep's newest generation with its predictions (by run, then
+  // target), or nullopt when it has none. NotFound for an unknown sweep.
+  absl::StatusOr<std::optional<PredictionGeneration>> LatestPredictions(
+      int64_t sweep_id);
+
   // Appends to the event log; returns its sequence number.
   absl::StatusOr<int64_t> AppendEvent(const Event& event);
   // Events with seq > `after_seq`, oldest first, at most `limit`; for one

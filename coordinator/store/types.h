@@ -250,6 +250,38 @@ struct FitRecord {
   std::string details = "{}";  // JSON
 };
 
+// A law's prediction of a run's final target (never a measurement: it is
+// stored apart, table predictions, and no fit reads it).
+struct Prediction {
+  std::string run_id;
+  // "loss" or "longppl" (log LongPPL), by the sweep's law; "train_loss"
+  // (the mean over its last 1% of steps), by the run's own curve.
+  std::string target;
+  double predicted = 0;
+  // The interval's ends; nullopt: the data do not bound that side (or there
+  // is no interval: method "fit").
+  std::optional<double> lower;
+  std::optional<double> upper;
+  // "profile" (profile-likelihood prediction interval), "bootstrap"
+  // (percentile interval of the resampled laws), "fit" (no interval), or
+  // "curve" (the learning-rate-area law of its own curve, analysis/
+  // curve_law.h).
+  std::string method = "fit";
+  // The fit points of the law that predicted it ("curve": the run's newest
+  // step it saw).
+  int n_points = 0;
+};
+
+// One refit of a sweep's laws while it runs, with its predictions.
+struct PredictionGeneration {
+  int64_t sweep_id = 0;
+  int64_t generation = 0;  // 1, 2, ... per sweep
+  absl::Time created_at;
+  int n_succeeded = 0;      // succeeded runs of the sweep it rests on
+  std::string laws = "[]";  // JSON: one object per (arch, target)
+  std::vector<Prediction> predictions;
+};
+
 struct Event {
   int64_t seq = 0;
   int64_t sweep_id = 0;  // 0: not about one sweep

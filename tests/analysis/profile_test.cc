@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "analysis/analyze.h"
 #include "analysis/coverage.h"
 #include "tests/analysis/synthetic.h"
 
@@ -141,6 +142,50 @@ TEST(ProfileTest, IntervalsNestAndHoldTheEstimate) {
   // The estimate is the least-squares law's prediction.
   EXPECT_DOUBLE_EQ(wide->predictions[0].interval.estimate,
                    wide->least_squares.Predict(114e3, 2097152));
+}
+
+// AnalyzePowerLaw's further sites (the coordinator's live predictions of
+// unfinished runs) get the same intervals as the profile computes there,
+// apart from the held-out points'.
+TEST(ProfileTest, AnalyzePowerLawPredictsAtFurtherSites) {
+  const GridShape grid = IssueGrid();
+  const std::vector<ScalingPoint> points = SyntheticDataset(
+      grid, CoverageOptions().truth, 0.01, /*seed=*/3, /*index=*/0);
+  const std::vector<ScalingPoint> verify = {
+      {114e3, 262144, kTrueLaw.Predict(114e3, 262144)}};
+  AnalysisOptions options;
+  options.bootstrap.resamples = 0;
+  options.run_varpro = false;
+  options.fit.grid =
+      StartGrid{{0.25, 0.5}, {0.25, 0.5}, {0, 0.5}, {5, 6}, {5, 6}};
+  options.predict_at = grid.predict_at;
+  auto report = AnalyzePowerLaw(points, verify, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->intervals.has_value());
+  ASSERT_EQ(report->intervals->predictions.size(), 1u);  // held-out only
+  ASSERT_EQ(report->predictions.size(), 2u);
+
+  ProfileOptions profile;
+  profile.predict_at = {{114e3, 262144}};
+  profile.predict_at.insert(profile.predict_at.end(), grid.predict_at.begin(),
+                            grid.predict_at.end());
+  auto direct = ProfileLikelihoodIntervals(points, profile);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  for (size_t i = 0; i < 2; ++i) {
+    const ProfileInterval& got = report->predictions[i].interval;
+    const ProfileInterval& want = direct->predictions[1 + i].interval;
+    EXPECT_EQ(report->predictions[i].site.n, grid.predict_at[i].n);
+    EXPECT_EQ(report->predictions[i].site.d, grid.predict_at[i].d);
+    EXPECT_EQ(got.estimate, want.estimate);
+    EXPECT_EQ(got.lower, want.lower);
+    EXPECT_EQ(got.upper, want.upper);
+    EXPECT_LT(got.lower, got.upper);
+  }
+  // Without intervals (5 points) there are no predictions either.
+  const std::vector<ScalingPoint> five(points.begin(), points.begin() + 5);
+  auto small = AnalyzePowerLaw(five, {}, options);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_TRUE(small->predictions.empty());
 }
 
 TEST(ProfileTest, FlagsSidesTheDataDoNotBound) {

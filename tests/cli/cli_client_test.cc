@@ -88,6 +88,15 @@ void AddRuns(v1::ListRunsResponse* response) {
   a->set_tokens_done(20000000);
   a->set_final_loss(3.25);
   a->set_final_val_loss(3.5);
+  // The last live prediction before it finished, to read against 3.5.
+  v1::RunPrediction* p = a->add_predictions();
+  p->set_sweep_id("sw-1");
+  p->set_generation(2);
+  p->set_target("loss");
+  p->set_predicted(3.4);
+  p->set_lower(3.3);
+  p->set_upper(3.5);
+  p->set_method("profile");
   v1::Run* b = response->add_runs();
   b->set_run_id("fedcba9876543210");
   b->add_sweep_ids("sw-1");
@@ -110,11 +119,13 @@ TEST_F(CliClientTest, RunsPrintsCsvWithQuoting) {
   EXPECT_EQ(r.out,
             "run_id,sweep,architecture,scale,seed,params,tokens,"
             "tokens_per_param,state,progress,final_loss,final_val_loss,"
-            "final_log_longppl,error\n"
+            "final_log_longppl,predicted_loss,predicted_loss_lo,"
+            "predicted_loss_hi,predicted_log_longppl,prediction_generation,"
+            "error\n"
             "0123456789abcdef,sw-1,gdn,S1,0,1000000,20000000,20,succeeded,1,"
-            "3.25,3.5,,\n"
+            "3.25,3.5,,3.4,3.3,3.5,,2,\n"
             "fedcba9876543210,sw-1,\"mix,ed\",S2,1,2000000,40000000,,failed,"
-            "0.25,,,,\"oom, \"\"cuda\"\" failed\"\n");
+            "0.25,,,,,,,,,\"oom, \"\"cuda\"\" failed\"\n");
   const auto recorded = fake_.recorded();
   ASSERT_EQ(recorded.list_runs.size(), 1u);
   const v1::ListRunsRequest& request = recorded.list_runs[0];
@@ -146,7 +157,12 @@ TEST_F(CliClientTest, RunsPrintsJsonAndTable) {
   EXPECT_EQ(table.out.substr(0, table.out.find('\n')),
             "run_id            sweep  architecture  scale  seed   params  "
             "  tokens  tokens_per_param  state      progress  final_loss  "
-            "final_val_loss  final_log_longppl  error");
+            "final_val_loss  final_log_longppl  predicted_loss  "
+            "predicted_loss_lo  predicted_loss_hi  predicted_log_longppl  "
+            "prediction_generation  error");
+  EXPECT_EQ(j[0]["predicted_loss"], 3.4);
+  EXPECT_EQ(j[0]["prediction_generation"], 2);
+  EXPECT_TRUE(j[1]["predicted_loss"].is_null());
 }
 
 TEST_F(CliClientTest, RunsFetchesEveryPage) {
@@ -380,6 +396,55 @@ TEST_F(CliClientTest, StatusCountsRunsByPhaseAndShowsTheirOwnProgress) {
   EXPECT_NE(table.out.find("on_trunk  training  decaying  evaluating  waiting"),
             std::string::npos)
       << table.out;
+}
+
+// With live predictions: a line with their generation and coverage, and
+// each active run's predicted final loss.
+TEST_F(CliClientTest, StatusShowsLivePredictions) {
+  v1::Sweep* sweep = fake_.get_sweep.mutable_sweep();
+  sweep->set_sweep_id("sw-1");
+  sweep->set_name("demo");
+  sweep->set_state(v1::SWEEP_STATE_RUNNING);
+  sweep->set_runs_total(3);
+  sweep->set_runs_succeeded(1);
+  sweep->set_runs_pending(1);
+  sweep->set_runs_running(1);
+  sweep->set_runs_training(1);
+  sweep->set_runs_waiting(1);
+  sweep->set_prediction_generation(4);
+  sweep->set_runs_predicted(2);
+  v1::Run* run = fake_.list_runs.add_runs();
+  run->set_run_id("aaaaaaaaaaaaaaaa");
+  run->add_sweep_ids("sw-1");
+  run->set_architecture("full");
+  run->set_scale("S4");
+  run->set_tokens(100000);
+  run->set_tokens_done(50000);
+  run->set_steps_done(50);
+  run->set_phase(v1::RUN_PHASE_TRAINING);
+  run->set_state(v1::RUN_STATE_RUNNING);
+  v1::RunPrediction* p = run->add_predictions();
+  p->set_sweep_id("sw-1");
+  p->set_generation(4);
+  p->set_target("loss");
+  p->set_predicted(2.851);
+  p->set_lower(2.802);
+  p->set_upper(2.903);
+  Result r = Hlab({"status", "sw-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("predictions: generation 4, 2 of 2 unfinished runs "
+                       "predicted (hlab runs --sweep sw-1)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  aaaaaaaaaaaaaaaa  full  S4  training     50%  "
+                       "50.0K/100K tokens  step 50  predicted final 2.851 "
+                       "[2.802, 2.903]\n"),
+            std::string::npos)
+      << r.out;
+  r = Hlab({"status"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("cancelled  predicted  generation"), std::string::npos)
+      << r.out;
 }
 
 // Runs of two architectures whose val loss follows known laws exactly.

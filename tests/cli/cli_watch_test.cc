@@ -326,6 +326,90 @@ TEST_F(SharedTrunkViewTest, ADecayContinuesFromTheBranchPointAtItsOwnRate) {
                 "(event #12)"}));
 }
 
+// The live prediction of a run's final loss is shown once the coordinator
+// has one; a PREDICTIONS_UPDATED event makes watch read the runs again.
+TEST(WatchTest, ShowsTheLawsPredictedFinalLoss) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  const std::string run = "0123456789abcdef";
+  v1::RunPrediction* p = fake.list_runs.mutable_runs(0)->add_predictions();
+  p->set_sweep_id("sw-1");
+  p->set_generation(3);
+  p->set_target("loss");
+  p->set_predicted(3.25);
+  p->set_lower(3.125);
+  p->set_upper(3.375);
+  p->set_method("profile");
+  v1::Event updated;
+  updated.set_sequence(2);
+  updated.set_time_unix_ms(kT0 + 15000);
+  updated.set_kind(v1::PREDICTIONS_UPDATED);
+  updated.set_sweep_id("sw-1");
+  updated.set_message(
+      "predictions: generation 3 from 14 succeeded runs: 1 predictions of "
+      "unfinished runs in 1.0 s");
+  v1::Event finished;
+  finished.set_sequence(4);
+  finished.set_time_unix_ms(kT0 + 100000);
+  finished.set_kind(v1::SWEEP_FINISHED);
+  fake.watch_streams = {{StateChange(1, run, v1::RUN_STATE_RUNNING), updated,
+                         Progress(3, 20000, run, 2000000, 4.0), finished}};
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  ASSERT_NE(server, nullptr);
+  std::ostringstream out, err;
+  ASSERT_EQ(RunWatch({"sw-1", "--address", fake.address()}, out, err, {}),
+            kExitOk)
+      << err.str();
+  EXPECT_NE(out.str().find("#2 predictions updated: predictions: generation 3"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("#3 run 0123456789abcdef gdn/S1   20% 2.0M/10.0M "
+                           "tokens  loss 4.0000  step 2000  predicted final "
+                           "3.25 [3.125, 3.375]\n"),
+            std::string::npos)
+      << out.str();
+  // ListRuns at the start, and again after the new generation.
+  EXPECT_EQ(fake.recorded().list_runs.size(), 2u);
+  server->Shutdown();
+}
+
+TEST(ProgressViewTest, SetPredictionsReplacesTheLawsFigure) {
+  v1::Sweep sweep;
+  sweep.set_sweep_id("sw-1");
+  v1::Run run;
+  run.set_run_id("r");
+  run.add_sweep_ids("sw-1");
+  run.set_tokens(1000);
+  run.set_phase(v1::RUN_PHASE_TRAINING);
+  ProgressView view(sweep, {run});
+  EXPECT_EQ(view.Block()[1].find("predicted"), std::string::npos);
+  v1::RunPrediction* other = run.add_predictions();  // another sweep's
+  other->set_sweep_id("sw-0");
+  other->set_target("loss");
+  other->set_predicted(9);
+  v1::RunPrediction* p = run.add_predictions();
+  p->set_sweep_id("sw-1");
+  p->set_target("loss");
+  p->set_predicted(2.5);
+  p->set_upper(2.75);  // the data do not bound it below
+  v1::RunPrediction* longppl = run.add_predictions();
+  longppl->set_sweep_id("sw-1");
+  longppl->set_target("longppl");
+  longppl->set_predicted(1.5);
+  v1::RunPrediction* curve = run.add_predictions();  // its own curve's
+  curve->set_sweep_id("sw-1");
+  curve->set_target("train_loss");
+  curve->set_predicted(2.875);
+  curve->set_lower(2.75);
+  curve->set_upper(3);
+  curve->set_method("curve");
+  view.SetPredictions({run});
+  EXPECT_NE(view.Block()[1].find("  predicted final 2.5 [?, 2.75]  its curve: "
+                                 "final train loss 2.875 [2.75, 3]"),
+            std::string::npos)
+      << view.Block()[1];
+}
+
 TEST(ProgressViewTest, TerminalModeRedrawsInPlace) {
   FakeClientService fake;
   SetUpSweep(&fake);

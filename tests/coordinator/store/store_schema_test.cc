@@ -325,6 +325,58 @@ INSERT INTO events (sweep_id, run_id, kind, message, time)
             0);
 }
 
+// v8 adds the prediction tables and the run_predictions view to a v7
+// database and changes nothing that was there; predictions can be stored
+// at once.
+TEST(StoreSchemaTest, V8AddsPredictionsAndKeepsEverything) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 7; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 7").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, max_attempts, created_at, updated_at)
+  VALUES ('a', 'full', 'xs', 1000, 1, 0, '{}', 'PENDING', 2, 0, 0),
+         ('b', 'full', 'xs', 2000, 1, 0, '{}', 'SUCCEEDED', 2, 0, 0);
+INSERT INTO sweep_runs (sweep_id, run_id) SELECT 1, id FROM runs;
+INSERT INTO metrics (run_id, name, step, value, tokens)
+  VALUES ('b', 'train_loss', 10, 2.5, 2000);
+)sql")
+                    .ok());
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM metrics"), 1);
+  EXPECT_EQ(RawInt(path, "SELECT phase = 'WAITING' FROM runs WHERE id = 'a'"),
+            1);
+  for (const char* table : {"prediction_generations", "predictions"}) {
+    EXPECT_EQ(RawInt(path, std::string("SELECT count(*) FROM ") + table), 0)
+        << table;
+  }
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM run_predictions"), 0);
+  PredictionGeneration g;
+  g.sweep_id = 1;
+  Prediction p;
+  p.run_id = "a";
+  p.target = "loss";
+  p.predicted = 2.75;
+  g.predictions = {p};
+  auto stored = (*store)->RecordPredictions(g, T(1));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(*stored, 1);
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM run_predictions"), 1);
+}
+
 // A task's resources are stored and read back as they were given.
 TEST(StoreSchemaTest, TaskResourcesRoundTrip) {
   testing::Fixture f;
