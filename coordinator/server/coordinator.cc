@@ -238,6 +238,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   fitter_options.binary = options.fit_binary;
   fitter_options.fit_finished = options.auto_fit;
   fitter_options.predict = options.live_predictions;
+  fitter_options.predict_busy_fraction = 0.25;
   c->fitter_ = std::make_unique<FitScheduler>(&c->context_, fitter_options);
   if ((options.auto_fit || options.live_predictions) && options.start_reaper) {
     c->fitter_->Start();

@@ -379,6 +379,12 @@ absl::StatusOr<int> FitScheduler::PredictRunningSweeps() {
     }
     // The laws: when a run finished since. The runs' own curves: when one
     // of them trains and the last refit is curve_refresh old.
+    absl::Duration rest = absl::ZeroDuration();
+    if (options_.predict_busy_fraction > 0 &&
+        options_.predict_busy_fraction < 1) {
+      rest = tried->second.took * (1 / options_.predict_busy_fraction - 1);
+    }
+    if (now - tried->second.time < rest) continue;
     const bool law_due = n_succeeded >= kMinPredictionRuns &&
                          n_succeeded != tried->second.n_succeeded;
     bool curve_due = false;
@@ -393,13 +399,14 @@ absl::StatusOr<int> FitScheduler::PredictRunningSweeps() {
       curve_due = !runs.empty();
     }
     if (!law_due && !curve_due) continue;
+    const absl::Time started = context_->clock();
     absl::StatusOr<bool> done = RunSweepPrediction(sweep.id, n_succeeded);
     if (done.status().code() == absl::StatusCode::kCancelled) {
       return done.status();
     }
     // A failure is not retried until another run finishes (or, for the
     // curves, curve_refresh later).
-    tried->second = {n_succeeded, now};
+    tried->second = {n_succeeded, now, context_->clock() - started};
     if (!done.ok()) {
       HLAB_LOG(WARNING) << "sweep " << sweep.id
                         << ": live predictions failed: " << done.status();

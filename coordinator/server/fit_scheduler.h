@@ -84,6 +84,12 @@ struct FitSchedulerOptions {
   // last refit, so that the runs' own-curve predictions follow their
   // training; zero: only when a run finishes.
   absl::Duration curve_refresh = absl::Minutes(5);
+  // At most about this fraction of the fit thread's time goes to one
+  // sweep's live predictions: after a refit that took d, the next waits
+  // until d * (1 / fraction - 1) has passed, so a sweep whose runs finish
+  // faster than it refits does not keep a core busy. 0: no wait (tests);
+  // the coordinator uses 0.25.
+  double predict_busy_fraction = 0;
 };
 
 // A running sweep is refitted for predictions from this many succeeded
@@ -147,6 +153,7 @@ class FitScheduler {
   struct Refit {
     int n_succeeded = -1;  // -1: never
     absl::Time time = absl::InfinitePast();
+    absl::Duration took = absl::ZeroDuration();
   };
   std::map<int64_t, Refit> predicted_at_ ABSL_GUARDED_BY(round_mu_);
 };
