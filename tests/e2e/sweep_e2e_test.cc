@@ -226,8 +226,11 @@ std::vector<pid_t> TrainersUnder(const std::string& dir) {
     std::ifstream in(entry.path() / "cmdline");
     std::string cmdline((std::istreambuf_iterator<char>(in)),
                         std::istreambuf_iterator<char>());
+    // A trainer of a task: not the worker's device probe (hlab-train
+    // --probe-devices), which exits at once.
     if (cmdline.find("hlab-train") != std::string::npos &&
-        cmdline.find(dir) != std::string::npos) {
+        cmdline.find(dir) != std::string::npos &&
+        cmdline.find("--task") != std::string::npos) {
       pids.push_back(std::stoi(name));
     }
   }
@@ -482,9 +485,15 @@ TEST_F(SweepEndToEndTest, ALostNodesTaskResumesFromTheSharedCheckpoint) {
                         .lease_seconds = 3});
   ASSERT_TRUE(cluster.Start().ok());
   ASSERT_EQ(Submit(dir_ / "long.yaml", cluster), kExitOk);
-  const pid_t trainer = RunningTrainer(dir);
-  ASSERT_GT(trainer, 0);
-  const std::string task = TaskOf(trainer);
+  // The run's trainer (one that has ended by the time its command line is
+  // read, under load, is looked for again).
+  pid_t trainer = -1;
+  std::string task;
+  for (int tries = 0; tries < 20 && task.empty(); ++tries) {
+    trainer = RunningTrainer(dir);
+    ASSERT_GT(trainer, 0);
+    task = TaskOf(trainer);
+  }
   ASSERT_FALSE(task.empty());
   // Its first checkpoint, reported to the coordinator.
   int64_t reached = 0;
