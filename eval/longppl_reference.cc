@@ -137,9 +137,7 @@ absl::StatusOr<LongPplReferenceModel> LoadLlama(
   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
                         LlamaTokenizer(spec.hf_dir, llama->config().vocab_size,
                                        model, model_tokenizer, warnings));
-  auto weights = model::llama::SafetensorsCheckpoint::Open(spec.hf_dir);
-  if (!weights.ok()) return Prefixed(weights.status());
-  auto identity = LlamaIdentity(spec.hf_dir, **weights);
+  auto identity = LlamaIdentity(spec.hf_dir, llama->weights());
   if (!identity.ok()) return Prefixed(identity.status());
   LongPplReferenceModel out;
   out.sha256 = *identity;

@@ -112,15 +112,7 @@ absl::StatusOr<AddRunsResult> Store::AddRuns(int64_t sweep_id,
   AddRunsResult result;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     result = AddRunsResult{};
-    {
-      HLAB_ASSIGN_OR_RETURN(Statement st,
-                            db.Prepare("SELECT 1 FROM sweeps WHERE id = ?"));
-      st.Bind(1, sweep_id);
-      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-      if (!has_row) {
-        return absl::NotFoundError(absl::StrCat("unknown sweep ", sweep_id));
-      }
-    }
+    HLAB_RETURN_IF_ERROR(internal::RequireSweep(db, sweep_id));
     HLAB_ASSIGN_OR_RETURN(
         Statement insert,
         db.Prepare("INSERT OR IGNORE INTO runs (id, arch, scale,"

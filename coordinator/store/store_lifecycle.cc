@@ -10,7 +10,6 @@
 
 namespace hlab::store {
 
-using internal::Exists;
 using internal::InsertEvent;
 using internal::LeaseRow;
 using internal::LoadLeaseRow;
@@ -150,10 +149,7 @@ absl::StatusOr<std::vector<CancelledLease>> Store::CancelSweep(int64_t sweep_id,
   std::vector<CancelledLease> cancelled;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     cancelled.clear();
-    HLAB_ASSIGN_OR_RETURN(
-        bool known, Exists(db, "SELECT 1 FROM sweeps WHERE id = ?", sweep_id));
-    if (!known)
-      return absl::NotFoundError(absl::StrCat("unknown sweep ", sweep_id));
+    HLAB_RETURN_IF_ERROR(internal::RequireSweep(db, sweep_id));
     {
       HLAB_ASSIGN_OR_RETURN(
           Statement st,
@@ -210,10 +206,7 @@ absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
   int resumed = 0;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     resumed = 0;
-    HLAB_ASSIGN_OR_RETURN(
-        bool known, Exists(db, "SELECT 1 FROM sweeps WHERE id = ?", sweep_id));
-    if (!known)
-      return absl::NotFoundError(absl::StrCat("unknown sweep ", sweep_id));
+    HLAB_RETURN_IF_ERROR(internal::RequireSweep(db, sweep_id));
     {
       HLAB_ASSIGN_OR_RETURN(
           Statement st,

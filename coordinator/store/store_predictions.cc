@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/store/internal/rows.h"
 #include "coordinator/store/store.h"
 
 namespace hlab::store {
@@ -59,15 +60,7 @@ absl::StatusOr<int64_t> Store::RecordPredictions(
   const int64_t sweep_id = generation.sweep_id;
   int64_t number = 0;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
-    {
-      HLAB_ASSIGN_OR_RETURN(Statement st,
-                            db.Prepare("SELECT 1 FROM sweeps WHERE id = ?"));
-      st.Bind(1, sweep_id);
-      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-      if (!has_row) {
-        return absl::NotFoundError(absl::StrCat("unknown sweep ", sweep_id));
-      }
-    }
+    HLAB_RETURN_IF_ERROR(internal::RequireSweep(db, sweep_id));
     {
       HLAB_ASSIGN_OR_RETURN(
           Statement st,

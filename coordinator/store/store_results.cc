@@ -231,16 +231,7 @@ absl::Status Store::RecordEval(const std::string& task_id, int attempt,
 
 absl::Status Store::RecordFit(const FitRecord& fit, absl::Time now) {
   return writer_->Run([&](Database& db) -> absl::Status {
-    {
-      HLAB_ASSIGN_OR_RETURN(Statement st,
-                            db.Prepare("SELECT 1 FROM sweeps WHERE id = ?"));
-      st.Bind(1, fit.sweep_id);
-      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-      if (!has_row) {
-        return absl::NotFoundError(
-            absl::StrCat("unknown sweep ", fit.sweep_id));
-      }
-    }
+    HLAB_RETURN_IF_ERROR(internal::RequireSweep(db, fit.sweep_id));
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
         db.Prepare("INSERT OR REPLACE INTO fits (sweep_id, arch, target, e, a,"

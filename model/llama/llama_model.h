@@ -61,6 +61,8 @@ class LlamaModel {
   torch::ScalarType dtype() const { return dtype_; }
   // "model.safetensors" or "model.safetensors.index.json (4 shards)".
   const std::string& weights_description() const { return description_; }
+  // The mapped files the weights were read from (e.g. to hash them).
+  const SafetensorsCheckpoint& weights() const { return *weights_; }
 
  private:
   struct Layer {

@@ -11,11 +11,14 @@
 #ifndef HLAB_COORDINATOR_STORE_INTERNAL_ROWS_H_
 #define HLAB_COORDINATOR_STORE_INTERNAL_ROWS_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "coordinator/store/database.h"
 #include "coordinator/store/types.h"
 
@@ -50,6 +53,18 @@ absl::StatusOr<bool> Exists(Database& db, const char* sql, const Key& key) {
   if (!st.ok()) return st.status();
   st->Bind(1, key);
   return st->Step();
+}
+
+// NotFound "unknown sweep N" unless the sweep exists: the check of every
+// write that names a sweep.
+inline absl::Status RequireSweep(Database& db, int64_t sweep_id) {
+  absl::StatusOr<bool> known =
+      Exists(db, "SELECT 1 FROM sweeps WHERE id = ?", sweep_id);
+  if (!known.ok()) return known.status();
+  if (!*known) {
+    return absl::NotFoundError(absl::StrCat("unknown sweep ", sweep_id));
+  }
+  return absl::OkStatus();
 }
 
 // Milliseconds for a nullable time column: NULL for InfinitePast.
