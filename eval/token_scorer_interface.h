@@ -9,6 +9,7 @@
 //   std::vector<float> nll = scorer.Score(tokens);  // nll[i - 1]: token i
 //   auto all = scorer.ScoreBatch({a, b, c});        // one forward if it can
 //   absl::StatusOr<int32_t> next = scorer.NextToken(prefix);
+//   auto out = scorer.Generate(prompt, {.max_new_tokens = 32});  // greedy
 #ifndef HLAB_EVAL_TOKEN_SCORER_INTERFACE_H_
 #define HLAB_EVAL_TOKEN_SCORER_INTERFACE_H_
 
@@ -19,6 +20,12 @@
 #include "absl/status/statusor.h"
 
 namespace hlab::eval {
+
+// Greedy decoding's limits.
+struct GenerateOptions {
+  int64_t max_new_tokens = 32;      // >= 1
+  std::vector<int32_t> stop_tokens;  // generation ends after emitting one
+};
 
 class TokenScorer {
  public:
@@ -46,6 +53,31 @@ class TokenScorer {
     (void)prefix;
     return absl::UnimplementedError(
         "this scorer cannot decode (no next-token argmax)");
+  }
+
+  // Greedy decoding: up to max_new_tokens tokens after `prompt` (non-empty),
+  // each the NextToken of the prompt and the tokens before it; it ends
+  // early after a stop token, which is included. The default re-runs the
+  // whole prefix for every token; scorers with a cache (ModelScorer) must
+  // return the same tokens.
+  virtual absl::StatusOr<std::vector<int32_t>> Generate(
+      const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+    if (options.max_new_tokens < 1) {
+      return absl::InvalidArgumentError(
+          "Generate: max_new_tokens must be at least 1");
+    }
+    std::vector<int32_t> prefix = prompt;
+    std::vector<int32_t> out;
+    while (static_cast<int64_t>(out.size()) < options.max_new_tokens) {
+      absl::StatusOr<int32_t> next = NextToken(prefix);
+      if (!next.ok()) return next.status();
+      out.push_back(*next);
+      prefix.push_back(*next);
+      bool stop = false;
+      for (int32_t s : options.stop_tokens) stop = stop || s == *next;
+      if (stop) break;
+    }
+    return out;
   }
 };
 
