@@ -92,6 +92,14 @@ absl::Status EvalRun::Run() {
   if (task_.evals.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(task_, model_.config));
   }
+  if (task_.evals.ruler) {  // before anything runs
+    const std::vector<int64_t>& lengths = task_.evals.ruler->lengths;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      HLAB_RETURN_IF_ERROR(
+          CheckContext(absl::StrCat("evals.ruler.lengths[", i, "]"), lengths[i],
+                       task_, model_.config));
+    }
+  }
   scorer_ = std::make_unique<ModelScorer>(model_.model);
   if (task_.evals.val_loss)
     HLAB_RETURN_IF_ERROR(RunValLoss(*task_.evals.val_loss));
@@ -116,6 +124,7 @@ absl::Status EvalRun::Run() {
   if (task_.evals.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(RunRetrievalHeads(*task_.evals.retrieval_heads));
   }
+  if (task_.evals.ruler) HLAB_RETURN_IF_ERROR(RunRuler(*task_.evals.ruler));
   emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
   return absl::OkStatus();
 }

@@ -23,7 +23,7 @@ namespace hlab::eval {
 
 // Greedy decoding's limits.
 struct GenerateOptions {
-  int64_t max_new_tokens = 32;      // >= 1
+  int64_t max_new_tokens = 32;       // >= 1
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one
 };
 
@@ -62,6 +62,9 @@ class TokenScorer {
   // return the same tokens.
   virtual absl::StatusOr<std::vector<int32_t>> Generate(
       const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+    if (prompt.empty()) {
+      return absl::InvalidArgumentError("Generate: the prompt is empty");
+    }
     if (options.max_new_tokens < 1) {
       return absl::InvalidArgumentError(
           "Generate: max_new_tokens must be at least 1");

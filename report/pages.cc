@@ -27,6 +27,13 @@ constexpr char kReceptiveFieldNote[] =
     "restricting the efficient layers; empty cells: not measured (Full has "
     "no efficient layers).";
 
+constexpr char kBenchmarksNote[] =
+    "Each run's newest downstream scores, in [0, 1]: ruler_score is RULER's "
+    "mean string match over the tasks and lengths that ran (greedy "
+    "decoding; ruler_score/<task> per task; RULER prints x100), mc_* the "
+    "multiple-choice accuracies (docs/evaluation.md). Empty cells: not "
+    "measured.";
+
 std::string FitsOrigin(const StudyData& study) {
   if (study.fits_origin == "stored") return "fits stored by the coordinator";
   if (study.fits_origin == "computed") return "fits computed by hlab report";
@@ -122,6 +129,12 @@ std::string ReportMarkdown(const StudyData& study,
                     kReceptiveFieldNote, "\n\n", TableToMarkdown(rf),
                     "\nFull precision: receptive_field.csv.\n\n");
   }
+  const Table benchmarks = BenchmarksTable(study);
+  if (!benchmarks.rows.empty()) {
+    absl::StrAppend(&md, "## Downstream benchmarks\n\n", kBenchmarksNote,
+                    "\n\n", TableToMarkdown(benchmarks),
+                    "\nFull precision: benchmarks.csv.\n\n");
+  }
   absl::StrAppend(&md, "## Runs\n\n");
   if (!study.runs.empty()) {
     absl::StrAppend(&md, TableToMarkdown(RunsTable(study)),
@@ -189,6 +202,14 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
                     HtmlEscape(kReceptiveFieldNote), "</p>\n", TableToHtml(rf),
                     "<p>Full precision: <a href=\"receptive_field.csv\">"
                     "receptive_field.csv</a>.</p>\n");
+  }
+  const Table benchmarks = BenchmarksTable(study);
+  if (!benchmarks.rows.empty()) {
+    absl::StrAppend(&html, "<h2>Downstream benchmarks</h2>\n<p>",
+                    HtmlEscape(kBenchmarksNote), "</p>\n",
+                    TableToHtml(benchmarks),
+                    "<p>Full precision: <a href=\"benchmarks.csv\">"
+                    "benchmarks.csv</a>.</p>\n");
   }
   html += "<h2>Runs</h2>\n";
   if (!study.runs.empty()) {

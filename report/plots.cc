@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "report/benchmark_figures.h"
 #include "report/comparison_figures.h"
 #include "report/internal/gnuplot_text.h"
 #include "report/mechanism_figures.h"
@@ -378,6 +379,7 @@ absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
     plots.push_back(std::move(residuals));
   }
   HLAB_RETURN_IF_ERROR(WriteMechanismFigures(study, dir, &plots));
+  HLAB_RETURN_IF_ERROR(WriteBenchmarkFigures(study, dir, &plots));
   return plots;
 }
 

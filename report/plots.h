@@ -53,6 +53,12 @@
 //                                 the head with the largest mean norm), the
 //                                 retrieval figure's formation D dotted
 //                                 (data/q_grad_<arch>.dat: tokens norm).
+// and, for a sweep that ran downstream benchmarks (report/benchmark_figures.h):
+//   benchmark_<metric>            a headline benchmark score (ruler_score,
+//                                 mc_acc_norm/<task>) against D, one line
+//                                 per architecture at its largest scale
+//                                 (data/benchmark_<metric>_<arch>.dat: D
+//                                 score).
 // Each figure is a gnuplot script <name>.gp in the report directory, over
 // data files data/<target>_<arch>.dat (whitespace columns: N D observed
 // predicted rel_residual held_out scale run_id; one block per scale), so a

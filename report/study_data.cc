@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "coordinator/sweep/spec_parser.h"
@@ -138,6 +140,40 @@ absl::StatusOr<std::vector<RetrievalPoint>> ReadRetrieval(RowSource& source,
     p.score = *value;
     p.details = TextValue(row[3]);
     points.push_back(std::move(p));
+  }
+  return points;
+}
+
+absl::StatusOr<std::vector<BenchmarkPoint>> ReadBenchmarks(RowSource& source,
+                                                           int64_t sweep_id) {
+  std::vector<std::string> prefixes;
+  for (const char* p : kBenchmarkPrefixes) {
+    prefixes.push_back(
+        absl::StrCat("substr(e.metric, 1, ", strlen(p), ") = '", p, "'"));
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      source.Query(absl::StrCat(
+          "SELECT e.run_id, e.metric, e.step, e.value FROM evals e"
+          " JOIN sweep_runs sr ON sr.run_id = e.run_id WHERE sr.sweep_id = ",
+          sweep_id, " AND (", absl::StrJoin(prefixes, " OR "),
+          ") ORDER BY e.run_id, e.metric, e.step")));
+  std::vector<BenchmarkPoint> points;
+  for (const auto& row : result.rows) {
+    if (row.size() != 4) continue;
+    const auto* step = std::get_if<int64_t>(&row[2]);
+    const auto* value = std::get_if<double>(&row[3]);
+    if (step == nullptr || value == nullptr || !std::isfinite(*value)) {
+      continue;
+    }
+    BenchmarkPoint p{TextValue(row[0]), TextValue(row[1]), *step, *value};
+    // Ordered by step: a later one of the same run and metric replaces it.
+    if (!points.empty() && points.back().run_id == p.run_id &&
+        points.back().metric == p.metric) {
+      points.back() = std::move(p);
+    } else {
+      points.push_back(std::move(p));
+    }
   }
   return points;
 }
@@ -325,6 +361,7 @@ absl::StatusOr<StudyData> ReadStudyData(RowSource& source,
     r.verify = Contains(study.verify_scales, r.scale);
   HLAB_ASSIGN_OR_RETURN(study.q_grad, ReadQGrad(source, sweep.id));
   HLAB_ASSIGN_OR_RETURN(study.retrieval, ReadRetrieval(source, sweep.id));
+  HLAB_ASSIGN_OR_RETURN(study.benchmarks, ReadBenchmarks(source, sweep.id));
   HLAB_ASSIGN_OR_RETURN(study.fits, ReadStoredFits(source, sweep.id));
   if (!study.fits.empty()) {
     study.fits_origin = "stored";

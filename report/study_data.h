@@ -3,8 +3,9 @@
 // figures, and the power-law fits per architecture and target.
 //
 // The Q-gradient hook's metrics: every finite q_grad_norm_* point of the
-// sweep's runs; and every retrieval_score eval at every step (the
-// trajectories of evaluation.trajectory).
+// sweep's runs; every retrieval_score eval at every step (the
+// trajectories of evaluation.trajectory); and the downstream benchmarks'
+// scores (RULER, multiple choice) at each run's newest step.
 //
 // Runs: read with fits::ReadRunFigures, the reader of the
 // coordinator's fits: N = non-embedding parameters, D = planned tokens; the
@@ -116,6 +117,17 @@ struct RetrievalPoint {
   std::string details;  // eval/retrieval_heads.h's JSON
 };
 
+// A downstream benchmark's score of a run (evals whose metric starts with
+// one of kBenchmarkPrefixes: RULER's ruler_score and ruler_score/<task>,
+// the multiple-choice harness's mc_*), at the run's newest step with it.
+inline constexpr const char* kBenchmarkPrefixes[] = {"ruler_score", "mc_"};
+struct BenchmarkPoint {
+  std::string run_id;
+  std::string metric;
+  int64_t step = 0;
+  double value = 0;
+};
+
 struct StudyData {
   int64_t sweep_id = 0;
   std::string sweep_name;
@@ -130,6 +142,8 @@ struct StudyData {
   // Every retrieval_score eval of the sweep's runs, by run, step (empty
   // unless the spec traced retrieval heads).
   std::vector<RetrievalPoint> retrieval;
+  // Downstream benchmark scores of the sweep's runs, by run, metric.
+  std::vector<BenchmarkPoint> benchmarks;
   // "stored" (the fits table), "computed" (FitSweepRuns, none stored) or
   // "none".
   std::string fits_origin = "none";

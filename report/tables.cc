@@ -2,6 +2,10 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -104,6 +108,33 @@ Table ReceptiveFieldTable(const StudyData& study) {
                       Number(r.rf_efficient_delta_log_longppl),
                       Number(r.rf_full_delta_loss),
                       Number(r.rf_efficient_delta_loss)});
+  }
+  return t;
+}
+
+Table BenchmarksTable(const StudyData& study) {
+  std::set<std::string> metrics;
+  std::map<std::string, std::map<std::string, double>> by_run;
+  for (const BenchmarkPoint& p : study.benchmarks) {
+    metrics.insert(p.metric);
+    by_run[p.run_id][p.metric] = p.value;
+  }
+  Table t;
+  if (metrics.empty()) return t;
+  t.columns = {"run_id", "architecture", "scale", "N", "D"};
+  t.columns.insert(t.columns.end(), metrics.begin(), metrics.end());
+  for (const RunRow& r : study.runs) {
+    auto it = by_run.find(r.run_id);
+    if (it == by_run.end()) continue;
+    std::vector<TableCell> row = {Text(r.run_id), Text(r.arch), Text(r.scale),
+                                  Number(r.n), Number(r.d)};
+    for (const std::string& m : metrics) {
+      auto v = it->second.find(m);
+      row.push_back(Number(v == it->second.end()
+                               ? std::nullopt
+                               : std::optional<double>(v->second)));
+    }
+    t.rows.push_back(std::move(row));
   }
   return t;
 }

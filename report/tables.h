@@ -45,6 +45,9 @@ Table RunsTable(const StudyData& study);
 // Appendix D.1's receptive-field changes, one row per run that has any
 // (no rows: the sweep did not evaluate them).
 Table ReceptiveFieldTable(const StudyData& study);
+// The downstream benchmarks (RULER, multiple choice): one row per run with
+// any, one column per metric (sorted), its newest score.
+Table BenchmarksTable(const StudyData& study);
 Table FitsTable(const StudyData& study);
 // The fits for reading (Markdown, HTML): each coefficient with its CI in
 // one cell ("0.3412 [0.3301, 0.3519]"; "?" for a bound that is not

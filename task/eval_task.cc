@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_reader.h"
 #include "common/status_macros.h"
+#include "eval/ruler/ruler.h"
 
 namespace hlab::task {
 namespace {
@@ -295,6 +296,22 @@ absl::Status ValidateRun(const TrainTask& run) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRuler(const RulerSpec& r, int64_t seq_len) {
+  eval::ruler::RulerConfig config;
+  config.tasks = r.tasks;
+  config.lengths = r.lengths;
+  if (config.lengths.empty()) config.lengths = {seq_len};
+  config.samples = r.samples;
+  config.seed = r.seed;
+  config.tokens_to_generate = r.tokens_to_generate;
+  absl::Status s = eval::ruler::ValidateRulerConfig(config);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("evals.ruler.", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> EvalKinds::Names() const {
@@ -306,6 +323,7 @@ std::vector<std::string> EvalKinds::Names() const {
   if (gradient_profile) names.push_back("gradient_profile");
   if (probing) names.push_back("probing");
   if (retrieval_heads) names.push_back("retrieval_heads");
+  if (ruler) names.push_back("ruler");
   return names;
 }
 
@@ -324,6 +342,7 @@ const std::vector<std::string>& AllEvalNames() {
     all.gradient_profile.emplace();
     all.probing.emplace();
     all.retrieval_heads.emplace();
+    all.ruler.emplace();
     return new std::vector<std::string>(all.Names());
   }();
   return *names;
@@ -356,11 +375,12 @@ absl::Status ValidateEvalTask(const EvalTask& t) {
   if (e.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(ValidateRetrievalHeads(*e.retrieval_heads));
   }
+  if (e.ruler) HLAB_RETURN_IF_ERROR(ValidateRuler(*e.ruler, t.run.seq_len));
   if (e.Names().empty()) {
     return FieldError("evals",
                       "names no evaluation (val_loss, longppl, niah, "
                       "receptive_field, gradient_profile, probing, "
-                      "retrieval_heads)");
+                      "retrieval_heads, ruler)");
   }
   return absl::OkStatus();
 }

@@ -279,6 +279,34 @@ struct RetrievalHeadsSpec {
   }
 };
 
+// RULER's synthetic tasks (eval/ruler/ruler.h): greedy decoding of each
+// sample, RULER's string-match metrics. Task names as RULER's; empty: every
+// task whose files are given and whose length fits.
+struct RulerSpec {
+  std::vector<std::string> tasks;
+  std::vector<int64_t> lengths;  // tokens, generated ones included; empty:
+                                 // seq_len
+  int64_t samples = 20;          // per task and length
+  uint64_t seed = 0;
+  int64_t tokens_to_generate = 0;         // 0: each task's (RULER's)
+  std::string essay_file;                 // the essay haystack (any long text)
+  std::string squad_file, hotpotqa_file;  // qa_1, qa_2
+  std::string tokenizer;                  // as evals.niah.tokenizer
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("tasks", s.tasks);
+    v("lengths", s.lengths);
+    v("samples", s.samples);
+    v("seed", s.seed);
+    v("tokens_to_generate", s.tokens_to_generate);
+    v("essay_file", s.essay_file);
+    v("squad_file", s.squad_file);
+    v("hotpotqa_file", s.hotpotqa_file);
+    v("tokenizer", s.tokenizer);
+  }
+};
+
 inline constexpr int64_t kDefaultValLossTokens = int64_t{1} << 16;
 inline constexpr int64_t kDefaultLongPplDocuments = 64;
 
@@ -291,9 +319,11 @@ struct EvalKinds {
   std::optional<GradientProfileSpec> gradient_profile;
   std::optional<ProbingSpec> probing;
   std::optional<RetrievalHeadsSpec> retrieval_heads;
+  std::optional<RulerSpec> ruler;
 
   // "val_loss", "longppl", "niah", "receptive_field", "gradient_profile",
-  // "probing", "retrieval_heads": the evaluations present, in run order.
+  // "probing", "retrieval_heads", "ruler": the evaluations present, in run
+  // order.
   std::vector<std::string> Names() const;
 
   template <class V, class S>
@@ -305,6 +335,7 @@ struct EvalKinds {
     v("gradient_profile", s.gradient_profile);
     v("probing", s.probing);
     v("retrieval_heads", s.retrieval_heads);
+    v("ruler", s.ruler);
   }
 };
 
@@ -332,7 +363,7 @@ struct EvalTask {
     v.Required("config", s.run, "the run's config: its seq_len and data");
     v.Required("evals", s.evals,
                "one or more of val_loss, longppl, niah, receptive_field, "
-               "gradient_profile, probing, retrieval_heads");
+               "gradient_profile, probing, retrieval_heads, ruler");
     v("cache_dir", s.cache_dir);
     v("threads", s.threads);
     v("allow_extrapolation", s.allow_extrapolation);

@@ -119,6 +119,16 @@ const char kEvalTaskFieldsHelp[] =
                        retrieval_score and retrieval_mass (the top head's,
                        every head in the details). Needs a full-attention
                        layer
+    ruler              {"tasks": [] (= every task whose files are given),
+                        "lengths": [] (= [seq_len]), "samples": 20,
+                        "seed": 0, "tokens_to_generate": 0 (= RULER's),
+                        "essay_file": "", "squad_file": "",
+                        "hotpotqa_file": "", "tokenizer": ""}: RULER's
+                       synthetic tasks (niah_single_1..3, niah_multikey_1..3,
+                       niah_multivalue, niah_multiquery, vt, cwe, fwe, qa_1,
+                       qa_2) by greedy decoding, RULER's string match;
+                       results ruler_score (the mean over tasks) and
+                       ruler_score/<task>, each cell in the details
   DATA                 {"jsonl": FILE, "text_field": "text",
                         "tokenizer": "" (= the model's)} or
                        {"prepared": DIR, "split": "heldout"}; absent: the

@@ -38,7 +38,8 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
       return absl::InvalidArgumentError(
           absl::StrCat("evals: unknown evaluation '", name,
                        "'; use val_loss, longppl, niah, receptive_field, "
-                       "gradient_profile, probing or retrieval_heads"));
+                       "gradient_profile, probing, retrieval_heads or "
+                       "ruler"));
     }
     wanted.insert(name);
   }
@@ -77,6 +78,7 @@ hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
   e->mutable_gradient_profile()->set_enabled(on("gradient_profile"));
   e->mutable_probing()->set_enabled(on("probing"));
   e->mutable_retrieval_heads()->set_enabled(on("retrieval_heads"));
+  e->mutable_ruler()->set_enabled(on("ruler"));
   // Its changes are against the unrestricted loss, which it needs.
   if (on("receptive_field")) {
     e->mutable_validation_loss()->set_enabled(true);

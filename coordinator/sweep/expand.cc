@@ -192,6 +192,18 @@ std::string EvaluationSettings(const SweepSpec& spec) {
         {"context_length", e.retrieval_heads().context_length()},
         {"top_heads", e.retrieval_heads().top_heads()}};
   }
+  if (e.ruler().enabled()) {
+    const auto& r = e.ruler();
+    j["ruler"] = {
+        {"tasks", std::vector<std::string>(r.tasks().begin(), r.tasks().end())},
+        {"lengths",
+         std::vector<int64_t>(r.lengths().begin(), r.lengths().end())},
+        {"samples", r.samples()},
+        {"tokens_to_generate", r.tokens_to_generate()},
+        {"essay_file", r.essay_file()},
+        {"squad_file", r.squad_file()},
+        {"hotpotqa_file", r.hotpotqa_file()}};
+  }
   return j.dump();
 }
 
@@ -203,10 +215,11 @@ std::vector<std::string> EnabledEvals(const SweepSpec& spec) {
                      e.receptive_field().enabled(),
                      e.gradient_profile().enabled(),
                      e.probing().enabled(),
-                     e.retrieval_heads().enabled()};
+                     e.retrieval_heads().enabled(),
+                     e.ruler().enabled()};
   const std::vector<std::string>& names = hlab::task::AllEvalNames();
   constexpr size_t kEvals = sizeof(on) / sizeof(on[0]);
-  static_assert(kEvals == 7, "one flag per evaluation");
+  static_assert(kEvals == 8, "one flag per evaluation");
   std::vector<std::string> out;
   for (size_t i = 0; i < names.size() && i < kEvals; ++i) {
     if (on[i]) out.push_back(names[i]);
@@ -463,6 +476,7 @@ SweepSpec TrajectoryEvaluations(const SweepSpec& spec) {
   if (!named("retrieval_heads")) {
     e->mutable_retrieval_heads()->set_enabled(false);
   }
+  if (!named("ruler")) e->mutable_ruler()->set_enabled(false);
   return out;
 }
 

@@ -82,6 +82,11 @@ void DefaultEvaluation(int64_t seq_len, const hlab::v1::DataSpec& data,
     if (rh->context_length() == 0) rh->set_context_length(seq_len);
     if (rh->top_heads() == 0) rh->set_top_heads(defaults.top_heads);
   }
+  hlab::v1::RulerSpec* ru = e->mutable_ruler();
+  if (ru->enabled()) {
+    if (ru->samples() == 0) ru->set_samples(task::RulerSpec().samples);
+    if (ru->lengths().empty()) ru->add_lengths(seq_len);
+  }
   hlab::v1::ReceptiveFieldSpec* rf = e->mutable_receptive_field();
   if (rf->enabled() && rf->limit() == 0) {
     rf->set_limit(task::ReceptiveFieldLimit({}, seq_len));

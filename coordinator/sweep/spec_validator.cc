@@ -17,6 +17,7 @@
 #include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/run_config.h"
 #include "coordinator/sweep/spec_defaults.h"
+#include "eval/ruler/ruler_tasks.h"
 #include "model/config/architectures.h"
 #include "model/config/model_config.h"
 #include "model/config/param_count.h"
@@ -223,6 +224,48 @@ absl::Status CheckRetrievalHeads(const SweepSpec& spec) {
       spec, at, "retrieval-head tracing scores full-attention heads");
 }
 
+// evaluation.ruler (defaults applied): known tasks, each once, with the
+// files they need; lengths within seq_len; counts in range.
+absl::Status CheckRuler(const SweepSpec& spec) {
+  const auto& r = spec.evaluation().ruler();
+  if (!r.enabled()) return absl::OkStatus();
+  const std::string at = "evaluation.ruler";
+  std::set<std::string> seen;
+  for (int i = 0; i < r.tasks_size(); ++i) {
+    const std::string field = Index(at + ".tasks", i);
+    absl::StatusOr<eval::ruler::RulerTaskInfo> t =
+        eval::ruler::FindRulerTask(r.tasks(i));
+    if (!t.ok()) return Bad(field, std::string(t.status().message()));
+    if (!seen.insert(r.tasks(i)).second) {
+      return Bad(field, absl::StrCat("\"", r.tasks(i), "\" is listed twice"));
+    }
+    const std::map<std::string, std::string> files = {
+        {"essay", r.essay_file()},
+        {"squad", r.squad_file()},
+        {"hotpotqa", r.hotpotqa_file()}};
+    if (!t->needs.empty() && files.at(t->needs).empty()) {
+      return Bad(field, absl::StrCat(t->name, " needs ", at, ".", t->needs,
+                                     "_file (a file on the workers)"));
+    }
+  }
+  HLAB_RETURN_IF_ERROR(internal::AtMost(at + ".lengths", r.lengths_size(),
+                                        kMaxEvalPoints, "lengths"));
+  for (int i = 0; i < r.lengths_size(); ++i) {
+    HLAB_RETURN_IF_ERROR(
+        CheckContextLength(spec, Index(at + ".lengths", i), r.lengths(i)));
+  }
+  if (r.samples() < 1 || r.samples() > 100000) {
+    return Bad(at + ".samples",
+               absl::StrCat("must be in [1, 100000], got ", r.samples()));
+  }
+  if (r.tokens_to_generate() < 0) {
+    return Bad(at + ".tokens_to_generate",
+               absl::StrCat("must be >= 0 (0: each task's), got ",
+                            r.tokens_to_generate()));
+  }
+  return absl::OkStatus();
+}
+
 // evaluation.trajectory: K >= 0; its evals enabled, known, each once; some
 // evaluation enabled when K > 0. (How many EVAL tasks K makes is checked
 // when the plan is made: expand.cc.)
@@ -408,6 +451,7 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
   }
   HLAB_RETURN_IF_ERROR(CheckProbing(spec));
   HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(spec));
+  HLAB_RETURN_IF_ERROR(CheckRuler(spec));
   HLAB_RETURN_IF_ERROR(CheckTrajectory(spec));
   const int64_t q_every = spec.analysis().q_grad_every_steps();
   if (q_every < 0) {

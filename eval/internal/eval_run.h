@@ -5,6 +5,7 @@
 //   eval/internal/eval_run_longppl.cc      longppl, receptive_field
 //   eval/internal/eval_run_mechanisms.cc   niah, gradient_profile, probing,
 //                                          retrieval_heads
+//   eval/internal/eval_run_ruler.cc        ruler
 // A new kind adds a Run<Kind> method here and its file, and one line in
 // Run().
 //
@@ -104,6 +105,9 @@ class EvalRun {
   // Appendix D.4 (eval/retrieval_heads.h): "retrieval_score" and
   // "retrieval_mass", the top head's, with every head in the details.
   absl::Status RunRetrievalHeads(const task::RetrievalHeadsSpec& spec);
+
+  // eval/internal/eval_run_ruler.cc
+  absl::Status RunRuler(const task::RulerSpec& spec);
 
   const task::EvalTask& task_;
   const RecordSink& emit_;

@@ -307,5 +307,59 @@ TEST_F(EvalTaskRunTest, BadReceptiveFieldLimitsNameTheField) {
       << alone;
 }
 
+// RULER (eval/ruler/ruler.h) through an EVAL task: greedy decoding of the
+// tiny model, a score per task and overall with every cell; a length above
+// the context and an unknown task are refused before any result.
+TEST_F(EvalTaskRunTest, RulerScoresEachTaskAndLengthByGreedyDecoding) {
+  Json j = Task();
+  j["config"]["seq_len"] = 1024;
+  j["evals"] = {{"ruler",
+                 {{"tasks", {"niah_single_1", "vt"}},
+                  {"lengths", {900, 1000}},
+                  {"samples", 2},
+                  {"tokens_to_generate", 6}}}};
+  const absl::Status run = Run(j);
+  ASSERT_TRUE(run.ok()) << run;
+  EXPECT_EQ(records_.front()["evals"], Json({"ruler"}));
+  const Json all = FindRecord(records_, "result", "ruler_score");
+  ASSERT_FALSE(all.is_null());
+  ASSERT_EQ(all["details"]["cells"].size(), 4u) << all.dump();
+  EXPECT_EQ(all["details"]["generated_tokens"], 4 * 2 * 6);
+  double sum = 0;
+  for (const char* task : {"niah_single_1", "vt"}) {
+    const Json one =
+        FindRecord(records_, "result", std::string("ruler_score/") + task);
+    ASSERT_FALSE(one.is_null()) << task;
+    const double v = one["value"].get<double>();
+    EXPECT_GE(v, 0.0);
+    EXPECT_LE(v, 1.0);
+    EXPECT_EQ(one["details"]["cells"].size(), 2u);
+    sum += v;
+  }
+  EXPECT_DOUBLE_EQ(all["value"].get<double>(), sum / 2);
+  int64_t progress = 0;
+  for (const Json& r : records_) {
+    progress += r["type"] == "progress" && r["eval"] == "ruler" ? 1 : 0;
+  }
+  EXPECT_EQ(progress, 8);
+
+  // A length above the trained context, an unknown task: exit code 2,
+  // naming the field, and no result at all.
+  j["evals"]["ruler"]["lengths"] = {900, 2048};
+  j["evals"]["val_loss"] = {{"tokens", 500}};
+  absl::Status s = Run(j);
+  EXPECT_EQ(train::ExitCodeFor(s), 2) << s;
+  EXPECT_NE(std::string(s.message()).find("evals.ruler.lengths[1]: 2048"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(FindRecord(records_, "result", "val_loss").is_null());
+  j["evals"]["ruler"]["lengths"] = {900};
+  j["evals"]["ruler"]["tasks"] = {"niah_single_9"};
+  EXPECT_NE(Parse(j).status().message().find(
+                "evals.ruler.tasks[0]: unknown RULER task"),
+            std::string::npos)
+      << Parse(j).status();
+}
+
 }  // namespace
 }  // namespace hlab::eval

@@ -253,6 +253,50 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
   EXPECT_EQ(held_out, 3);
 }
 
+// RULER's scores: a table row per run with its newest scores, one column
+// per metric, and the headline score against D.
+TEST_F(ReportTest, DownstreamBenchmarksGetATableAndAFigureAgainstD) {
+  SweepOptions sweep;
+  sweep.ruler = true;
+  const int64_t sweep_id = StoreDemoSweep(sweep);
+  StoreTrueFits(sweep_id, "loss");
+  store_.reset();
+  const Result r =
+      Hlab({"report", "--db", db_, "--sweep", "demo", "--out", Out().string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Csv b = ReadCsv(Out() / "benchmarks.csv");
+  ASSERT_EQ(b.rows.size(), 47u);  // every run but the pending one
+  for (const auto& row : b.rows) {
+    const double ratio =
+        Number(row[b.Column("D")]) / Number(row[b.Column("N")]);
+    const double vt = std::min(1.0, ratio / 16.0);
+    EXPECT_NEAR(Number(row[b.Column("ruler_score/vt")]), vt, 1e-9);
+    EXPECT_EQ(Number(row[b.Column("ruler_score/niah_single_1")]), 1);
+    EXPECT_NEAR(Number(row[b.Column("ruler_score")]), (vt + 1) / 2, 1e-9);
+  }
+  const std::string index = ReadFile(Out() / "index.html");
+  EXPECT_NE(index.find("<h2>Downstream benchmarks</h2>"), std::string::npos);
+  EXPECT_NE(ReadFile(Out() / "report.md").find("## Downstream benchmarks"),
+            std::string::npos);
+  // One figure, of the headline score; full's line at its largest scale,
+  // by D.
+  EXPECT_TRUE(fs::exists(Out() / "benchmark_ruler_score.gp"));
+  EXPECT_FALSE(fs::exists(Out() / "benchmark_ruler_score_vt.gp"));
+  std::istringstream line(
+      ReadFile(Out() / "data" / "benchmark_ruler_score_full.dat"));
+  std::string text;
+  std::vector<double> ds;
+  while (std::getline(line, text)) {
+    if (text.empty() || text[0] == '#') continue;
+    ds.push_back(std::stod(text.substr(0, text.find(' '))));
+  }
+  ASSERT_GE(ds.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(ds.begin(), ds.end()));
+  EXPECT_NE(ReadFile(Out() / "benchmark_ruler_score.svg").find("</svg>"),
+            std::string::npos);
+  EXPECT_NE(index.find("src=\"benchmark_ruler_score.svg\""), std::string::npos);
+}
+
 TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {
   SweepOptions sweep;
   sweep.receptive_field = true;

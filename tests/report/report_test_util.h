@@ -126,6 +126,10 @@ struct SweepOptions {
   // record the Q-gradient hook's metrics for every run: q_grad_norm_l1h0 =
   // 1, 2, 3 at steps 1, 2, 3 (tokens 100 each), and l1h1 = 10 at step 1
   bool q_grad = false;
+  // record RULER scores for every run: ruler_score/vt = min(1, (D/N) / 16)
+  // and ruler_score/niah_single_1 = 1 at step 10 (an older step-5 score of
+  // 0 for each, which the report must not take), ruler_score their mean
+  bool ruler = false;
 };
 
 // Stores the demo sweep in `store`; every run (but, by default, gdn's
@@ -266,6 +270,26 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
         // An older trace's top head: the figure takes the newest's.
         point.details = R"({"top": [{"layer": 1, "head": 1}], "heads": []})";
         EXPECT_TRUE(store.RecordEval(task.id, *attempt, point).ok());
+      }
+    }
+    if (options.ruler) {
+      const double vt =
+          std::min(1.0, static_cast<double>(run.budget_tokens) /
+                            static_cast<double>(run.n_params) / 16.0);
+      for (const auto& [metric, value] :
+           std::vector<std::pair<std::string, double>>{
+               {"ruler_score/vt", vt},
+               {"ruler_score/niah_single_1", 1.0},
+               {"ruler_score", (vt + 1.0) / 2}}) {
+        store::EvalResult eval;
+        eval.run_id = run.id;
+        eval.metric = metric;
+        eval.step = 5;
+        eval.value = 0;
+        EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+        eval.step = 10;
+        eval.value = value;
+        EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
       }
     }
     if (options.probing) {

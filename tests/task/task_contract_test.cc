@@ -166,6 +166,16 @@ EvalTask FilledEvalTask() {
   e.evals.retrieval_heads->top_heads = 3;
   e.evals.retrieval_heads->seed = 4;
   e.evals.retrieval_heads->tokenizer = "byte";
+  e.evals.ruler.emplace();
+  e.evals.ruler->tasks = {"vt", "qa_1"};
+  e.evals.ruler->lengths = {48, 64};
+  e.evals.ruler->samples = 3;
+  e.evals.ruler->seed = 6;
+  e.evals.ruler->tokens_to_generate = 7;
+  e.evals.ruler->essay_file = "/essay.txt";
+  e.evals.ruler->squad_file = "/squad.json";
+  e.evals.ruler->hotpotqa_file = "/hotpot.json";
+  e.evals.ruler->tokenizer = "byte";
   e.cache_dir = "/cache";
   e.threads = 3;
   e.allow_extrapolation = true;
@@ -264,6 +274,7 @@ TEST(TaskContractTest, EveryEvalTaskFieldRoundTrips) {
   defaults.evals.gradient_profile.emplace();
   defaults.evals.probing.emplace();
   defaults.evals.retrieval_heads.emplace();
+  defaults.evals.ruler.emplace();
   Json d = Json::parse(EvalTaskToJson(defaults));
   d.erase("config");  // the run is TrainTask's (above)
   Json f = Json::parse(once);

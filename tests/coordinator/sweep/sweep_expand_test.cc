@@ -524,6 +524,30 @@ TEST(SweepExpandTest, TrajectoryEvaluationsFollowEachTrainingTask) {
   }
 }
 
+// evaluation.ruler reaches each EVAL task's draft with its defaults: every
+// field hlab-eval's evals.ruler reads.
+TEST(SweepExpandTest, RulerReachesTheEvalDraftsWithItsDefaults) {
+  const SweepPlan plan =
+      Plan(std::string(kBase) +
+           "evaluation: {ruler: {enabled: true, tasks: [vt, niah_single_2], "
+           "tokens_to_generate: 16, essay_file: /data/essay.txt}}\n");
+  int evals = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    ++evals;
+    const auto draft = nlohmann::json::parse(t.draft_json());
+    ASSERT_TRUE(draft["evals"].contains("ruler")) << draft.dump();
+    const auto& r = draft["evals"]["ruler"];
+    EXPECT_EQ(r["tasks"], nlohmann::json({"vt", "niah_single_2"}));
+    EXPECT_EQ(r["lengths"], nlohmann::json({plan.spec.seq_len()}));
+    EXPECT_EQ(r["samples"], 20);
+    EXPECT_EQ(r["tokens_to_generate"], 16);
+    EXPECT_EQ(r["essay_file"], "/data/essay.txt");
+    EXPECT_EQ(r["squad_file"], "");
+  }
+  EXPECT_GT(evals, 0);
+}
+
 TEST(SweepExpandTest, DryRunPrintsGridAndTotals) {
   const SweepPlan plan = Plan(kBase);
   const std::string text = RenderDryRun(plan);

@@ -165,6 +165,24 @@ INSTANTIATE_TEST_SUITE_P(
                 "evaluation: {retrieval_heads: {enabled: true}}",
                 "evaluation.retrieval_heads: architecture 'local' has no "
                 "full-attention layer at scale 'A'"},
+        BadSpec{"an unknown RULER task", "evaluation",
+                "{ruler: {enabled: true, tasks: [vt, niah_single_9]}}",
+                "evaluation.ruler.tasks[1]: unknown RULER task "
+                "\"niah_single_9\""},
+        BadSpec{"a RULER task named twice", "evaluation",
+                "{ruler: {enabled: true, tasks: [vt, vt]}}",
+                "evaluation.ruler.tasks[1]: \"vt\" is listed twice"},
+        BadSpec{"a RULER task without its file", "evaluation",
+                "{ruler: {enabled: true, tasks: [vt, qa_1]}}",
+                "evaluation.ruler.tasks[1]: qa_1 needs "
+                "evaluation.ruler.squad_file"},
+        BadSpec{"a RULER length beyond the context", "evaluation",
+                "{ruler: {enabled: true, lengths: [64, 65]}}",
+                "evaluation.ruler.lengths[1]: must be in [2, seq_len = 64], "
+                "got 65"},
+        BadSpec{"negative RULER generation", "evaluation",
+                "{ruler: {enabled: true, tokens_to_generate: -1}}",
+                "evaluation.ruler.tokens_to_generate: must be >= 0"},
         BadSpec{"a q-gradient hook without full attention", "architectures",
                 "[{name: local, pattern: 'swa:16'}]\n"
                 "analysis: {q_grad_every_steps: 10}",
