@@ -92,6 +92,9 @@ absl::Status EvalRun::Run() {
   if (task_.evals.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(task_, model_.config));
   }
+  if (task_.evals.multiple_choice) {
+    HLAB_RETURN_IF_ERROR(PrepareMultipleChoice(*task_.evals.multiple_choice));
+  }
   scorer_ = std::make_unique<ModelScorer>(model_.model);
   if (task_.evals.val_loss)
     HLAB_RETURN_IF_ERROR(RunValLoss(*task_.evals.val_loss));
@@ -116,6 +119,7 @@ absl::Status EvalRun::Run() {
   if (task_.evals.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(RunRetrievalHeads(*task_.evals.retrieval_heads));
   }
+  if (task_.evals.multiple_choice) HLAB_RETURN_IF_ERROR(RunMultipleChoice());
   emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
   return absl::OkStatus();
 }

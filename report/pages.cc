@@ -27,6 +27,13 @@ constexpr char kReceptiveFieldNote[] =
     "restricting the efficient layers; empty cells: not measured (Full has "
     "no efficient layers).";
 
+constexpr char kMultipleChoiceNote[] =
+    "Each run's multiple-choice tasks (lm-evaluation-harness's "
+    "conventions, docs/evaluation.md): acc picks the choice of the highest "
+    "summed log-likelihood, acc_norm the highest per character of the "
+    "choice; stderr is the standard error of the mean over the n "
+    "questions.";
+
 std::string FitsOrigin(const StudyData& study) {
   if (study.fits_origin == "stored") return "fits stored by the coordinator";
   if (study.fits_origin == "computed") return "fits computed by hlab report";
@@ -122,6 +129,12 @@ std::string ReportMarkdown(const StudyData& study,
                     kReceptiveFieldNote, "\n\n", TableToMarkdown(rf),
                     "\nFull precision: receptive_field.csv.\n\n");
   }
+  const Table mc = MultipleChoiceTable(study);
+  if (!mc.rows.empty()) {
+    absl::StrAppend(&md, "## Multiple-choice tasks\n\n", kMultipleChoiceNote,
+                    "\n\n", TableToMarkdown(mc),
+                    "\nFull precision: multiple_choice.csv.\n\n");
+  }
   absl::StrAppend(&md, "## Runs\n\n");
   if (!study.runs.empty()) {
     absl::StrAppend(&md, TableToMarkdown(RunsTable(study)),
@@ -189,6 +202,13 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
                     HtmlEscape(kReceptiveFieldNote), "</p>\n", TableToHtml(rf),
                     "<p>Full precision: <a href=\"receptive_field.csv\">"
                     "receptive_field.csv</a>.</p>\n");
+  }
+  const Table mc = MultipleChoiceTable(study);
+  if (!mc.rows.empty()) {
+    absl::StrAppend(&html, "<h2>Multiple-choice tasks</h2>\n<p>",
+                    HtmlEscape(kMultipleChoiceNote), "</p>\n", TableToHtml(mc),
+                    "<p>Full precision: <a href=\"multiple_choice.csv\">"
+                    "multiple_choice.csv</a>.</p>\n");
   }
   html += "<h2>Runs</h2>\n";
   if (!study.runs.empty()) {

@@ -19,6 +19,7 @@
 #include "report/comparison_figures.h"
 #include "report/internal/gnuplot_text.h"
 #include "report/mechanism_figures.h"
+#include "report/multiple_choice_figures.h"
 
 namespace hlab::report {
 namespace {
@@ -378,6 +379,7 @@ absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
     plots.push_back(std::move(residuals));
   }
   HLAB_RETURN_IF_ERROR(WriteMechanismFigures(study, dir, &plots));
+  HLAB_RETURN_IF_ERROR(WriteMultipleChoiceFigures(study, dir, &plots));
   return plots;
 }
 

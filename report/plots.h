@@ -53,6 +53,14 @@
 //                                 the head with the largest mean norm), the
 //                                 retrieval figure's formation D dotted
 //                                 (data/q_grad_<arch>.dat: tokens norm).
+// and, for a sweep that evaluated multiple-choice tasks
+// (report/multiple_choice_figures.h), one figure per task:
+//   mc_<task>                     acc_norm with its standard error and acc
+//                                 (dashed) against D (log x), one pair of
+//                                 lines per architecture at its largest
+//                                 scale with the task scored
+//                                 (data/mc_<task>_<arch>.dat: D acc
+//                                 acc_stderr acc_norm acc_norm_stderr).
 // Each figure is a gnuplot script <name>.gp in the report directory, over
 // data files data/<target>_<arch>.dat (whitespace columns: N D observed
 // predicted rel_residual held_out scale run_id; one block per scale), so a

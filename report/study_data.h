@@ -3,8 +3,9 @@
 // figures, and the power-law fits per architecture and target.
 //
 // The Q-gradient hook's metrics: every finite q_grad_norm_* point of the
-// sweep's runs; and every retrieval_score eval at every step (the
-// trajectories of evaluation.trajectory).
+// sweep's runs; every retrieval_score eval at every step (the
+// trajectories of evaluation.trajectory); and each run's newest
+// multiple-choice scores per task.
 //
 // Runs: read with fits::ReadRunFigures, the reader of the
 // coordinator's fits: N = non-embedding parameters, D = planned tokens; the
@@ -116,6 +117,16 @@ struct RetrievalPoint {
   std::string details;  // eval/retrieval_heads.h's JSON
 };
 
+// One multiple-choice task's scores of a run (eval/multiple_choice.h): its
+// mc_acc/<task> and mc_acc_norm/<task> evals at the newest step that has
+// them, with n and the stderrs from their details.
+struct MultipleChoiceRow {
+  std::string run_id, task;
+  int64_t step = 0;
+  std::optional<double> acc, acc_stderr, acc_norm, acc_norm_stderr;
+  int64_t n = 0, num_fewshot = 0;
+};
+
 struct StudyData {
   int64_t sweep_id = 0;
   std::string sweep_name;
@@ -130,6 +141,9 @@ struct StudyData {
   // Every retrieval_score eval of the sweep's runs, by run, step (empty
   // unless the spec traced retrieval heads).
   std::vector<RetrievalPoint> retrieval;
+  // The multiple-choice scores of the sweep's runs, by run, task (empty
+  // unless the spec evaluated evaluation.multiple_choice).
+  std::vector<MultipleChoiceRow> multiple_choice;
   // "stored" (the fits table), "computed" (FitSweepRuns, none stored) or
   // "none".
   std::string fits_origin = "none";

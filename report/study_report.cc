@@ -92,6 +92,11 @@ absl::StatusOr<StudyReport> WriteStudyReport(
     HLAB_RETURN_IF_ERROR(
         WriteFile(dir + "/receptive_field.csv", TableToCsv(rf)));
   }
+  const Table mc = MultipleChoiceTable(study);
+  if (!mc.rows.empty()) {
+    HLAB_RETURN_IF_ERROR(
+        WriteFile(dir + "/multiple_choice.csv", TableToCsv(mc)));
+  }
   HLAB_ASSIGN_OR_RETURN(report.plots, WritePlotScripts(study, dir));
   report.plot_status = RenderPlots(dir, options.plot, &report.plots);
   HLAB_RETURN_IF_ERROR(

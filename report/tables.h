@@ -12,7 +12,9 @@
 // "exp(ln A)"), objective, r2_fit, r2_verify, n_points, warnings
 // ("; "-joined; the reason when not fitted). Receptive field: run_id,
 // architecture, scale, D/N and the four restricted-minus-unrestricted
-// changes (appendix D.1), for the runs that have any.
+// changes (appendix D.1), for the runs that have any. Multiple choice:
+// run_id, architecture, scale, N, D, task, n, num_fewshot, acc,
+// acc_stderr, acc_norm, acc_norm_stderr, step (the evals' step).
 //
 // Thread-safety: pure functions.
 //
@@ -45,6 +47,9 @@ Table RunsTable(const StudyData& study);
 // Appendix D.1's receptive-field changes, one row per run that has any
 // (no rows: the sweep did not evaluate them).
 Table ReceptiveFieldTable(const StudyData& study);
+// Multiple-choice tasks (eval/multiple_choice.h): one row per run and task
+// with scores (no rows: the sweep did not evaluate any).
+Table MultipleChoiceTable(const StudyData& study);
 Table FitsTable(const StudyData& study);
 // The fits for reading (Markdown, HTML): each coefficient with its CI in
 // one cell ("0.3412 [0.3301, 0.3519]"; "?" for a bound that is not
