@@ -40,7 +40,8 @@ std::string StateName(v1::TaskState state) {
 // val_loss, longppl -> log_longppl, niah -> niah_acc and niah_acc/<kind>,
 // receptive_field -> rf_*, gradient_profile -> grad_reach, probing ->
 // probe_acc and probe_acc/l<k>, retrieval_heads -> retrieval_score and
-// retrieval_mass, ruler -> ruler_score and ruler_score/<task>).
+// retrieval_mass, multiple_choice -> mc_acc/<task> and mc_acc_norm/<task>,
+// ruler -> ruler_score and ruler_score/<task>).
 bool Wanted(const std::string& metric,
             const google::protobuf::RepeatedPtrField<std::string>& evals) {
   for (const std::string& e : evals) {
@@ -51,6 +52,10 @@ bool Wanted(const std::string& metric,
     if (e == "gradient_profile" && metric == "grad_reach") return true;
     if (e == "probing" && absl::StartsWith(metric, "probe_acc")) return true;
     if (e == "retrieval_heads" && absl::StartsWith(metric, "retrieval_")) {
+      return true;
+    }
+    if (e == "multiple_choice" && (absl::StartsWith(metric, "mc_acc/") ||
+                                   absl::StartsWith(metric, "mc_acc_norm/"))) {
       return true;
     }
     if (e == "ruler" && absl::StartsWith(metric, "ruler_score")) return true;
@@ -204,13 +209,15 @@ Command EvalCommand() {
   c.name = kName;
   c.summary =
       "evaluate a finished run (val_loss, longppl, niah, receptive_field, "
-      "gradient_profile, probing, retrieval_heads, ruler)";
+      "gradient_profile, probing, retrieval_heads, multiple_choice, ruler)";
   c.usage =
       "usage: hlab eval RUN_ID [--evals EVALS] [--step N]\n"
       "                 [--no-wait] [--poll SECONDS] [--format "
       "table|json|csv]\n\n"
       "EVALS: a comma-separated list of val_loss, longppl, niah,\n"
-      "receptive_field, gradient_profile, probing, retrieval_heads, ruler.\n\n"
+      "receptive_field, gradient_profile, probing, retrieval_heads,\n"
+      "multiple_choice (the sweep's evaluation.multiple_choice tasks),\n"
+      "ruler.\n\n"
       "Evaluates a run whose training has finished: the coordinator adds an\n"
       "EVAL task that a worker runs with hlab-eval, and the results go to\n"
       "the evals table. By default the evaluations and settings of the\n"

@@ -92,6 +92,9 @@ absl::Status EvalRun::Run() {
   if (task_.evals.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(task_, model_.config));
   }
+  if (task_.evals.multiple_choice) {
+    HLAB_RETURN_IF_ERROR(PrepareMultipleChoice(*task_.evals.multiple_choice));
+  }
   if (task_.evals.ruler) {  // before anything runs
     const std::vector<int64_t>& lengths = task_.evals.ruler->lengths;
     for (size_t i = 0; i < lengths.size(); ++i) {
@@ -124,6 +127,7 @@ absl::Status EvalRun::Run() {
   if (task_.evals.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(RunRetrievalHeads(*task_.evals.retrieval_heads));
   }
+  if (task_.evals.multiple_choice) HLAB_RETURN_IF_ERROR(RunMultipleChoice());
   if (task_.evals.ruler) HLAB_RETURN_IF_ERROR(RunRuler(*task_.evals.ruler));
   emit_({{"type", "done"}, {"seconds", SecondsSince(start)}});
   return absl::OkStatus();

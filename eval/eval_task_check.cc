@@ -1,5 +1,9 @@
 // CheckEvalTask (eval_task.h): `hlab-eval --check`, the task against its
 // checkpoints' headers, without running a model.
+#include <memory>
+#include <string>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +13,7 @@
 #include "eval/eval_task.h"
 #include "eval/internal/task_checks.h"
 #include "eval/longppl_reference.h"
+#include "eval/multiple_choice.h"
 #include "model/config/param_count.h"
 
 namespace hlab::eval {
@@ -19,6 +24,8 @@ using internal::CheckReference;
 using internal::CheckRetrievalHeads;
 using internal::DataDescription;
 using internal::KeyConfig;
+using internal::MultipleChoiceConfig;
+using internal::MultipleChoiceMaxTokens;
 using internal::Prefixed;
 using internal::ProbingContext;
 using internal::ReadHeader;
@@ -29,6 +36,58 @@ using task::LongPplPlan;
 using task::LongPplSpec;
 using task::ProbingSpec;
 using Json = nlohmann::json;
+
+namespace {
+
+// evals.multiple_choice: every task's files read and, when the tokenizer
+// can be made here (the spec's, or the model's "byte"), every question
+// encoded and checked against seq_len as a run checks it; otherwise the
+// lengths are checked when the task runs.
+absl::StatusOr<Json> CheckMultipleChoice(const EvalTask& task,
+                                         const std::string& model_tokenizer) {
+  const task::MultipleChoiceSpec& m = *task.evals.multiple_choice;
+  const std::string spec =
+      m.tokenizer.empty() && model_tokenizer == "byte" ? "byte" : m.tokenizer;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  if (!spec.empty()) {
+    auto made = data::MakeTokenizer(spec);
+    if (!made.ok()) {
+      return Prefixed("evals.multiple_choice.tokenizer", made.status());
+    }
+    tokenizer = *std::move(made);
+  }
+  Json tasks = Json::array();
+  for (size_t i = 0; i < m.tasks.size(); ++i) {
+    const McTaskConfig config = MultipleChoiceConfig(m, i);
+    const std::string at = absl::StrCat("evals.multiple_choice.tasks[", i, "]");
+    Json entry = {{"name", config.name},
+                  {"file", config.file},
+                  {"num_fewshot", config.num_fewshot}};
+    if (tokenizer != nullptr) {
+      auto prepared =
+          PrepareMcTask(config, *tokenizer, MultipleChoiceMaxTokens(task));
+      if (!prepared.ok()) return Prefixed(at, prepared.status());
+      entry["questions"] = prepared->requests.size();
+      entry["longest_tokens"] = prepared->longest_tokens;
+    } else {
+      for (const std::string& file : {config.file, config.fewshot_file}) {
+        if (file.empty()) continue;
+        auto docs = ReadMcDocuments(file);
+        if (!docs.ok()) return Prefixed(at, docs.status());
+        if (file == config.file) entry["questions"] = docs->size();
+      }
+      entry["longest_tokens"] =
+          "checked when run (give evals.multiple_choice.tokenizer to check "
+          "it here)";
+    }
+    tasks.push_back(std::move(entry));
+  }
+  return Json{{"tasks", tasks},
+              {"seed", m.seed},
+              {"max_tokens", MultipleChoiceMaxTokens(task)}};
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
   auto meta = ReadHeader(task.checkpoint, "checkpoint");
@@ -157,6 +216,10 @@ absl::StatusOr<std::string> CheckEvalTask(const EvalTask& task) {
         {"context_length", RetrievalContext(r, task.run.seq_len)},
         {"samples", r.samples},
         {"top_heads", r.top_heads}};
+  }
+  if (task.evals.multiple_choice) {
+    HLAB_ASSIGN_OR_RETURN(plan["evals"]["multiple_choice"],
+                          CheckMultipleChoice(task, meta->tokenizer));
   }
   if (task.evals.receptive_field) {
     const int64_t h =

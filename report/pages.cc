@@ -27,12 +27,17 @@ constexpr char kReceptiveFieldNote[] =
     "restricting the efficient layers; empty cells: not measured (Full has "
     "no efficient layers).";
 
-constexpr char kBenchmarksNote[] =
-    "Each run's newest downstream scores, in [0, 1]: ruler_score is RULER's "
-    "mean string match over the tasks and lengths that ran (greedy "
-    "decoding; ruler_score/<task> per task; RULER prints x100), mc_* the "
-    "multiple-choice accuracies (docs/evaluation.md). Empty cells: not "
-    "measured.";
+constexpr char kMultipleChoiceNote[] =
+    "Each run's multiple-choice tasks (lm-evaluation-harness's "
+    "conventions, docs/evaluation.md): acc picks the choice of the highest "
+    "summed log-likelihood, acc_norm the highest per character of the "
+    "choice; stderr is the standard error of the mean over the n "
+    "questions.";
+constexpr char kRulerNote[] =
+    "Each run's newest RULER scores, in [0, 1] (docs/evaluation.md): "
+    "ruler_score is the mean string match over the tasks and lengths that "
+    "ran, by greedy decoding, ruler_score/<task> each task's (RULER prints "
+    "x100). Empty cells: not measured.";
 
 std::string FitsOrigin(const StudyData& study) {
   if (study.fits_origin == "stored") return "fits stored by the coordinator";
@@ -129,11 +134,16 @@ std::string ReportMarkdown(const StudyData& study,
                     kReceptiveFieldNote, "\n\n", TableToMarkdown(rf),
                     "\nFull precision: receptive_field.csv.\n\n");
   }
-  const Table benchmarks = BenchmarksTable(study);
-  if (!benchmarks.rows.empty()) {
-    absl::StrAppend(&md, "## Downstream benchmarks\n\n", kBenchmarksNote,
-                    "\n\n", TableToMarkdown(benchmarks),
-                    "\nFull precision: benchmarks.csv.\n\n");
+  const Table mc = MultipleChoiceTable(study);
+  if (!mc.rows.empty()) {
+    absl::StrAppend(&md, "## Multiple-choice tasks\n\n", kMultipleChoiceNote,
+                    "\n\n", TableToMarkdown(mc),
+                    "\nFull precision: multiple_choice.csv.\n\n");
+  }
+  const Table ruler = RulerTable(study);
+  if (!ruler.rows.empty()) {
+    absl::StrAppend(&md, "## RULER\n\n", kRulerNote, "\n\n",
+                    TableToMarkdown(ruler), "\nFull precision: ruler.csv.\n\n");
   }
   absl::StrAppend(&md, "## Runs\n\n");
   if (!study.runs.empty()) {
@@ -203,13 +213,19 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
                     "<p>Full precision: <a href=\"receptive_field.csv\">"
                     "receptive_field.csv</a>.</p>\n");
   }
-  const Table benchmarks = BenchmarksTable(study);
-  if (!benchmarks.rows.empty()) {
-    absl::StrAppend(&html, "<h2>Downstream benchmarks</h2>\n<p>",
-                    HtmlEscape(kBenchmarksNote), "</p>\n",
-                    TableToHtml(benchmarks),
-                    "<p>Full precision: <a href=\"benchmarks.csv\">"
-                    "benchmarks.csv</a>.</p>\n");
+  const Table mc = MultipleChoiceTable(study);
+  if (!mc.rows.empty()) {
+    absl::StrAppend(&html, "<h2>Multiple-choice tasks</h2>\n<p>",
+                    HtmlEscape(kMultipleChoiceNote), "</p>\n", TableToHtml(mc),
+                    "<p>Full precision: <a href=\"multiple_choice.csv\">"
+                    "multiple_choice.csv</a>.</p>\n");
+  }
+  const Table ruler = RulerTable(study);
+  if (!ruler.rows.empty()) {
+    absl::StrAppend(&html, "<h2>RULER</h2>\n<p>", HtmlEscape(kRulerNote),
+                    "</p>\n", TableToHtml(ruler),
+                    "<p>Full precision: <a href=\"ruler.csv\">ruler.csv</a>."
+                    "</p>\n");
   }
   html += "<h2>Runs</h2>\n";
   if (!study.runs.empty()) {

@@ -16,10 +16,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "report/benchmark_figures.h"
 #include "report/comparison_figures.h"
 #include "report/internal/gnuplot_text.h"
 #include "report/mechanism_figures.h"
+#include "report/multiple_choice_figures.h"
+#include "report/ruler_figures.h"
 
 namespace hlab::report {
 namespace {
@@ -379,7 +380,8 @@ absl::StatusOr<std::vector<Plot>> WritePlotScripts(const StudyData& study,
     plots.push_back(std::move(residuals));
   }
   HLAB_RETURN_IF_ERROR(WriteMechanismFigures(study, dir, &plots));
-  HLAB_RETURN_IF_ERROR(WriteBenchmarkFigures(study, dir, &plots));
+  HLAB_RETURN_IF_ERROR(WriteMultipleChoiceFigures(study, dir, &plots));
+  HLAB_RETURN_IF_ERROR(WriteRulerFigures(study, dir, &plots));
   return plots;
 }
 

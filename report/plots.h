@@ -53,12 +53,18 @@
 //                                 the head with the largest mean norm), the
 //                                 retrieval figure's formation D dotted
 //                                 (data/q_grad_<arch>.dat: tokens norm).
-// and, for a sweep that ran downstream benchmarks (report/benchmark_figures.h):
-//   benchmark_<metric>            a headline benchmark score (ruler_score,
-//                                 mc_acc_norm/<task>) against D, one line
+// and, for a sweep that evaluated multiple-choice tasks
+// (report/multiple_choice_figures.h), one figure per task:
+//   mc_<task>                     acc_norm with its standard error and acc
+//                                 (dashed) against D (log x), one pair of
+//                                 lines per architecture at its largest
+//                                 scale with the task scored
+//                                 (data/mc_<task>_<arch>.dat: D acc
+//                                 acc_stderr acc_norm acc_norm_stderr).
+// and, for a sweep that ran RULER (report/ruler_figures.h):
+//   ruler_score                   RULER's score against D (log x), one line
 //                                 per architecture at its largest scale
-//                                 (data/benchmark_<metric>_<arch>.dat: D
-//                                 score).
+//                                 with it (data/ruler_<arch>.dat: D score).
 // Each figure is a gnuplot script <name>.gp in the report directory, over
 // data files data/<target>_<arch>.dat (whitespace columns: N D observed
 // predicted rel_residual held_out scale run_id; one block per scale), so a

@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
+#include <map>
 #include <tuple>
 #include <utility>
 #include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -144,21 +145,66 @@ absl::StatusOr<std::vector<RetrievalPoint>> ReadRetrieval(RowSource& source,
   return points;
 }
 
-absl::StatusOr<std::vector<BenchmarkPoint>> ReadBenchmarks(RowSource& source,
-                                                           int64_t sweep_id) {
-  std::vector<std::string> prefixes;
-  for (const char* p : kBenchmarkPrefixes) {
-    prefixes.push_back(
-        absl::StrCat("substr(e.metric, 1, ", strlen(p), ") = '", p, "'"));
+// mc_acc/<task> and mc_acc_norm/<task> of the sweep's runs: per run and
+// task, the newest step's (rows come by step, so later ones win).
+absl::StatusOr<std::vector<MultipleChoiceRow>> ReadMultipleChoice(
+    RowSource& source, int64_t sweep_id) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      source.Query(absl::StrCat(
+          "SELECT e.run_id, e.metric, e.step, e.value, e.details FROM evals e"
+          " JOIN sweep_runs sr ON sr.run_id = e.run_id WHERE sr.sweep_id = ",
+          sweep_id,
+          " AND (substr(e.metric, 1, 7) = 'mc_acc/' OR"
+          " substr(e.metric, 1, 12) = 'mc_acc_norm/')"
+          " ORDER BY e.run_id, e.step")));
+  std::map<std::pair<std::string, std::string>, MultipleChoiceRow> rows;
+  for (const auto& row : result.rows) {
+    if (row.size() != 5) continue;
+    const auto* step = std::get_if<int64_t>(&row[2]);
+    if (step == nullptr) continue;
+    const std::string metric = TextValue(row[1]);
+    const bool norm = absl::StartsWith(metric, "mc_acc_norm/");
+    const std::string task = metric.substr(metric.find('/') + 1);
+    MultipleChoiceRow& r = rows[{TextValue(row[0]), task}];
+    if (*step < r.step) continue;
+    if (*step > r.step) r = MultipleChoiceRow();
+    r.run_id = TextValue(row[0]);
+    r.task = task;
+    r.step = *step;
+    const auto* value = std::get_if<double>(&row[3]);
+    std::optional<double> v;
+    if (value != nullptr) v = Finite(*value);
+    const Json details =
+        Json::parse(TextValue(row[4]), nullptr, /*allow_exceptions=*/false);
+    (norm ? r.acc_norm : r.acc) = v;
+    (norm ? r.acc_norm_stderr : r.acc_stderr) =
+        JsonReal(details, norm ? "acc_norm_stderr" : "acc_stderr");
+    if (const std::optional<double> n = JsonReal(details, "n")) {
+      r.n = static_cast<int64_t>(*n);
+    }
+    if (const std::optional<double> k = JsonReal(details, "num_fewshot")) {
+      r.num_fewshot = static_cast<int64_t>(*k);
+    }
   }
+  std::vector<MultipleChoiceRow> out;
+  for (auto& [key, r] : rows) out.push_back(std::move(r));
+  return out;
+}
+
+// ruler_score and ruler_score/<task> of the sweep's runs: per run and
+// metric, the newest step's.
+absl::StatusOr<std::vector<RulerPoint>> ReadRuler(RowSource& source,
+                                                  int64_t sweep_id) {
   HLAB_ASSIGN_OR_RETURN(
       store::QueryResult result,
       source.Query(absl::StrCat(
           "SELECT e.run_id, e.metric, e.step, e.value FROM evals e"
           " JOIN sweep_runs sr ON sr.run_id = e.run_id WHERE sr.sweep_id = ",
-          sweep_id, " AND (", absl::StrJoin(prefixes, " OR "),
-          ") ORDER BY e.run_id, e.metric, e.step")));
-  std::vector<BenchmarkPoint> points;
+          sweep_id,
+          " AND (e.metric = 'ruler_score' OR substr(e.metric, 1, 12) = "
+          "'ruler_score/') ORDER BY e.run_id, e.metric, e.step")));
+  std::vector<RulerPoint> points;
   for (const auto& row : result.rows) {
     if (row.size() != 4) continue;
     const auto* step = std::get_if<int64_t>(&row[2]);
@@ -166,7 +212,7 @@ absl::StatusOr<std::vector<BenchmarkPoint>> ReadBenchmarks(RowSource& source,
     if (step == nullptr || value == nullptr || !std::isfinite(*value)) {
       continue;
     }
-    BenchmarkPoint p{TextValue(row[0]), TextValue(row[1]), *step, *value};
+    RulerPoint p{TextValue(row[0]), TextValue(row[1]), *step, *value};
     // Ordered by step: a later one of the same run and metric replaces it.
     if (!points.empty() && points.back().run_id == p.run_id &&
         points.back().metric == p.metric) {
@@ -361,7 +407,9 @@ absl::StatusOr<StudyData> ReadStudyData(RowSource& source,
     r.verify = Contains(study.verify_scales, r.scale);
   HLAB_ASSIGN_OR_RETURN(study.q_grad, ReadQGrad(source, sweep.id));
   HLAB_ASSIGN_OR_RETURN(study.retrieval, ReadRetrieval(source, sweep.id));
-  HLAB_ASSIGN_OR_RETURN(study.benchmarks, ReadBenchmarks(source, sweep.id));
+  HLAB_ASSIGN_OR_RETURN(study.multiple_choice,
+                        ReadMultipleChoice(source, sweep.id));
+  HLAB_ASSIGN_OR_RETURN(study.ruler, ReadRuler(source, sweep.id));
   HLAB_ASSIGN_OR_RETURN(study.fits, ReadStoredFits(source, sweep.id));
   if (!study.fits.empty()) {
     study.fits_origin = "stored";

@@ -4,8 +4,8 @@
 //
 // The Q-gradient hook's metrics: every finite q_grad_norm_* point of the
 // sweep's runs; every retrieval_score eval at every step (the
-// trajectories of evaluation.trajectory); and the downstream benchmarks'
-// scores (RULER, multiple choice) at each run's newest step.
+// trajectories of evaluation.trajectory); each run's newest
+// multiple-choice scores per task; and each run's newest RULER scores.
 //
 // Runs: read with fits::ReadRunFigures, the reader of the
 // coordinator's fits: N = non-embedding parameters, D = planned tokens; the
@@ -117,11 +117,19 @@ struct RetrievalPoint {
   std::string details;  // eval/retrieval_heads.h's JSON
 };
 
-// A downstream benchmark's score of a run (evals whose metric starts with
-// one of kBenchmarkPrefixes: RULER's ruler_score and ruler_score/<task>,
-// the multiple-choice harness's mc_*), at the run's newest step with it.
-inline constexpr const char* kBenchmarkPrefixes[] = {"ruler_score", "mc_"};
-struct BenchmarkPoint {
+// One multiple-choice task's scores of a run (eval/multiple_choice.h): its
+// mc_acc/<task> and mc_acc_norm/<task> evals at the newest step that has
+// them, with n and the stderrs from their details.
+struct MultipleChoiceRow {
+  std::string run_id, task;
+  int64_t step = 0;
+  std::optional<double> acc, acc_stderr, acc_norm, acc_norm_stderr;
+  int64_t n = 0, num_fewshot = 0;
+};
+
+// A RULER score of a run (ruler_score or ruler_score/<task>,
+// eval/ruler/ruler.h) at the newest step that has it.
+struct RulerPoint {
   std::string run_id;
   std::string metric;
   int64_t step = 0;
@@ -142,8 +150,12 @@ struct StudyData {
   // Every retrieval_score eval of the sweep's runs, by run, step (empty
   // unless the spec traced retrieval heads).
   std::vector<RetrievalPoint> retrieval;
-  // Downstream benchmark scores of the sweep's runs, by run, metric.
-  std::vector<BenchmarkPoint> benchmarks;
+  // The multiple-choice scores of the sweep's runs, by run, task (empty
+  // unless the spec evaluated evaluation.multiple_choice).
+  std::vector<MultipleChoiceRow> multiple_choice;
+  // The RULER scores of the sweep's runs, by run, metric (empty unless
+  // the spec evaluated evaluation.ruler).
+  std::vector<RulerPoint> ruler;
   // "stored" (the fits table), "computed" (FitSweepRuns, none stored) or
   // "none".
   std::string fits_origin = "none";

@@ -92,10 +92,14 @@ absl::StatusOr<StudyReport> WriteStudyReport(
     HLAB_RETURN_IF_ERROR(
         WriteFile(dir + "/receptive_field.csv", TableToCsv(rf)));
   }
-  const Table benchmarks = BenchmarksTable(study);
-  if (!benchmarks.rows.empty()) {
+  const Table mc = MultipleChoiceTable(study);
+  if (!mc.rows.empty()) {
     HLAB_RETURN_IF_ERROR(
-        WriteFile(dir + "/benchmarks.csv", TableToCsv(benchmarks)));
+        WriteFile(dir + "/multiple_choice.csv", TableToCsv(mc)));
+  }
+  const Table ruler = RulerTable(study);
+  if (!ruler.rows.empty()) {
+    HLAB_RETURN_IF_ERROR(WriteFile(dir + "/ruler.csv", TableToCsv(ruler)));
   }
   HLAB_ASSIGN_OR_RETURN(report.plots, WritePlotScripts(study, dir));
   report.plot_status = RenderPlots(dir, options.plot, &report.plots);

@@ -112,10 +112,30 @@ Table ReceptiveFieldTable(const StudyData& study) {
   return t;
 }
 
-Table BenchmarksTable(const StudyData& study) {
+Table MultipleChoiceTable(const StudyData& study) {
+  Table t;
+  t.columns = {"run_id", "architecture", "scale",    "N",
+               "D",      "task",         "n",        "num_fewshot",
+               "acc",    "acc_stderr",   "acc_norm", "acc_norm_stderr",
+               "step"};
+  for (const RunRow& r : study.runs) {
+    for (const MultipleChoiceRow& m : study.multiple_choice) {
+      if (m.run_id != r.run_id) continue;
+      t.rows.push_back({Text(r.run_id), Text(r.arch), Text(r.scale),
+                        Number(r.n), Number(r.d), Text(m.task),
+                        Text(absl::StrCat(m.n)),
+                        Text(absl::StrCat(m.num_fewshot)), Number(m.acc),
+                        Number(m.acc_stderr), Number(m.acc_norm),
+                        Number(m.acc_norm_stderr), Text(absl::StrCat(m.step))});
+    }
+  }
+  return t;
+}
+
+Table RulerTable(const StudyData& study) {
   std::set<std::string> metrics;
   std::map<std::string, std::map<std::string, double>> by_run;
-  for (const BenchmarkPoint& p : study.benchmarks) {
+  for (const RulerPoint& p : study.ruler) {
     metrics.insert(p.metric);
     by_run[p.run_id][p.metric] = p.value;
   }

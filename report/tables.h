@@ -12,7 +12,9 @@
 // "exp(ln A)"), objective, r2_fit, r2_verify, n_points, warnings
 // ("; "-joined; the reason when not fitted). Receptive field: run_id,
 // architecture, scale, D/N and the four restricted-minus-unrestricted
-// changes (appendix D.1), for the runs that have any.
+// changes (appendix D.1), for the runs that have any. Multiple choice:
+// run_id, architecture, scale, N, D, task, n, num_fewshot, acc,
+// acc_stderr, acc_norm, acc_norm_stderr, step (the evals' step).
 //
 // Thread-safety: pure functions.
 //
@@ -45,9 +47,12 @@ Table RunsTable(const StudyData& study);
 // Appendix D.1's receptive-field changes, one row per run that has any
 // (no rows: the sweep did not evaluate them).
 Table ReceptiveFieldTable(const StudyData& study);
-// The downstream benchmarks (RULER, multiple choice): one row per run with
-// any, one column per metric (sorted), its newest score.
-Table BenchmarksTable(const StudyData& study);
+// Multiple-choice tasks (eval/multiple_choice.h): one row per run and task
+// with scores (no rows: the sweep did not evaluate any).
+Table MultipleChoiceTable(const StudyData& study);
+// RULER (eval/ruler/ruler.h): one row per run with scores, one column per
+// metric (ruler_score, then ruler_score/<task> sorted), the newest score.
+Table RulerTable(const StudyData& study);
 Table FitsTable(const StudyData& study);
 // The fits for reading (Markdown, HTML): each coefficient with its CI in
 // one cell ("0.3412 [0.3301, 0.3519]"; "?" for a bound that is not

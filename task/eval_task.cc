@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_reader.h"
 #include "common/status_macros.h"
@@ -272,6 +273,14 @@ absl::Status ValidateRetrievalHeads(const RetrievalHeadsSpec& r) {
   return absl::OkStatus();
 }
 
+// A task name is a metric's suffix: letters, digits, '_', '-', '.'.
+bool MetricSafe(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
 // What an evaluation reads of its run: seq_len and data.
 absl::Status ValidateRun(const TrainTask& run) {
   if (run.seq_len < 2) {
@@ -323,8 +332,59 @@ std::vector<std::string> EvalKinds::Names() const {
   if (gradient_profile) names.push_back("gradient_profile");
   if (probing) names.push_back("probing");
   if (retrieval_heads) names.push_back("retrieval_heads");
+  if (multiple_choice) names.push_back("multiple_choice");
   if (ruler) names.push_back("ruler");
   return names;
+}
+
+absl::Status ValidateMultipleChoice(const MultipleChoiceSpec& m,
+                                    const std::string& where) {
+  if (m.tasks.empty()) {
+    return FieldError(where + ".tasks",
+                      "must list at least one task ({\"file\": "
+                      "\"questions.jsonl\"})");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < m.tasks.size(); ++i) {
+    const MultipleChoiceTaskSpec& t = m.tasks[i];
+    const std::string at = absl::StrCat(where, ".tasks[", i, "]");
+    if (t.file.empty()) {
+      return FieldError(at + ".file",
+                        "is required (a JSONL file of questions: "
+                        "{\"context\", \"choices\", \"gold\"} a line)");
+    }
+    const std::string name = MultipleChoiceTaskName(t);
+    if (!MetricSafe(name)) {
+      return FieldError(at + ".name",
+                        absl::StrCat("'", name,
+                                     "' must be letters, digits, '_', '-' "
+                                     "or '.' (it names the metrics "
+                                     "mc_acc/<name>)"));
+    }
+    if (!names.insert(name).second) {
+      return FieldError(at + ".name",
+                        absl::StrCat("'", name,
+                                     "' names two tasks: give each a "
+                                     "distinct name"));
+    }
+    HLAB_RETURN_IF_ERROR(
+        RequireNonNegative(at + ".num_fewshot", t.num_fewshot));
+    HLAB_RETURN_IF_ERROR(RequireNonNegative(at + ".limit", t.limit));
+    if (t.num_fewshot > 0 && t.fewshot_file.empty()) {
+      return FieldError(at + ".fewshot_file",
+                        "is required with num_fewshot > 0 (the file the "
+                        "examples are drawn from; it may be the task's own "
+                        "file)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string MultipleChoiceTaskName(const MultipleChoiceTaskSpec& spec) {
+  if (!spec.name.empty()) return spec.name;
+  std::string base = spec.file.substr(spec.file.find_last_of('/') + 1);
+  const size_t dot = base.find('.');
+  return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
 }
 
 bool ValidValLossDocuments(const std::string& documents) {
@@ -342,6 +402,7 @@ const std::vector<std::string>& AllEvalNames() {
     all.gradient_profile.emplace();
     all.probing.emplace();
     all.retrieval_heads.emplace();
+    all.multiple_choice.emplace();
     all.ruler.emplace();
     return new std::vector<std::string>(all.Names());
   }();
@@ -375,12 +436,16 @@ absl::Status ValidateEvalTask(const EvalTask& t) {
   if (e.retrieval_heads) {
     HLAB_RETURN_IF_ERROR(ValidateRetrievalHeads(*e.retrieval_heads));
   }
+  if (e.multiple_choice) {
+    HLAB_RETURN_IF_ERROR(
+        ValidateMultipleChoice(*e.multiple_choice, "evals.multiple_choice"));
+  }
   if (e.ruler) HLAB_RETURN_IF_ERROR(ValidateRuler(*e.ruler, t.run.seq_len));
   if (e.Names().empty()) {
     return FieldError("evals",
                       "names no evaluation (val_loss, longppl, niah, "
                       "receptive_field, gradient_profile, probing, "
-                      "retrieval_heads, ruler)");
+                      "retrieval_heads, multiple_choice, ruler)");
   }
   return absl::OkStatus();
 }

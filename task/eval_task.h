@@ -279,6 +279,61 @@ struct RetrievalHeadsSpec {
   }
 };
 
+// One task of evals.multiple_choice (eval/multiple_choice.h;
+// docs/evaluation.md, "Multiple-choice tasks"): a JSONL file of questions
+// {"context", "choices", "gold"}, scored as lm-eval scores
+// `output_type: multiple_choice`.
+struct MultipleChoiceTaskSpec {
+  std::string name;          // metrics mc_acc/<name>; "": the file's stem
+  std::string file;          // required
+  std::string fewshot_file;  // examples' source; "": zero-shot
+  int64_t num_fewshot = 0;
+  std::string target_delimiter = " ";
+  std::string fewshot_delimiter = "\n\n";
+  int64_t limit = 0;  // the first `limit` questions; 0: all
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("name", s.name);
+    v("file", s.file);
+    v("fewshot_file", s.fewshot_file);
+    v("num_fewshot", s.num_fewshot);
+    v("target_delimiter", s.target_delimiter);
+    v("fewshot_delimiter", s.fewshot_delimiter);
+    v("limit", s.limit);
+  }
+};
+
+// lm-eval's default fewshot_seed.
+inline constexpr uint64_t kDefaultMultipleChoiceSeed = 1234;
+
+// The metric suffix of a task: its name, or its file's base name without
+// the extension ("data/arc_easy.jsonl" -> "arc_easy").
+std::string MultipleChoiceTaskName(const MultipleChoiceTaskSpec& spec);
+
+// evals.multiple_choice: tasks in lm-evaluation-harness's conventions,
+// stored as mc_acc/<name> and mc_acc_norm/<name>.
+struct MultipleChoiceSpec {
+  std::vector<MultipleChoiceTaskSpec> tasks;   // at least one
+  uint64_t seed = kDefaultMultipleChoiceSeed;  // few-shot draws
+  std::string tokenizer;                       // as evals.niah.tokenizer
+
+  template <class V, class S>
+  static void Fields(V& v, S& s) {
+    v("tasks", s.tasks);
+    v("seed", s.seed);
+    v("tokenizer", s.tokenizer);
+  }
+};
+
+// InvalidArgument naming the field under `where` ("evals.multiple_choice",
+// or a sweep spec's "evaluation.multiple_choice"): no tasks, a task without
+// a file, a name that is not letters, digits, '_', '-' and '.' or names two
+// tasks, a negative num_fewshot or limit, num_fewshot > 0 without a
+// fewshot_file. (The files are read where the task runs.)
+absl::Status ValidateMultipleChoice(const MultipleChoiceSpec& spec,
+                                    const std::string& where);
+
 // RULER's synthetic tasks (eval/ruler/ruler.h): greedy decoding of each
 // sample, RULER's string-match metrics. Task names as RULER's; empty: every
 // task whose files are given and whose length fits.
@@ -319,11 +374,12 @@ struct EvalKinds {
   std::optional<GradientProfileSpec> gradient_profile;
   std::optional<ProbingSpec> probing;
   std::optional<RetrievalHeadsSpec> retrieval_heads;
+  std::optional<MultipleChoiceSpec> multiple_choice;
   std::optional<RulerSpec> ruler;
 
   // "val_loss", "longppl", "niah", "receptive_field", "gradient_profile",
-  // "probing", "retrieval_heads", "ruler": the evaluations present, in run
-  // order.
+  // "probing", "retrieval_heads", "multiple_choice", "ruler": the
+  // evaluations present, in run order.
   std::vector<std::string> Names() const;
 
   template <class V, class S>
@@ -335,6 +391,7 @@ struct EvalKinds {
     v("gradient_profile", s.gradient_profile);
     v("probing", s.probing);
     v("retrieval_heads", s.retrieval_heads);
+    v("multiple_choice", s.multiple_choice);
     v("ruler", s.ruler);
   }
 };
@@ -363,7 +420,8 @@ struct EvalTask {
     v.Required("config", s.run, "the run's config: its seq_len and data");
     v.Required("evals", s.evals,
                "one or more of val_loss, longppl, niah, receptive_field, "
-               "gradient_profile, probing, retrieval_heads, ruler");
+               "gradient_profile, probing, retrieval_heads, "
+               "multiple_choice, ruler");
     v("cache_dir", s.cache_dir);
     v("threads", s.threads);
     v("allow_extrapolation", s.allow_extrapolation);
@@ -387,7 +445,9 @@ std::string EvalTaskToJson(const EvalTask& task);
 // limit that is odd or not below seq_len or without val_loss, probing
 // classes outside [2, 10], fewer than 2 probing samples per class, a test
 // fraction outside (0, 1), a negative l2, fewer than one retrieval-heads
-// sample or top head. (Context lengths above the
+// sample or top head, a multiple-choice spec without tasks, a task without
+// a file, a bad or repeated task name, num_fewshot > 0 without a
+// fewshot_file, a negative num_fewshot or limit. (Context lengths above the
 // model's are checked against its checkpoint, by hlab-eval.)
 absl::Status ValidateEvalTask(const EvalTask& task);
 

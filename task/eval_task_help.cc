@@ -119,6 +119,19 @@ const char kEvalTaskFieldsHelp[] =
                        retrieval_score and retrieval_mass (the top head's,
                        every head in the details). Needs a full-attention
                        layer
+    multiple_choice    {"tasks": [{"name": "" (= the file's stem),
+                        "file": JSONL, "fewshot_file": "",
+                        "num_fewshot": 0, "target_delimiter": " ",
+                        "fewshot_delimiter": "\n\n", "limit": 0 (= all)}],
+                        "seed": 1234, "tokenizer": ""}: multiple-choice
+                       tasks in lm-evaluation-harness's conventions, one
+                       question a line {"context", "choices", "gold"};
+                       results mc_acc/<name> (summed log-likelihood of
+                       each choice) and mc_acc_norm/<name> (divided by the
+                       choice's length in characters), with n and stderr
+                       in the details. A question whose context and choice
+                       exceed seq_len tokens is an error naming its line
+                       (unless allow_extrapolation)
     ruler              {"tasks": [] (= every task whose files are given),
                         "lengths": [] (= [seq_len]), "samples": 20,
                         "seed": 0, "tokens_to_generate": 0 (= RULER's),

@@ -1,5 +1,6 @@
 #include "coordinator/planning/evaluate_run.h"
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -39,7 +40,7 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
           absl::StrCat("evals: unknown evaluation '", name,
                        "'; use val_loss, longppl, niah, receptive_field, "
                        "gradient_profile, probing, retrieval_heads or "
-                       "ruler"));
+                       "multiple_choice or ruler"));
     }
     wanted.insert(name);
   }
@@ -78,6 +79,7 @@ hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
   e->mutable_gradient_profile()->set_enabled(on("gradient_profile"));
   e->mutable_probing()->set_enabled(on("probing"));
   e->mutable_retrieval_heads()->set_enabled(on("retrieval_heads"));
+  e->mutable_multiple_choice()->set_enabled(on("multiple_choice"));
   e->mutable_ruler()->set_enabled(on("ruler"));
   // Its changes are against the unrestricted loss, which it needs.
   if (on("receptive_field")) {
@@ -162,6 +164,13 @@ absl::Status EvaluateRun(store::Store& store, store::QueryEngine& query,
                         catalog.Plan(sweep_id));
   HLAB_ASSIGN_OR_RETURN(std::vector<std::string> names,
                         EvalNames(request, plan->spec));
+  if (std::find(names.begin(), names.end(), "multiple_choice") != names.end() &&
+      plan->spec.evaluation().multiple_choice().tasks().empty()) {
+    return absl::InvalidArgumentError(
+        "evals: multiple_choice needs its tasks and the run's sweep names "
+        "none (evaluation.multiple_choice.tasks); evaluate it in a sweep "
+        "that does");
+  }
   const std::string settings =
       sweep::EvaluationSettings(WithEvals(plan->spec, names));
   const std::string task_id =

@@ -192,6 +192,10 @@ std::string EvaluationSettings(const SweepSpec& spec) {
         {"context_length", e.retrieval_heads().context_length()},
         {"top_heads", e.retrieval_heads().top_heads()}};
   }
+  if (e.multiple_choice().enabled()) {
+    j["multiple_choice"] = task::JsonFieldWriter::Write(
+        MultipleChoiceSettings(e.multiple_choice()));
+  }
   if (e.ruler().enabled()) {
     const auto& r = e.ruler();
     j["ruler"] = {
@@ -207,6 +211,26 @@ std::string EvaluationSettings(const SweepSpec& spec) {
   return j.dump();
 }
 
+task::MultipleChoiceSpec MultipleChoiceSettings(
+    const hlab::v1::MultipleChoiceSpec& spec) {
+  task::MultipleChoiceSpec out;
+  if (spec.has_seed()) out.seed = spec.seed();
+  for (const hlab::v1::MultipleChoiceTask& t : spec.tasks()) {
+    task::MultipleChoiceTaskSpec one;
+    one.name = t.name();
+    one.file = t.file();
+    one.fewshot_file = t.fewshot_file();
+    one.num_fewshot = t.num_fewshot();
+    one.limit = t.limit();
+    if (t.has_target_delimiter()) one.target_delimiter = t.target_delimiter();
+    if (t.has_fewshot_delimiter()) {
+      one.fewshot_delimiter = t.fewshot_delimiter();
+    }
+    out.tasks.push_back(std::move(one));
+  }
+  return out;
+}
+
 std::vector<std::string> EnabledEvals(const SweepSpec& spec) {
   const auto& e = spec.evaluation();
   const bool on[] = {e.validation_loss().enabled(),
@@ -216,10 +240,11 @@ std::vector<std::string> EnabledEvals(const SweepSpec& spec) {
                      e.gradient_profile().enabled(),
                      e.probing().enabled(),
                      e.retrieval_heads().enabled(),
+                     e.multiple_choice().enabled(),
                      e.ruler().enabled()};
   const std::vector<std::string>& names = hlab::task::AllEvalNames();
   constexpr size_t kEvals = sizeof(on) / sizeof(on[0]);
-  static_assert(kEvals == 8, "one flag per evaluation");
+  static_assert(kEvals == 9, "one flag per evaluation");
   std::vector<std::string> out;
   for (size_t i = 0; i < names.size() && i < kEvals; ++i) {
     if (on[i]) out.push_back(names[i]);
@@ -475,6 +500,9 @@ SweepSpec TrajectoryEvaluations(const SweepSpec& spec) {
   if (!named("probing")) e->mutable_probing()->set_enabled(false);
   if (!named("retrieval_heads")) {
     e->mutable_retrieval_heads()->set_enabled(false);
+  }
+  if (!named("multiple_choice")) {
+    e->mutable_multiple_choice()->set_enabled(false);
   }
   if (!named("ruler")) e->mutable_ruler()->set_enabled(false);
   return out;

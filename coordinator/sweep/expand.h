@@ -63,6 +63,11 @@ absl::StatusOr<SweepPlan> PlanSweep(const hlab::v1::SweepSpec& spec);
 // settings (apply WithDefaults first), as JSON text.
 std::string EvaluationSettings(const hlab::v1::SweepSpec& spec);
 
+// evaluation.multiple_choice as the EVAL task's evals.multiple_choice
+// (absent delimiters and seed: the task's defaults).
+task::MultipleChoiceSpec MultipleChoiceSettings(
+    const hlab::v1::MultipleChoiceSpec& spec);
+
 // The evaluations the spec enables, in run order (task::AllEvalNames()).
 std::vector<std::string> EnabledEvals(const hlab::v1::SweepSpec& spec);
 

@@ -26,7 +26,8 @@ inline constexpr int kMaxArchitectures = 64;
 inline constexpr int kMaxScales = 64;
 inline constexpr int kMaxBudgets = 64;  // per budget list
 inline constexpr int kMaxSeeds = 64;
-inline constexpr int kMaxEvalPoints = 64;  // NIAH lengths, NIAH depths
+inline constexpr int kMaxEvalPoints = 64;  // NIAH lengths, NIAH depths,
+                                           // multiple-choice tasks
 // EVAL tasks that evaluation.trajectory may add to one sweep (each is a
 // process start and a checkpoint kept on disk).
 inline constexpr int64_t kMaxTrajectoryEvals = 10000;

@@ -82,6 +82,10 @@ void DefaultEvaluation(int64_t seq_len, const hlab::v1::DataSpec& data,
     if (rh->context_length() == 0) rh->set_context_length(seq_len);
     if (rh->top_heads() == 0) rh->set_top_heads(defaults.top_heads);
   }
+  hlab::v1::MultipleChoiceSpec* mc = e->mutable_multiple_choice();
+  if (mc->enabled() && !mc->has_seed()) {
+    mc->set_seed(task::kDefaultMultipleChoiceSeed);
+  }
   hlab::v1::RulerSpec* ru = e->mutable_ruler();
   if (ru->enabled()) {
     if (ru->samples() == 0) ru->set_samples(task::RulerSpec().samples);

@@ -224,6 +224,18 @@ absl::Status CheckRetrievalHeads(const SweepSpec& spec) {
       spec, at, "retrieval-head tracing scores full-attention heads");
 }
 
+// evaluation.multiple_choice: the task's own checks (task/eval_task.h),
+// named under the spec's section; at most kMaxEvalPoints tasks. Its files
+// are read on the workers.
+absl::Status CheckMultipleChoice(const SweepSpec& spec) {
+  const auto& m = spec.evaluation().multiple_choice();
+  if (!m.enabled()) return absl::OkStatus();
+  const std::string at = "evaluation.multiple_choice";
+  HLAB_RETURN_IF_ERROR(
+      internal::AtMost(at + ".tasks", m.tasks_size(), kMaxEvalPoints, "tasks"));
+  return task::ValidateMultipleChoice(MultipleChoiceSettings(m), at);
+}
+
 // evaluation.ruler (defaults applied): known tasks, each once, with the
 // files they need; lengths within seq_len; counts in range.
 absl::Status CheckRuler(const SweepSpec& spec) {
@@ -451,6 +463,7 @@ absl::Status CheckEvaluation(const SweepSpec& spec) {
   }
   HLAB_RETURN_IF_ERROR(CheckProbing(spec));
   HLAB_RETURN_IF_ERROR(CheckRetrievalHeads(spec));
+  HLAB_RETURN_IF_ERROR(CheckMultipleChoice(spec));
   HLAB_RETURN_IF_ERROR(CheckRuler(spec));
   HLAB_RETURN_IF_ERROR(CheckTrajectory(spec));
   const int64_t q_every = spec.analysis().q_grad_every_steps();

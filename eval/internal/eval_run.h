@@ -5,6 +5,7 @@
 //   eval/internal/eval_run_longppl.cc      longppl, receptive_field
 //   eval/internal/eval_run_mechanisms.cc   niah, gradient_profile, probing,
 //                                          retrieval_heads
+//   eval/internal/eval_run_multiple_choice.cc   multiple_choice
 //   eval/internal/eval_run_ruler.cc        ruler
 // A new kind adds a Run<Kind> method here and its file, and one line in
 // Run().
@@ -18,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,7 @@
 #include "eval/eval_data.h"
 #include "eval/eval_task.h"
 #include "eval/longppl.h"
+#include "eval/multiple_choice.h"
 #include "eval/token_scorer.h"
 #include "eval/validation_loss.h"
 #include "task/eval_task.h"
@@ -106,6 +109,16 @@ class EvalRun {
   // "retrieval_mass", the top head's, with every head in the details.
   absl::Status RunRetrievalHeads(const task::RetrievalHeadsSpec& spec);
 
+  // eval/internal/eval_run_multiple_choice.cc
+  // Loads, checks and encodes every task of evals.multiple_choice before
+  // any evaluation runs (a bad file, a bad line or a question longer than
+  // seq_len ends the task with nothing measured): errors name the task
+  // ("evals.multiple_choice.tasks[i]") and the file and line.
+  absl::Status PrepareMultipleChoice(const task::MultipleChoiceSpec& spec);
+  // "mc_acc/<name>" and "mc_acc_norm/<name>" per task, the details of
+  // eval/multiple_choice.h's McResultToJson.
+  absl::Status RunMultipleChoice();
+
   // eval/internal/eval_run_ruler.cc
   absl::Status RunRuler(const task::RulerSpec& spec);
 
@@ -124,6 +137,8 @@ class EvalRun {
   // The documents of evals.longppl.key_tokens, encoded (longppl_docs_
   // borrows them).
   std::unique_ptr<data::Corpus> key_span_corpus_;
+  // evals.multiple_choice's tasks, prepared by PrepareMultipleChoice.
+  std::vector<McPreparedTask> multiple_choice_;
 };
 
 }  // namespace hlab::eval::internal

@@ -203,4 +203,23 @@ KeyTokenConfig KeyConfig(const LongPplSpec& spec, const LongPplPlan& plan) {
           .min_key_tokens = spec.min_key_tokens};
 }
 
+McTaskConfig MultipleChoiceConfig(const task::MultipleChoiceSpec& spec,
+                                  size_t i) {
+  const task::MultipleChoiceTaskSpec& t = spec.tasks.at(i);
+  McTaskConfig c;
+  c.name = task::MultipleChoiceTaskName(t);
+  c.file = t.file;
+  c.fewshot_file = t.fewshot_file;
+  c.num_fewshot = t.num_fewshot;
+  c.seed = spec.seed;
+  c.target_delimiter = t.target_delimiter;
+  c.fewshot_delimiter = t.fewshot_delimiter;
+  c.limit = t.limit;
+  return c;
+}
+
+int64_t MultipleChoiceMaxTokens(const EvalTask& task) {
+  return task.allow_extrapolation ? 0 : task.run.seq_len;
+}
+
 }  // namespace hlab::eval::internal

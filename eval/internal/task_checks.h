@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "eval/longppl.h"
+#include "eval/multiple_choice.h"
 #include "model/config/model_config.h"
 #include "task/eval_task.h"
 #include "train/checkpoint_file.h"
@@ -71,6 +72,14 @@ absl::Status ValidateLongPplConfig(const KeyTokenConfig& config);
 // The key-token selection of a LongPPL spec and its resolved plan.
 KeyTokenConfig KeyConfig(const task::LongPplSpec& spec,
                          const task::LongPplPlan& plan);
+
+// The eval/multiple_choice.h task of evals.multiple_choice.tasks[i].
+McTaskConfig MultipleChoiceConfig(const task::MultipleChoiceSpec& spec,
+                                  size_t i);
+
+// The most tokens a question's context and choice may take: the run's
+// seq_len, or no limit (0) with allow_extrapolation.
+int64_t MultipleChoiceMaxTokens(const task::EvalTask& task);
 
 }  // namespace hlab::eval::internal
 

@@ -1,7 +1,7 @@
 // Shared pieces of the report's gnuplot scripts and data files: colours,
 // exact numbers, string literals, file names, the script header, and the
-// Plot record. For report/plots.cc, mechanism_figures.cc and
-// comparison_figures.cc only.
+// Plot record. For report/plots.cc, mechanism_figures.cc,
+// comparison_figures.cc and multiple_choice_figures.cc only.
 //
 // Thread-safety: pure functions (WriteText writes one file).
 #ifndef HLAB_REPORT_INTERNAL_GNUPLOT_TEXT_H_

@@ -113,6 +113,43 @@ TEST_F(HlabEvalCliTest, BadTasksExitTwoWithAnErrorRecordNamingTheField) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// The bundled multiple-choice example through the binary; a task file with
+// a gold index out of range exits 2 naming its file and line, and records
+// no result.
+TEST_F(HlabEvalCliTest, RunsTheBundledMultipleChoiceExample) {
+  Json j = Task();
+  j["config"]["seq_len"] = 64;  // the example's longest question: 63 bytes
+  j["evals"] = {{"multiple_choice",
+                 {{"tasks",
+                   {{{"file", std::string(HLAB_REPO_ROOT) +
+                                  "/examples/eval/simple_qa.jsonl"}}}}}}};
+  Result r = RunTask(j);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto records = ParseRecords(r.records);
+  for (const char* metric : {"mc_acc/simple_qa", "mc_acc_norm/simple_qa"}) {
+    const Json result = FindRecord(records, "result", metric);
+    ASSERT_FALSE(result.is_null()) << r.records;
+    EXPECT_EQ(result["details"]["n"], 20);
+  }
+
+  const std::string bad = (dir_ / "bad.jsonl").string();
+  std::ofstream(bad) << R"({"context": "a", "choices": ["x"], "gold": 0})"
+                     << "\n"
+                     << R"({"context": "b", "choices": ["x", "y"], "gold": 5})"
+                     << "\n";
+  j["evals"]["multiple_choice"]["tasks"][0]["file"] = bad;
+  r = RunTask(j);
+  EXPECT_EQ(r.exit_code, 2);
+  records = ParseRecords(r.records);
+  const Json error = FindRecord(records, "error");
+  ASSERT_FALSE(error.is_null()) << r.records;
+  EXPECT_NE(error["message"].get<std::string>().find(
+                bad + ":2: gold: index 5 is out of range"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(FindRecord(records, "result").is_null()) << r.records;
+}
+
 TEST_F(HlabEvalCliTest, CheckPrintsThePlanAndEvaluatesNothing) {
   const Result r = RunTask(Task(), "--check");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -254,8 +254,8 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
 }
 
 // RULER's scores: a table row per run with its newest scores, one column
-// per metric, and the headline score against D.
-TEST_F(ReportTest, DownstreamBenchmarksGetATableAndAFigureAgainstD) {
+// per metric, and the overall score against D.
+TEST_F(ReportTest, RulerGetsATableAndAFigureAgainstD) {
   SweepOptions sweep;
   sweep.ruler = true;
   const int64_t sweep_id = StoreDemoSweep(sweep);
@@ -264,7 +264,7 @@ TEST_F(ReportTest, DownstreamBenchmarksGetATableAndAFigureAgainstD) {
   const Result r =
       Hlab({"report", "--db", db_, "--sweep", "demo", "--out", Out().string()});
   ASSERT_EQ(r.code, 0) << r.err;
-  const Csv b = ReadCsv(Out() / "benchmarks.csv");
+  const Csv b = ReadCsv(Out() / "ruler.csv");
   ASSERT_EQ(b.rows.size(), 47u);  // every run but the pending one
   for (const auto& row : b.rows) {
     const double ratio =
@@ -275,15 +275,12 @@ TEST_F(ReportTest, DownstreamBenchmarksGetATableAndAFigureAgainstD) {
     EXPECT_NEAR(Number(row[b.Column("ruler_score")]), (vt + 1) / 2, 1e-9);
   }
   const std::string index = ReadFile(Out() / "index.html");
-  EXPECT_NE(index.find("<h2>Downstream benchmarks</h2>"), std::string::npos);
-  EXPECT_NE(ReadFile(Out() / "report.md").find("## Downstream benchmarks"),
-            std::string::npos);
-  // One figure, of the headline score; full's line at its largest scale,
+  EXPECT_NE(index.find("<h2>RULER</h2>"), std::string::npos);
+  EXPECT_NE(ReadFile(Out() / "report.md").find("## RULER"), std::string::npos);
+  // One figure, of the overall score; full's line at its largest scale,
   // by D.
-  EXPECT_TRUE(fs::exists(Out() / "benchmark_ruler_score.gp"));
-  EXPECT_FALSE(fs::exists(Out() / "benchmark_ruler_score_vt.gp"));
-  std::istringstream line(
-      ReadFile(Out() / "data" / "benchmark_ruler_score_full.dat"));
+  EXPECT_TRUE(fs::exists(Out() / "ruler_score.gp"));
+  std::istringstream line(ReadFile(Out() / "data" / "ruler_full.dat"));
   std::string text;
   std::vector<double> ds;
   while (std::getline(line, text)) {
@@ -292,9 +289,9 @@ TEST_F(ReportTest, DownstreamBenchmarksGetATableAndAFigureAgainstD) {
   }
   ASSERT_GE(ds.size(), 3u);
   EXPECT_TRUE(std::is_sorted(ds.begin(), ds.end()));
-  EXPECT_NE(ReadFile(Out() / "benchmark_ruler_score.svg").find("</svg>"),
+  EXPECT_NE(ReadFile(Out() / "ruler_score.svg").find("</svg>"),
             std::string::npos);
-  EXPECT_NE(index.find("src=\"benchmark_ruler_score.svg\""), std::string::npos);
+  EXPECT_NE(index.find("src=\"ruler_score.svg\""), std::string::npos);
 }
 
 TEST_F(ReportTest, MechanismAnalysesGetTheirSectionCsvAndFigures) {

@@ -126,6 +126,10 @@ struct SweepOptions {
   // record the Q-gradient hook's metrics for every run: q_grad_norm_l1h0 =
   // 1, 2, 3 at steps 1, 2, 3 (tokens 100 each), and l1h1 = 10 at step 1
   bool q_grad = false;
+  // record the multiple-choice task "arc" for every run: at step 10
+  // mc_acc = min(1, (D/N) / 16) and mc_acc_norm = that + 0.05, n 200, 5
+  // examples; and an older step-5 evaluation of 0 that the report skips
+  bool multiple_choice = false;
   // record RULER scores for every run: ruler_score/vt = min(1, (D/N) / 16)
   // and ruler_score/niah_single_1 = 1 at step 10 (an older step-5 score of
   // 0 for each, which the report must not take), ruler_score their mean
@@ -270,6 +274,24 @@ inline int64_t StoreDemoSweep(store::Store& store, const SweepOptions& options,
         // An older trace's top head: the figure takes the newest's.
         point.details = R"({"top": [{"layer": 1, "head": 1}], "heads": []})";
         EXPECT_TRUE(store.RecordEval(task.id, *attempt, point).ok());
+      }
+    }
+    if (options.multiple_choice) {
+      const double acc =
+          std::min(1.0, static_cast<double>(run.budget_tokens) /
+                            static_cast<double>(run.n_params) / 16.0);
+      for (const int64_t step : {5, 10}) {
+        for (const bool norm : {false, true}) {
+          store::EvalResult eval;
+          eval.run_id = run.id;
+          eval.step = step;
+          eval.metric = norm ? "mc_acc_norm/arc" : "mc_acc/arc";
+          eval.value = step == 5 ? 0 : acc + (norm ? 0.05 : 0);
+          eval.details = absl::StrCat(
+              R"({"n": 200, "num_fewshot": 5, "acc_stderr": 0.03,)",
+              R"( "acc_norm_stderr": 0.02})");
+          EXPECT_TRUE(store.RecordEval(task.id, *attempt, eval).ok());
+        }
       }
     }
     if (options.ruler) {

@@ -166,6 +166,18 @@ EvalTask FilledEvalTask() {
   e.evals.retrieval_heads->top_heads = 3;
   e.evals.retrieval_heads->seed = 4;
   e.evals.retrieval_heads->tokenizer = "byte";
+  e.evals.multiple_choice.emplace();
+  MultipleChoiceTaskSpec mc;
+  mc.name = "arc_easy";
+  mc.file = "/data/arc.jsonl";
+  mc.fewshot_file = "/data/arc_train.jsonl";
+  mc.num_fewshot = 5;
+  mc.target_delimiter = ": ";
+  mc.fewshot_delimiter = "\n";
+  mc.limit = 100;
+  e.evals.multiple_choice->tasks = {mc};
+  e.evals.multiple_choice->seed = 7;
+  e.evals.multiple_choice->tokenizer = "byte";
   e.evals.ruler.emplace();
   e.evals.ruler->tasks = {"vt", "qa_1"};
   e.evals.ruler->lengths = {48, 64};
@@ -274,6 +286,7 @@ TEST(TaskContractTest, EveryEvalTaskFieldRoundTrips) {
   defaults.evals.gradient_profile.emplace();
   defaults.evals.probing.emplace();
   defaults.evals.retrieval_heads.emplace();
+  defaults.evals.multiple_choice.emplace();
   defaults.evals.ruler.emplace();
   Json d = Json::parse(EvalTaskToJson(defaults));
   d.erase("config");  // the run is TrainTask's (above)
@@ -325,6 +338,69 @@ TEST(TaskContractTest, EveryFieldIsInTheHelp) {
     EXPECT_NE(std::string(kEvalTaskFieldsHelp).find(key), std::string::npos)
         << path << " is not in kEvalTaskFieldsHelp (hlab-eval --help)";
   }
+}
+
+// The tasks of evals.multiple_choice are a list of objects, which the
+// leaf-wise tests above take whole: each of a task's fields is set away
+// from its default, read back, in the help, and a stray key is named.
+TEST(TaskContractTest, MultipleChoiceTaskFieldsRoundTrip) {
+  const Json filled = Json::parse(EvalTaskToJson(FilledEvalTask()));
+  const Json& task = filled["evals"]["multiple_choice"]["tasks"][0];
+  const Json defaults = JsonFieldWriter::Write(MultipleChoiceTaskSpec());
+  ASSERT_EQ(task.size(), defaults.size());
+  for (const auto& item : defaults.items()) {
+    ASSERT_TRUE(task.contains(item.key())) << item.key();
+    EXPECT_NE(task[item.key()], item.value()) << item.key();
+    EXPECT_NE(std::string(kEvalTaskFieldsHelp).find(item.key()),
+              std::string::npos)
+        << item.key() << " is not in kEvalTaskFieldsHelp";
+  }
+  Json stray = filled;
+  stray["evals"]["multiple_choice"]["tasks"][0]["filex"] = 1;
+  EXPECT_NE(std::string(ReadEvalTask(stray).status().message())
+                .find("evals.multiple_choice.tasks[0].filex: unknown field"),
+            std::string::npos);
+}
+
+TEST(TaskContractTest, MultipleChoiceTasksAreChecked) {
+  const auto error = [](const Json& mc) {
+    EvalTask t = FilledEvalTask();
+    Json j = Json::parse(EvalTaskToJson(t));
+    j["evals"] = {{"multiple_choice", mc}};
+    return std::string(EvalTaskFromJson(j.dump()).status().message());
+  };
+  EXPECT_EQ(
+      error({{"tasks", Json::array()}})
+          .rfind("evals.multiple_choice.tasks: must list at least one task", 0),
+      0u);
+  EXPECT_EQ(error({{"tasks", {{{"name", "a"}}}}})
+                .rfind("evals.multiple_choice.tasks[0].file: is required", 0),
+            0u);
+  EXPECT_EQ(error({{"tasks",
+                    {{{"file", "/d/arc.jsonl"}}, {{"file", "/e/arc.jsonl"}}}}})
+                .rfind("evals.multiple_choice.tasks[1].name: 'arc' names two "
+                       "tasks",
+                       0),
+            0u);
+  EXPECT_EQ(error({{"tasks", {{{"file", "q.jsonl"}, {"name", "a b"}}}}})
+                .rfind("evals.multiple_choice.tasks[0].name: 'a b' must be "
+                       "letters",
+                       0),
+            0u);
+  EXPECT_EQ(error({{"tasks", {{{"file", "q.jsonl"}, {"num_fewshot", 2}}}}})
+                .rfind("evals.multiple_choice.tasks[0].fewshot_file: is "
+                       "required with num_fewshot > 0",
+                       0),
+            0u);
+  EXPECT_EQ(error({{"tasks", {{{"file", "q.jsonl"}, {"limit", -1}}}}})
+                .rfind("evals.multiple_choice.tasks[0].limit: must be >= 0", 0),
+            0u);
+  EXPECT_EQ(error({{"tasks", {{{"file", "/d/piqa.valid.jsonl"}}}}}), "");
+  MultipleChoiceTaskSpec unnamed;
+  unnamed.file = "/d/piqa.valid.jsonl";
+  EXPECT_EQ(MultipleChoiceTaskName(unnamed), "piqa");
+  unnamed.name = "piqa_5shot";
+  EXPECT_EQ(MultipleChoiceTaskName(unnamed), "piqa_5shot");
 }
 
 // What the coordinator does at lease time: a run's config becomes the task

@@ -353,6 +353,12 @@ TEST_F(EvalTest, EvaluateRunAddsOneTaskPerRunStepAndEvals) {
   // LongPPL without a reference in the sweep.
   EXPECT_EQ(Evaluate(run_id, {"longppl"}, 0, &r).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // Multiple choice without tasks in the sweep: where they go.
+  grpc::Status no_tasks = Evaluate(run_id, {"multiple_choice"}, 0, &r);
+  EXPECT_EQ(no_tasks.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(no_tasks.error_message().find("evaluation.multiple_choice.tasks"),
+            std::string::npos)
+      << no_tasks.error_message();
   grpc::Status unknown = Evaluate("00000000deadbeef", {"val_loss"}, 0, &r);
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(unknown.error_message().find("no such run"), std::string::npos);

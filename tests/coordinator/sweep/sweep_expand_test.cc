@@ -453,6 +453,42 @@ TEST(SweepExpandTest, ReceptiveFieldEvaluationsCarryTheirLimit) {
   EXPECT_EQ(evals, 8);
 }
 
+TEST(SweepExpandTest, MultipleChoiceTasksReachEachEvalTask) {
+  // Absent delimiters and seed are lm-eval's; given ones travel as given.
+  const SweepPlan plan = Plan(
+      std::string(kBase) +
+      "evaluation: {multiple_choice: {enabled: true, tasks: [{file: "
+      "/data/arc_easy.test.jsonl, fewshot_file: /data/arc_easy.train.jsonl, "
+      "num_fewshot: 5}, {name: piqa, file: /data/piqa.jsonl, "
+      "target_delimiter: ': ', limit: 100}]}}\n");
+  int evals = 0;
+  for (const auto& task : plan.tasks) {
+    if (task.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    ++evals;
+    const auto mc =
+        nlohmann::json::parse(task.draft_json())["evals"]["multiple_choice"];
+    EXPECT_EQ(mc["seed"], 1234);
+    ASSERT_EQ(mc["tasks"].size(), 2u) << mc.dump();
+    EXPECT_EQ(mc["tasks"][0]["file"], "/data/arc_easy.test.jsonl");
+    EXPECT_EQ(mc["tasks"][0]["num_fewshot"], 5);
+    EXPECT_EQ(mc["tasks"][0]["target_delimiter"], " ");
+    EXPECT_EQ(mc["tasks"][0]["fewshot_delimiter"], "\n\n");
+    EXPECT_EQ(mc["tasks"][1]["name"], "piqa");
+    EXPECT_EQ(mc["tasks"][1]["target_delimiter"], ": ");
+    EXPECT_EQ(mc["tasks"][1]["limit"], 100);
+  }
+  EXPECT_EQ(evals, 8);
+  // Another seed is another evaluation.
+  const SweepPlan seeded = Plan(
+      std::string(kBase) +
+      "evaluation: {multiple_choice: {enabled: true, seed: 7, tasks: [{file: "
+      "/data/arc_easy.test.jsonl, fewshot_file: /data/arc_easy.train.jsonl, "
+      "num_fewshot: 5}, {name: piqa, file: /data/piqa.jsonl, "
+      "target_delimiter: ': ', limit: 100}]}}\n");
+  const std::set<std::string> ids = EvalTaskIds(plan);
+  for (const auto& id : EvalTaskIds(seeded)) EXPECT_EQ(ids.count(id), 0u);
+}
+
 TEST(SweepExpandTest, BranchPointEvaluationsDependOnTheTrunk) {
   const SweepPlan plan =
       Plan(std::string(kBase) + "evaluation: {at_branch_points: true}\n");

@@ -155,6 +155,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"no retrieval heads to report", "evaluation",
                 "{retrieval_heads: {enabled: true, top_heads: -1}}",
                 "evaluation.retrieval_heads.top_heads: must be >= 1"},
+        BadSpec{"multiple choice without tasks", "evaluation",
+                "{multiple_choice: {enabled: true}}",
+                "evaluation.multiple_choice.tasks: must list at least one "
+                "task"},
+        BadSpec{"a multiple-choice task without a file", "evaluation",
+                "{multiple_choice: {enabled: true, tasks: [{name: a}]}}",
+                "evaluation.multiple_choice.tasks[0].file: is required"},
+        BadSpec{
+            "two multiple-choice tasks of one name", "evaluation",
+            "{multiple_choice: {enabled: true, tasks: [{file: /d/arc.jsonl}, "
+            "{file: /e/arc.test.jsonl}]}}",
+            "evaluation.multiple_choice.tasks[1].name: 'arc' names two "
+            "tasks"},
+        BadSpec{"few-shot examples from nowhere", "evaluation",
+                "{multiple_choice: {enabled: true, tasks: [{file: /d/q.jsonl, "
+                "num_fewshot: 3}]}}",
+                "evaluation.multiple_choice.tasks[0].fewshot_file: is "
+                "required with num_fewshot > 0"},
         BadSpec{"retrieval heads beyond the context", "evaluation",
                 "{retrieval_heads: {enabled: true, context_length: 65}}",
                 "evaluation.retrieval_heads.context_length: must be in [2, "

@@ -1,5 +1,5 @@
-// The downstream benchmarks' figures (report/benchmark_figures.h).
-#include "report/benchmark_figures.h"
+// The RULER figure (report/ruler_figures.h).
+#include "report/ruler_figures.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -24,35 +23,25 @@ using internal::MakePlot;
 using internal::Quote;
 using internal::WriteText;
 
-bool IsHeadlineBenchmark(const std::string& metric) {
-  return !absl::StrContains(metric, "/") ||
-         absl::StartsWith(metric, "mc_acc_norm/");
-}
-
-absl::Status WriteBenchmarkFigures(const StudyData& study,
-                                   const std::string& dir,
-                                   std::vector<Plot>* plots) {
+absl::Status WriteRulerFigures(const StudyData& study, const std::string& dir,
+                               std::vector<Plot>* plots) {
   std::map<std::string, const RunRow*> runs;
   for (const RunRow& r : study.runs) runs[r.run_id] = &r;
   // metric -> architecture -> the runs with it.
   std::map<std::string,
            std::map<std::string, std::vector<std::pair<const RunRow*, double>>>>
       by_metric;
-  for (const BenchmarkPoint& p : study.benchmarks) {
+  for (const RulerPoint& p : study.ruler) {
     auto run = runs.find(p.run_id);
-    if (run == runs.end() || !IsHeadlineBenchmark(p.metric)) continue;
+    if (run == runs.end() || p.metric != "ruler_score") continue;
     by_metric[p.metric][run->second->arch].emplace_back(run->second, p.value);
   }
   for (const auto& [metric, archs] : by_metric) {
     Plot plot = MakePlot(
-        absl::StrCat("benchmark_", FileSafe(metric)), "",
-        absl::StrCat(metric, " against D"),
-        absl::StrCat(metric,
-                     " of each architecture's runs at its largest scale "
-                     "with it, against training tokens D (docs/"
-                     "evaluation.md: RULER's score is the mean string match "
-                     "over its tasks and lengths; mc_acc_norm the "
-                     "length-normalised multiple-choice accuracy)"));
+        metric, "", "RULER: score against D",
+        "RULER's score (the mean string match over its tasks and lengths, "
+        "by greedy decoding; docs/evaluation.md) of each architecture's runs "
+        "at its largest scale with it, against training tokens D");
     std::string gp = Header(plot, 720, 460);
     absl::StrAppend(&gp, "set xlabel \"training tokens D\"\n", "set ylabel ",
                     Quote(metric), "\n",
@@ -72,8 +61,8 @@ absl::Status WriteBenchmarkFigures(const StudyData& study,
         }
       }
       std::sort(line.begin(), line.end());
-      const std::string file = absl::StrCat("data/benchmark_", FileSafe(metric),
-                                            "_", FileSafe(arch), ".dat");
+      const std::string file =
+          absl::StrCat("data/ruler_", FileSafe(arch), ".dat");
       std::string data = absl::StrCat("# hlab report: ", metric, " of ", arch,
                                       " at scale ", scale, "\n# D score\n");
       for (const auto& [d, v] : line) {
