@@ -98,6 +98,12 @@ class Attention final : public Mixer {
     bool rope = true;
   };
 
+  // q (B, H, T, dh), k and v (B, Hkv, T, dh) of x, split by head group,
+  // and the sinks of each group's heads; views.
+  struct GroupedHeads {
+    std::vector<torch::Tensor> q, k, v, sinks;
+  };
+  GroupedHeads ProjectHeads(const torch::Tensor& x);
   // With `cache`, also the state after x (prefill).
   torch::Tensor Forward(const torch::Tensor& x, bool reference,
                         MixerState* cache);

@@ -65,7 +65,8 @@ class Mixer : public torch::nn::Module {
   // used as the reference in tests. Same contract as forward(); slow.
   virtual torch::Tensor forward_reference(const torch::Tensor& x) = 0;
 
-  // Decoding, for inference (not differentiable; autograd off). prefill:
+  // Decoding, for inference: call under torch::InferenceMode (the state is
+  // not differentiable). A new mixer must implement both. prefill:
   // x: (B, T, d_model) -> forward(x), computed the same way, and *state
   // replaced by the state after x's tokens. step: x: (B, 1, d_model), the
   // token after those *state has seen -> (B, 1, d_model), and *state

@@ -28,8 +28,8 @@ constexpr int64_t kPrompt = 7, kNew = 24, kVocab = 50;
 
 // The paper's architectures with windows scaled to a tiny model, and the
 // variants: head-wise SWA with NoPE, the short conv on GDN and Mamba-2,
-// GDN's per-head q/k, the 1:3 ratio of every efficient mixer, and a mixed
-// pattern.
+// GDN's per-head q/k, the 1:3 ratio of every efficient mixer, other head
+// and state sizes, and a mixed pattern.
 std::vector<std::string> Architectures() {
   std::vector<std::string> names;
   for (const std::string& name : model::PaperArchitectureNames()) {
@@ -39,7 +39,8 @@ std::vector<std::string> Architectures() {
   }
   for (const char* variant :
        {"gdn-conv", "mamba2-conv", "gdn-mha", "gdn-nope", "lightning-1to3",
-        "mamba2-1to3", "gdn-1to3", "hswa:4:nope", "hswa:8:2",
+        "mamba2-1to3", "gdn-1to3", "gdn-conv-mha", "hswa:4:nope", "hswa:8:2",
+        "mamba2:conv:state=8:dim=4,full", "gdn:dim=12,swa:8",
         "gdn:conv,mamba2:conv,lightning,full:nope"}) {
     names.push_back(variant);
   }
@@ -61,7 +62,9 @@ model::ModelConfig TinyConfig(const std::string& arch) {
   EXPECT_TRUE(layers.ok()) << layers.status();
   c.layers = *layers;
   for (model::MixerSpec& spec : c.layers) {
-    if (spec.kind == model::MixerKind::kMamba2) spec.ssm_head_dim = 8;
+    if (spec.kind == model::MixerKind::kMamba2 && spec.ssm_head_dim == 64) {
+      spec.ssm_head_dim = 8;  // the default 64 is wider than d_model
+    }
     if (spec.kind == model::MixerKind::kMamba2 ||
         spec.kind == model::MixerKind::kLightning ||
         spec.kind == model::MixerKind::kGatedDeltaNet) {
