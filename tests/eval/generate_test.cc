@@ -166,6 +166,45 @@ TEST(GenerateTest, StepsEqualTheFullForwardsLastPosition) {
       worst, worst_logits);
 }
 
+// The analysis hook that limits full-attention heads to their last keys
+// holds in decoding too: the cache keeps only the limited window.
+TEST(GenerateTest, StepsHonourTheFullAttentionKeyLimit) {
+  torch::InferenceMode inference;
+  for (const char* arch : {"full", "hswa:8:nope"}) {
+    torch::manual_seed(5);
+    model::HybridLM lm = Fp64Model(arch);
+    lm->set_full_attention_key_limit(5);
+    lm->capture_hidden_states({lm->num_layers() - 1});
+    const torch::Tensor tokens =
+        torch::randint(0, kVocab, {1, kPrompt + kNew}, torch::kInt64);
+    model::DecodeState state;
+    lm->prefill(tokens.narrow(1, 0, kPrompt), &state);
+    double worst = 0;
+    for (int64_t t = kPrompt; t < kPrompt + kNew; ++t) {
+      lm->step(tokens.narrow(1, t, 1), &state);
+      const torch::Tensor stepped =
+          lm->captured_hidden_states().begin()->second;
+      lm->forward(tokens.narrow(1, 0, t + 1));
+      const torch::Tensor full =
+          lm->captured_hidden_states().begin()->second.narrow(1, t, 1);
+      worst = std::max(worst, (stepped - full).abs().max().item<double>());
+    }
+    EXPECT_LT(worst, 1e-12) << arch;
+    // Without the limit the same steps differ (the test can fail).
+    lm->set_full_attention_key_limit(0);
+    lm->forward(tokens);
+    const torch::Tensor unlimited =
+        lm->captured_hidden_states().begin()->second.narrow(
+            1, kPrompt + kNew - 1, 1);
+    lm->set_full_attention_key_limit(5);
+    lm->forward(tokens);
+    const torch::Tensor limited =
+        lm->captured_hidden_states().begin()->second.narrow(
+            1, kPrompt + kNew - 1, 1);
+    EXPECT_GT((unlimited - limited).abs().max().item<double>(), 1e-6) << arch;
+  }
+}
+
 TEST(GenerateTest, StopTokenEndsGenerationAfterEmittingIt) {
   torch::manual_seed(3);
   ModelScorer scorer(Fp64Model("gdn:conv,swa:4,mamba2,full"));
