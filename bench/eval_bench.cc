@@ -23,6 +23,14 @@
 // synthetic NIAH samples at seq_len (features and a probe per layer), in
 // seconds; retrieval-head tracing (appendix D.4) of 64 such samples, in
 // seconds ("-" for a model without full attention).
+//
+// --generate measures greedy generation instead: --new-tokens tokens (64)
+// after a prompt of seq_len tokens, batch 1, with the cache
+// (ModelScorer::Generate) and by prefix re-computation (TokenScorer's
+// default, one forward of the whole prefix per token), side by side in
+// each round, as tokens/s and their ratio, and whether the two gave the
+// same tokens.
+//   build/bin/hlab-bench-eval --generate             # 512 + 64 tokens
 #include <time.h>
 
 #include <algorithm>
@@ -64,6 +72,8 @@ struct Options {
   std::vector<std::string> archs = {"full", "swa-64", "lightning", "mamba2",
                                     "gdn"};
   bool json = false;
+  bool generate = false;
+  int64_t new_tokens = 64;
 };
 
 bool g_wall = false;
@@ -141,6 +151,10 @@ Options ParseOptions(int argc, char** argv) {
     } else if (arg == "--arch") {
       if (i + 1 >= argc) std::exit(2);
       o.archs = {argv[++i]};
+    } else if (arg == "--new-tokens") {
+      number(&o.new_tokens);
+    } else if (arg == "--generate") {
+      o.generate = true;
     } else if (arg == "--wall") {
       g_wall = true;
     } else if (arg == "--json") {
@@ -150,11 +164,81 @@ Options ParseOptions(int argc, char** argv) {
                    "[--layers N] [--documents N] [--batch N] [--repeats N] "
                    "[--threads N] [--heads N] [--kv-heads N] "
                    "[--probe-samples N] [--arch A] [--wall] "
-                   "[--json]\n";
+                   "[--json] [--generate [--new-tokens N]]\n";
       std::exit(arg == "--help" ? 0 : 2);
     }
   }
   return o;
+}
+
+// --generate: cached generation against prefix re-computation per
+// architecture; prints a table (or JSON) and returns the exit code.
+int BenchGenerate(const Options& o, const std::vector<int32_t>& prompt) {
+  struct Row {
+    std::vector<double> cached_tps, recomputed_tps;
+    bool same = true;
+  };
+  std::map<std::string, hlab::model::HybridLM> models;
+  std::map<std::string, Row> rows;
+  for (const std::string& arch : o.archs) {
+    torch::manual_seed(0);
+    models.emplace(arch, hlab::model::HybridLM(ConfigFor(o, arch)));
+  }
+  hlab::eval::GenerateOptions options;
+  options.max_new_tokens = o.new_tokens;
+  for (int64_t rep = 0; rep <= o.repeats; ++rep) {  // round 0: warm-up
+    for (const std::string& arch : o.archs) {
+      hlab::eval::ModelScorer scorer(models.at(arch));
+      double start = Now();
+      auto cached = scorer.Generate(prompt, options);
+      const double cached_s = Now() - start;
+      start = Now();
+      auto recomputed = scorer.TokenScorer::Generate(prompt, options);
+      const double recomputed_s = Now() - start;
+      if (!cached.ok() || !recomputed.ok()) {
+        std::cerr << "hlab-bench-eval: " << arch << ": "
+                  << (cached.ok() ? recomputed.status() : cached.status())
+                  << "\n";
+        return 1;
+      }
+      Row& row = rows[arch];
+      row.same = row.same && *cached == *recomputed;
+      if (rep == 0) continue;
+      row.cached_tps.push_back(static_cast<double>(cached->size()) / cached_s);
+      row.recomputed_tps.push_back(static_cast<double>(recomputed->size()) /
+                                   recomputed_s);
+    }
+  }
+  Json out = Json::array();
+  if (!o.json) {
+    std::printf(
+        "generation: prompt %lld, %lld new tokens, batch 1; d_model %lld, "
+        "%lld layers, %d threads; median of %lld; %s time\n",
+        static_cast<long long>(o.seq_len), static_cast<long long>(o.new_tokens),
+        static_cast<long long>(o.d_model), static_cast<long long>(o.layers),
+        at::get_num_threads(), static_cast<long long>(o.repeats),
+        g_wall ? "wall" : "CPU");
+    std::printf("%-10s %13s %15s %8s %12s\n", "arch", "cached tok/s",
+                "recompute tok/s", "ratio", "same tokens");
+  }
+  for (const std::string& arch : o.archs) {
+    const Row& row = rows[arch];
+    const double cached = Median(row.cached_tps),
+                 recomputed = Median(row.recomputed_tps);
+    out.push_back({{"arch", arch},
+                   {"prompt_tokens", o.seq_len},
+                   {"new_tokens", o.new_tokens},
+                   {"cached_tokens_per_s", cached},
+                   {"recomputed_tokens_per_s", recomputed},
+                   {"speedup", cached / recomputed},
+                   {"same_tokens", row.same}});
+    if (!o.json) {
+      std::printf("%-10s %13.1f %15.1f %8.1f %12s\n", arch.c_str(), cached,
+                  recomputed, cached / recomputed, row.same ? "yes" : "no");
+    }
+  }
+  if (o.json) std::cout << out.dump(2) << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -180,6 +264,11 @@ int main(int argc, char** argv) {
     auto doc = *docs.GetDocument(d);
     doc.tokens.resize(static_cast<size_t>(o.seq_len + 1));
     profiled.push_back(doc.tokens);
+  }
+  if (o.generate) {
+    std::vector<int32_t> prompt = batch.front();
+    prompt.resize(static_cast<size_t>(o.seq_len));
+    return BenchGenerate(o, prompt);
   }
   const auto bytes = hlab::data::MakeByteTokenizer();
   hlab::eval::ProbingConfig probing;

@@ -1,7 +1,13 @@
 #include "eval/token_scorer.h"
 
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include <c10/util/Exception.h>
 #include <torch/torch.h>
 
+#include "absl/strings/str_cat.h"
 #include "eval/internal/scoring.h"
 
 namespace hlab::eval {
@@ -32,6 +38,49 @@ absl::StatusOr<int32_t> ModelScorer::NextToken(
   return internal::NextTokenWith(
       [this](const torch::Tensor& ids) { return model_->forward(ids); },
       ModelDevice(model_), prefix);
+}
+
+absl::StatusOr<std::vector<int32_t>> ModelScorer::Generate(
+    const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError("Generate: the prompt is empty");
+  }
+  if (options.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        "Generate: max_new_tokens must be at least 1");
+  }
+  model_->eval();
+  const torch::Device device = ModelDevice(model_);
+  std::vector<int32_t> out;
+  try {
+    torch::InferenceMode inference;
+    model::DecodeState state;
+    torch::Tensor logits = model_->prefill(
+        torch::tensor(prompt, torch::kInt64).unsqueeze(0).to(device),
+        &state);  // (1, n, V)
+    while (true) {
+      // argmax returns the first maximum: the lowest id on ties, as
+      // NextToken.
+      const auto next = static_cast<int32_t>(
+          logits.select(1, logits.size(1) - 1).argmax(-1).item<int64_t>());
+      out.push_back(next);
+      if (static_cast<int64_t>(out.size()) >= options.max_new_tokens ||
+          std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
+                    next) != options.stop_tokens.end()) {
+        break;
+      }
+      logits = model_->step(
+          torch::full({1, 1}, next, torch::dtype(torch::kInt64).device(device)),
+          &state);  // (1, 1, V)
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Generate: out of memory after ", out.size(),
+                     " tokens: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("Generate: ", e.what()));
+  }
+  return out;
 }
 
 }  // namespace hlab::eval

@@ -9,7 +9,9 @@
 //   std::vector<float> nll = scorer.Score(tokens);  // nll[i - 1]: token i
 //   auto all = scorer.ScoreBatch({a, b, c});        // one forward if it can
 //   absl::StatusOr<int32_t> next = scorer.NextToken(prefix);
-//   auto out = scorer.Generate(prompt, {.max_new_tokens = 32});  // greedy
+//   GenerateOptions options;
+//   options.max_new_tokens = 32;
+//   auto out = scorer.Generate(prompt, options);  // greedy
 #ifndef HLAB_EVAL_TOKEN_SCORER_INTERFACE_H_
 #define HLAB_EVAL_TOKEN_SCORER_INTERFACE_H_
 

@@ -61,6 +61,28 @@ torch::Tensor BlockImpl::MixWithReceptiveField(const torch::Tensor& x) {
 
 std::pair<torch::Tensor, torch::Tensor> BlockImpl::forward_split(
     const torch::Tensor& x, const torch::Tensor& pending) {
+  return Split(x, pending, [&](const torch::Tensor& normed) {
+    return receptive_field_ > 0 ? MixWithReceptiveField(normed)
+                                : mixer->forward(normed);
+  });
+}
+
+std::pair<torch::Tensor, torch::Tensor> BlockImpl::decode_split(
+    const torch::Tensor& x, const torch::Tensor& pending, bool prefill,
+    MixerState* state) {
+  if (receptive_field_ > 0) {
+    throw std::invalid_argument(
+        "decoding: the efficient receptive field hook is on (its windows "
+        "restart the state); turn it off first");
+  }
+  return Split(x, pending, [&](const torch::Tensor& normed) {
+    return prefill ? mixer->prefill(normed, state) : mixer->step(normed, state);
+  });
+}
+
+template <typename Mix>
+std::pair<torch::Tensor, torch::Tensor> BlockImpl::Split(
+    const torch::Tensor& x, const torch::Tensor& pending, const Mix& mix) {
   // The norms write what the projections after them multiply in (bf16
   // under autocast), and each residual add is made by the norm that reads
   // its sum.
@@ -75,8 +97,7 @@ std::pair<torch::Tensor, torch::Tensor> BlockImpl::forward_split(
     stream = x;
     normed = RmsNorm(x, mixer_norm->weight, mixer_norm->eps(), normed_dtype);
   }
-  torch::Tensor mixed = receptive_field_ > 0 ? MixWithReceptiveField(normed)
-                                             : mixer->forward(normed);
+  torch::Tensor mixed = mix(normed);
   NormedSum h = AddRmsNorm(stream, mixed, ffn_norm->weight, ffn_norm->eps(),
                            normed_dtype);
   return {std::move(h.sum), ffn(h.normed)};
@@ -136,13 +157,22 @@ torch::Tensor HybridLMImpl::RunEmbedded(torch::Tensor x, bool reference) {
     } else {
       std::tie(x, pending) = blocks_[i]->forward_split(x, pending);
     }
-    if (std::find(hidden_layers_.begin(), hidden_layers_.end(),
-                  static_cast<int64_t>(i)) != hidden_layers_.end()) {
-      torch::NoGradGuard no_grad;
-      hidden_states_[static_cast<int64_t>(i)] =
-          pending.defined() ? x + pending : x.detach();
-    }
+    CaptureHiddenState(static_cast<int64_t>(i), x, pending);
   }
+  return Logits(std::move(x), pending);
+}
+
+void HybridLMImpl::CaptureHiddenState(int64_t layer, const torch::Tensor& x,
+                                      const torch::Tensor& pending) {
+  if (std::find(hidden_layers_.begin(), hidden_layers_.end(), layer) !=
+      hidden_layers_.end()) {
+    torch::NoGradGuard no_grad;
+    hidden_states_[layer] = pending.defined() ? x + pending : x.detach();
+  }
+}
+
+torch::Tensor HybridLMImpl::Logits(torch::Tensor x,
+                                   const torch::Tensor& pending) {
   const torch::ScalarType normed_dtype = LinearInputDtype(x.scalar_type());
   x = pending.defined()
           ? AddRmsNorm(x, pending, final_norm->weight, final_norm->eps(),
@@ -152,6 +182,45 @@ torch::Tensor HybridLMImpl::RunEmbedded(torch::Tensor x, bool reference) {
   torch::Tensor logits =
       lm_head ? lm_head(x) : LinearProduct(x, embedding->weight);
   return logits.to(torch::kFloat32);
+}
+
+torch::Tensor HybridLMImpl::Decode(torch::Tensor x, bool prefill,
+                                   DecodeState* state) {
+  if (state == nullptr) {
+    throw std::invalid_argument("decoding: no state");
+  }
+  if (prefill) {
+    *state = DecodeState();
+    state->layers.resize(blocks_.size());
+  } else if (state->layers.size() != blocks_.size()) {
+    throw std::invalid_argument(
+        "decoding: step needs the state of a prefill of this model");
+  }
+  hidden_states_.clear();
+  torch::Tensor pending;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    std::tie(x, pending) =
+        blocks_[i]->decode_split(x, pending, prefill, &state->layers[i]);
+    CaptureHiddenState(static_cast<int64_t>(i), x, pending);
+  }
+  state->position += x.size(1);
+  return Logits(std::move(x), pending);
+}
+
+torch::Tensor HybridLMImpl::prefill(const torch::Tensor& tokens,
+                                    DecodeState* state) {
+  if (tokens.dim() != 2 || tokens.size(1) < 1) {
+    throw std::invalid_argument("prefill: tokens must be (B, T) with T >= 1");
+  }
+  return Decode(embedding(tokens), /*prefill=*/true, state);
+}
+
+torch::Tensor HybridLMImpl::step(const torch::Tensor& tokens,
+                                 DecodeState* state) {
+  if (tokens.dim() != 2 || tokens.size(1) != 1) {
+    throw std::invalid_argument("step: tokens must be (B, 1)");
+  }
+  return Decode(embedding(tokens), /*prefill=*/false, state);
 }
 
 torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {

@@ -17,6 +17,19 @@
 //   torch::Tensor loss = model->loss(inputs, targets);   // scalar, fp32
 //   model->capture_hidden_states({2, 5});  // analysis hooks, see below
 //
+// Decoding (greedy generation, eval/token_scorer.h), in inference mode:
+//   DecodeState state;
+//   torch::Tensor logits = model->prefill(prompt, &state);  // as forward
+//   logits = model->step(next_tokens, &state);  // (B, 1) -> (B, 1, V)
+// Each mixer keeps what it needs of the tokens so far (Mixer::prefill and
+// step, model/layers/mixer.h): the keys and values of softmax attention
+// (windowed heads only their window), the recurrent state of Lightning,
+// Mamba-2 and Gated DeltaNet, the short convolutions' last inputs. step's
+// logits equal forward's over the whole sequence at its last position up to
+// rounding (docs/evaluation.md, "Generation"). No length limit: RoPE takes
+// any position, and full-attention layers keep every key (memory grows by
+// 2 Hkv dh values per token and layer).
+//
 // Analysis hooks (for the mechanism analyses; they do not change training):
 //   capture_hidden_states(layers)   residual stream after the given blocks
 //   capture_attention(layers)       attention probabilities (B, H, T, T) of
@@ -69,6 +82,13 @@ class BlockImpl : public torch::nn::Module {
   // The same block with the mixer's reference (recurrent) form.
   torch::Tensor forward_reference(const torch::Tensor& x);
 
+  // Decoding: forward_split with the mixer's prefill / step
+  // (model/layers/mixer.h) on `state`. std::invalid_argument when the
+  // receptive-field hook is on (its windows restart the state).
+  std::pair<torch::Tensor, torch::Tensor> decode_split(
+      const torch::Tensor& x, const torch::Tensor& pending, bool prefill,
+      MixerState* state);
+
   // stride 0 = off; see HybridLM::set_efficient_receptive_field.
   void set_receptive_field(int64_t stride, int64_t span = 2) {
     receptive_field_ = stride;
@@ -81,10 +101,20 @@ class BlockImpl : public torch::nn::Module {
 
  private:
   torch::Tensor MixWithReceptiveField(const torch::Tensor& x);
+  template <typename Mix>
+  std::pair<torch::Tensor, torch::Tensor> Split(const torch::Tensor& x,
+                                                const torch::Tensor& pending,
+                                                const Mix& mix);
   int64_t receptive_field_ = 0;  // the windows' stride s
   int64_t receptive_span_ = 2;   // the windows' length in strides, m >= 2
 };
 TORCH_MODULE(Block);
+
+// What decoding keeps of the tokens so far: one MixerState per layer.
+struct DecodeState {
+  std::vector<MixerState> layers;
+  int64_t position = 0;  // tokens seen
+};
 
 class HybridLMImpl : public torch::nn::Module {
  public:
@@ -97,6 +127,15 @@ class HybridLMImpl : public torch::nn::Module {
   torch::Tensor forward_embedded(const torch::Tensor& x);
   // The same with every mixer in its reference form (tests).
   torch::Tensor forward_reference(const torch::Tensor& tokens);
+  // Decoding (see the top comment), in inference mode. prefill: tokens
+  // (B, T), T >= 1 -> logits (B, T, V) as forward(tokens), and *state
+  // replaced by the state after them. step: tokens (B, 1), the next token
+  // of each row -> logits (B, 1, V), and *state advanced. Both capture
+  // hidden states as forward does, of the tokens they run; attention
+  // probabilities only prefill. std::invalid_argument with the efficient
+  // receptive field on, or for a step without a prefill.
+  torch::Tensor prefill(const torch::Tensor& tokens, DecodeState* state);
+  torch::Tensor step(const torch::Tensor& tokens, DecodeState* state);
   // Mean next-token cross-entropy in fp32. inputs, targets: (B, T) int64;
   // targets equal to -1 are ignored.
   torch::Tensor loss(const torch::Tensor& inputs, const torch::Tensor& targets);
@@ -136,6 +175,14 @@ class HybridLMImpl : public torch::nn::Module {
  private:
   torch::Tensor Run(const torch::Tensor& tokens, bool reference);
   torch::Tensor RunEmbedded(torch::Tensor x, bool reference);
+  // The final norm and the LM head over the residual stream x + pending.
+  torch::Tensor Logits(torch::Tensor x, const torch::Tensor& pending);
+  // Stores x + pending, the residual stream after block `layer`, when that
+  // layer is captured.
+  void CaptureHiddenState(int64_t layer, const torch::Tensor& x,
+                          const torch::Tensor& pending);
+  // prefill (true) or step over embedded tokens x.
+  torch::Tensor Decode(torch::Tensor x, bool prefill, DecodeState* state);
 
   ModelConfig config_;
   std::vector<Block> blocks_;

@@ -83,6 +83,15 @@ torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, const torch::Tensor& sink,
                              int64_t window);
 
+// Decoding: the attention of queries that come after every key (a KV cache):
+// q: (B, H, Tq, D), k, v: (B, Hkv, L, D), sink (H) or undefined; each query
+// sees all L keys (the caller keeps only the visible ones). Scores, softmax
+// and products in fp32 (fp64 for fp64 input), autocast off; returns (B, H,
+// Tq, D) in q's dtype. Not differentiable (inference).
+torch::Tensor DecodeAttention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v,
+                              const torch::Tensor& sink);
+
 // Attention probabilities for analysis at small T: (B, H, T, T) in fp32, with
 // the sink's share excluded, so row i sums to 1 - p_sink(i) and is zero for
 // invisible keys. Same argument contract as BlockwiseAttention (without v).

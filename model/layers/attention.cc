@@ -63,11 +63,11 @@ Attention::Attention(const ModelConfig& config, const MixerSpec& spec,
 }
 
 torch::Tensor Attention::forward(const torch::Tensor& x) {
-  return Forward(x, /*reference=*/false);
+  return Forward(x, /*reference=*/false, /*cache=*/nullptr);
 }
 
 torch::Tensor Attention::forward_reference(const torch::Tensor& x) {
-  return Forward(x, /*reference=*/true);
+  return Forward(x, /*reference=*/true, /*cache=*/nullptr);
 }
 
 void Attention::set_key_limit(int64_t keys) {
@@ -100,8 +100,7 @@ int64_t Attention::EffectiveWindow(const HeadGroup& group) const {
   return std::min(group.window, key_limit_);
 }
 
-torch::Tensor Attention::Forward(const torch::Tensor& x, bool reference) {
-  TORCH_CHECK(x.dim() == 3, "Attention: x must be (B, T, d), got ", x.sizes());
+Attention::GroupedHeads Attention::ProjectHeads(const torch::Tensor& x) {
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t group_size = n_heads_ / n_kv_heads_;
   // One product for q, k and v; (B, T, heads * dh) -> (B, heads, T, dh),
@@ -124,26 +123,45 @@ torch::Tensor Attention::Forward(const torch::Tensor& x, bool reference) {
     head_sizes.push_back(group.heads);
     kv_sizes.push_back(group.heads / group_size);
   }
-  const std::vector<torch::Tensor> qs = q.split_with_sizes(head_sizes, 1);
-  const std::vector<torch::Tensor> ks = k.split_with_sizes(kv_sizes, 1);
-  const std::vector<torch::Tensor> vs = v.split_with_sizes(kv_sizes, 1);
-  const std::vector<torch::Tensor> sinks = sinks_.split_with_sizes(head_sizes);
+  return {q.split_with_sizes(head_sizes, 1), k.split_with_sizes(kv_sizes, 1),
+          v.split_with_sizes(kv_sizes, 1), sinks_.split_with_sizes(head_sizes)};
+}
 
+torch::Tensor Attention::prefill(const torch::Tensor& x, MixerState* state) {
+  TORCH_CHECK(state != nullptr, "Attention: prefill needs a state");
+  return Forward(x, /*reference=*/false, state);
+}
+
+torch::Tensor Attention::Forward(const torch::Tensor& x, bool reference,
+                                 MixerState* cache) {
+  TORCH_CHECK(x.dim() == 3, "Attention: x must be (B, T, d), got ", x.sizes());
+  const int64_t b = x.size(0), t = x.size(1);
+  const GroupedHeads heads = ProjectHeads(x);
   std::vector<torch::Tensor> outputs, probabilities;
+  if (cache != nullptr) {
+    *cache = MixerState();
+    cache->position = t;
+  }
   for (size_t i = 0; i < groups_.size(); ++i) {
-    torch::Tensor qg = qs[i], kg = ks[i];
+    torch::Tensor qg = heads.q[i], kg = heads.k[i];
     if (groups_[i].rope) {
       qg = ApplyRope(qg, rope_theta_);
       kg = ApplyRope(kg, rope_theta_);
     }
     const int64_t window = EffectiveWindow(groups_[i]);
+    if (cache != nullptr) {
+      const int64_t kept = window > 0 ? std::min(window, t) : t;
+      cache->keys.push_back(kg.narrow(2, t - kept, kept).contiguous());
+      cache->values.push_back(
+          heads.v[i].narrow(2, t - kept, kept).contiguous());
+    }
     outputs.push_back(
-        reference
-            ? NaiveAttention(qg, kg, vs[i], sinks[i], window)
-            : BlockwiseAttention(qg, kg, vs[i], sinks[i], window, blocks_));
+        reference ? NaiveAttention(qg, kg, heads.v[i], heads.sinks[i], window)
+                  : BlockwiseAttention(qg, kg, heads.v[i], heads.sinks[i],
+                                       window, blocks_));
     if (capture_) {
       probabilities.push_back(AttentionProbabilities(
-          qg.detach(), kg.detach(), sinks[i].detach(), window));
+          qg.detach(), kg.detach(), heads.sinks[i].detach(), window));
     }
   }
   if (capture_) {
@@ -153,6 +171,37 @@ torch::Tensor Attention::Forward(const torch::Tensor& x, bool reference) {
   const torch::Tensor o =
       outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 1);  // (B,H,T,dh)
   return o_proj_(o.transpose(1, 2).reshape({b, t, n_heads_ * head_dim_}));
+}
+
+torch::Tensor Attention::step(const torch::Tensor& x, MixerState* state) {
+  TORCH_CHECK(x.dim() == 3 && x.size(1) == 1,
+              "Attention: step takes x (B, 1, d), got ", x.sizes());
+  TORCH_CHECK(state != nullptr && state->keys.size() == groups_.size(),
+              "Attention: step needs the state of a prefill");
+  const int64_t b = x.size(0), p = state->position;
+  const GroupedHeads heads = ProjectHeads(x);
+  std::vector<torch::Tensor> outputs;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    torch::Tensor qg = heads.q[i], kg = heads.k[i];
+    if (groups_[i].rope) {
+      qg = ApplyRopeAt(qg, rope_theta_, p);
+      kg = ApplyRopeAt(kg, rope_theta_, p);
+    }
+    torch::Tensor keys = torch::cat({state->keys[i], kg}, 2);
+    torch::Tensor values = torch::cat({state->values[i], heads.v[i]}, 2);
+    const int64_t window = EffectiveWindow(groups_[i]);
+    if (window > 0 && keys.size(2) > window) {
+      keys = keys.narrow(2, keys.size(2) - window, window);
+      values = values.narrow(2, values.size(2) - window, window);
+    }
+    state->keys[i] = keys;
+    state->values[i] = values;
+    outputs.push_back(DecodeAttention(qg, keys, values, heads.sinks[i]));
+  }
+  state->position = p + 1;
+  const torch::Tensor o =
+      outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 1);  // (B,H,1,dh)
+  return o_proj_(o.transpose(1, 2).reshape({b, 1, n_heads_ * head_dim_}));
 }
 
 }  // namespace hlab::model

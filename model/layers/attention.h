@@ -22,6 +22,13 @@
 // Under bf16 CPU autocast the projections give bf16 q/k/v and the kernel runs
 // its matmuls in bf16 (softmax statistics in fp32).
 //
+// Decoding (Mixer::prefill / step): the state keeps, per head group, the
+// keys (after RoPE) and values of the tokens the group sees, MixerState::keys
+// and ::values: all of them for full heads, the last `window` (after the key
+// limit) for windowed ones; and the position, which rotates the next token's
+// q and k. A step attends its query to the kept keys in fp32 (fp64 for fp64
+// input), the sink included.
+//
 // Not thread-safe (a module; the analysis hooks are plain members).
 //
 //   auto attn = std::make_shared<Attention>(config, config.layers[0], 0);
@@ -55,6 +62,8 @@ class Attention final : public Mixer {
   torch::Tensor forward(const torch::Tensor& x) override;
   // The same with NaiveAttention (O(T^2) memory): the reference for tests.
   torch::Tensor forward_reference(const torch::Tensor& x) override;
+  torch::Tensor prefill(const torch::Tensor& x, MixerState* state) override;
+  torch::Tensor step(const torch::Tensor& x, MixerState* state) override;
 
   // Analysis hook: full-attention heads see only their last `keys` keys
   // (0 = off, the default); windowed heads see min(window, keys).
@@ -89,7 +98,15 @@ class Attention final : public Mixer {
     bool rope = true;
   };
 
-  torch::Tensor Forward(const torch::Tensor& x, bool reference);
+  // q (B, H, T, dh), k and v (B, Hkv, T, dh) of x, split by head group,
+  // and the sinks of each group's heads; views.
+  struct GroupedHeads {
+    std::vector<torch::Tensor> q, k, v, sinks;
+  };
+  GroupedHeads ProjectHeads(const torch::Tensor& x);
+  // With `cache`, also the state after x (prefill).
+  torch::Tensor Forward(const torch::Tensor& x, bool reference,
+                        MixerState* cache);
   // The group's window after the key limit.
   int64_t EffectiveWindow(const HeadGroup& group) const;
 

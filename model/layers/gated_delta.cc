@@ -42,14 +42,26 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& config, const MixerSpec& spec)
 }
 
 torch::Tensor GatedDeltaNet::forward(const torch::Tensor& x) {
-  return Forward(x, /*use_chunked=*/true);
+  return Forward(x, RecurrentPath::kChunked, nullptr);
 }
 
 torch::Tensor GatedDeltaNet::forward_reference(const torch::Tensor& x) {
-  return Forward(x, /*use_chunked=*/false);
+  return Forward(x, RecurrentPath::kRecurrent, nullptr);
 }
 
-torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
+torch::Tensor GatedDeltaNet::prefill(const torch::Tensor& x,
+                                     MixerState* state) {
+  TORCH_CHECK(state != nullptr, "GatedDeltaNet: prefill needs a state");
+  *state = MixerState();
+  return Forward(x, RecurrentPath::kPrefill, state);
+}
+
+torch::Tensor GatedDeltaNet::step(const torch::Tensor& x, MixerState* state) {
+  return Forward(x, RecurrentPath::kStep, state);
+}
+
+torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, RecurrentPath path,
+                                     MixerState* state) {
   TORCH_CHECK(x.dim() == 3, "GatedDeltaNet: expected x (B, T, d), got ",
               x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
@@ -66,7 +78,8 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   if (conv_) {
     const std::vector<torch::Tensor> parts =
         proj.split_with_sizes({2 * qk + inner, 2 * h}, -1);
-    proj = torch::cat({conv_(parts[0]), parts[1]}, -1);
+    proj =
+        torch::cat({RunShortConv(conv_, parts[0], path, state), parts[1]}, -1);
   }
   // SiLU, heads, q and k L2-normalised, beta and the log-decay g in one pass
   // (model/layers/gated_delta_inputs.h): q, k (B, Hqk, T, dh), v (B, Hg, T,
@@ -80,8 +93,7 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, bool use_chunked) {
   const torch::Tensor q = widen(in.q), k = widen(in.k);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   const torch::Tensor o =
-      use_chunked ? ChunkedGatedDelta(q, k, in.v, in.g, in.beta, scale, chunk_)
-                  : RecurrentGatedDelta(q, k, in.v, in.g, in.beta, scale);
+      RunGatedDelta(q, k, in.v, in.g, in.beta, scale, chunk_, path, state);
 
   // fla's FusedRMSNormGated: per-head RMSNorm first, then the SiLU gate
   // (Mamba-2 gates first), in one fused pass (model/layers/norm.h), written in

@@ -17,6 +17,11 @@
 // (linear, no bias), A_log, dt_bias (Hg), o_norm (dv, shared by heads) and,
 // with short conv, conv (model/layers/short_conv.h).
 //
+// Decoding keeps the delta-rule state of each value head,
+// MixerState::recurrent (B, Hg, dk, dv) (model/kernels/recurrent_scan.h),
+// and with short conv the conv's last K - 1 inputs, MixerState::conv (B,
+// K - 1, 2 Hqk dk + Hg dv).
+//
 // Not thread-safe (a module).
 //
 //   auto mixer = std::make_shared<GatedDeltaNet>(config, spec);
@@ -31,6 +36,7 @@
 #include "model/config/model_config.h"
 #include "model/layers/linear.h"
 #include "model/layers/mixer.h"
+#include "model/layers/recurrent_path.h"
 #include "model/layers/short_conv.h"
 
 namespace hlab::model {
@@ -45,11 +51,14 @@ class GatedDeltaNet final : public Mixer {
   torch::Tensor forward(const torch::Tensor& x) override;
   // Same with the step-by-step recurrence (tests).
   torch::Tensor forward_reference(const torch::Tensor& x) override;
+  torch::Tensor prefill(const torch::Tensor& x, MixerState* state) override;
+  torch::Tensor step(const torch::Tensor& x, MixerState* state) override;
 
   int64_t chunk() const { return chunk_; }
 
  private:
-  torch::Tensor Forward(const torch::Tensor& x, bool use_chunked);
+  torch::Tensor Forward(const torch::Tensor& x, RecurrentPath path,
+                        MixerState* state);
 
   int64_t n_heads_, qk_heads_, head_dim_, chunk_;
   double eps_;

@@ -77,14 +77,25 @@ Lightning::Lightning(const ModelConfig& config, const MixerSpec& spec,
 }
 
 torch::Tensor Lightning::forward(const torch::Tensor& x) {
-  return Forward(x, /*use_chunked=*/true);
+  return Forward(x, RecurrentPath::kChunked, nullptr);
 }
 
 torch::Tensor Lightning::forward_reference(const torch::Tensor& x) {
-  return Forward(x, /*use_chunked=*/false);
+  return Forward(x, RecurrentPath::kRecurrent, nullptr);
 }
 
-torch::Tensor Lightning::Forward(const torch::Tensor& x, bool use_chunked) {
+torch::Tensor Lightning::prefill(const torch::Tensor& x, MixerState* state) {
+  TORCH_CHECK(state != nullptr, "Lightning: prefill needs a state");
+  *state = MixerState();
+  return Forward(x, RecurrentPath::kPrefill, state);
+}
+
+torch::Tensor Lightning::step(const torch::Tensor& x, MixerState* state) {
+  return Forward(x, RecurrentPath::kStep, state);
+}
+
+torch::Tensor Lightning::Forward(const torch::Tensor& x, RecurrentPath path,
+                                 MixerState* state) {
   TORCH_CHECK(x.dim() == 3, "Lightning: expected x (B, T, d), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t inner = n_heads_ * head_dim_;
@@ -110,9 +121,9 @@ torch::Tensor Lightning::Forward(const torch::Tensor& x, bool use_chunked) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const torch::Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2),
                       vh = v.transpose(1, 2);  // (B, H or Hkv, T, dh)
+  // (B, H, T, dh)
   const torch::Tensor o =
-      use_chunked ? ChunkedScalarGla(qh, kh, vh, g, scale, chunk_)
-                  : RecurrentScalarGla(qh, kh, vh, g, scale);  // (B, H, T, dh)
+      RunScalarGla(qh, kh, vh, g, scale, chunk_, path, state);
 
   // RmsNorm(o) * sigmoid(gate) in one fused pass (model/layers/norm.h), written
   // in the dtype o_proj multiplies in.

@@ -19,6 +19,9 @@
 // d -> dh -> H dh. Parameters: q_proj, k_proj, v_proj, gate_down, gate_up,
 // o_proj (linear, no bias), out_norm (H*dh); buffer `slopes` (H, with c_l).
 //
+// Decoding keeps the recurrent state S of each query head,
+// MixerState::recurrent (B, H, dh, dh) (model/kernels/recurrent_scan.h).
+//
 // Not thread-safe (a module).
 //
 //   auto mixer = std::make_shared<Lightning>(config, spec);
@@ -34,6 +37,7 @@
 #include "model/config/model_config.h"
 #include "model/layers/linear.h"
 #include "model/layers/mixer.h"
+#include "model/layers/recurrent_path.h"
 
 namespace hlab::model {
 
@@ -56,12 +60,14 @@ class Lightning final : public Mixer {
   torch::Tensor forward(const torch::Tensor& x) override;
   // Same with the step-by-step recurrence (tests).
   torch::Tensor forward_reference(const torch::Tensor& x) override;
+  torch::Tensor prefill(const torch::Tensor& x, MixerState* state) override;
+  torch::Tensor step(const torch::Tensor& x, MixerState* state) override;
 
   int64_t chunk() const { return chunk_; }
 
  private:
-  // use_chunked: ChunkedScalarGla, else RecurrentScalarGla.
-  torch::Tensor Forward(const torch::Tensor& x, bool use_chunked);
+  torch::Tensor Forward(const torch::Tensor& x, RecurrentPath path,
+                        MixerState* state);
 
   int64_t n_heads_, n_kv_heads_, head_dim_, chunk_;
   double eps_;

@@ -54,14 +54,25 @@ Mamba2::Mamba2(const ModelConfig& config, const MixerSpec& spec)
 }
 
 torch::Tensor Mamba2::forward(const torch::Tensor& x) {
-  return Forward(x, /*use_chunked=*/true);
+  return Forward(x, RecurrentPath::kChunked, nullptr);
 }
 
 torch::Tensor Mamba2::forward_reference(const torch::Tensor& x) {
-  return Forward(x, /*use_chunked=*/false);
+  return Forward(x, RecurrentPath::kRecurrent, nullptr);
 }
 
-torch::Tensor Mamba2::Forward(const torch::Tensor& x, bool use_chunked) {
+torch::Tensor Mamba2::prefill(const torch::Tensor& x, MixerState* state) {
+  TORCH_CHECK(state != nullptr, "Mamba2: prefill needs a state");
+  *state = MixerState();
+  return Forward(x, RecurrentPath::kPrefill, state);
+}
+
+torch::Tensor Mamba2::step(const torch::Tensor& x, MixerState* state) {
+  return Forward(x, RecurrentPath::kStep, state);
+}
+
+torch::Tensor Mamba2::Forward(const torch::Tensor& x, RecurrentPath path,
+                              MixerState* state) {
   TORCH_CHECK(x.dim() == 3, "Mamba2: expected x (B, T, d), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
 
@@ -69,7 +80,8 @@ torch::Tensor Mamba2::Forward(const torch::Tensor& x, bool use_chunked) {
   if (conv_) {
     const std::vector<torch::Tensor> parts =
         proj.split_with_sizes({d_inner_, d_inner_ + 2 * state_, n_heads_}, -1);
-    proj = torch::cat({parts[0], conv_(parts[1]), parts[2]}, -1);
+    proj = torch::cat(
+        {parts[0], RunShortConv(conv_, parts[1], path, state), parts[2]}, -1);
   }
   // SiLU, dt, the decays and the D skip term in one pass (model/
   // mamba2_inputs.h), in fp32 (fp64 for fp64 input). ngroups = 1: C and B
@@ -78,9 +90,8 @@ torch::Tensor Mamba2::Forward(const torch::Tensor& x, bool use_chunked) {
       Mamba2Inputs(proj, n_heads_, state_, a_log_, dt_bias_, d_skip_);
   const torch::Tensor q = in.q.unsqueeze(1), k = in.k.unsqueeze(1);
   const torch::Tensor v = in.v.transpose(1, 2);  // (B, Hm, T, P)
-  const torch::Tensor ssd = use_chunked
-                                ? ChunkedScalarGla(q, k, v, in.g, 1.0, chunk_)
-                                : RecurrentScalarGla(q, k, v, in.g, 1.0);
+  const torch::Tensor ssd =
+      RunScalarGla(q, k, v, in.g, 1.0, chunk_, path, state);
 
   const torch::Tensor y = ssd.transpose(1, 2) + in.skip;  // (B, T, Hm, P)
   // Written in the dtype out_proj multiplies in (model/layers/linear.h).

@@ -13,6 +13,10 @@
 // norm_weight (di) and, with short conv, conv (depthwise over xBC, with bias,
 // kernel spec.conv_size; model/layers/short_conv.h).
 //
+// Decoding keeps the SSM state of each head, MixerState::recurrent (B, Hm,
+// N, P) (model/kernels/recurrent_scan.h), and with short conv the conv's
+// last K - 1 inputs, MixerState::conv (B, K - 1, di + 2N).
+//
 // Not thread-safe (a module).
 //
 //   auto mixer = std::make_shared<Mamba2>(config, spec);
@@ -27,6 +31,7 @@
 #include "model/config/model_config.h"
 #include "model/layers/linear.h"
 #include "model/layers/mixer.h"
+#include "model/layers/recurrent_path.h"
 #include "model/layers/short_conv.h"
 
 namespace hlab::model {
@@ -48,11 +53,14 @@ class Mamba2 final : public Mixer {
   torch::Tensor forward(const torch::Tensor& x) override;
   // Same with the step-by-step recurrence (tests).
   torch::Tensor forward_reference(const torch::Tensor& x) override;
+  torch::Tensor prefill(const torch::Tensor& x, MixerState* state) override;
+  torch::Tensor step(const torch::Tensor& x, MixerState* state) override;
 
   int64_t chunk() const { return chunk_; }
 
  private:
-  torch::Tensor Forward(const torch::Tensor& x, bool use_chunked);
+  torch::Tensor Forward(const torch::Tensor& x, RecurrentPath path,
+                        MixerState* state);
 
   int64_t d_inner_, head_dim_, n_heads_, state_, chunk_;
   double eps_;

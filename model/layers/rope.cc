@@ -23,6 +23,21 @@ namespace {
 using RopeKey =
     std::tuple<int64_t, int64_t, double, torch::ScalarType, std::string>;
 
+// (cos, sin), each (T, D), of positions offset .. offset + T - 1.
+std::pair<torch::Tensor, torch::Tensor> ComputeRopeTables(
+    int64_t offset, int64_t t, int64_t d, double theta, torch::ScalarType dtype,
+    const torch::Device& device) {
+  // Frequencies and angles in fp64, then cast: exact enough for every dtype.
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor inv_freq =
+      torch::pow(theta, -torch::arange(0, d, 2, f64) / static_cast<double>(d));
+  const torch::Tensor angles = torch::outer(
+      torch::arange(offset, offset + t, f64), inv_freq);       // (T, D/2)
+  const torch::Tensor emb = torch::cat({angles, angles}, -1);  // (T, D)
+  const auto options = torch::TensorOptions().dtype(dtype).device(device);
+  return {emb.cos().to(options), emb.sin().to(options)};
+}
+
 std::pair<torch::Tensor, torch::Tensor> RopeTables(
     int64_t t, int64_t d, double theta, torch::ScalarType dtype,
     const torch::Device& device) {
@@ -42,16 +57,8 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables(
   // made inside it would be an inference tensor, which autograd refuses to
   // save, so a later backward (training, gradient profiling) would fail.
   c10::InferenceMode normal_tensors(false);
-  // Frequencies and angles in fp64, then cast: exact enough for every dtype.
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  const torch::Tensor inv_freq =
-      torch::pow(theta, -torch::arange(0, d, 2, f64) / static_cast<double>(d));
-  const torch::Tensor angles =
-      torch::outer(torch::arange(t, f64), inv_freq);           // (T, D/2)
-  const torch::Tensor emb = torch::cat({angles, angles}, -1);  // (T, D)
-  const auto options = torch::TensorOptions().dtype(dtype).device(device);
-  std::pair<torch::Tensor, torch::Tensor> tables{emb.cos().to(options),
-                                                 emb.sin().to(options)};
+  std::pair<torch::Tensor, torch::Tensor> tables =
+      ComputeRopeTables(0, t, d, theta, dtype, device);
   if (cache.size() >= kMaxEntries) cache.clear();
   cache.emplace(key, tables);
   return tables;
@@ -144,6 +151,30 @@ torch::Tensor ApplyRope(const torch::Tensor& x, double theta) {
   const auto [cos, sin] = RopeTables(t, d, theta, compute, x.device());
   if (internal::RawLoopsTake(x) && x.numel() > 0) {
     return RopeFunction::apply(x, cos, sin);
+  }
+  const torch::Tensor xc = x.to(compute);
+  const std::vector<torch::Tensor> halves = xc.chunk(2, -1);
+  const torch::Tensor rotated = torch::cat({-halves[1], halves[0]}, -1);
+  return (xc * cos + rotated * sin).to(x.scalar_type());
+}
+
+torch::Tensor ApplyRopeAt(const torch::Tensor& x, double theta,
+                          int64_t offset) {
+  TORCH_CHECK(x.dim() == 4, "ApplyRopeAt: x must be (B, H, T, D), got ",
+              x.sizes());
+  TORCH_CHECK(offset >= 0, "ApplyRopeAt: offset must be >= 0, got ", offset);
+  const int64_t d = x.size(3);
+  TORCH_CHECK(d % 2 == 0, "ApplyRopeAt: head dim must be even, got ", d);
+  torch::NoGradGuard no_grad;
+  const torch::ScalarType compute =
+      x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const auto [cos, sin] =
+      ComputeRopeTables(offset, x.size(2), d, theta, compute, x.device());
+  if (internal::RawLoopsTake(x) && x.numel() > 0) {
+    const torch::Tensor in = x.stride(3) == 1 ? x : x.contiguous();
+    torch::Tensor out = EmptyLike(in);
+    RotateRows(in, out, cos, sin, 1.0);
+    return out;
   }
   const torch::Tensor xc = x.to(compute);
   const std::vector<torch::Tensor> halves = xc.chunk(2, -1);

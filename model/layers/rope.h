@@ -17,6 +17,8 @@
 //
 //   // q: (B, H, T, D), D even
 //   torch::Tensor q_rot = ApplyRope(q, 10000.0);  // (B, H, T, D)
+//   // Decoding: the token at position 37 alone.
+//   torch::Tensor q37 = ApplyRopeAt(q_next, 10000.0, 37);  // (B, H, 1, D)
 #ifndef HLAB_MODEL_LAYERS_ROPE_H_
 #define HLAB_MODEL_LAYERS_ROPE_H_
 
@@ -27,6 +29,10 @@ namespace hlab::model {
 // x: (B, H, T, D) with D even -> (B, H, T, D) in x's dtype. Position t is the
 // index along dimension 2, starting at 0.
 torch::Tensor ApplyRope(const torch::Tensor& x, double theta);
+
+// The same for positions offset .. offset + T - 1 (ApplyRope is offset 0),
+// for decoding: inference only (not differentiable), tables not cached.
+torch::Tensor ApplyRopeAt(const torch::Tensor& x, double theta, int64_t offset);
 
 }  // namespace hlab::model
 

@@ -38,4 +38,29 @@ torch::Tensor ShortConvImpl::forward(const torch::Tensor& x) {
       .transpose(1, 2);
 }
 
+torch::Tensor ShortConvImpl::tail(const torch::Tensor& x) const {
+  TORCH_CHECK(x.dim() == 3, "ShortConv: expected x (B, T, C), got ", x.sizes());
+  // (B, K - 1 + T, C), zeros first; its last K - 1 rows.
+  const torch::Tensor padded =
+      torch::constant_pad_nd(x, {0, 0, kernel_size_ - 1, 0}, 0);
+  return padded.narrow(1, x.size(1), kernel_size_ - 1).contiguous();
+}
+
+torch::Tensor ShortConvImpl::step(const torch::Tensor& x,
+                                  torch::Tensor* tail) const {
+  TORCH_CHECK(
+      tail != nullptr && tail->dim() == 3 && tail->size(1) == kernel_size_ - 1,
+      "ShortConv: step needs the tail of the inputs before x");
+  // (B, C, K - 1 + T): the tail is the causal padding.
+  const torch::Tensor window =
+      torch::cat({*tail, x.to(tail->scalar_type())}, 1);
+  const std::vector<int64_t> stride = {1}, padding = {0}, dilation = {1};
+  torch::Tensor y = torch::conv1d(window.transpose(1, 2), weight, bias, stride,
+                                  padding, dilation,
+                                  /*groups=*/weight.size(0))
+                        .transpose(1, 2);
+  *tail = window.narrow(1, x.size(1), kernel_size_ - 1).contiguous();
+  return y;
+}
+
 }  // namespace hlab::model

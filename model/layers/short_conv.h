@@ -10,6 +10,9 @@
 //
 //   ShortConv conv(/*channels=*/768, /*kernel_size=*/4, /*bias=*/false);
 //   torch::Tensor y = conv->forward(x);  // x, y: (B, T, 768)
+//   // Decoding: the last K - 1 inputs are the state.
+//   torch::Tensor tail = conv->tail(x);              // (B, K - 1, 768)
+//   torch::Tensor y1 = conv->step(x_next, &tail);    // x_next: (B, 1, 768)
 #ifndef HLAB_MODEL_LAYERS_SHORT_CONV_H_
 #define HLAB_MODEL_LAYERS_SHORT_CONV_H_
 
@@ -29,6 +32,13 @@ class ShortConvImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   int64_t kernel_size() const { return kernel_size_; }
+
+  // Decoding. tail: x's last K - 1 inputs (zeros before the first), (B, K -
+  // 1, C): what the outputs after x need of it. step: x: (B, T, C), the
+  // inputs after those *tail ends with -> forward's outputs at them, and
+  // *tail advanced past them.
+  torch::Tensor tail(const torch::Tensor& x) const;
+  torch::Tensor step(const torch::Tensor& x, torch::Tensor* tail) const;
 
   torch::Tensor weight;  // (C, 1, K)
   torch::Tensor bias;    // (C), undefined without bias
