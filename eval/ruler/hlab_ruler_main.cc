@@ -139,5 +139,9 @@ int main(int argc, char** argv) {
     std::cout << "--- prompt\n" << Elide(s->text, max_chars) << "\n\n";
   }
   for (const std::string& s : skipped) std::cout << "skipped " << s << "\n";
+  if (!skipped.empty()) {
+    std::cout << "(here: --essay FILE for essay_file, --squad FILE, "
+                 "--hotpotqa FILE)\n";
+  }
   return failed == 0 ? 0 : 2;
 }
