@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/flag_map.h"
 #include "data/tokenizer.h"
 #include "eval/niah.h"
 
@@ -43,25 +44,14 @@ int main(int argc, char** argv) {
       {"depth", "0.5"},     {"seed", "0"},         {"index", "0"},
       {"candidates", "8"},  {"tokenizer", "byte"}, {"haystack", "noise"},
       {"corpus-seed", "0"}, {"show", ""},          {"length", ""}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (arg.rfind("--", 0) != 0) return Fail("unexpected argument " + arg);
-    std::string name = arg.substr(2), value;
-    const size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return Fail("flag --" + name + " needs a value");
-    }
-    if (flags.count(name) == 0) return Fail("unknown flag --" + name);
-    flags[name] = value;
+  bool help = false;
+  if (absl::Status parsed = hlab::ParseFlagMap(argc, argv, &flags, &help);
+      !parsed.ok()) {
+    return Fail(std::string(parsed.message()));
+  }
+  if (help) {
+    std::cout << kUsage;
+    return 0;
   }
   if (flags["show"].empty() || flags["length"].empty()) {
     std::cerr << kUsage;

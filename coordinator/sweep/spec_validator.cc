@@ -17,6 +17,7 @@
 #include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/run_config.h"
 #include "coordinator/sweep/spec_defaults.h"
+#include "eval/ruler/ruler.h"
 #include "eval/ruler/ruler_tasks.h"
 #include "model/config/architectures.h"
 #include "model/config/model_config.h"
@@ -242,22 +243,29 @@ absl::Status CheckRuler(const SweepSpec& spec) {
   const auto& r = spec.evaluation().ruler();
   if (!r.enabled()) return absl::OkStatus();
   const std::string at = "evaluation.ruler";
-  std::set<std::string> seen;
+  // The evaluation's own checks (task names, each once; counts), named
+  // under the spec's section.
+  eval::ruler::RulerConfig config;
+  config.tasks.assign(r.tasks().begin(), r.tasks().end());
+  config.lengths.assign(r.lengths().begin(), r.lengths().end());
+  config.samples = r.samples();
+  config.tokens_to_generate = r.tokens_to_generate();
+  if (absl::Status s = eval::ruler::ValidateRulerConfig(config); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(at, ".", s.message()));
+  }
+  // What only the spec knows: the files a named task needs, seq_len, and
+  // the sweep's bounds.
+  const std::map<std::string, std::string> files = {
+      {"essay", r.essay_file()},
+      {"squad", r.squad_file()},
+      {"hotpotqa", r.hotpotqa_file()}};
   for (int i = 0; i < r.tasks_size(); ++i) {
-    const std::string field = Index(at + ".tasks", i);
-    absl::StatusOr<eval::ruler::RulerTaskInfo> t =
-        eval::ruler::FindRulerTask(r.tasks(i));
-    if (!t.ok()) return Bad(field, std::string(t.status().message()));
-    if (!seen.insert(r.tasks(i)).second) {
-      return Bad(field, absl::StrCat("\"", r.tasks(i), "\" is listed twice"));
-    }
-    const std::map<std::string, std::string> files = {
-        {"essay", r.essay_file()},
-        {"squad", r.squad_file()},
-        {"hotpotqa", r.hotpotqa_file()}};
-    if (!t->needs.empty() && files.at(t->needs).empty()) {
-      return Bad(field, absl::StrCat(t->name, " needs ", at, ".", t->needs,
-                                     "_file (a file on the workers)"));
+    const eval::ruler::RulerTaskInfo t =
+        *eval::ruler::FindRulerTask(r.tasks(i));
+    if (!t.needs.empty() && files.at(t.needs).empty()) {
+      return Bad(Index(at + ".tasks", i),
+                 absl::StrCat(t.name, " needs ", at, ".", t.needs,
+                              "_file (a file on the workers)"));
     }
   }
   HLAB_RETURN_IF_ERROR(internal::AtMost(at + ".lengths", r.lengths_size(),
@@ -266,14 +274,9 @@ absl::Status CheckRuler(const SweepSpec& spec) {
     HLAB_RETURN_IF_ERROR(
         CheckContextLength(spec, Index(at + ".lengths", i), r.lengths(i)));
   }
-  if (r.samples() < 1 || r.samples() > 100000) {
+  if (r.samples() > 100000) {
     return Bad(at + ".samples",
                absl::StrCat("must be in [1, 100000], got ", r.samples()));
-  }
-  if (r.tokens_to_generate() < 0) {
-    return Bad(at + ".tokens_to_generate",
-               absl::StrCat("must be >= 0 (0: each task's), got ",
-                            r.tokens_to_generate()));
   }
   return absl::OkStatus();
 }

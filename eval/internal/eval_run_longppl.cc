@@ -19,41 +19,24 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "data/key_spans.h"
-#include "data/shard_format.h"
 #include "data/synthetic_corpus.h"
 #include "data/tokenizer.h"
-#include "eval/checkpoint_model.h"
 #include "eval/cross_tokenizer_keys.h"
 #include "eval/eval_data.h"
-#include "eval/eval_task.h"
-#include "eval/gradient_profile.h"
 #include "eval/internal/eval_run.h"
 #include "eval/internal/task_checks.h"
 #include "eval/internal/token_corpus.h"
 #include "eval/key_token_cache.h"
 #include "eval/longppl.h"
 #include "eval/longppl_reference.h"
-#include "eval/niah.h"
-#include "eval/probing.h"
-#include "eval/retrieval_heads.h"
-#include "eval/token_scorer.h"
 #include "eval/validation_loss.h"
-#include "model/config/param_count.h"
 #include "train/libtorch_status.h"
-#include "train/training_data.h"
 
 namespace hlab::eval::internal {
 
-using task::EvalDataSpec;
-using task::EvalTask;
-using task::GradientProfileSpec;
 using task::LongPplPlan;
 using task::LongPplSpec;
-using task::NiahSpec;
-using task::ProbingSpec;
 using task::ReceptiveFieldSpec;
-using task::RetrievalHeadsSpec;
-using task::ValLossSpec;
 
 absl::Status EvalRun::RunLongPpl(const LongPplSpec& spec) {
   if (!spec.key_tokens.empty()) return RunLongPplOnKeySpans(spec);
