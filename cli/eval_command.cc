@@ -4,6 +4,8 @@
 // results from the evals table (docs/evaluation.md).
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +20,8 @@
 #include "cli/client_commands.h"
 #include "cli/flags.h"
 #include "cli/format.h"
+#include "coordinator/sweep/expand.h"
+#include "task/eval_task.h"
 
 namespace hlab::cli {
 namespace {
@@ -42,8 +46,11 @@ std::string StateName(v1::TaskState state) {
 // probe_acc and probe_acc/l<k>, retrieval_heads -> retrieval_score and
 // retrieval_mass, multiple_choice -> mc_acc/<task> and mc_acc_norm/<task>,
 // ruler -> ruler_score and ruler_score/<task>).
+// `mc_names`, when not empty, limits the multiple-choice metrics to those
+// tasks (the ones given with --mc-tasks).
 bool Wanted(const std::string& metric,
-            const google::protobuf::RepeatedPtrField<std::string>& evals) {
+            const google::protobuf::RepeatedPtrField<std::string>& evals,
+            const std::set<std::string>& mc_names) {
   for (const std::string& e : evals) {
     if (e == "val_loss" && metric == "val_loss") return true;
     if (e == "longppl" && metric == "log_longppl") return true;
@@ -56,6 +63,10 @@ bool Wanted(const std::string& metric,
     }
     if (e == "multiple_choice" && (absl::StartsWith(metric, "mc_acc/") ||
                                    absl::StartsWith(metric, "mc_acc_norm/"))) {
+      if (!mc_names.empty() &&
+          mc_names.count(metric.substr(metric.find('/') + 1)) == 0) {
+        continue;
+      }
       return true;
     }
     if (e == "ruler" && absl::StartsWith(metric, "ruler_score")) return true;
@@ -78,6 +89,55 @@ std::string Progress(const v1::Task& task) {
   return line;
 }
 
+// --mc-tasks FILE[,FILE...] (zero-shot unless --mc-fewshot K, whose
+// examples come from each task's own file; --mc-limit N questions) as the
+// request's multiple-choice tasks. Paths become absolute: the workers read
+// them, and `hlab up`'s run where the CLI does.
+absl::Status AddMultipleChoiceTasks(const ParsedArgs& args,
+                                    v1::EvaluateRunRequest* request) {
+  if (!args.Has("mc-tasks")) {
+    if (args.Has("mc-fewshot") || args.Has("mc-limit")) {
+      return absl::InvalidArgumentError(
+          "--mc-fewshot and --mc-limit go with --mc-tasks FILE[,FILE...]");
+    }
+    return absl::OkStatus();
+  }
+  int64_t fewshot = 0, limit = 0;
+  if (args.Has("mc-fewshot")) {
+    absl::StatusOr<long long> k =
+        ParseCount("mc-fewshot", args.Get("mc-fewshot"));
+    if (!k.ok()) return k.status();
+    fewshot = *k;
+  }
+  if (args.Has("mc-limit")) {
+    absl::StatusOr<long long> n = ParseCount("mc-limit", args.Get("mc-limit"));
+    if (!n.ok()) return n.status();
+    limit = *n;
+  }
+  for (absl::string_view f :
+       absl::StrSplit(args.Get("mc-tasks"), ',', absl::SkipEmpty())) {
+    const std::string file(absl::StripAsciiWhitespace(f));
+    std::error_code ec;
+    const std::filesystem::path path = std::filesystem::absolute(file, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mc-tasks: '", file, "': ", ec.message()));
+    }
+    v1::MultipleChoiceTask* task =
+        request->mutable_multiple_choice()->add_tasks();
+    task->set_file(path.lexically_normal().string());
+    if (fewshot > 0) task->set_fewshot_file(task->file());
+    task->set_num_fewshot(fewshot);
+    task->set_limit(limit);
+  }
+  if (request->multiple_choice().tasks().empty()) {
+    return absl::InvalidArgumentError(
+        "--mc-tasks: names no file (FILE.jsonl[,FILE.jsonl...])");
+  }
+  request->mutable_multiple_choice()->set_enabled(true);
+  return absl::OkStatus();
+}
+
 int Run(const std::vector<std::string>& argv, std::ostream& out,
         std::ostream& err) {
   absl::StatusOr<ParsedArgs> args =
@@ -85,7 +145,10 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
                                            {"step", true},
                                            {"no-wait", false},
                                            {"poll", true},
-                                           {"format", true}}));
+                                           {"format", true},
+                                           {"mc-tasks", true},
+                                           {"mc-fewshot", true},
+                                           {"mc-limit", true}}));
   if (!args.ok()) return UsageError(err, kName, args.status().message());
   if (args->positional().size() != 1) {
     return UsageError(err, kName, "expected one run id (see `hlab runs`)");
@@ -112,6 +175,14 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     absl::StatusOr<long long> step = ParseCount("step", args->Get("step"));
     if (!step.ok()) return UsageError(err, kName, step.status().message());
     request.set_step(*step);
+  }
+  if (absl::Status mc = AddMultipleChoiceTasks(*args, &request); !mc.ok()) {
+    return UsageError(err, kName, mc.message());
+  }
+  std::set<std::string> mc_names;
+  for (const task::MultipleChoiceTaskSpec& t :
+       sweep::MultipleChoiceSettings(request.multiple_choice()).tasks) {
+    mc_names.insert(task::MultipleChoiceTaskName(t));
   }
   double poll = 2;
   if (args->Has("poll") &&
@@ -186,7 +257,8 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
   table.columns = {"metric", "step", "value", "details"};
   for (const v1::QueryRow& row : rows.rows()) {
     if (row.values_size() != 4) continue;
-    if (!Wanted(row.values(0).text_value(), response.task().evals())) {
+    if (!Wanted(row.values(0).text_value(), response.task().evals(),
+                mc_names)) {
       continue;
     }
     std::vector<Cell>& cells = table.rows.emplace_back();
@@ -212,12 +284,20 @@ Command EvalCommand() {
       "gradient_profile, probing, retrieval_heads, multiple_choice, ruler)";
   c.usage =
       "usage: hlab eval RUN_ID [--evals EVALS] [--step N]\n"
+      "                 [--mc-tasks FILE[,FILE...] [--mc-fewshot K]\n"
+      "                 [--mc-limit N]]\n"
       "                 [--no-wait] [--poll SECONDS] [--format "
       "table|json|csv]\n\n"
       "EVALS: a comma-separated list of val_loss, longppl, niah,\n"
       "receptive_field, gradient_profile, probing, retrieval_heads,\n"
-      "multiple_choice (the sweep's evaluation.multiple_choice tasks),\n"
-      "ruler.\n\n"
+      "multiple_choice (the sweep's evaluation.multiple_choice tasks, or\n"
+      "--mc-tasks), ruler.\n\n"
+      "--mc-tasks: multiple-choice JSONL files (docs/evaluation.md) to\n"
+      "score instead of the sweep's, each a task named by its base name;\n"
+      "paths as the workers see them (made absolute here). Without\n"
+      "--evals it runs multiple_choice only. --mc-fewshot K: K examples\n"
+      "before each question, drawn from the same file; --mc-limit N: the\n"
+      "first N questions.\n\n"
       "Evaluates a run whose training has finished: the coordinator adds an\n"
       "EVAL task that a worker runs with hlab-eval, and the results go to\n"
       "the evals table. By default the evaluations and settings of the\n"

@@ -16,6 +16,7 @@
 #include "coordinator/planning/proto_mapping.h"
 #include "coordinator/planning/sweep_catalog.h"
 #include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/spec_defaults.h"
 #include "task/eval_task.h"
 
@@ -30,6 +31,7 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     const hlab::v1::EvaluateRunRequest& request,
     const hlab::v1::SweepSpec& spec) {
   std::set<std::string> wanted;
+  const bool mc_tasks = request.multiple_choice().tasks_size() > 0;
   for (const std::string& name : request.evals()) {
     bool known = false;
     for (const std::string& k : task::AllEvalNames()) {
@@ -44,6 +46,13 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
     }
     wanted.insert(name);
   }
+  if (mc_tasks && !wanted.empty() && wanted.count("multiple_choice") == 0) {
+    return absl::InvalidArgumentError(
+        "multiple_choice: tasks given but evals does not name "
+        "multiple_choice; add it (hlab eval RUN --evals ...,multiple_choice) "
+        "or leave --evals out");
+  }
+  if (mc_tasks) wanted.insert("multiple_choice");
   if (wanted.empty()) {
     for (const std::string& name : sweep::EnabledEvals(spec)) {
       wanted.insert(name);
@@ -61,10 +70,16 @@ absl::StatusOr<std::vector<std::string>> EvalNames(
   return out;
 }
 
-// The sweep's spec with exactly `names` enabled, defaults applied.
+// The sweep's spec with exactly `names` enabled, the request's
+// multiple-choice tasks (if any) in place of the sweep's, defaults applied.
 hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
-                              const std::vector<std::string>& names) {
+                              const std::vector<std::string>& names,
+                              const hlab::v1::EvaluateRunRequest& request) {
   hlab::v1::SweepSpec spec = sweep;
+  if (request.multiple_choice().tasks_size() > 0) {
+    *spec.mutable_evaluation()->mutable_multiple_choice() =
+        request.multiple_choice();
+  }
   auto on = [&](const char* name) {
     for (const std::string& n : names) {
       if (n == name) return true;
@@ -86,6 +101,30 @@ hlab::v1::SweepSpec WithEvals(const hlab::v1::SweepSpec& sweep,
     e->mutable_validation_loss()->set_enabled(true);
   }
   return sweep::WithDefaults(spec);
+}
+
+// With multiple_choice among `names`: its tasks (the request's or the
+// sweep's) are there and pass the sweep's checks, named under
+// "multiple_choice".
+absl::Status CheckMultipleChoice(const hlab::v1::SweepSpec& spec,
+                                 const std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), "multiple_choice") == names.end()) {
+    return absl::OkStatus();
+  }
+  const auto& mc = spec.evaluation().multiple_choice();
+  if (mc.tasks().empty()) {
+    return absl::InvalidArgumentError(
+        "evals: multiple_choice needs its tasks and the run's sweep names "
+        "none (evaluation.multiple_choice.tasks); give them (hlab eval RUN "
+        "--mc-tasks FILE.jsonl)");
+  }
+  if (mc.tasks_size() > sweep::kMaxEvalPoints) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("multiple_choice.tasks: ", mc.tasks_size(),
+                     " tasks; at most ", sweep::kMaxEvalPoints));
+  }
+  return task::ValidateMultipleChoice(sweep::MultipleChoiceSettings(mc),
+                                      "multiple_choice");
 }
 
 // The LongPPL reference of the sweep: what its EVAL tasks name, or the
@@ -164,15 +203,9 @@ absl::Status EvaluateRun(store::Store& store, store::QueryEngine& query,
                         catalog.Plan(sweep_id));
   HLAB_ASSIGN_OR_RETURN(std::vector<std::string> names,
                         EvalNames(request, plan->spec));
-  if (std::find(names.begin(), names.end(), "multiple_choice") != names.end() &&
-      plan->spec.evaluation().multiple_choice().tasks().empty()) {
-    return absl::InvalidArgumentError(
-        "evals: multiple_choice needs its tasks and the run's sweep names "
-        "none (evaluation.multiple_choice.tasks); evaluate it in a sweep "
-        "that does");
-  }
-  const std::string settings =
-      sweep::EvaluationSettings(WithEvals(plan->spec, names));
+  const hlab::v1::SweepSpec evaluated = WithEvals(plan->spec, names, request);
+  HLAB_RETURN_IF_ERROR(CheckMultipleChoice(evaluated, names));
+  const std::string settings = sweep::EvaluationSettings(evaluated);
   const std::string task_id =
       sweep::EvalTaskId(run_id, checkpoint.step, settings);
   response->set_checkpoint_path(checkpoint.path);

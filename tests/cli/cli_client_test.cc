@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -596,6 +597,55 @@ TEST_F(CliClientTest, EvalWaitsForTheTaskThenPrintsItsResults) {
                 "run_id = '0123456789abcdef' AND step = 40"),
             std::string::npos)
       << recorded.queries[0].sql();
+}
+
+TEST_F(CliClientTest, EvalSendsItsMultipleChoiceTasksAndPrintsOnlyTheirs) {
+  v1::EvaluateRunResponse done = EvalAnswer(v1::TASK_STATE_SUCCEEDED, true);
+  done.mutable_task()->clear_evals();
+  done.mutable_task()->add_evals("multiple_choice");
+  fake_.evaluate_run = {done};
+  for (const char* c : {"metric", "step", "value", "details"}) {
+    fake_.query.add_columns(c);
+  }
+  for (const char* metric :
+       {"mc_acc/arc", "mc_acc/sweeps_own", "mc_acc_norm/arc", "val_loss"}) {
+    v1::QueryRow* row = fake_.query.add_rows();
+    row->add_values()->set_text_value(metric);
+    row->add_values()->set_int_value(40);
+    row->add_values()->set_double_value(0.5);
+    row->add_values()->set_text_value("{}");
+  }
+  const Result r =
+      Hlab({"eval", "0123456789abcdef", "--mc-tasks", "data/arc.jsonl",
+            "--mc-fewshot", "3", "--mc-limit", "50", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  // Another task's and another evaluation's rows are not printed.
+  EXPECT_EQ(r.out,
+            "metric,step,value,details\n"
+            "mc_acc/arc,40,0.5,{}\n"
+            "mc_acc_norm/arc,40,0.5,{}\n");
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.evaluates.size(), 1u);
+  const v1::EvaluateRunRequest& e = recorded.evaluates[0];
+  EXPECT_EQ(e.evals_size(), 0);  // the coordinator runs multiple_choice
+  ASSERT_EQ(e.multiple_choice().tasks_size(), 1);
+  const v1::MultipleChoiceTask& task = e.multiple_choice().tasks(0);
+  const std::string absolute =
+      (std::filesystem::current_path() / "data/arc.jsonl").string();
+  EXPECT_EQ(task.file(), absolute);
+  EXPECT_EQ(task.fewshot_file(), absolute);
+  EXPECT_EQ(task.num_fewshot(), 3);
+  EXPECT_EQ(task.limit(), 50);
+
+  // The few-shot and limit flags need task files; nothing is asked.
+  const Result alone = Hlab({"eval", "0123456789abcdef", "--mc-limit", "5"});
+  EXPECT_EQ(alone.code, kExitUsage);
+  EXPECT_NE(alone.err.find("--mc-tasks FILE"), std::string::npos) << alone.err;
+  const Result empty = Hlab({"eval", "0123456789abcdef", "--mc-tasks", ","});
+  EXPECT_EQ(empty.code, kExitUsage);
+  EXPECT_NE(empty.err.find("--mc-tasks: names no file"), std::string::npos)
+      << empty.err;
+  EXPECT_EQ(fake_.recorded().evaluates.size(), 1u);
 }
 
 TEST_F(CliClientTest, EvalNoWaitReturnsAtOnce) {

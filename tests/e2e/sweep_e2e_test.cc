@@ -163,6 +163,41 @@ TEST_F(SweepEndToEndTest,
   const Json printed = Json::parse(on_demand.out);
   ASSERT_GE(printed.size(), 3u) << on_demand.out;
 
+  // The bundled multiple-choice example on demand: the request carries the
+  // task file, and both metrics land in evals with their details.
+  const std::string simple_qa =
+      std::string(HLAB_SOURCE_DIR) + "/examples/eval/simple_qa.jsonl";
+  const Output mc = Hlab({"eval", run_id, "--mc-tasks", simple_qa, "--format",
+                          "json", "--address", address});
+  ASSERT_EQ(mc.code, kExitOk) << mc.err;
+  const Json mc_rows = Json::parse(mc.out);
+  ASSERT_EQ(mc_rows.size(), 2u) << mc.out;
+  EXPECT_EQ(mc_rows[0]["metric"], "mc_acc/simple_qa") << mc.out;
+  EXPECT_EQ(mc_rows[1]["metric"], "mc_acc_norm/simple_qa") << mc.out;
+  for (const Json& row : mc_rows) {
+    ASSERT_TRUE(row["value"].is_number()) << row.dump();
+    EXPECT_GE(row["value"].get<double>(), 0.0);
+    EXPECT_LE(row["value"].get<double>(), 1.0);
+    const Json details = row["details"].is_string()
+                             ? Json::parse(row["details"].get<std::string>())
+                             : row["details"];
+    EXPECT_EQ(details["n"], 20) << row.dump();
+  }
+  // A task file whose second question's gold index is out of range: the
+  // evaluation fails naming the file and line, and the run keeps its state.
+  const fs::path bad = dir_ / "bad_gold.jsonl";
+  std::ofstream(bad)
+      << R"({"context": "1 + 1 =", "choices": [" 2", " 3"], "gold": 0})"
+      << "\n"
+      << R"({"context": "2 + 2 =", "choices": [" 4", " 5"], "gold": 2})"
+      << "\n";
+  const Output bad_mc = Hlab({"eval", run_id, "--mc-tasks", bad.string(),
+                              "--poll", "0.2", "--address", address});
+  EXPECT_EQ(bad_mc.code, kExitFailed) << bad_mc.err;
+  EXPECT_NE(bad_mc.err.find(bad.string() + ":2: gold: index 2 is out of range"),
+            std::string::npos)
+      << bad_mc.err;
+
   // An on-demand evaluation that fails (its checkpoint file is gone:
   // hlab-eval exits 2, a permanent failure) is reported, and recorded on
   // its task, but the run keeps its SUCCEEDED state.
@@ -194,7 +229,8 @@ TEST_F(SweepEndToEndTest,
   const Json run_after = Json::parse(after.out).at(0);
   EXPECT_EQ(run_after["state"], "SUCCEEDED") << after.out;
   EXPECT_TRUE(run_after["failure_reason"].is_null()) << after.out;
-  EXPECT_EQ(run_after["failed_events"], 1) << after.out;
+  // Two failed evaluations: the bad multiple-choice file and this one.
+  EXPECT_EQ(run_after["failed_events"], 2) << after.out;
 
   // The same spec again: the existing sweep, no new runs or metric rows.
   const Output counts_before =

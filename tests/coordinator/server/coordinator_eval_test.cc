@@ -119,6 +119,12 @@ class EvalTest : public ::testing::Test {
     return client_->EvaluateRun(&ctx, request, response);
   }
 
+  grpc::Status Evaluate(const hlab::v1::EvaluateRunRequest& request,
+                        hlab::v1::EvaluateRunResponse* response) {
+    grpc::ClientContext ctx;
+    return client_->EvaluateRun(&ctx, request, response);
+  }
+
   grpc::Status Fail(const hlab::v1::Task& task, const std::string& error,
                     bool retryable) {
     grpc::ClientContext ctx;
@@ -412,6 +418,86 @@ TEST_F(EvalTest, EvaluateRunAddsOneTaskPerRunStepAndEvals) {
   ASSERT_TRUE(Evaluate(run_id, {"val_loss", "niah"}, 0, &done).ok());
   EXPECT_EQ(done.task().state(), hlab::v1::TASK_STATE_SUCCEEDED);
   EXPECT_EQ(Count("evals"), 1);
+}
+
+TEST_F(EvalTest, EvaluateRunScoresTheMultipleChoiceTasksItIsGiven) {
+  hlab::v1::SubmitSweepResponse sweep;
+  ASSERT_TRUE(Submit(testing::TinySpecYaml("mc", "[5]"), &sweep).ok());
+  const hlab::v1::LeaseResponse train = Lease();
+  ASSERT_TRUE(train.has_task());
+  const std::string run_id = train.task().run_ids(0);
+  Train(train.task());
+  const int64_t tasks_before = Count("tasks");
+
+  hlab::v1::EvaluateRunRequest request;
+  request.set_run_id(run_id);
+  hlab::v1::MultipleChoiceTask* task =
+      request.mutable_multiple_choice()->add_tasks();
+  task->set_file("/data/arc_easy.jsonl");
+  task->set_fewshot_file("/data/arc_easy.jsonl");
+  task->set_num_fewshot(2);
+  hlab::v1::EvaluateRunResponse r;
+  // Refused, naming the field, and nothing added: tasks with evals that
+  // leave multiple_choice out; a task without a file; few-shot without a
+  // file to draw from.
+  hlab::v1::EvaluateRunRequest other_evals = request;
+  other_evals.add_evals("val_loss");
+  grpc::Status mixed = Evaluate(other_evals, &r);
+  EXPECT_EQ(mixed.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(mixed.error_message().find("does not name multiple_choice"),
+            std::string::npos)
+      << mixed.error_message();
+  hlab::v1::EvaluateRunRequest no_file = request;
+  no_file.mutable_multiple_choice()->add_tasks();
+  grpc::Status missing = Evaluate(no_file, &r);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(missing.error_message().find("multiple_choice.tasks[1].file"),
+            std::string::npos)
+      << missing.error_message();
+  hlab::v1::EvaluateRunRequest no_examples = request;
+  no_examples.mutable_multiple_choice()->mutable_tasks(0)->clear_fewshot_file();
+  grpc::Status examples = Evaluate(no_examples, &r);
+  EXPECT_EQ(examples.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(
+      examples.error_message().find("multiple_choice.tasks[0].fewshot_file"),
+      std::string::npos)
+      << examples.error_message();
+  EXPECT_EQ(Count("tasks"), tasks_before);
+
+  // Without evals: multiple_choice alone, with the request's tasks (the
+  // sweep names none), the defaults applied.
+  hlab::v1::EvaluateRunResponse first;
+  ASSERT_TRUE(Evaluate(request, &first).ok());
+  EXPECT_TRUE(first.created());
+  ASSERT_EQ(first.task().evals_size(), 1);
+  EXPECT_EQ(first.task().evals(0), "multiple_choice");
+  hlab::v1::EvaluateRunResponse again;
+  ASSERT_TRUE(Evaluate(request, &again).ok());
+  EXPECT_FALSE(again.created());
+  EXPECT_EQ(again.task().task_id(), first.task().task_id());
+  // Another file is another evaluation.
+  hlab::v1::EvaluateRunRequest piqa = request;
+  piqa.mutable_multiple_choice()->mutable_tasks(0)->set_file(
+      "/data/piqa.jsonl");
+  hlab::v1::EvaluateRunResponse second;
+  ASSERT_TRUE(Evaluate(piqa, &second).ok());
+  EXPECT_TRUE(second.created());
+  EXPECT_NE(second.task().task_id(), first.task().task_id());
+  EXPECT_EQ(Count("tasks"), tasks_before + 2);
+
+  const hlab::v1::LeaseResponse lease = Lease();
+  ASSERT_TRUE(lease.has_task());
+  const bool arc = lease.task().task_id() == first.task().task_id();
+  ASSERT_TRUE(arc || lease.task().task_id() == second.task().task_id());
+  const json file = json::parse(lease.task().task_json());
+  const json& mc = file["evals"]["multiple_choice"];
+  ASSERT_EQ(mc["tasks"].size(), 1u) << file.dump();
+  EXPECT_EQ(mc["tasks"][0]["file"],
+            arc ? "/data/arc_easy.jsonl" : "/data/piqa.jsonl");
+  EXPECT_EQ(mc["tasks"][0]["fewshot_file"], "/data/arc_easy.jsonl");
+  EXPECT_EQ(mc["tasks"][0]["num_fewshot"], 2);
+  EXPECT_EQ(mc["seed"], 1234);
+  EXPECT_FALSE(file["evals"].contains("val_loss"));
 }
 
 TEST_F(EvalTest, AFailedOnDemandEvaluationLeavesTheRunAsItWas) {
