@@ -61,7 +61,10 @@ class ProgressView {
   std::vector<std::string> Block(int max_runs = 20) const;
 
   int64_t last_sequence() const { return last_sequence_; }
+  // True after a SWEEP_FINISHED event, until Reopen(): the sweep ended,
+  // or ended once and was resumed since (ask the coordinator).
   bool finished() const { return finished_; }
+  void Reopen() { finished_ = false; }
 
  private:
   struct RunView {

@@ -146,6 +146,14 @@ StreamEnd ReadStream(const Client& client, const std::string& sweep_id,
     }
     screen->Block(view->Block(), ProgressView::IsNotable(event));
     if (view->finished()) {
+      // A SWEEP_FINISHED from before a resume (the stream replays the
+      // history) ends nothing: the sweep is running again.
+      v1::Sweep now;
+      if (LoadSweep(client, sweep_id, &now, nullptr).ok() &&
+          now.state() == v1::SWEEP_STATE_RUNNING) {
+        view->Reopen();
+        continue;
+      }
       context.TryCancel();
       break;
     }

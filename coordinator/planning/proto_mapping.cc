@@ -235,6 +235,9 @@ hlab::v1::Event ToProtoEvent(const store::Event& event) {
     out.set_kind(hlab::v1::TASK_STATE_CHANGED);
     out.set_task_state(k == "task_failed" ? hlab::v1::TASK_STATE_FAILED
                                           : hlab::v1::TASK_STATE_RETRYING);
+  } else if (k == "task_reopened") {
+    out.set_kind(hlab::v1::TASK_STATE_CHANGED);
+    out.set_task_state(hlab::v1::TASK_STATE_PENDING);
   } else if (k == "run_progress") {
     out.set_kind(hlab::v1::RUN_PROGRESS);
     if (event.phase) out.set_run_phase(ToProto(*event.phase));
@@ -243,8 +246,10 @@ hlab::v1::Event ToProtoEvent(const store::Event& event) {
     if (event.progress.loss) out.set_loss(*event.progress.loss);
   } else if (k == "predictions") {
     out.set_kind(hlab::v1::PREDICTIONS_UPDATED);
-  } else if (k == "sweep_cancelled") {
+  } else if (k == "sweep_cancelled" || k == "sweep_finished") {
     out.set_kind(hlab::v1::SWEEP_FINISHED);
+  } else if (k == "fits") {
+    out.set_kind(hlab::v1::FIT_FINISHED);
   } else if (k == "checkpoint") {
     out.set_kind(hlab::v1::CHECKPOINT_SAVED);
   } else if (k == "worker_joined") {

@@ -219,9 +219,9 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
       it->second.add_sweep_ids(SweepIdString(s.id));
     }
   }
-  // Final validation losses, one query over run_summary; the training
-  // progress is the run's own (store::Run::progress).
-  std::map<std::string, double> val_losses;
+  // Final validation losses and log(LongPPL)s, one query over run_summary;
+  // the training progress is the run's own (store::Run::progress).
+  std::map<std::string, double> val_losses, log_longppls;
   std::map<std::string, std::vector<hlab::v1::RunPrediction>> predictions;
   if (query_ != nullptr && !runs.empty()) {
     HLAB_ASSIGN_OR_RETURN(predictions, ReadNewestPredictions(*query_));
@@ -229,13 +229,15 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
     options.max_rows = 1000000;
     HLAB_ASSIGN_OR_RETURN(
         store::QueryResult result,
-        query_->Run("SELECT run_id, final_val_loss FROM run_summary"
-                    " WHERE final_val_loss IS NOT NULL",
+        query_->Run("SELECT run_id, final_val_loss, final_log_longppl FROM "
+                    "run_summary WHERE final_val_loss IS NOT NULL OR "
+                    "final_log_longppl IS NOT NULL",
                     options));
     for (const auto& row : result.rows) {
       const auto* id = std::get_if<std::string>(&row[0]);
-      const auto* v = std::get_if<double>(&row[1]);
-      if (id != nullptr && v != nullptr) val_losses[*id] = *v;
+      if (id == nullptr) continue;
+      if (const auto* v = std::get_if<double>(&row[1])) val_losses[*id] = *v;
+      if (const auto* v = std::get_if<double>(&row[2])) log_longppls[*id] = *v;
     }
   }
   std::vector<hlab::v1::Run> out;
@@ -264,6 +266,10 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
     auto v = val_losses.find(run.spec.id);
     if (v != val_losses.end() && std::isfinite(v->second)) {
       proto.set_final_val_loss(v->second);
+    }
+    auto l = log_longppls.find(run.spec.id);
+    if (l != log_longppls.end() && std::isfinite(l->second)) {
+      proto.set_final_log_longppl(l->second);
     }
     auto predicted = predictions.find(run.spec.id);
     if (predicted != predictions.end()) {

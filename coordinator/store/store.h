@@ -27,7 +27,9 @@
 // when all of its tasks succeeded, RUNNING once one is leased or succeeded,
 // PENDING otherwise; CANCELLED only by CancelRun/CancelSweep and left only by
 // ResumeRuns/ResumeSweep. Every run state change appends a "run_state" event
-// per sweep the run belongs to.
+// per sweep the run belongs to, and a run that ends the last open run of a
+// sweep (not cancelled) a "sweep_finished" event ("SUCCEEDED: 12 runs",
+// "INCOMPLETE: 10 succeeded, 1 failed, 1 cancelled"), again after a resume.
 //
 // Thread-safety: thread-safe; call from any thread, but not from a
 // RecordMetricsAsync completion (it runs on the writer's completer thread,

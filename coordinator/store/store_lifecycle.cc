@@ -90,6 +90,7 @@ absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
   for (int64_t sweep : sweeps) {
     HLAB_RETURN_IF_ERROR(
         InsertEvent(db, sweep, run_id, "run_state", "CANCELLED", now).status());
+    HLAB_RETURN_IF_ERROR(internal::NoteSweepEnd(db, sweep, now));
   }
   return internal::RefreshRunPhase(db, run_id, now);
 }

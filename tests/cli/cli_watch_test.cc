@@ -207,6 +207,36 @@ TEST(WatchTest, InterruptStopsCleanlyWithTheSequenceToContinueFrom) {
   server->Shutdown();
 }
 
+TEST(WatchTest, AFinishFromBeforeAResumeDoesNotEndTheWatch) {
+  FakeClientService fake;
+  SetUpSweep(&fake);
+  // The sweep ended once (a run failed), was resumed and runs again: its
+  // history holds a SWEEP_FINISHED that ends nothing now.
+  fake.get_sweep.mutable_sweep()->set_state(v1::SWEEP_STATE_RUNNING);
+  const std::string run = "0123456789abcdef";
+  v1::Event ended;
+  ended.set_sequence(3);
+  ended.set_kind(v1::SWEEP_FINISHED);
+  ended.set_sweep_id("sw-1");
+  ended.set_message("sweep_finished: INCOMPLETE: 0 succeeded, 1 failed");
+  fake.watch_streams = {{StateChange(1, run, v1::RUN_STATE_RUNNING),
+                         StateChange(2, run, v1::RUN_STATE_FAILED), ended,
+                         StateChange(4, run, v1::RUN_STATE_PENDING),
+                         StateChange(5, run, v1::RUN_STATE_RUNNING)}};
+  std::unique_ptr<grpc::Server> server = fake.Serve();
+  std::ostringstream out, err;
+  WatchOptions options;
+  options.max_reconnects = 0;  // the stream's end: give up at once
+  EXPECT_EQ(RunWatch({"sw-1", "--address", fake.address()}, out, err, options),
+            kExitFailed);
+  // Read on past the old finish, to the end of the stream.
+  EXPECT_NE(out.str().find(" #5 run 0123456789abcdef gdn/S1 -> running"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(err.str().find("--from 5"), std::string::npos) << err.str();
+  server->Shutdown();
+}
+
 TEST(ProgressViewTest, BlockShowsRunningRunsWithABar) {
   v1::Sweep sweep;
   sweep.set_sweep_id("sw-1");

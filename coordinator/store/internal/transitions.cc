@@ -218,8 +218,35 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
   for (int64_t sweep : sweeps) {
     HLAB_RETURN_IF_ERROR(
         InsertEvent(db, sweep, run_id, "run_state", message, now).status());
+    if (next == RunState::kSucceeded || next == RunState::kFailed) {
+      HLAB_RETURN_IF_ERROR(NoteSweepEnd(db, sweep, now));
+    }
   }
   return RefreshRunPhase(db, run_id, now);
+}
+
+absl::Status NoteSweepEnd(Database& db, int64_t sweep_id, absl::Time now) {
+  HLAB_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare("SELECT total(r.state IN ('PENDING', 'RUNNING')),"
+                 " total(r.state = 'SUCCEEDED'), total(r.state = 'FAILED'),"
+                 " total(r.state = 'CANCELLED'), count(*),"
+                 " (SELECT state FROM sweeps WHERE id = ?1)"
+                 " FROM sweep_runs sr JOIN runs r ON r.id = sr.run_id"
+                 " WHERE sr.sweep_id = ?1"));
+  st.Bind(1, sweep_id);
+  HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+  if (!has_row || st.ColumnInt(0) > 0 || st.ColumnText(5) == "CANCELLED") {
+    return absl::OkStatus();
+  }
+  const int64_t succeeded = st.ColumnInt(1), failed = st.ColumnInt(2),
+                cancelled = st.ColumnInt(3), total = st.ColumnInt(4);
+  const std::string message =
+      succeeded == total
+          ? absl::StrCat("SUCCEEDED: ", total, " runs")
+          : absl::StrCat("INCOMPLETE: ", succeeded, " succeeded, ", failed,
+                         " failed, ", cancelled, " cancelled");
+  return InsertEvent(db, sweep_id, "", "sweep_finished", message, now).status();
 }
 
 const char kRunPhaseSql[] = R"sql(CASE

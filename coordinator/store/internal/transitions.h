@@ -64,6 +64,13 @@ absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
                                     absl::string_view kind,
                                     absl::string_view message, absl::Time now);
 
+// After a run of `sweep_id` ended: when none of the sweep's runs is
+// PENDING or RUNNING any more and the sweep is not CANCELLED (its cancel
+// writes "sweep_cancelled"), a "sweep_finished" event whose message says
+// how ("SUCCEEDED: 12 runs" or "INCOMPLETE: 10 succeeded, 1 failed, 1
+// cancelled"). A resumed sweep that ends again gets another.
+absl::Status NoteSweepEnd(Database& db, int64_t sweep_id, absl::Time now);
+
 // Derives the run's state from its tasks, on-demand ones left out (rule in
 // store.h), and stores it if
 // it changed, with a "run_state" event per sweep of the run; then refreshes

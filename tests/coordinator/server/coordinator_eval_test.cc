@@ -236,6 +236,19 @@ TEST_F(EvalTest, WorkersGetTheEvaluatorTaskAndResultsLandInEvals) {
   EXPECT_DOUBLE_EQ(rows.rows(2).values(2).double_value(), 2.5);
   EXPECT_EQ(json::parse(text(2, 3))["source"], "synthetic");
   EXPECT_EQ(Run(run_id).state, store::RunState::kSucceeded);
+  // ListRuns (hlab runs, hlab fit --target longppl over the RPC) carries
+  // the results.
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::ListRunsResponse listed;
+    ASSERT_TRUE(
+        client_->ListRuns(&ctx, hlab::v1::ListRunsRequest(), &listed).ok());
+    ASSERT_EQ(listed.runs_size(), 1);
+    ASSERT_EQ(listed.runs(0).run_id(), run_id);
+    EXPECT_DOUBLE_EQ(listed.runs(0).final_val_loss(), 2.5);
+    ASSERT_TRUE(listed.runs(0).has_final_log_longppl());
+    EXPECT_DOUBLE_EQ(listed.runs(0).final_log_longppl(), 1.25);
+  }
 
   // `hlab eval` with the sweep's settings is the same task.
   hlab::v1::EvaluateRunResponse again;

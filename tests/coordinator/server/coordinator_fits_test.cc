@@ -210,6 +210,13 @@ TEST_F(SweepFitsTest, FinishedDemoSweepGetsOneFitPerArchitecture) {
   EXPECT_NE(events[0].message.find("longppl/gdn: not fitted: too few points"),
             std::string::npos)
       << events[0].message;
+  // Watchers saw the sweep end, then its fits.
+  std::vector<store::Event> ended = EventsOfKind(sweep_id, "sweep_finished");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].message, "SUCCEEDED: 48 runs");
+  EXPECT_LT(ended[0].seq, events[0].seq);
+  EXPECT_EQ(ToProtoEvent(ended[0]).kind(), hlab::v1::SWEEP_FINISHED);
+  EXPECT_EQ(ToProtoEvent(events[0]).kind(), hlab::v1::FIT_FINISHED);
 
   // Once per sweep, also for a restarted coordinator's new fitter.
   FitScheduler restarted(coordinator_->context(), options);

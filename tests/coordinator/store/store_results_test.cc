@@ -272,6 +272,56 @@ TEST(StoreEventTest, EventsSinceSeq) {
   EXPECT_TRUE(f.store->EventsSince(f.sweep_id, *seq, 100)->empty());
 }
 
+// The "sweep_finished" events of f's sweep, their messages in order.
+std::vector<std::string> SweepFinished(Fixture& f) {
+  std::vector<std::string> out;
+  absl::StatusOr<std::vector<Event>> events =
+      f.store->EventsSince(f.sweep_id, 0, 100000);
+  EXPECT_TRUE(events.ok()) << events.status();
+  if (!events.ok()) return out;
+  for (const Event& e : *events) {
+    if (e.kind == "sweep_finished") out.push_back(e.message);
+  }
+  return out;
+}
+
+TEST(StoreEventTest, ASweepFinishesWhenItsLastRunEndsAndAgainAfterAResume) {
+  Fixture f(/*max_attempts=*/1);
+  ASSERT_TRUE(f.store->AddRuns(f.sweep_id, {MakeRun("r2", 1)}, T(0)).ok());
+  ASSERT_TRUE(
+      f.store->AddTasks({MakeTask("r2.train", f.sweep_id, "r2")}, T(0)).ok());
+  ASSERT_EQ(*f.store->LeaseTask("r1.train", "w1", T(1), kLease), 1);
+  ASSERT_TRUE(f.store->CompleteTask("r1.train", 1, T(2)).ok());
+  EXPECT_TRUE(SweepFinished(f).empty());  // r2 is still pending
+  ASSERT_EQ(*f.store->LeaseTask("r2.train", "w1", T(3), kLease), 1);
+  ASSERT_EQ(*f.store->FailTask("r2.train", 1, {"boom", FaultClass::kTask, true},
+                               T(4), absl::ZeroDuration()),
+            TaskState::kFailed);
+  EXPECT_EQ(SweepFinished(f),
+            std::vector<std::string>{"INCOMPLETE: 1 succeeded, 1 failed, 0 "
+                                     "cancelled"});
+  // Resumed, the failed run succeeds: the sweep finishes again.
+  ASSERT_EQ(*f.store->ResumeRuns({"r2"}, T(5)), 1);
+  ASSERT_EQ(*f.store->LeaseTask("r2.train", "w1", T(6), kLease), 2);
+  ASSERT_TRUE(f.store->CompleteTask("r2.train", 2, T(7)).ok());
+  EXPECT_EQ(SweepFinished(f),
+            (std::vector<std::string>{
+                "INCOMPLETE: 1 succeeded, 1 failed, 0 cancelled",
+                "SUCCEEDED: 2 runs"}));
+}
+
+TEST(StoreEventTest, ACancelledSweepDoesNotAlsoFinish) {
+  Fixture f;
+  ASSERT_TRUE(f.store->CancelSweep(f.sweep_id, T(1)).ok());
+  EXPECT_TRUE(SweepFinished(f).empty());
+  int cancelled = 0;
+  absl::StatusOr<std::vector<Event>> events =
+      f.store->EventsSince(f.sweep_id, 0, 100000);
+  ASSERT_TRUE(events.ok()) << events.status();
+  for (const Event& e : *events) cancelled += e.kind == "sweep_cancelled";
+  EXPECT_EQ(cancelled, 1);
+}
+
 TEST(StoreWorkerTest, RegisterHeartbeatAndLose) {
   Fixture f;
   WorkerInfo w;
