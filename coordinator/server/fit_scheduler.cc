@@ -21,6 +21,7 @@
 #include "common/spawn.h"
 #include "common/status_macros.h"
 #include "coordinator/planning/sweep_catalog.h"
+#include "coordinator/server/early_stop.h"
 
 namespace hlab::coordinator {
 
@@ -354,6 +355,8 @@ absl::StatusOr<bool> FitScheduler::RunSweepPrediction(int64_t sweep_id,
       Number(result, "seconds", 0));
   HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
   HLAB_LOG(INFO) << "sweep " << sweep_id << ": " << event.message;
+  // Early stop (opt in): runs this generation already knows well enough.
+  HLAB_RETURN_IF_ERROR(StopRunsPredictedWell(*context_, sweep_id).status());
   return true;
 }
 

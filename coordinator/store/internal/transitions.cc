@@ -170,7 +170,10 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
                              absl::Time now) {
   if (run_id.empty()) return absl::OkStatus();
   HLAB_ASSIGN_OR_RETURN(const RunState current, ReadRunState(db, run_id));
-  if (current == RunState::kCancelled) return RefreshRunPhase(db, run_id, now);
+  // Ended by a user or by early stop: its cancelled tasks say nothing.
+  if (current == RunState::kCancelled || current == RunState::kPredicted) {
+    return RefreshRunPhase(db, run_id, now);
+  }
   int64_t total = 0, succeeded = 0, failed = 0, started = 0;
   std::string reason;
   {
@@ -223,7 +226,8 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
 }
 
 const char kRunPhaseSql[] = R"sql(CASE
-  WHEN runs.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN runs.state
+  WHEN runs.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'PREDICTED')
+    THEN runs.state
   WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
     AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'DECAY')
     THEN 'DECAYING'
@@ -243,7 +247,7 @@ namespace {
 
 bool HasEnded(RunPhase phase) {
   return phase == RunPhase::kSucceeded || phase == RunPhase::kFailed ||
-         phase == RunPhase::kCancelled;
+         phase == RunPhase::kCancelled || phase == RunPhase::kPredicted;
 }
 
 // The bucket of kProgressEventsPerRun that `tokens` of `budget` falls in.
