@@ -379,6 +379,12 @@ absl::StatusOr<int> FitScheduler::PredictRunningSweeps() {
       Refit last;
       if (latest) last = {latest->n_succeeded, latest->created_at};
       tried = predicted_at_.emplace(sweep.id, last).first;
+      // Early stop on the stored generation too: a coordinator stopped
+      // between storing a generation and acting on it acts now.
+      if (latest) {
+        HLAB_RETURN_IF_ERROR(
+            StopRunsPredictedWell(*context_, sweep.id).status());
+      }
     }
     // The laws: when a run finished since. The runs' own curves: when one
     // of them trains and the last refit is curve_refresh old.

@@ -176,6 +176,35 @@ TEST_F(EarlyStopTest, OnlyANarrowIntervalOfTheFirstTargetStopsARun) {
   EXPECT_TRUE(StopCandidates(off, g).empty());
 }
 
+// A coordinator stopped after storing a generation but before acting on
+// it: the fitter of the next start applies the stored generation at once,
+// without a refit (no run finished since; its binary is never run).
+TEST_F(EarlyStopTest, ARestartedFitterActsOnTheStoredGeneration) {
+  const int64_t sweep_id = StoreSweep(
+      testing::Spec(testing::TinySpecYaml("tiny", "[5, 10]") +
+                    "fit: {}\nadaptive: {stop_when: {interval_below: 0.05}}\n"),
+      "S1");
+  store::PredictionGeneration g;
+  g.sweep_id = sweep_id;
+  store::Prediction p;
+  p.run_id = runs_[1].id;
+  p.target = "loss";
+  p.predicted = 2.31;
+  p.lower = 2.30;
+  p.upper = 2.32;
+  p.method = "profile";
+  g.predictions = {p};
+  ASSERT_TRUE(Store().RecordPredictions(g, Now()).ok());
+  FitSchedulerOptions options;
+  options.binary = "/nonexistent/hlab-sweep-fit";
+  FitScheduler fitter(coordinator_->context(), options);
+  auto refits = fitter.PredictRunningSweeps();
+  ASSERT_TRUE(refits.ok()) << refits.status();
+  EXPECT_EQ(*refits, 0);
+  EXPECT_EQ(Store().GetRun(runs_[1].id)->state, store::RunState::kPredicted);
+  EXPECT_EQ(Store().GetRun(runs_[0].id)->state, store::RunState::kPending);
+}
+
 // End to end: the demo grid with S1-S3 measured and S4 pending. The
 // refit's noise-free extrapolations to S4 are far narrower than 0.5 nats,
 // so every S4 run is PREDICTED; the sweep is finished and SUCCEEDED, and
