@@ -5,7 +5,6 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/planning/sweep_catalog.h"

@@ -12,8 +12,9 @@
 // other sweep, no other run's task waiting for it) the store decides in
 // the same transaction that stops them.
 //
-// Thread-safety: thread-safe (the store serialises the write); the fit
-// thread calls it after recording a generation.
+// Thread-safety: thread-safe (the store serialises the writes); the fit
+// thread (fit_scheduler.h) calls it after recording a generation, and on
+// each sweep's stored generation once after a start.
 //
 //   HLAB_ASSIGN_OR_RETURN(std::vector<std::string> stopped,
 //                         StopRunsPredictedWell(*context, sweep_id));
