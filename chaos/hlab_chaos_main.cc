@@ -99,7 +99,7 @@ int64_t Unfinished(const std::string& address) {
   const std::string out =
       Cli({"query",
            "SELECT count(*) AS n FROM runs WHERE state NOT IN "
-           "('SUCCEEDED', 'FAILED', 'CANCELLED')",
+           "('SUCCEEDED', 'FAILED', 'CANCELLED', 'PREDICTED')",
            "--format", "csv", "--address", address},
           &code);
   int64_t n = -1;

@@ -170,7 +170,9 @@ Command ResumeCommand() {
       "usage: hlab resume SWEEP|RUN\n"
       "       hlab resume --sweep SWEEP | --run RUN\n\n"
       "Moves the failed and cancelled runs of a sweep (or one run) back to\n"
-      "pending; they continue from their newest verified checkpoint. Prints\n"
+      "pending; they continue from their newest verified checkpoint. A run\n"
+      "stopped early as predicted (the spec's adaptive.stop_when) is trained\n"
+      "only when named (--run RUN): resuming its sweep leaves it. Prints\n"
       "the runs resumed. A bare id is looked up as a sweep and as a run.";
   c.run = [](const std::vector<std::string>& args, std::ostream& out,
              std::ostream& err) {

@@ -270,6 +270,8 @@ std::string RunPhaseName(v1::RunPhase phase) {
       return "failed";
     case v1::RUN_PHASE_CANCELLED:
       return "cancelled";
+    case v1::RUN_PHASE_PREDICTED:
+      return "predicted";
     default:
       return "";
   }
@@ -287,6 +289,8 @@ std::string RunStateName(v1::RunState state) {
       return "failed";
     case v1::RUN_STATE_CANCELLED:
       return "cancelled";
+    case v1::RUN_STATE_PREDICTED:
+      return "predicted";
     default:
       return "unknown";
   }
@@ -294,17 +298,17 @@ std::string RunStateName(v1::RunState state) {
 
 absl::StatusOr<v1::RunState> ParseRunState(absl::string_view text) {
   const std::string lower = absl::AsciiStrToLower(text);
-  for (v1::RunState s :
-       {v1::RUN_STATE_PENDING, v1::RUN_STATE_RUNNING, v1::RUN_STATE_SUCCEEDED,
-        v1::RUN_STATE_FAILED, v1::RUN_STATE_CANCELLED}) {
+  for (v1::RunState s : {v1::RUN_STATE_PENDING, v1::RUN_STATE_RUNNING,
+                         v1::RUN_STATE_SUCCEEDED, v1::RUN_STATE_FAILED,
+                         v1::RUN_STATE_CANCELLED, v1::RUN_STATE_PREDICTED}) {
     if (lower == RunStateName(s) ||
         lower == absl::AsciiStrToLower(v1::RunState_Name(s))) {
       return s;
     }
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--state must be pending, running, succeeded, failed or "
-                   "cancelled, got '",
+      absl::StrCat("--state must be pending, running, succeeded, failed, "
+                   "cancelled or predicted, got '",
                    text, "'"));
 }
 

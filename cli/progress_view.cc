@@ -51,6 +51,8 @@ v1::RunPhase PhaseOfState(v1::RunState state) {
       return v1::RUN_PHASE_FAILED;
     case v1::RUN_STATE_CANCELLED:
       return v1::RUN_PHASE_CANCELLED;
+    case v1::RUN_STATE_PREDICTED:
+      return v1::RUN_PHASE_PREDICTED;
     default:
       return v1::RUN_PHASE_UNSPECIFIED;
   }
@@ -228,13 +230,18 @@ std::vector<std::string> ProgressView::Block(int max_runs) const {
   std::vector<std::string> lines;
   lines.push_back(absl::StrFormat(
       "sweep %s \"%s\": %d/%d succeeded, %d on trunk, %d training, "
-      "%d decaying, %d evaluating, %d waiting, %d failed, %d cancelled  "
+      "%d decaying, %d evaluating, %d waiting, %d failed, %d cancelled%s  "
       "(event #%d)",
       sweep_.sweep_id(), sweep_.name(), counts[v1::RUN_PHASE_SUCCEEDED],
       runs_.size(), counts[v1::RUN_PHASE_TRUNK], counts[v1::RUN_PHASE_TRAINING],
       counts[v1::RUN_PHASE_DECAYING], counts[v1::RUN_PHASE_EVALUATING],
       counts[v1::RUN_PHASE_WAITING], counts[v1::RUN_PHASE_FAILED],
-      counts[v1::RUN_PHASE_CANCELLED], last_sequence_));
+      counts[v1::RUN_PHASE_CANCELLED],
+      counts[v1::RUN_PHASE_PREDICTED] > 0
+          ? absl::StrFormat(", %d predicted (stopped early)",
+                            counts[v1::RUN_PHASE_PREDICTED])
+          : std::string(),
+      last_sequence_));
   int shown = 0;
   int hidden = 0;
   for (const std::string& id : order_) {

@@ -132,8 +132,9 @@ Command RunsCommand() {
       "the prediction_generation (for a finished run: the last prediction\n"
       "before it finished, to read against final_val_loss), and error.\n"
       "Filters combine with AND; --state takes\n"
-      "pending, running, succeeded, failed, cancelled (repeat it or give a\n"
-      "comma-separated list).\n"
+      "pending, running, succeeded, failed, cancelled, predicted (stopped\n"
+      "early, not trained: its final figures are empty and only predicted)\n"
+      "(repeat it or give a comma-separated list).\n"
       "Connection: --address, --token, --token-file, --tls-ca, --tls-cert,\n"
       "--tls-key, --timeout (see docs/cli.md).";
   c.run = Run;

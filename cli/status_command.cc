@@ -40,7 +40,12 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
       << sweep.runs_training() << " training, " << sweep.runs_decaying()
       << " decaying, " << sweep.runs_evaluating() << " evaluating, "
       << sweep.runs_waiting() << " waiting, " << sweep.runs_failed()
-      << " failed, " << sweep.runs_cancelled() << " cancelled\n";
+      << " failed, " << sweep.runs_cancelled() << " cancelled";
+  // Early stop: runs not trained, their final figures only predicted.
+  if (sweep.runs_stopped() > 0) {
+    out << ", " << sweep.runs_stopped() << " predicted (stopped early)";
+  }
+  out << "\n";
   double tokens = 0;
   double done = 0;
   for (const v1::Run& run : runs) {
@@ -152,10 +157,10 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
     return kExitOk;
   }
   Rows rows;
-  rows.columns = {"sweep_id",   "name",      "state",    "runs",
-                  "succeeded",  "on_trunk",  "training", "decaying",
-                  "evaluating", "waiting",   "failed",   "cancelled",
-                  "predicted",  "generation"};
+  rows.columns = {"sweep_id",   "name",      "state",     "runs",
+                  "succeeded",  "on_trunk",  "training",  "decaying",
+                  "evaluating", "waiting",   "failed",    "cancelled",
+                  "stopped",    "predicted", "generation"};
   for (const std::string& id : sweep_ids) {
     v1::GetSweepRequest request;
     request.set_sweep(id);
@@ -170,7 +175,7 @@ int Run(const std::vector<std::string>& argv, std::ostream& out,
          Cell::Int(w.runs_training()), Cell::Int(w.runs_decaying()),
          Cell::Int(w.runs_evaluating()), Cell::Int(w.runs_waiting()),
          Cell::Int(w.runs_failed()), Cell::Int(w.runs_cancelled()),
-         Cell::Int(w.runs_predicted()),
+         Cell::Int(w.runs_stopped()), Cell::Int(w.runs_predicted()),
          w.prediction_generation() > 0 ? Cell::Int(w.prediction_generation())
                                        : Cell::Null()});
   }

@@ -252,7 +252,12 @@ int Watch(const std::vector<std::string>& argv, std::ostream& out,
       << " finished: " << SweepStateName(final_sweep.state()) << " ("
       << final_sweep.runs_succeeded() << "/" << final_sweep.runs_total()
       << " runs succeeded, " << final_sweep.runs_failed() << " failed, "
-      << final_sweep.runs_cancelled() << " cancelled)\n";
+      << final_sweep.runs_cancelled() << " cancelled"
+      << (final_sweep.runs_stopped() > 0
+              ? absl::StrCat(", ", final_sweep.runs_stopped(),
+                             " predicted (stopped early)")
+              : std::string())
+      << ")\n";
   if (final_sweep.state() == v1::SWEEP_STATE_SUCCEEDED) return kExitOk;
   err << "hlab watch: sweep " << final_sweep.sweep_id()
       << " did not succeed; see `hlab status " << final_sweep.sweep_id()

@@ -392,7 +392,10 @@ absl::StatusOr<std::vector<BacktestRow>> PredictUnfinished(
   Groups finished, all;
   for (const RunCurve& r : runs) {
     if (!r.skipped.empty() || r.steps < 2 || r.train_loss.empty()) continue;
-    if (r.state == "FAILED" || r.state == "CANCELLED") continue;
+    if (r.state == "FAILED" || r.state == "CANCELLED" ||
+        r.state == "PREDICTED") {
+      continue;  // ended without (more) training
+    }
     all[GroupKey(r)].push_back(&r);
     if (r.state == "SUCCEEDED") finished[GroupKey(r)].push_back(&r);
   }

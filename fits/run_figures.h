@@ -40,9 +40,10 @@ struct RunFigures {
   std::string run_id;
   std::string arch;
   std::string scale;
-  std::string state;  // PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED
-  double n = 0;       // non-embedding parameters
-  double d = 0;       // planned tokens
+  // PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, PREDICTED (early stop).
+  std::string state;
+  double n = 0;  // non-embedding parameters
+  double d = 0;  // planned tokens
   std::optional<double> train_loss;
   std::optional<double> val_loss;
   std::optional<double> log_longppl;

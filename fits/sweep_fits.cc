@@ -105,11 +105,15 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
           [&](const std::string& sql) { return query.Run(sql, query_options); },
           sweep_id));
   // Failed and cancelled runs are left out; pending and running ones are
-  // only ever predicted, never fitted.
+  // only ever predicted, never fitted, and so are PREDICTED ones (early
+  // stop): only succeeded runs are points.
   std::vector<RunFigures> unfinished_runs;
+  std::vector<RunFigures> predicted_runs;
   for (const RunFigures& r : runs) {
     if (r.state == "PENDING" || r.state == "RUNNING") {
       unfinished_runs.push_back(r);
+    } else if (r.state == "PREDICTED") {
+      predicted_runs.push_back(r);
     }
   }
   runs.erase(std::remove_if(runs.begin(), runs.end(),
@@ -154,6 +158,9 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
       }
       f.n_fit = static_cast<int>(fit_points.size());
       f.n_verify = static_cast<int>(verify_points.size());
+      for (const RunFigures& r : predicted_runs) {
+        if (r.arch == arch) f.predicted_runs.push_back(r.run_id);
+      }
       // Live predictions: the architecture's unfinished runs.
       std::vector<const RunFigures*> unfinished;
       analysis::AnalysisOptions arch_analysis = analysis;
@@ -264,14 +271,32 @@ store::FitRecord ToFitRecord(const SweepFit& fit) {
     ci["confidence"] = b.confidence;
   }
   record.ci = ci.dump();
-  record.details = analysis::PowerLawReportToJson(r);
+  nlohmann::ordered_json details =
+      nlohmann::ordered_json::parse(analysis::PowerLawReportToJson(r),
+                                    /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (!details.is_object()) details = nlohmann::ordered_json::object();
+  details["measured_points"] = fit.n_fit + fit.n_verify;
+  details["predicted_runs"] = fit.predicted_runs;
+  record.details = details.dump();
   return record;
 }
 
+namespace {
+
+// "; 2 runs predicted (stopped early), not fitted", or "".
+std::string PredictedNote(const SweepFit& fit) {
+  if (fit.predicted_runs.empty()) return "";
+  return absl::StrCat("; ", fit.predicted_runs.size(),
+                      fit.predicted_runs.size() == 1 ? " run" : " runs",
+                      " predicted (stopped early), not fitted");
+}
+
+}  // namespace
+
 std::string DescribeSweepFit(const SweepFit& fit) {
   if (!fit.fitted) {
-    return absl::StrCat(fit.target, "/", fit.arch,
-                        ": not fitted: ", fit.reason);
+    return absl::StrCat(fit.target, "/", fit.arch, ": not fitted: ", fit.reason,
+                        PredictedNote(fit));
   }
   const analysis::PowerLawReport& r = fit.report;
   std::string line = absl::StrFormat(
@@ -283,6 +308,7 @@ std::string DescribeSweepFit(const SweepFit& fit) {
     absl::StrAppendFormat(&line, ", verify %.4f (%d points)", *r.r2_verify,
                           fit.n_verify);
   }
+  absl::StrAppend(&line, PredictedNote(fit));
   return line;
 }
 

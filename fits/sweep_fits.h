@@ -9,7 +9,10 @@
 // "longppl" the newest "log_longppl" eval (or the log of a "longppl" eval),
 // and a run without one is left out. Runs of fit_scales are fitted, runs of
 // verify_scales give R^2 on held-out points. Failed and cancelled runs are
-// left out.
+// left out, and so are PREDICTED ones (early stop, docs/sweeps.md): never
+// trained, they have no measured value, and a prediction never enters a
+// fit as data. Each SweepFit names them (predicted_runs), and its stored
+// details say how many points were measured.
 //
 // An architecture with fewer than kMinFitPoints fit points is not fitted;
 // its SweepFit says why (`reason`), it is not an error.
@@ -71,6 +74,8 @@ struct SweepFit {
   std::string target;  // "loss" or "longppl"
   int n_fit = 0;       // runs with the target in fit scales
   int n_verify = 0;    // runs with the target in verify scales
+  // The architecture's PREDICTED runs (early stop): not points, by id.
+  std::vector<std::string> predicted_runs;
   bool fitted = false;
   std::string reason;               // why not fitted (or why fitting failed)
   analysis::PowerLawReport report;  // when fitted
@@ -96,11 +101,14 @@ absl::Status FindStoredSweep(store::QueryEngine& query, const std::string& ref,
 
 // The fits-table row of a fitted SweepFit: coefficients, R^2 (r2_verify 0
 // without held-out points), CIs as JSON {"E": [lo, hi], ..., "resamples",
-// "confidence"} and the whole report as details.
+// "confidence"} and the whole report as details, with "measured_points"
+// (n_fit + n_verify: every point is a measured run) and "predicted_runs"
+// (the ids of PREDICTED runs left out).
 store::FitRecord ToFitRecord(const SweepFit& fit);
 
 // One line per SweepFit for the sweep's event log: "loss/swa: alpha=...,
-// R^2 fit ..." or the reason it was not fitted.
+// R^2 fit ..." or the reason it was not fitted, then "; 2 runs predicted
+// (stopped early), not fitted" when it has PREDICTED runs.
 std::string DescribeSweepFit(const SweepFit& fit);
 
 }  // namespace hlab::fits

@@ -91,9 +91,19 @@ std::string SummaryLine(const StudyData& study) {
   const int succeeded = static_cast<int>(
       std::count_if(study.runs.begin(), study.runs.end(),
                     [](const RunRow& r) { return r.succeeded(); }));
+  // Early stop: PREDICTED runs were never trained; no fit reads them.
+  const int predicted = static_cast<int>(
+      std::count_if(study.runs.begin(), study.runs.end(),
+                    [](const RunRow& r) { return r.state == "PREDICTED"; }));
+  const std::string stopped =
+      predicted > 0 ? absl::StrCat(" (measured), ", predicted,
+                                   " predicted (stopped early, not in the "
+                                   "fits)")
+                    : std::string();
   return absl::StrCat("sweep ", study.sweep_name, " (id ", study.sweep_id,
                       ") from ", study.source, ": ", study.runs.size(),
-                      " runs, ", succeeded, " succeeded; ", FitsOrigin(study));
+                      " runs, ", succeeded, " succeeded", stopped, "; ",
+                      FitsOrigin(study));
 }
 
 std::string ReportMarkdown(const StudyData& study,

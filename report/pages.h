@@ -28,7 +28,8 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
                       const absl::Status& plot_status);
 
 // The summary line: "sweep demo (id 1) from database x.db: 48 runs, 48
-// succeeded; fits stored by the coordinator".
+// succeeded; fits stored by the coordinator" ("36 succeeded (measured), 12
+// predicted (stopped early, not in the fits); ..." after an early stop).
 std::string SummaryLine(const StudyData& study);
 
 }  // namespace hlab::report

@@ -142,7 +142,8 @@ absl::Status CheckReferenceRun(store::Store& store,
   }
   HLAB_ASSIGN_OR_RETURN(store::Run run, store.GetRun(run_id));
   if (run.state == store::RunState::kFailed ||
-      run.state == store::RunState::kCancelled) {
+      run.state == store::RunState::kCancelled ||
+      run.state == store::RunState::kPredicted) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": ", finished.message(),
                      "; resume it (hlab resume --run ", run_id,

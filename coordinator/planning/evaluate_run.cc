@@ -192,7 +192,8 @@ absl::Status EvaluateRun(store::Store& store, store::QueryEngine& query,
     return absl::FailedPreconditionError(absl::StrCat(
         finished.message(), "; evaluate it once it has succeeded (hlab watch",
         run->state == store::RunState::kFailed ||
-                run->state == store::RunState::kCancelled
+                run->state == store::RunState::kCancelled ||
+                run->state == store::RunState::kPredicted
             ? absl::StrCat(", after hlab resume --run ", run_id, ")")
             : ")"));
   }

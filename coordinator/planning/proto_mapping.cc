@@ -24,6 +24,8 @@ hlab::v1::RunState ToProto(store::RunState state) {
       return hlab::v1::RUN_STATE_FAILED;
     case store::RunState::kCancelled:
       return hlab::v1::RUN_STATE_CANCELLED;
+    case store::RunState::kPredicted:
+      return hlab::v1::RUN_STATE_PREDICTED;
   }
   return hlab::v1::RUN_STATE_UNSPECIFIED;
 }
@@ -46,6 +48,8 @@ hlab::v1::RunPhase ToProto(store::RunPhase phase) {
       return hlab::v1::RUN_PHASE_FAILED;
     case store::RunPhase::kCancelled:
       return hlab::v1::RUN_PHASE_CANCELLED;
+    case store::RunPhase::kPredicted:
+      return hlab::v1::RUN_PHASE_PREDICTED;
   }
   return hlab::v1::RUN_PHASE_UNSPECIFIED;
 }
@@ -62,6 +66,8 @@ absl::StatusOr<store::RunState> FromProto(hlab::v1::RunState state) {
       return store::RunState::kFailed;
     case hlab::v1::RUN_STATE_CANCELLED:
       return store::RunState::kCancelled;
+    case hlab::v1::RUN_STATE_PREDICTED:
+      return store::RunState::kPredicted;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("states: unknown run state ", static_cast<int>(state)));

@@ -109,6 +109,9 @@ absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
       case store::RunState::kCancelled:
         out.set_runs_cancelled(out.runs_cancelled() + 1);
         break;
+      case store::RunState::kPredicted:
+        out.set_runs_stopped(out.runs_stopped() + 1);
+        break;
     }
   }
   out.set_flops_planned(plan->spec.share_trunk() ? plan->flops_shared
@@ -130,7 +133,8 @@ absl::StatusOr<hlab::v1::Sweep> SweepCatalog::SweepProto(
     out.set_state(hlab::v1::SWEEP_STATE_CANCELLED);
   } else if (out.runs_pending() + out.runs_running() > 0) {
     out.set_state(hlab::v1::SWEEP_STATE_RUNNING);
-  } else if (out.runs_succeeded() == out.runs_total()) {
+  } else if (out.runs_succeeded() + out.runs_stopped() == out.runs_total()) {
+    // Early stop (docs/sweeps.md): a PREDICTED run ended as the spec asked.
     out.set_state(hlab::v1::SWEEP_STATE_SUCCEEDED);
   } else {
     out.set_state(hlab::v1::SWEEP_STATE_INCOMPLETE);

@@ -21,6 +21,7 @@
 #include "common/spawn.h"
 #include "common/status_macros.h"
 #include "coordinator/planning/sweep_catalog.h"
+#include "coordinator/server/early_stop.h"
 
 namespace hlab::coordinator {
 
@@ -354,6 +355,8 @@ absl::StatusOr<bool> FitScheduler::RunSweepPrediction(int64_t sweep_id,
       Number(result, "seconds", 0));
   HLAB_RETURN_IF_ERROR(context_->store->AppendEvent(event).status());
   HLAB_LOG(INFO) << "sweep " << sweep_id << ": " << event.message;
+  // Early stop (opt in): runs this generation already knows well enough.
+  HLAB_RETURN_IF_ERROR(StopRunsPredictedWell(*context_, sweep_id).status());
   return true;
 }
 
@@ -376,6 +379,12 @@ absl::StatusOr<int> FitScheduler::PredictRunningSweeps() {
       Refit last;
       if (latest) last = {latest->n_succeeded, latest->created_at};
       tried = predicted_at_.emplace(sweep.id, last).first;
+      // Early stop on the stored generation too: a coordinator stopped
+      // between storing a generation and acting on it acts now.
+      if (latest) {
+        HLAB_RETURN_IF_ERROR(
+            StopRunsPredictedWell(*context_, sweep.id).status());
+      }
     }
     // The laws: when a run finished since. The runs' own curves: when one
     // of them trains and the last refit is curve_refresh old.

@@ -35,6 +35,11 @@
 // finished meanwhile (or the curves are due). A prediction is never a
 // measurement: it is stored apart and no fit reads it.
 //
+// Early stop (early_stop.h): after each generation it stores, and once
+// per sweep on the stored generation after a restart, the sweep's pending
+// runs that the generation knows within the spec's
+// adaptive.stop_when.interval_below become PREDICTED.
+//
 // Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
 // after the next start.
 //

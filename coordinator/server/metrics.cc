@@ -210,8 +210,8 @@ void CoordinatorMetrics::SetSweepProgress(
   for (const SweepProgress& sweep : sweeps) {
     const prometheus::Labels labels{{"sweep_id", absl::StrCat(sweep.sweep_id)},
                                     {"sweep", sweep.name}};
-    for (const char* state :
-         {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}) {
+    for (const char* state : {"PENDING", "RUNNING", "SUCCEEDED", "FAILED",
+                              "CANCELLED", "PREDICTED"}) {
       prometheus::Labels with_state = labels;
       with_state["state"] = state;
       auto found = sweep.runs_by_state.find(state);

@@ -412,13 +412,35 @@ FROM (SELECT run_id, sweep_id, target, max(generation) AS generation
   LEFT JOIN sweeps s ON s.id = p.sweep_id;
 )sql";
 
+// v9: early stop (docs/sweeps.md, "Early stop"): a run the live
+// predictions already know well enough is not trained and ends PREDICTED,
+// a state and a phase of its own. SQLite cannot alter a CHECK constraint,
+// and rebuilding `runs` would need its foreign keys off outside a
+// transaction; the documented way to relax one is to edit the table's
+// text in sqlite_schema ("Making Other Kinds Of Table Schema Changes",
+// https://sqlite.org/lang_altertable.html): both of its lists of states
+// (state, and phase since v7) end in 'FAILED', 'CANCELLED') and gain
+// 'PREDICTED'. Only allowed values are added, so every stored row stays
+// valid. The empty table made and dropped after it changes the schema
+// cookie, so that every connection, this one included, reloads the schema.
+constexpr char kV9PredictedState[] = R"sql(
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema
+  SET sql = replace(sql, '''FAILED'', ''CANCELLED'')',
+                    '''FAILED'', ''CANCELLED'', ''PREDICTED'')')
+  WHERE type = 'table' AND name = 'runs';
+PRAGMA writable_schema = RESET;
+CREATE TABLE schema_v9_reload (x);
+DROP TABLE schema_v9_reload;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
       {1, kV1Tables},      {2, kV2Views},        {3, kV3OnDemandTasks},
       {4, kV4RunSummary},  {5, kV5FaultClasses}, {6, kV6TypedResources},
-      {7, kV7RunProgress}, {8, kV8Predictions},
+      {7, kV7RunProgress}, {8, kV8Predictions},  {9, kV9PredictedState},
   };
   return kMigrations;
 }

@@ -226,7 +226,7 @@ absl::StatusOr<StateCounts> Store::CountsByState() {
   StateCounts counts;
   for (RunState s :
        {RunState::kPending, RunState::kRunning, RunState::kSucceeded,
-        RunState::kFailed, RunState::kCancelled}) {
+        RunState::kFailed, RunState::kCancelled, RunState::kPredicted}) {
     counts.runs[ToString(s)] = 0;
   }
   for (TaskState s :

@@ -26,10 +26,11 @@
 // good, SUCCEEDED
 // when all of its tasks succeeded, RUNNING once one is leased or succeeded,
 // PENDING otherwise; CANCELLED only by CancelRun/CancelSweep and left only by
-// ResumeRuns/ResumeSweep. Every run state change appends a "run_state" event
-// per sweep the run belongs to, and a run that ends the last open run of a
-// sweep (not cancelled) a "sweep_finished" event ("SUCCEEDED: 12 runs",
-// "INCOMPLETE: 10 succeeded, 1 failed, 1 cancelled"), again after a resume.
+// ResumeRuns/ResumeSweep; PREDICTED only by StopPredictedRuns (early stop)
+// and left only by ResumeRuns. Every run state change appends a "run_state"
+// event per sweep the run belongs to, and a run that ends the last open run
+// of a sweep (not cancelled) a "sweep_finished" event
+// (internal::NoteSweepEnd), again after a resume.
 //
 // Thread-safety: thread-safe; call from any thread, but not from a
 // RecordMetricsAsync completion (it runs on the writer's completer thread,
@@ -193,15 +194,35 @@ class Store {
   absl::StatusOr<std::vector<CancelledLease>> CancelRun(
       const std::string& run_id, absl::Time now);
 
+  // Early stop (docs/sweeps.md, "Early stop"): each of `run_ids` that
+  // qualifies becomes PREDICTED, in one transaction: its PENDING planned
+  // tasks are CANCELLED (on-demand ones are left), a "run_state" event
+  // "PREDICTED: <reason>" goes to each of its sweeps, and a TRUNK task its
+  // DECAY depended on is CANCELLED too when it never started and every run
+  // branching from it is PREDICTED now. A run qualifies when it is PENDING,
+  // belongs to `sweep_id` and to no other sweep, none of its own TRAIN or
+  // DECAY tasks was ever leased (each PENDING with attempt 0), and no task
+  // of another run depends on one of its tasks (the LongPPL reference's
+  // training), and it was never PREDICTED before (a run resumed with
+  // ResumeRuns is trained as asked). Others are left alone, so a leased task is
+  // never touched and fencing is unaffected. Returns the ids stopped, in the
+  // order given. NotFound for an unknown sweep (nothing is stopped then).
+  absl::StatusOr<std::vector<std::string>> StopPredictedRuns(
+      int64_t sweep_id, const std::vector<std::string>& run_ids,
+      const std::string& reason, absl::Time now);
+
   // Resumes FAILED or CANCELLED runs: run -> PENDING, its FAILED/CANCELLED
   // tasks and the failed tasks they depend on (a shared trunk) -> PENDING
   // with failures reset, and the retry count of the run's sweeps reset to 0.
   // Attempt numbers keep counting, so old holders stay fenced; checkpoints
-  // are kept, so work resumes from the newest. Runs in other states are left
-  // alone. ResumeSweep does this for every run of the sweep, also reopens the
-  // sweep's failed TRUNK tasks and makes a CANCELLED sweep ACTIVE again.
-  // Returns the number of runs resumed. NotFound for an unknown sweep or run
-  // (nothing is resumed then).
+  // are kept, so work resumes from the newest. ResumeRuns also resumes
+  // PREDICTED runs (`hlab resume --run`: train it anyway); runs in other
+  // states are left alone. ResumeSweep does this for every FAILED or
+  // CANCELLED run of the sweep (not PREDICTED ones), also reopens the
+  // sweep's failed TRUNK tasks (not one that only PREDICTED runs branch
+  // from) and makes a CANCELLED sweep ACTIVE again. Returns the number of
+  // runs resumed. NotFound for an unknown sweep or run (nothing is resumed
+  // then).
   absl::StatusOr<int> ResumeSweep(int64_t sweep_id, absl::Time now);
   absl::StatusOr<int> ResumeRuns(const std::vector<std::string>& run_ids,
                                  absl::Time now);

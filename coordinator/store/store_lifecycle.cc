@@ -71,7 +71,8 @@ absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
                             absl::Time now, std::vector<CancelledLease>* out) {
   HLAB_ASSIGN_OR_RETURN(const RunState state,
                         internal::ReadRunState(db, run_id));
-  if (state == RunState::kSucceeded || state == RunState::kCancelled) {
+  if (state == RunState::kSucceeded || state == RunState::kCancelled ||
+      state == RunState::kPredicted) {
     return absl::OkStatus();
   }
   HLAB_RETURN_IF_ERROR(
@@ -101,14 +102,20 @@ constexpr char kReopenTask[] =
     " not_before = 0, lease_worker = NULL, lease_expiry = NULL,"
     " updated_at = ?1 WHERE state IN ('FAILED', 'CANCELLED') AND ";
 
-// Resumes one FAILED or CANCELLED run; returns whether it was resumed.
+// Whether ResumeRunInTxn trains a PREDICTED run (`hlab resume --run`) or
+// leaves it (a sweep's `hlab resume`).
+enum class ResumePredicted { kNo, kYes };
+
+// Resumes one FAILED or CANCELLED run, or a PREDICTED one when asked;
+// returns whether it was resumed.
 absl::StatusOr<bool> ResumeRunInTxn(Database& db, const std::string& run_id,
-                                    absl::Time now) {
+                                    ResumePredicted predicted, absl::Time now) {
   HLAB_ASSIGN_OR_RETURN(const RunState state,
                         internal::ReadRunState(db, run_id));
-  if (state != RunState::kFailed && state != RunState::kCancelled) {
-    return false;
-  }
+  const bool resumable =
+      state == RunState::kFailed || state == RunState::kCancelled ||
+      (state == RunState::kPredicted && predicted == ResumePredicted::kYes);
+  if (!resumable) return false;
   const int64_t now_ms = ToMillis(now);
   // Its own tasks, then the tasks they depend on (a failed shared trunk).
   for (const char* which :
@@ -217,9 +224,15 @@ absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
       HLAB_RETURN_IF_ERROR(st.Run());
     }
     {
+      // Not a trunk that only PREDICTED runs branch from (early stop).
       HLAB_ASSIGN_OR_RETURN(
-          Statement st, db.Prepare(absl::StrCat(
-                            kReopenTask, "sweep_id = ?2 AND run_id IS NULL")));
+          Statement st,
+          db.Prepare(absl::StrCat(
+              kReopenTask,
+              "sweep_id = ?2 AND run_id IS NULL AND EXISTS (SELECT 1"
+              " FROM task_deps d JOIN tasks t ON t.id = d.task_id"
+              " JOIN runs r ON r.id = t.run_id WHERE d.depends_on = tasks.id"
+              " AND r.state <> 'PREDICTED')")));
       st.Bind(1, ToMillis(now)).Bind(2, sweep_id);
       HLAB_RETURN_IF_ERROR(st.Run());
     }
@@ -237,7 +250,8 @@ absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
       }
     }
     for (const std::string& run : runs) {
-      HLAB_ASSIGN_OR_RETURN(bool done, ResumeRunInTxn(db, run, now));
+      HLAB_ASSIGN_OR_RETURN(bool done,
+                            ResumeRunInTxn(db, run, ResumePredicted::kNo, now));
       resumed += done ? 1 : 0;
     }
     return InsertEvent(db, sweep_id, "", "sweep_resumed",
@@ -255,7 +269,8 @@ absl::StatusOr<int> Store::ResumeRuns(const std::vector<std::string>& run_ids,
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
     resumed = 0;
     for (const std::string& run : run_ids) {
-      HLAB_ASSIGN_OR_RETURN(bool done, ResumeRunInTxn(db, run, now));
+      HLAB_ASSIGN_OR_RETURN(
+          bool done, ResumeRunInTxn(db, run, ResumePredicted::kYes, now));
       resumed += done ? 1 : 0;
     }
     return absl::OkStatus();

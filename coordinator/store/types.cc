@@ -33,14 +33,15 @@ constexpr std::array<std::pair<SweepState, const char*>, 2> kSweepStates = {{
     {SweepState::kActive, "ACTIVE"},
     {SweepState::kCancelled, "CANCELLED"},
 }};
-constexpr std::array<std::pair<RunState, const char*>, 5> kRunStates = {{
+constexpr std::array<std::pair<RunState, const char*>, 6> kRunStates = {{
     {RunState::kPending, "PENDING"},
     {RunState::kRunning, "RUNNING"},
     {RunState::kSucceeded, "SUCCEEDED"},
     {RunState::kFailed, "FAILED"},
     {RunState::kCancelled, "CANCELLED"},
+    {RunState::kPredicted, "PREDICTED"},
 }};
-constexpr std::array<std::pair<RunPhase, const char*>, 8> kRunPhases = {{
+constexpr std::array<std::pair<RunPhase, const char*>, 9> kRunPhases = {{
     {RunPhase::kWaiting, "WAITING"},
     {RunPhase::kTrunk, "TRUNK"},
     {RunPhase::kTraining, "TRAINING"},
@@ -49,6 +50,7 @@ constexpr std::array<std::pair<RunPhase, const char*>, 8> kRunPhases = {{
     {RunPhase::kSucceeded, "SUCCEEDED"},
     {RunPhase::kFailed, "FAILED"},
     {RunPhase::kCancelled, "CANCELLED"},
+    {RunPhase::kPredicted, "PREDICTED"},
 }};
 constexpr std::array<std::pair<TaskState, const char*>, 5> kTaskStates = {{
     {TaskState::kPending, "PENDING"},

@@ -24,12 +24,21 @@
 namespace hlab::store {
 
 enum class SweepState { kActive, kCancelled };
-enum class RunState { kPending, kRunning, kSucceeded, kFailed, kCancelled };
+// kPredicted: stopped early, never trained (the sweep's
+// `adaptive.stop_when`, Store::StopPredictedRuns); not a measurement.
+enum class RunState {
+  kPending,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kPredicted
+};
 // What a run is doing now, finer than its state (docs/store.md, "Run
 // progress"): its shared trunk is training (kTrunk), its own TRAIN task
 // (kTraining) or DECAY task (kDecaying) is leased, one of its planned EVAL
 // tasks is leased (kEvaluating), nothing of it is leased (kWaiting: for a
-// trunk, a dependency or a worker), or it ended (the three end states).
+// trunk, a dependency or a worker), or it ended (the four end states).
 enum class RunPhase {
   kWaiting,
   kTrunk,
@@ -38,7 +47,8 @@ enum class RunPhase {
   kEvaluating,
   kSucceeded,
   kFailed,
-  kCancelled
+  kCancelled,
+  kPredicted
 };
 enum class TaskState { kPending, kLeased, kSucceeded, kFailed, kCancelled };
 enum class TaskKind { kTrain, kTrunk, kDecay, kEval };

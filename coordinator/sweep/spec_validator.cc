@@ -620,6 +620,25 @@ absl::Status CheckFit(const SweepSpec& spec) {
   return absl::OkStatus();
 }
 
+// Early stop needs laws to predict from, so a `fit` section as written
+// (checked before the defaults, which add one to every spec).
+absl::Status CheckAdaptive(const SweepSpec& raw) {
+  if (!raw.adaptive().has_stop_when()) return absl::OkStatus();
+  if (!raw.has_fit()) {
+    return Bad("adaptive.stop_when",
+               "needs a fit section: early stop uses the predictions of the "
+               "sweep's fitted laws; add `fit: {}` (or your fit scales)");
+  }
+  const double x = raw.adaptive().stop_when().interval_below();
+  if (!std::isfinite(x) || x <= 0) {
+    return Bad("adaptive.stop_when.interval_below",
+               absl::StrCat("must be > 0 and finite, got ", x,
+                            "; the width of the 95% prediction interval, in "
+                            "the first fit target's units"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateSweepSpec(const SweepSpec& raw) {
@@ -631,6 +650,7 @@ absl::Status ValidateSweepSpec(const SweepSpec& raw) {
   HLAB_RETURN_IF_ERROR(CheckEvaluation(spec));
   HLAB_RETURN_IF_ERROR(CheckResourcesAndRetry(spec));
   HLAB_RETURN_IF_ERROR(CheckFit(spec));
+  HLAB_RETURN_IF_ERROR(CheckAdaptive(raw));
   return internal::CheckModelsAndBudgets(spec);
 }
 

@@ -444,7 +444,53 @@ TEST_F(CliClientTest, StatusShowsLivePredictions) {
       << r.out;
   r = Hlab({"status"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_NE(r.out.find("cancelled  predicted  generation"), std::string::npos)
+  EXPECT_NE(r.out.find("cancelled  stopped  predicted  generation"),
+            std::string::npos)
+      << r.out;
+}
+
+// Early stop: a PREDICTED run is listed as "predicted" with the
+// prediction that stopped it and no measured figure; --state predicted
+// asks for it; status counts the sweep's stopped runs.
+TEST_F(CliClientTest, PredictedRunsAreShownAsPredicted) {
+  v1::Run* run = fake_.list_runs.add_runs();
+  run->set_run_id("0123456789abcdef");
+  run->add_sweep_ids("sw-1");
+  run->set_architecture("full");
+  run->set_scale("S4");
+  run->set_non_embedding_params(1000000);
+  run->set_tokens(20000000);
+  run->set_state(v1::RUN_STATE_PREDICTED);
+  run->set_phase(v1::RUN_PHASE_PREDICTED);
+  v1::RunPrediction* p = run->add_predictions();
+  p->set_sweep_id("sw-1");
+  p->set_generation(4);
+  p->set_target("loss");
+  p->set_predicted(2.31);
+  p->set_lower(2.30);
+  p->set_upper(2.32);
+  Result r = Hlab({"runs", "--state", "predicted", "--format", "csv"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("0123456789abcdef,sw-1,full,S4,0,1000000,20000000,,"
+                       "predicted,0,,,,2.31,2.3,2.32,,4,\n"),
+            std::string::npos)
+      << r.out;
+  const auto recorded = fake_.recorded();
+  ASSERT_EQ(recorded.list_runs.size(), 1u);
+  ASSERT_EQ(recorded.list_runs[0].states_size(), 1);
+  EXPECT_EQ(recorded.list_runs[0].states(0), v1::RUN_STATE_PREDICTED);
+
+  v1::Sweep* sweep = fake_.get_sweep.mutable_sweep();
+  sweep->set_sweep_id("sw-1");
+  sweep->set_name("demo");
+  sweep->set_state(v1::SWEEP_STATE_SUCCEEDED);
+  sweep->set_runs_total(2);
+  sweep->set_runs_succeeded(1);
+  sweep->set_runs_stopped(1);
+  r = Hlab({"status", "sw-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("0 failed, 0 cancelled, 1 predicted (stopped early)\n"),
+            std::string::npos)
       << r.out;
 }
 

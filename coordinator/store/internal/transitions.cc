@@ -170,7 +170,10 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
                              absl::Time now) {
   if (run_id.empty()) return absl::OkStatus();
   HLAB_ASSIGN_OR_RETURN(const RunState current, ReadRunState(db, run_id));
-  if (current == RunState::kCancelled) return RefreshRunPhase(db, run_id, now);
+  // Ended by a user or by early stop: its cancelled tasks say nothing.
+  if (current == RunState::kCancelled || current == RunState::kPredicted) {
+    return RefreshRunPhase(db, run_id, now);
+  }
   int64_t total = 0, succeeded = 0, failed = 0, started = 0;
   std::string reason;
   {
@@ -230,27 +233,35 @@ absl::Status NoteSweepEnd(Database& db, int64_t sweep_id, absl::Time now) {
       Statement st,
       db.Prepare("SELECT total(r.state IN ('PENDING', 'RUNNING')),"
                  " total(r.state = 'SUCCEEDED'), total(r.state = 'FAILED'),"
-                 " total(r.state = 'CANCELLED'), count(*),"
-                 " (SELECT state FROM sweeps WHERE id = ?1)"
+                 " total(r.state = 'CANCELLED'), total(r.state = 'PREDICTED'),"
+                 " count(*), (SELECT state FROM sweeps WHERE id = ?1)"
                  " FROM sweep_runs sr JOIN runs r ON r.id = sr.run_id"
                  " WHERE sr.sweep_id = ?1"));
   st.Bind(1, sweep_id);
   HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
-  if (!has_row || st.ColumnInt(0) > 0 || st.ColumnText(5) == "CANCELLED") {
+  if (!has_row || st.ColumnInt(0) > 0 || st.ColumnText(6) == "CANCELLED") {
     return absl::OkStatus();
   }
   const int64_t succeeded = st.ColumnInt(1), failed = st.ColumnInt(2),
-                cancelled = st.ColumnInt(3), total = st.ColumnInt(4);
-  const std::string message =
-      succeeded == total
-          ? absl::StrCat("SUCCEEDED: ", total, " runs")
-          : absl::StrCat("INCOMPLETE: ", succeeded, " succeeded, ", failed,
-                         " failed, ", cancelled, " cancelled");
+                cancelled = st.ColumnInt(3), predicted = st.ColumnInt(4),
+                total = st.ColumnInt(5);
+  // A sweep whose runs all succeeded or were predicted (early stop) ends
+  // SUCCEEDED, as GetSweep says.
+  std::string message;
+  if (succeeded + predicted == total) {
+    message = absl::StrCat("SUCCEEDED: ", total, " runs");
+    if (predicted > 0) absl::StrAppend(&message, ", ", predicted, " predicted");
+  } else {
+    message = absl::StrCat("INCOMPLETE: ", succeeded, " succeeded, ", failed,
+                           " failed, ", cancelled, " cancelled, ", predicted,
+                           " predicted");
+  }
   return InsertEvent(db, sweep_id, "", "sweep_finished", message, now).status();
 }
 
 const char kRunPhaseSql[] = R"sql(CASE
-  WHEN runs.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN runs.state
+  WHEN runs.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'PREDICTED')
+    THEN runs.state
   WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id
     AND t.on_demand = 0 AND t.state = 'LEASED' AND t.kind = 'DECAY')
     THEN 'DECAYING'
@@ -270,7 +281,7 @@ namespace {
 
 bool HasEnded(RunPhase phase) {
   return phase == RunPhase::kSucceeded || phase == RunPhase::kFailed ||
-         phase == RunPhase::kCancelled;
+         phase == RunPhase::kCancelled || phase == RunPhase::kPredicted;
 }
 
 // The bucket of kProgressEventsPerRun that `tokens` of `budget` falls in.

@@ -67,8 +67,9 @@ absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
 // After a run of `sweep_id` ended: when none of the sweep's runs is
 // PENDING or RUNNING any more and the sweep is not CANCELLED (its cancel
 // writes "sweep_cancelled"), a "sweep_finished" event whose message says
-// how ("SUCCEEDED: 12 runs" or "INCOMPLETE: 10 succeeded, 1 failed, 1
-// cancelled"). A resumed sweep that ends again gets another.
+// how ("SUCCEEDED: 12 runs", "SUCCEEDED: 12 runs, 3 predicted" or
+// "INCOMPLETE: 10 succeeded, 1 failed, 1 cancelled, 0 predicted"). A
+// resumed sweep that ends again gets another.
 absl::Status NoteSweepEnd(Database& db, int64_t sweep_id, absl::Time now);
 
 // Derives the run's state from its tasks, on-demand ones left out (rule in

@@ -149,6 +149,15 @@ TEST_F(ClientServiceTest, InvalidSpecsNameTheFieldAndChangeNothing) {
       {"resources", [](auto* s) { s->add_resources()->set_scale("S9"); }},
       {"retry.max_retries_per_sweep",
        [](auto* s) { s->mutable_retry()->set_max_retries_per_sweep(-1); }},
+      {"adaptive.stop_when: needs a fit section",
+       [](auto* s) {
+         s->clear_fit();
+         s->mutable_adaptive()->mutable_stop_when()->set_interval_below(0.1);
+       }},
+      {"adaptive.stop_when.interval_below: must be > 0",
+       [](auto* s) {
+         s->mutable_adaptive()->mutable_stop_when()->set_interval_below(-1);
+       }},
   };
   ASSERT_GE(cases.size(), 20u);
   for (const Case& c : cases) {

@@ -299,14 +299,14 @@ TEST(StoreEventTest, ASweepFinishesWhenItsLastRunEndsAndAgainAfterAResume) {
             TaskState::kFailed);
   EXPECT_EQ(SweepFinished(f),
             std::vector<std::string>{"INCOMPLETE: 1 succeeded, 1 failed, 0 "
-                                     "cancelled"});
+                                     "cancelled, 0 predicted"});
   // Resumed, the failed run succeeds: the sweep finishes again.
   ASSERT_EQ(*f.store->ResumeRuns({"r2"}, T(5)), 1);
   ASSERT_EQ(*f.store->LeaseTask("r2.train", "w1", T(6), kLease), 2);
   ASSERT_TRUE(f.store->CompleteTask("r2.train", 2, T(7)).ok());
   EXPECT_EQ(SweepFinished(f),
             (std::vector<std::string>{
-                "INCOMPLETE: 1 succeeded, 1 failed, 0 cancelled",
+                "INCOMPLETE: 1 succeeded, 1 failed, 0 cancelled, 0 predicted",
                 "SUCCEEDED: 2 runs"}));
 }
 

@@ -377,6 +377,48 @@ INSERT INTO metrics (run_id, name, step, value, tokens)
   EXPECT_EQ(RawInt(path, "SELECT count(*) FROM run_predictions"), 1);
 }
 
+// v9 lets a v8 database's runs be PREDICTED (state and phase) and keeps
+// every row; other values are still refused, on a fresh connection too.
+TEST(StoreSchemaTest, V9AllowsPredictedRunsAndKeepsEverything) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 8; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 8").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec(R"sql(
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, max_attempts, created_at, updated_at)
+  VALUES ('a', 'full', 'xs', 1000, 1, 0, '{}', 'PENDING', 2, 0, 0),
+         ('b', 'full', 'xs', 2000, 1, 0, '{}', 'SUCCEEDED', 2, 0, 0);
+)sql")
+                    .ok());
+    EXPECT_FALSE((*db)->Exec("UPDATE runs SET state = 'PREDICTED'").ok());
+  }
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM runs"), 2);
+  auto db = Database::Open(path, Database::Mode::kReadWrite);
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_TRUE((*db)
+                  ->Exec("UPDATE runs SET state = 'PREDICTED',"
+                         " phase = 'PREDICTED' WHERE id = 'a'")
+                  .ok());
+  EXPECT_FALSE((*db)->Exec("UPDATE runs SET state = 'STOPPED'").ok());
+  EXPECT_FALSE((*db)->Exec("UPDATE runs SET phase = 'STOPPED'").ok());
+  EXPECT_EQ(RawInt(path,
+                   "SELECT count(*) FROM runs WHERE state = 'PREDICTED'"
+                   " AND phase = 'PREDICTED'"),
+            1);
+}
+
 // A task's resources are stored and read back as they were given.
 TEST(StoreSchemaTest, TaskResourcesRoundTrip) {
   testing::Fixture f;

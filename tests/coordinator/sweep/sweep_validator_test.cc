@@ -1,5 +1,6 @@
 // Bad sweep specs: each kind gets INVALID_ARGUMENT naming the field.
 #include <cctype>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -73,6 +74,28 @@ absl::Status Check(const std::string& text) {
 TEST(SweepValidatorTest, BaseSpecIsValid) {
   const absl::Status status = Check(SpecText("", ""));
   EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(SweepValidatorTest, EarlyStopWithAFitSectionIsValid) {
+  const absl::Status status =
+      Check(SpecText("adaptive", "{stop_when: {interval_below: 0.05}}"));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// A spec built in code (not parsed) can carry NaN; the validator refuses it.
+TEST(SweepValidatorTest, EarlyStopWithNanIntervalIsRefused) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      ParseSweepSpec(SpecText("adaptive", "{stop_when: {interval_below: 1}}"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_adaptive()->mutable_stop_when()->set_interval_below(
+      std::numeric_limits<double>::quiet_NaN());
+  const absl::Status status = ValidateSweepSpec(*spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message())
+                .find("adaptive.stop_when.interval_below: must be > 0 and "
+                      "finite, got nan"),
+            std::string::npos)
+      << status;
 }
 
 TEST(SweepValidatorTest, CpuRanksThatDivideTheBatchAreValid) {
@@ -496,7 +519,23 @@ INSTANTIATE_TEST_SUITE_P(
                 "seeds: 65 seeds is over the limit of 64"},
         BadSpec{"empty seeds", "seeds", "[]", "seeds: empty list (line 9"},
         BadSpec{"empty fit targets", "fit", "{fit_scales: [A], targets: []}",
-                "fit.targets: empty list"}),
+                "fit.targets: empty list"},
+        BadSpec{"stop_when without a fit section", "adaptive",
+                "{stop_when: {interval_below: 0.05}}\nfit: ",
+                "adaptive.stop_when: needs a fit section"},
+        BadSpec{"stop_when interval_below zero", "adaptive",
+                "{stop_when: {interval_below: 0}}",
+                "adaptive.stop_when.interval_below: must be > 0"},
+        BadSpec{"stop_when without interval_below", "adaptive",
+                "{stop_when: {}}",
+                "adaptive.stop_when.interval_below: must be > 0"},
+        BadSpec{"stop_when interval_below negative", "adaptive",
+                "{stop_when: {interval_below: -0.1}}",
+                "adaptive.stop_when.interval_below: must be > 0"},
+        BadSpec{"stop_when interval_below infinite", "adaptive",
+                "{stop_when: {interval_below: .inf}}",
+                "adaptive.stop_when.interval_below: expected a finite "
+                "number"}),
     [](const testing::TestParamInfo<BadSpec>& param_info) {
       std::string name;
       for (const char* p = param_info.param.kind; *p != '\0'; ++p) {
