@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <utility>
@@ -243,7 +244,9 @@ store::FitRecord ToFitRecord(const SweepFit& fit) {
   record.b = r.B;
   record.beta = r.beta;
   record.r2_fit = r.r2_fit;
-  record.r2_verify = r.r2_verify.value_or(0);
+  // NaN without held-out points: null in JSON, NULL in the fits table.
+  record.r2_verify =
+      r.r2_verify.value_or(std::numeric_limits<double>::quiet_NaN());
   record.n_points = static_cast<int>(r.n_points);
   nlohmann::ordered_json ci = nlohmann::ordered_json::object();
   if (r.intervals) {

@@ -99,11 +99,11 @@ absl::StatusOr<std::vector<SweepFit>> FitSweepRuns(
 absl::Status FindStoredSweep(store::QueryEngine& query, const std::string& ref,
                              int64_t* id, std::string* spec);
 
-// The fits-table row of a fitted SweepFit: coefficients, R^2 (r2_verify 0
-// without held-out points), CIs as JSON {"E": [lo, hi], ..., "resamples",
-// "confidence"} and the whole report as details, with "measured_points"
-// (n_fit + n_verify: every point is a measured run) and "predicted_runs"
-// (the ids of PREDICTED runs left out).
+// The fits-table row of a fitted SweepFit: coefficients, R^2 (r2_verify NaN
+// without held-out points: stored NULL), CIs as JSON {"E": [lo, hi], ...,
+// "resamples", "confidence"} and the whole report as details, with
+// "measured_points" (n_fit + n_verify: every point is a measured run) and
+// "predicted_runs" (the ids of PREDICTED runs left out).
 store::FitRecord ToFitRecord(const SweepFit& fit);
 
 // One line per SweepFit for the sweep's event log: "loss/swa: alpha=...,

@@ -255,7 +255,7 @@ struct FitRecord {
   double e = 0, a = 0, alpha = 0, b = 0, beta = 0;
   std::string ci = "{}";  // JSON confidence intervals
   double r2_fit = 0;
-  double r2_verify = 0;
+  double r2_verify = 0;  // NaN: no held-out points (stored NULL)
   int n_points = 0;
   std::string details = "{}";  // JSON
 };

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -243,8 +244,8 @@ TEST_F(EarlyStopTest, NarrowLivePredictionsStopPendingRunsAndFitsStayMeasured) {
 
   ASSERT_EQ(*fitter.FitFinishedSweeps(), 1);
   auto fits = coordinator_->context()->query->Run(
-      "SELECT arch, n_points, e, details FROM fits WHERE target = 'loss'"
-      " ORDER BY arch",
+      "SELECT arch, n_points, e, details, r2_verify FROM fits WHERE target ="
+      " 'loss' ORDER BY arch",
       {});
   ASSERT_TRUE(fits.ok()) << fits.status();
   ASSERT_EQ(fits->rows.size(), 4u);
@@ -254,6 +255,8 @@ TEST_F(EarlyStopTest, NarrowLivePredictionsStopPendingRunsAndFitsStayMeasured) {
     EXPECT_NEAR(std::get<double>(row[2]), 1.7, 0.02);
     const auto details = nlohmann::json::parse(std::get<std::string>(row[3]));
     EXPECT_EQ(details["measured_points"], 9);  // no verify point: S4 stopped
+    // No R^2 on held-out points, not a zero.
+    EXPECT_TRUE(std::holds_alternative<std::monostate>(row[4]));
     ASSERT_EQ(details["predicted_runs"].size(), 3u);
   }
   auto events = Store().EventsSince(sweep_id, 0, 100000);
