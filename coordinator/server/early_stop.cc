@@ -1,8 +1,10 @@
 #include "coordinator/server/early_stop.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "common/log.h"
@@ -34,6 +36,44 @@ std::vector<StopCandidate> StopCandidates(
   return out;
 }
 
+std::vector<StopCandidate> KeepFitScalesMeasured(
+    const hlab::v1::SweepSpec& spec, const std::vector<store::Run>& runs,
+    const std::vector<StopCandidate>& candidates) {
+  const std::set<std::string> fit_scales(spec.fit().fit_scales().begin(),
+                                         spec.fit().fit_scales().end());
+  std::set<std::string> candidate_ids;
+  for (const StopCandidate& c : candidates) candidate_ids.insert(c.run_id);
+  using Cell = std::pair<std::string, std::string>;  // architecture, scale
+  std::set<Cell> covered;
+  std::map<Cell, const store::Run*> cheapest;  // its cheapest candidate
+  for (const store::Run& run : runs) {
+    const Cell cell{run.spec.arch, run.spec.scale};
+    if (fit_scales.count(run.spec.scale) == 0) continue;
+    const bool candidate = candidate_ids.count(run.spec.id) > 0;
+    if (run.state == store::RunState::kSucceeded ||
+        run.state == store::RunState::kRunning ||
+        (run.state == store::RunState::kPending && !candidate)) {
+      covered.insert(cell);
+    }
+    if (!candidate) continue;
+    const store::Run*& best = cheapest[cell];
+    if (best == nullptr ||
+        std::make_pair(run.spec.budget_tokens, run.spec.id) <
+            std::make_pair(best->spec.budget_tokens, best->spec.id)) {
+      best = &run;
+    }
+  }
+  std::set<std::string> kept;
+  for (const auto& [cell, run] : cheapest) {
+    if (covered.count(cell) == 0) kept.insert(run->spec.id);
+  }
+  std::vector<StopCandidate> out;
+  for (const StopCandidate& c : candidates) {
+    if (kept.count(c.run_id) == 0) out.push_back(c);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<std::string>> StopRunsPredictedWell(
     ServiceContext& context, int64_t sweep_id) {
   HLAB_ASSIGN_OR_RETURN(std::shared_ptr<const sweep::SweepPlan> plan,
@@ -44,9 +84,16 @@ absl::StatusOr<std::vector<std::string>> StopRunsPredictedWell(
   HLAB_ASSIGN_OR_RETURN(std::optional<store::PredictionGeneration> newest,
                         context.store->LatestPredictions(sweep_id));
   if (!newest) return std::vector<std::string>{};
+  std::vector<StopCandidate> candidates = StopCandidates(plan->spec, *newest);
+  if (candidates.empty()) return std::vector<std::string>{};
+  store::RunFilter filter;
+  filter.sweep_id = sweep_id;
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Run> runs,
+                        context.store->ListRuns(filter));
   std::vector<std::string> stopped;
   // One write per run: each gets its own reason in its event.
-  for (const StopCandidate& c : StopCandidates(plan->spec, *newest)) {
+  for (const StopCandidate& c :
+       KeepFitScalesMeasured(plan->spec, runs, candidates)) {
     HLAB_ASSIGN_OR_RETURN(std::vector<std::string> done,
                           context.store->StopPredictedRuns(
                               sweep_id, {c.run_id}, c.reason, context.clock()));

@@ -44,7 +44,19 @@ std::vector<StopCandidate> StopCandidates(
     const hlab::v1::SweepSpec& spec,
     const store::PredictionGeneration& generation);
 
-// Stops the candidates of the sweep's newest generation; returns the ids
+// The candidates whose stop keeps every (architecture, fit scale) cell of
+// `runs` (the sweep's runs, their states now) with a run that is measured
+// or will be: a cell with no SUCCEEDED, RUNNING or non-candidate PENDING
+// run keeps its cheapest candidate (smallest budget; then run id), so the
+// law that predicts the rest keeps its scales and stays determined (with a
+// fit scale gone, alpha and A are not). Verify scales are not guarded:
+// predicting them is what early stop is for. Pure.
+std::vector<StopCandidate> KeepFitScalesMeasured(
+    const hlab::v1::SweepSpec& spec, const std::vector<store::Run>& runs,
+    const std::vector<StopCandidate>& candidates);
+
+// Stops the candidates of the sweep's newest generation (KeepFitScalesMeasured
+// of StopCandidates); returns the ids
 // stopped (none without stop_when or a generation) and logs them. NotFound
 // for an unknown sweep; the store's errors.
 absl::StatusOr<std::vector<std::string>> StopRunsPredictedWell(

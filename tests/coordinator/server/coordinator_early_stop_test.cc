@@ -177,6 +177,50 @@ TEST_F(EarlyStopTest, OnlyANarrowIntervalOfTheFirstTargetStopsARun) {
   EXPECT_TRUE(StopCandidates(off, g).empty());
 }
 
+// Stopping never leaves a fit scale of an architecture without a run that
+// is measured or will be: there the cheapest candidate is trained.
+TEST(KeepFitScalesMeasuredTest, EachFitCellKeepsItsCheapestRun) {
+  hlab::v1::SweepSpec spec;
+  spec.mutable_fit()->add_fit_scales("S1");
+  spec.mutable_fit()->add_fit_scales("S2");
+  spec.mutable_fit()->add_verify_scales("S3");
+  std::vector<store::Run> runs;
+  std::vector<StopCandidate> candidates;
+  auto add = [&](const std::string& id, const std::string& arch,
+                 const std::string& scale, int64_t tokens,
+                 store::RunState state, bool candidate) {
+    store::Run run;
+    run.spec.id = id;
+    run.spec.arch = arch;
+    run.spec.scale = scale;
+    run.spec.budget_tokens = tokens;
+    run.state = state;
+    runs.push_back(run);
+    if (candidate) candidates.push_back({id, "narrow"});
+  };
+  using S = store::RunState;
+  add("a1-done", "a", "S1", 100, S::kSucceeded, false);
+  add("a1-big", "a", "S1", 400, S::kPending, true);    // S1 measured: stop
+  add("a2-small", "a", "S2", 100, S::kPending, true);  // the cell's cheapest
+  add("a2-mid", "a", "S2", 200, S::kPending, true);    // stop
+  add("a2-big", "a", "S2", 400, S::kPending, true);    // stop
+  add("a3-small", "a", "S3", 100, S::kPending, true);  // verify scale: stop
+  add("a3-big", "a", "S3", 400, S::kPending, true);    // stop
+  add("b2-run", "b", "S2", 100, S::kRunning, false);
+  add("b2-big", "b", "S2", 400, S::kPending, true);  // S2 training: stop
+  add("b1-wait", "b", "S1", 100, S::kPending, false);
+  add("b1-big", "b", "S1", 400, S::kPending, true);     // b1-wait trains: stop
+  add("c1-old", "c", "S1", 100, S::kPredicted, false);  // stopped before
+  add("c1-next", "c", "S1", 200, S::kPending, true);    // the last: trained
+  std::vector<std::string> stopped;
+  for (const StopCandidate& c : KeepFitScalesMeasured(spec, runs, candidates)) {
+    stopped.push_back(c.run_id);
+  }
+  EXPECT_EQ(stopped,
+            (std::vector<std::string>{"a1-big", "a2-mid", "a2-big", "a3-small",
+                                      "a3-big", "b2-big", "b1-big"}));
+}
+
 // A coordinator stopped after storing a generation but before acting on
 // it: the fitter of the next start applies the stored generation at once,
 // without a refit (no run finished since; its binary is never run).
