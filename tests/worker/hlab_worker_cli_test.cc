@@ -324,7 +324,8 @@ TEST_F(HlabWorkerCliTest, TlsChecksTheCoordinatorsName) {
   tls.root_certs = cert.cert_pem;
   tls.server_name = "localhost";
   CoordinatorClient named(server.address(), "", absl::Seconds(5), tls);
-  EXPECT_TRUE(named.Register(request, &response).ok());
+  const absl::Status registered = named.Register(request, &response);
+  EXPECT_TRUE(registered.ok()) << registered;
   tls.server_name = "coordinator.example";
   CoordinatorClient wrong(server.address(), "", absl::Seconds(5), tls);
   EXPECT_EQ(wrong.Register(request, &response).code(),
