@@ -16,8 +16,8 @@
 #include "coordinator/planning/proto_mapping.h"
 #include "coordinator/planning/sweep_catalog.h"
 #include "coordinator/sweep/expand.h"
-#include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/spec_defaults.h"
+#include "coordinator/sweep/spec_validator.h"
 #include "task/eval_task.h"
 
 namespace hlab::coordinator {
@@ -118,13 +118,7 @@ absl::Status CheckMultipleChoice(const hlab::v1::SweepSpec& spec,
         "none (evaluation.multiple_choice.tasks); give them (hlab eval RUN "
         "--mc-tasks FILE.jsonl)");
   }
-  if (mc.tasks_size() > sweep::kMaxEvalPoints) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("multiple_choice.tasks: ", mc.tasks_size(),
-                     " tasks; at most ", sweep::kMaxEvalPoints));
-  }
-  return task::ValidateMultipleChoice(sweep::MultipleChoiceSettings(mc),
-                                      "multiple_choice");
+  return sweep::CheckMultipleChoiceTasks(mc, "multiple_choice");
 }
 
 // The LongPPL reference of the sweep: what its EVAL tasks name, or the

@@ -225,16 +225,11 @@ absl::Status CheckRetrievalHeads(const SweepSpec& spec) {
       spec, at, "retrieval-head tracing scores full-attention heads");
 }
 
-// evaluation.multiple_choice: the task's own checks (task/eval_task.h),
-// named under the spec's section; at most kMaxEvalPoints tasks. Its files
-// are read on the workers.
+// evaluation.multiple_choice, when enabled (CheckMultipleChoiceTasks).
 absl::Status CheckMultipleChoice(const SweepSpec& spec) {
   const auto& m = spec.evaluation().multiple_choice();
   if (!m.enabled()) return absl::OkStatus();
-  const std::string at = "evaluation.multiple_choice";
-  HLAB_RETURN_IF_ERROR(
-      internal::AtMost(at + ".tasks", m.tasks_size(), kMaxEvalPoints, "tasks"));
-  return task::ValidateMultipleChoice(MultipleChoiceSettings(m), at);
+  return CheckMultipleChoiceTasks(m, "evaluation.multiple_choice");
 }
 
 // evaluation.ruler (defaults applied): known tasks, each once, with the
@@ -640,6 +635,13 @@ absl::Status CheckAdaptive(const SweepSpec& raw) {
 }
 
 }  // namespace
+
+absl::Status CheckMultipleChoiceTasks(const hlab::v1::MultipleChoiceSpec& spec,
+                                      const std::string& at) {
+  HLAB_RETURN_IF_ERROR(internal::AtMost(at + ".tasks", spec.tasks_size(),
+                                        kMaxEvalPoints, "tasks"));
+  return task::ValidateMultipleChoice(MultipleChoiceSettings(spec), at);
+}
 
 absl::Status ValidateSweepSpec(const SweepSpec& raw) {
   const SweepSpec spec = WithDefaults(raw);

@@ -17,12 +17,21 @@
 #ifndef HLAB_COORDINATOR_SWEEP_SPEC_VALIDATOR_H_
 #define HLAB_COORDINATOR_SWEEP_SPEC_VALIDATOR_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "hlab/v1/sweep.pb.h"
 
 namespace hlab::sweep {
 
 absl::Status ValidateSweepSpec(const hlab::v1::SweepSpec& spec);
+
+// Multiple-choice tasks as a sweep's evaluation.multiple_choice or an
+// on-demand EvaluateRun request's: at most kMaxEvalPoints, each checked by
+// task::ValidateMultipleChoice; errors name fields under `at`. (The files
+// are read where the task runs.)
+absl::Status CheckMultipleChoiceTasks(const hlab::v1::MultipleChoiceSpec& spec,
+                                      const std::string& at);
 
 }  // namespace hlab::sweep
 
