@@ -109,7 +109,9 @@ void ExpectKeysAreTheSweepsCosts(const OrderInput& in,
   std::sort(costs.begin(), costs.end());
   for (size_t i = 0; i < order.size(); ++i) {
     EXPECT_NEAR(order[i].key, costs[i], 1e-12 * costs[i]) << i;
-    if (i > 0) EXPECT_GT(order[i].key, order[i - 1].key) << i;
+    if (i > 0) {
+      EXPECT_GT(order[i].key, order[i - 1].key) << i;
+    }
   }
 }
 
