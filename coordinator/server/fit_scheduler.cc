@@ -445,23 +445,34 @@ absl::StatusOr<int> FitScheduler::OrderAdaptiveSweeps() {
     HLAB_ASSIGN_OR_RETURN(bool finished, context_->catalog->Finished(sweep.id));
     if (finished) continue;
     HLAB_ASSIGN_OR_RETURN(int n_succeeded, SucceededRuns(sweep.id));
+    // The newest generation, and the sweep's pending training tasks without
+    // a place (requeued after a lost lease, resumed, or added since).
     store::QueryOptions options;
     HLAB_ASSIGN_OR_RETURN(
         store::QueryResult result,
         context_->query->Run(
-            absl::StrCat("SELECT coalesce(max(generation), 0) FROM "
-                         "prediction_generations WHERE sweep_id = ",
-                         sweep.id),
+            absl::StrCat(
+                "SELECT (SELECT coalesce(max(generation), 0) FROM "
+                "prediction_generations WHERE sweep_id = ",
+                sweep.id,
+                "), (SELECT count(*) FROM tasks WHERE sweep_id = ", sweep.id,
+                " AND state = 'PENDING' AND on_demand = 0 AND kind IN "
+                "('TRAIN', 'DECAY') AND order_key IS NULL)"),
             options));
-    int64_t generation = 0;
+    int64_t generation = 0, unranked = 0;
     if (!result.rows.empty()) {
       if (const auto* g = std::get_if<int64_t>(&result.rows[0][0])) {
         generation = *g;
       }
+      if (const auto* u = std::get_if<int64_t>(&result.rows[0][1])) {
+        unranked = *u;
+      }
     }
     const std::pair<int, int64_t> now{n_succeeded, generation};
     auto last = ordered_at_.find(sweep.id);
-    if (last != ordered_at_.end() && last->second == now) continue;
+    if (last != ordered_at_.end() && last->second == now && unranked == 0) {
+      continue;
+    }
     HLAB_RETURN_IF_ERROR(OrderAdaptiveSweep(*context_, sweep.id).status());
     ordered_at_[sweep.id] = now;
     ++ordered;

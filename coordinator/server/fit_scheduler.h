@@ -42,8 +42,9 @@
 //
 // The adaptive order (adaptive_order.h): each round, after the live
 // predictions, every unfinished sweep with schedule_policy: adaptive whose
-// succeeded runs or newest generation changed since it was last ordered
-// (after a start: once at least) is ranked again.
+// succeeded runs or newest generation changed since it was last ordered,
+// or that has a pending TRAIN or DECAY task without a place (requeued
+// after a lost lease, resumed), is ranked again; after a start, each once.
 //
 // Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
 // after the next start.
@@ -136,9 +137,10 @@ class FitScheduler {
   absl::StatusOr<int> PredictRunningSweeps();
 
   // Ranks every unfinished adaptive sweep whose succeeded runs or newest
-  // prediction generation changed since its last ranking here (each once
-  // after a start); returns how many it ranked. Query and store errors end
-  // the round.
+  // prediction generation changed since its last ranking here, or with a
+  // pending TRAIN or DECAY task that has no order (each once after a
+  // start); returns how many it ranked. Query and store errors end the
+  // round.
   absl::StatusOr<int> OrderAdaptiveSweeps();
 
  private:

@@ -169,6 +169,40 @@ TEST_F(AdaptiveOrderSweepTest, LiveLawsRankThePendingRunsAndLeasesFollow) {
   }
 }
 
+// A task that lost its place (ranked while it was leased, then requeued)
+// is ranked again in the next round, though no run finished.
+TEST_F(AdaptiveOrderSweepTest, ARequeuedTaskIsRankedAgain) {
+  hlab::v1::SweepSpec spec = testing::DemoSpec();
+  spec.set_schedule_policy("adaptive");
+  const int64_t sweep_id = StoreSweep(spec);
+  FitSchedulerOptions options;
+  options.binary = "/nonexistent/hlab-sweep-fit";
+  FitScheduler fitter(coordinator_->context(), options);
+  ASSERT_EQ(*fitter.OrderAdaptiveSweeps(), 1);
+  EXPECT_EQ(*fitter.OrderAdaptiveSweeps(), 0);  // nothing changed
+  auto next = Store().NextLeasableTasks(Now(), 1);
+  ASSERT_TRUE(next.ok() && next->size() == 1u);
+  const std::string task = (*next)[0].spec.id;
+  auto attempt = Store().LeaseTask(task, "w1", Now(), kLease);
+  ASSERT_TRUE(attempt.ok()) << attempt.status();
+  ASSERT_TRUE(OrderAdaptiveSweep(*coordinator_->context(), sweep_id).ok());
+  EXPECT_FALSE(Store().GetTask(task)->order.has_value());  // leased: none
+  EXPECT_EQ(*fitter.OrderAdaptiveSweeps(), 0);
+  store::AttemptFailure failure;
+  failure.error = "worker lost";
+  failure.fault = store::FaultClass::kInfrastructure;
+  ASSERT_TRUE(
+      Store()
+          .FailTask(task, *attempt, failure, Now(), absl::ZeroDuration())
+          .ok());
+  EXPECT_FALSE(Store().GetTask(task)->order.has_value());
+  EXPECT_EQ(*fitter.OrderAdaptiveSweeps(), 1);
+  auto again = Store().GetTask(task);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(again->order.has_value());
+  EXPECT_EQ(again->order->rank, 1);  // no law: the cheapest, first again
+}
+
 // A sweep in the default order is never ranked, by the fit thread either.
 TEST_F(AdaptiveOrderSweepTest, DefaultSweepsAreNotRanked) {
   const int64_t sweep_id = StoreSweep(testing::DemoSpec());
