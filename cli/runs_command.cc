@@ -33,6 +33,9 @@ Rows RunRows(const std::vector<v1::Run>& runs) {
                   "predicted_loss_hi",
                   "predicted_log_longppl",
                   "prediction_generation",
+                  "order_rank",
+                  "order_score",
+                  "order_reason",
                   "error"};
   for (const v1::Run& run : runs) {
     const double progress = run.tokens() > 0
@@ -69,6 +72,10 @@ Rows RunRows(const std::vector<v1::Run>& runs) {
                         loss ? loss->upper() : 0),
         optional_double(longppl != nullptr, longppl ? longppl->predicted() : 0),
         newest != nullptr ? Cell::Int(newest->generation()) : Cell::Null(),
+        run.order_rank() > 0 ? Cell::Int(run.order_rank()) : Cell::Null(),
+        optional_double(run.has_order_score(), run.order_score()),
+        run.order_reason().empty() ? Cell::Null()
+                                   : Cell::Text(run.order_reason()),
         run.error().empty() ? Cell::Null() : Cell::Text(run.error()),
     });
   }
@@ -130,7 +137,11 @@ Command RunsCommand() {
       "(docs/coordinator.md, \"Live predictions\"): predicted_loss with its\n"
       "95% interval predicted_loss_lo and _hi, predicted_log_longppl and\n"
       "the prediction_generation (for a finished run: the last prediction\n"
-      "before it finished, to read against final_val_loss), and error.\n"
+      "before it finished, to read against final_val_loss); in a sweep with\n"
+      "schedule_policy: adaptive (docs/sweeps.md, \"Adaptive order\"), a\n"
+      "pending run's order_rank (1: trained next), order_score (expected\n"
+      "variance reduction in the target region per PFLOP; empty while the\n"
+      "laws are seeded) and order_reason; and error.\n"
       "Filters combine with AND; --state takes\n"
       "pending, running, succeeded, failed, cancelled, predicted (stopped\n"
       "early, not trained: its final figures are empty and only predicted)\n"

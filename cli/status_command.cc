@@ -14,6 +14,8 @@ namespace hlab::cli {
 namespace {
 
 constexpr char kName[] = "status";
+// How many of an adaptive sweep's next runs the status lists.
+constexpr size_t kNextShown = 3;
 
 grpc::Status ListSweepRuns(const Client& client, const std::string& sweep,
                            std::vector<v1::Run>* runs) {
@@ -65,6 +67,31 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
         << sweep.runs_pending() + sweep.runs_running()
         << " unfinished runs predicted (hlab runs --sweep " << sweep.sweep_id()
         << ")\n";
+  }
+  // The adaptive order: the policy and the runs it trains next, with why.
+  if (sweep.spec().schedule_policy() == "adaptive") {
+    std::vector<const v1::Run*> ranked;
+    for (const v1::Run& run : runs) {
+      if (run.order_rank() > 0) ranked.push_back(&run);
+    }
+    std::sort(ranked.begin(), ranked.end(),
+              [](const v1::Run* a, const v1::Run* b) {
+                return a->order_rank() < b->order_rank();
+              });
+    out << "order: adaptive, " << ranked.size()
+        << " pending runs ranked (hlab runs --sweep " << sweep.sweep_id()
+        << ": order_rank)" << (ranked.empty() ? "" : "; next:") << "\n";
+    for (size_t i = 0; i < ranked.size() && i < kNextShown; ++i) {
+      const v1::Run& run = *ranked[i];
+      out << absl::StrFormat(
+          "  #%d  %s  %s  %s  %s tokens  %s%s\n", run.order_rank(),
+          run.run_id(), run.architecture(), run.scale(),
+          HumanCount(static_cast<double>(run.tokens())),
+          run.has_order_score()
+              ? absl::StrFormat("score %.3g/PFLOP  ", run.order_score())
+              : "",
+          run.order_reason());
+    }
   }
   // The runs with a phase of their own; the tokens of their own budgets (on
   // a shared trunk: the trunk's position up to the run's branch point).

@@ -227,8 +227,35 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
   // the training progress is the run's own (store::Run::progress).
   std::map<std::string, double> val_losses, log_longppls;
   std::map<std::string, std::vector<hlab::v1::RunPrediction>> predictions;
+  // The adaptive order of each run's pending TRAIN or DECAY task.
+  struct Order {
+    int64_t rank = 0;
+    std::optional<double> score;
+    std::string reason;
+  };
+  std::map<std::string, Order> orders;
   if (query_ != nullptr && !runs.empty()) {
     HLAB_ASSIGN_OR_RETURN(predictions, ReadNewestPredictions(*query_));
+    {
+      store::QueryOptions options;
+      options.max_rows = 1000000;
+      HLAB_ASSIGN_OR_RETURN(
+          store::QueryResult ranked,
+          query_->Run("SELECT run_id, order_rank, order_score, order_reason "
+                      "FROM tasks WHERE state = 'PENDING' AND on_demand = 0 "
+                      "AND kind IN ('TRAIN', 'DECAY') AND order_rank IS NOT "
+                      "NULL",
+                      options));
+      for (const auto& row : ranked.rows) {
+        const auto* id = std::get_if<std::string>(&row[0]);
+        const auto* rank = std::get_if<int64_t>(&row[1]);
+        if (id == nullptr || rank == nullptr) continue;
+        Order& o = orders[*id];
+        o.rank = *rank;
+        if (const auto* v = std::get_if<double>(&row[2])) o.score = *v;
+        o.reason = store::ValueToString(row[3]);
+      }
+    }
     store::QueryOptions options;
     options.max_rows = 1000000;
     HLAB_ASSIGN_OR_RETURN(
@@ -274,6 +301,13 @@ absl::StatusOr<std::vector<hlab::v1::Run>> SweepCatalog::RunProtos(
     auto l = log_longppls.find(run.spec.id);
     if (l != log_longppls.end() && std::isfinite(l->second)) {
       proto.set_final_log_longppl(l->second);
+    }
+    if (auto o = orders.find(run.spec.id); o != orders.end()) {
+      proto.set_order_rank(o->second.rank);
+      if (o->second.score && std::isfinite(*o->second.score)) {
+        proto.set_order_score(*o->second.score);
+      }
+      proto.set_order_reason(o->second.reason);
     }
     auto predicted = predictions.find(run.spec.id);
     if (predicted != predictions.end()) {

@@ -14,6 +14,7 @@
 #include "coordinator/planning/evaluate_run.h"
 #include "coordinator/planning/proto_mapping.h"
 #include "coordinator/planning/sweep_catalog.h"
+#include "coordinator/server/adaptive_order.h"
 #include "coordinator/server/watch_reactor.h"
 #include "coordinator/sweep/dry_run.h"
 #include "coordinator/sweep/expand.h"
@@ -198,6 +199,14 @@ absl::Status ClientServiceImpl::DoSubmitSweep(
   HLAB_RETURN_IF_ERROR(store.AddTasks(tasks, now).status());
   auto shared = std::make_shared<const sweep::SweepPlan>(std::move(plan));
   context_->catalog->Remember(created.sweep_id, shared);
+  // The adaptive order's seeds, before a worker leases by cost; the fit
+  // thread ranks it again as runs finish. The submit stands without it.
+  if (absl::StatusOr<int> ordered =
+          OrderAdaptiveSweep(*context_, created.sweep_id);
+      !ordered.ok()) {
+    HLAB_LOG(WARNING) << "sweep " << created.sweep_id
+                      << ": adaptive order: " << ordered.status();
+  }
 
   HLAB_ASSIGN_OR_RETURN(store::Sweep sweep, store.GetSweep(created.sweep_id));
   HLAB_ASSIGN_OR_RETURN(*response->mutable_sweep(),

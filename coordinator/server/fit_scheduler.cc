@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "common/spawn.h"
 #include "common/status_macros.h"
 #include "coordinator/planning/sweep_catalog.h"
+#include "coordinator/server/adaptive_order.h"
 #include "coordinator/server/early_stop.h"
 
 namespace hlab::coordinator {
@@ -47,6 +49,10 @@ void FitScheduler::Start() {
       if (!predicted.ok()) {
         HLAB_LOG(WARNING) << "live predictions: " << predicted.status();
       }
+    }
+    absl::StatusOr<int> ordered = OrderAdaptiveSweeps();
+    if (!ordered.ok()) {
+      HLAB_LOG(WARNING) << "adaptive order: " << ordered.status();
     }
   });
 }
@@ -424,6 +430,54 @@ absl::StatusOr<int> FitScheduler::PredictRunningSweeps() {
     }
   }
   return predicted;
+}
+
+absl::StatusOr<int> FitScheduler::OrderAdaptiveSweeps() {
+  absl::MutexLock lock(&round_mu_);
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Sweep> sweeps,
+                        context_->store->ListSweeps());
+  int ordered = 0;
+  for (const store::Sweep& sweep : sweeps) {
+    if (sweep.state == store::SweepState::kCancelled) continue;
+    absl::StatusOr<std::shared_ptr<const sweep::SweepPlan>> plan =
+        context_->catalog->Plan(sweep.id);
+    if (!plan.ok() || (*plan)->spec.schedule_policy() != "adaptive") continue;
+    HLAB_ASSIGN_OR_RETURN(bool finished, context_->catalog->Finished(sweep.id));
+    if (finished) continue;
+    HLAB_ASSIGN_OR_RETURN(int n_succeeded, SucceededRuns(sweep.id));
+    // The newest generation, and the sweep's pending training tasks without
+    // a place (requeued after a lost lease, resumed, or added since).
+    store::QueryOptions options;
+    HLAB_ASSIGN_OR_RETURN(
+        store::QueryResult result,
+        context_->query->Run(
+            absl::StrCat(
+                "SELECT (SELECT coalesce(max(generation), 0) FROM "
+                "prediction_generations WHERE sweep_id = ",
+                sweep.id,
+                "), (SELECT count(*) FROM tasks WHERE sweep_id = ", sweep.id,
+                " AND state = 'PENDING' AND on_demand = 0 AND kind IN "
+                "('TRAIN', 'DECAY') AND order_key IS NULL)"),
+            options));
+    int64_t generation = 0, unranked = 0;
+    if (!result.rows.empty()) {
+      if (const auto* g = std::get_if<int64_t>(&result.rows[0][0])) {
+        generation = *g;
+      }
+      if (const auto* u = std::get_if<int64_t>(&result.rows[0][1])) {
+        unranked = *u;
+      }
+    }
+    const std::pair<int, int64_t> now{n_succeeded, generation};
+    auto last = ordered_at_.find(sweep.id);
+    if (last != ordered_at_.end() && last->second == now && unranked == 0) {
+      continue;
+    }
+    HLAB_RETURN_IF_ERROR(OrderAdaptiveSweep(*context_, sweep.id).status());
+    ordered_at_[sweep.id] = now;
+    ++ordered;
+  }
+  return ordered;
 }
 
 }  // namespace hlab::coordinator

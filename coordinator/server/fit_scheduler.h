@@ -40,6 +40,12 @@
 // runs that the generation knows within the spec's
 // adaptive.stop_when.interval_below become PREDICTED.
 //
+// The adaptive order (adaptive_order.h): each round, after the live
+// predictions, every unfinished sweep with schedule_policy: adaptive whose
+// succeeded runs or newest generation changed since it was last ordered,
+// or that has a pending TRAIN or DECAY task without a place (requeued
+// after a lost lease, resumed), is ranked again; after a start, each once.
+//
 // Stop ends a fit in progress (SIGTERM to the child); that sweep is fitted
 // after the next start.
 //
@@ -130,6 +136,13 @@ class FitScheduler {
   // and store errors end the round; Cancelled when Stop ended a fit.
   absl::StatusOr<int> PredictRunningSweeps();
 
+  // Ranks every unfinished adaptive sweep whose succeeded runs or newest
+  // prediction generation changed since its last ranking here, or with a
+  // pending TRAIN or DECAY task that has no order (each once after a
+  // start); returns how many it ranked. Query and store errors end the
+  // round.
+  absl::StatusOr<int> OrderAdaptiveSweeps();
+
  private:
   // Whether the sweep has fit rows or a "fits" event already.
   absl::StatusOr<bool> AlreadyFitted(int64_t sweep_id);
@@ -161,6 +174,10 @@ class FitScheduler {
     absl::Duration took = absl::ZeroDuration();
   };
   std::map<int64_t, Refit> predicted_at_ ABSL_GUARDED_BY(round_mu_);
+  // Per adaptive sweep: (succeeded runs, newest generation) when it was
+  // last ranked.
+  std::map<int64_t, std::pair<int, int64_t>> ordered_at_
+      ABSL_GUARDED_BY(round_mu_);
 };
 
 }  // namespace hlab::coordinator

@@ -82,7 +82,8 @@ class LeaseQueue {
   LeaseQueue(const LeaseQueue&) = delete;
   LeaseQueue& operator=(const LeaseQueue&) = delete;
 
-  // Claims the first unclaimed candidate (priority DESC, cost_flops ASC, id)
+  // Claims the first unclaimed candidate (the store's lease order:
+  // priority DESC, then order_key or cost_flops ASC, then id)
   // that `accept` takes, reloading first if the cache is stale (see above).
   // nullopt when none fits now. A claimed task must be released with
   // Release(). Errors are the store's read errors.

@@ -434,13 +434,35 @@ CREATE TABLE schema_v9_reload (x);
 DROP TABLE schema_v9_reload;
 )sql";
 
+// v10: the adaptive order (docs/sweeps.md, "Adaptive order"). A sweep with
+// schedule_policy: adaptive ranks its pending training tasks after each
+// run (coordinator/server/adaptive_order.h) and stores, per task, the
+// place it takes in the lease order (order_key, in the FLOPs units of
+// cost_flops: the sweep's own tasks' costs, handed out again in its rank
+// order, so that beside other sweeps of its priority it takes the places
+// its tasks would have taken by cost), its rank in the sweep (1: next), its
+// score (expected variance reduction per PFLOP; NULL while seeding) and
+// why. Tasks of other sweeps keep order_key NULL and lease by cost as
+// before: the pending index orders by coalesce(order_key, cost_flops).
+constexpr char kV10AdaptiveOrder[] = R"sql(
+ALTER TABLE tasks ADD COLUMN order_key REAL;
+ALTER TABLE tasks ADD COLUMN order_rank INTEGER;
+ALTER TABLE tasks ADD COLUMN order_score REAL;
+ALTER TABLE tasks ADD COLUMN order_reason TEXT;
+DROP INDEX tasks_pending;
+CREATE INDEX tasks_pending
+  ON tasks (priority DESC, coalesce(order_key, cost_flops), id)
+  WHERE state = 'PENDING';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1Tables},      {2, kV2Views},        {3, kV3OnDemandTasks},
-      {4, kV4RunSummary},  {5, kV5FaultClasses}, {6, kV6TypedResources},
-      {7, kV7RunProgress}, {8, kV8Predictions},  {9, kV9PredictedState},
+      {1, kV1Tables},          {2, kV2Views},        {3, kV3OnDemandTasks},
+      {4, kV4RunSummary},      {5, kV5FaultClasses}, {6, kV6TypedResources},
+      {7, kV7RunProgress},     {8, kV8Predictions},  {9, kV9PredictedState},
+      {10, kV10AdaptiveOrder},
   };
   return kMigrations;
 }

@@ -264,13 +264,13 @@ absl::StatusOr<RecoveredState> Store::LoadState() {
                                           " ORDER BY lease_expiry, id"),
                              [](Statement&) {}));
     HLAB_ASSIGN_OR_RETURN(
-        state.pending,
-        internal::QueryTasks(
-            db,
-            absl::StrCat("SELECT ", internal::kTaskColumns,
-                         " FROM tasks WHERE state = 'PENDING'"
-                         " ORDER BY priority DESC, cost_flops, id"),
-            [](Statement&) {}));
+        state.pending, internal::QueryTasks(
+                           db,
+                           absl::StrCat("SELECT ", internal::kTaskColumns,
+                                        " FROM tasks WHERE state = 'PENDING'"
+                                        " ORDER BY priority DESC,"
+                                        " coalesce(order_key, cost_flops), id"),
+                           [](Statement&) {}));
     {
       HLAB_ASSIGN_OR_RETURN(
           Statement st,

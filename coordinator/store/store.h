@@ -118,16 +118,19 @@ class Store {
   absl::StatusOr<std::vector<Task>> ListTasks(const TaskFilter& filter);
 
   // Up to `limit` PENDING tasks whose dependencies all SUCCEEDED and whose
-  // not_before <= now, by priority DESC, then cost_flops ASC, then id.
+  // not_before <= now, by priority DESC, then order_key ASC where the
+  // adaptive order set one (SetTaskOrder) and cost_flops ASC elsewhere,
+  // then id.
   absl::StatusOr<std::vector<Task>> NextLeasableTasks(absl::Time now,
                                                       int limit);
 
   // A counter that grows after each committed change that may have made a
   // task leasable other than by time passing: tasks added, a task with
   // dependents succeeded, a task failed (retry), leases expired, runs or
-  // sweeps resumed or cancelled. A cache of NextLeasableTasks (the
-  // coordinator's LeaseQueue) is current while this has not moved and no
-  // backoff has ended (NextBackoffEnd). Leasing does not move it.
+  // sweeps resumed or cancelled, an adaptive order set. A cache of
+  // NextLeasableTasks (the coordinator's LeaseQueue) is current while this has
+  // not moved and no backoff has ended (NextBackoffEnd). Leasing does not move
+  // it.
   int64_t leasable_generation() const {
     return leasable_generation_.load(std::memory_order_acquire);
   }
@@ -210,6 +213,18 @@ class Store {
   absl::StatusOr<std::vector<std::string>> StopPredictedRuns(
       int64_t sweep_id, const std::vector<std::string>& run_ids,
       const std::string& reason, absl::Time now);
+
+  // The adaptive order (docs/sweeps.md, "Adaptive order"): replaces the
+  // order of sweep `sweep_id`'s tasks, in one transaction. Every task of
+  // the sweep loses its order (order_key, rank, score and reason become
+  // unset), then each task of `order` that belongs to the sweep and is
+  // PENDING takes its entry's; others (leased or finished meanwhile,
+  // another sweep's) are skipped. Leasing orders PENDING tasks by
+  // priority, then order_key where set and cost_flops elsewhere, then id
+  // (NextLeasableTasks). Returns how many tasks took an order. NotFound for
+  // an unknown sweep (nothing changes then).
+  absl::StatusOr<int> SetTaskOrder(int64_t sweep_id,
+                                   const std::vector<TaskOrder>& order);
 
   // Resumes FAILED or CANCELLED runs: run -> PENDING, its FAILED/CANCELLED
   // tasks and the failed tasks they depend on (a shared trunk) -> PENDING

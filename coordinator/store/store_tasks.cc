@@ -186,7 +186,8 @@ absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
           " AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks u"
           "   ON u.id = d.depends_on WHERE d.task_id = t.id"
           "   AND u.state <> 'SUCCEEDED')"
-          " ORDER BY t.priority DESC, t.cost_flops ASC, t.id LIMIT ?2"),
+          " ORDER BY t.priority DESC, coalesce(t.order_key, t.cost_flops),"
+          " t.id LIMIT ?2"),
       [&](Statement& st) { st.Bind(1, ToMillis(now)).Bind(2, limit); });
 }
 

@@ -180,6 +180,18 @@ struct TaskSpec {
   bool on_demand = false;
 };
 
+// A task's place in its sweep's adaptive order (schema v10; docs/sweeps.md,
+// "Adaptive order"; Store::SetTaskOrder). Tasks of default sweeps have none.
+struct TaskOrder {
+  std::string task_id;
+  // Its place in the lease order within its priority, in cost_flops' units
+  // (it sorts where a task of that cost would).
+  double key = 0;
+  int64_t rank = 0;             // 1: the sweep's next run to train
+  std::optional<double> score;  // variance reduction per PFLOP; none: seeding
+  std::string reason;           // "seed: adds scale S2", ...
+};
+
 struct Task {
   TaskSpec spec;
   TaskState state = TaskState::kPending;
@@ -192,6 +204,9 @@ struct Task {
   std::string failure_reason;
   absl::Time created_at;
   absl::Time updated_at;
+  // Its adaptive order, when its sweep has one and it is PENDING (task_id
+  // unset here: it is spec.id).
+  std::optional<TaskOrder> order;
 };
 
 // How a leased attempt ended without success, as its worker (or the lease

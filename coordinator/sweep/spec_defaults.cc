@@ -153,6 +153,8 @@ hlab::v1::SweepSpec WithDefaults(const hlab::v1::SweepSpec& in) {
       s.clear_rope_theta();
     }
   }
+  // Written or not, the default order is the same sweep (the same hash).
+  if (spec.schedule_policy() == "default") spec.clear_schedule_policy();
   return spec;
 }
 

@@ -615,21 +615,66 @@ absl::Status CheckFit(const SweepSpec& spec) {
   return absl::OkStatus();
 }
 
-// Early stop needs laws to predict from, so a `fit` section as written
-// (checked before the defaults, which add one to every spec).
-absl::Status CheckAdaptive(const SweepSpec& raw) {
-  if (!raw.adaptive().has_stop_when()) return absl::OkStatus();
-  if (!raw.has_fit()) {
-    return Bad("adaptive.stop_when",
-               "needs a fit section: early stop uses the predictions of the "
-               "sweep's fitted laws; add `fit: {}` (or your fit scales)");
+// Early stop and the adaptive order need laws to predict from, so a `fit`
+// section as written (checked before the defaults, which add one to every
+// spec); `spec` is the spec with its defaults, for the scale names.
+absl::Status CheckAdaptive(const SweepSpec& raw, const SweepSpec& spec) {
+  if (raw.adaptive().has_stop_when()) {
+    if (!raw.has_fit()) {
+      return Bad("adaptive.stop_when",
+                 "needs a fit section: early stop uses the predictions of the "
+                 "sweep's fitted laws; add `fit: {}` (or your fit scales)");
+    }
+    const double x = raw.adaptive().stop_when().interval_below();
+    if (!std::isfinite(x) || x <= 0) {
+      return Bad("adaptive.stop_when.interval_below",
+                 absl::StrCat("must be > 0 and finite, got ", x,
+                              "; the width of the 95% prediction interval, in "
+                              "the first fit target's units"));
+    }
   }
-  const double x = raw.adaptive().stop_when().interval_below();
-  if (!std::isfinite(x) || x <= 0) {
-    return Bad("adaptive.stop_when.interval_below",
-               absl::StrCat("must be > 0 and finite, got ", x,
-                            "; the width of the 95% prediction interval, in "
-                            "the first fit target's units"));
+  const std::string& policy = raw.schedule_policy();
+  if (!policy.empty() && policy != "default" && policy != "adaptive") {
+    return Bad("schedule_policy", absl::StrCat("unknown policy '", policy,
+                                               "'; use default or adaptive"));
+  }
+  if (policy != "adaptive") {
+    if (raw.adaptive().has_target()) {
+      return Bad("adaptive.target",
+                 "only used by schedule_policy: adaptive; add it, or remove "
+                 "the target region");
+    }
+    return absl::OkStatus();
+  }
+  if (!raw.has_fit()) {
+    return Bad("schedule_policy",
+               "adaptive needs a fit section: the order ranks runs by how "
+               "much they narrow the fitted laws' predictions; add `fit: "
+               "{verify_scales: [...]}`");
+  }
+  const hlab::v1::TargetRegion& target = spec.adaptive().target();
+  const std::vector<std::string> scales = ScaleNames(spec);
+  std::set<std::string> seen;
+  for (int i = 0; i < target.scales_size(); ++i) {
+    const std::string at = Index("adaptive.target.scales", i);
+    if (!Contains(scales, target.scales(i))) {
+      return Bad(at,
+                 absl::StrCat("unknown scale '", target.scales(i),
+                              "' (scales: ", absl::StrJoin(scales, ", "), ")"));
+    }
+    if (!seen.insert(target.scales(i)).second) {
+      return Bad(at, "duplicate scale");
+    }
+  }
+  if (target.scales().empty() && spec.fit().verify_scales().empty()) {
+    return Bad("adaptive.target.scales",
+               "missing: the adaptive order's target region defaults to "
+               "fit.verify_scales, and there are none; name the scales whose "
+               "predictions matter, or set fit.verify_scales");
+  }
+  if (target.has_largest_budgets() && target.largest_budgets() < 1) {
+    return Bad("adaptive.target.largest_budgets",
+               absl::StrCat("must be >= 1, got ", target.largest_budgets()));
   }
   return absl::OkStatus();
 }
@@ -652,7 +697,7 @@ absl::Status ValidateSweepSpec(const SweepSpec& raw) {
   HLAB_RETURN_IF_ERROR(CheckEvaluation(spec));
   HLAB_RETURN_IF_ERROR(CheckResourcesAndRetry(spec));
   HLAB_RETURN_IF_ERROR(CheckFit(spec));
-  HLAB_RETURN_IF_ERROR(CheckAdaptive(raw));
+  HLAB_RETURN_IF_ERROR(CheckAdaptive(raw, spec));
   return internal::CheckModelsAndBudgets(spec);
 }
 

@@ -122,11 +122,11 @@ TEST_F(CliClientTest, RunsPrintsCsvWithQuoting) {
             "tokens_per_param,state,progress,final_loss,final_val_loss,"
             "final_log_longppl,predicted_loss,predicted_loss_lo,"
             "predicted_loss_hi,predicted_log_longppl,prediction_generation,"
-            "error\n"
+            "order_rank,order_score,order_reason,error\n"
             "0123456789abcdef,sw-1,gdn,S1,0,1000000,20000000,20,succeeded,1,"
-            "3.25,3.5,,3.4,3.3,3.5,,2,\n"
+            "3.25,3.5,,3.4,3.3,3.5,,2,,,,\n"
             "fedcba9876543210,sw-1,\"mix,ed\",S2,1,2000000,40000000,,failed,"
-            "0.25,,,,,,,,,\"oom, \"\"cuda\"\" failed\"\n");
+            "0.25,,,,,,,,,,,,\"oom, \"\"cuda\"\" failed\"\n");
   const auto recorded = fake_.recorded();
   ASSERT_EQ(recorded.list_runs.size(), 1u);
   const v1::ListRunsRequest& request = recorded.list_runs[0];
@@ -160,7 +160,8 @@ TEST_F(CliClientTest, RunsPrintsJsonAndTable) {
             "  tokens  tokens_per_param  state      progress  final_loss  "
             "final_val_loss  final_log_longppl  predicted_loss  "
             "predicted_loss_lo  predicted_loss_hi  predicted_log_longppl  "
-            "prediction_generation  error");
+            "prediction_generation  order_rank  order_score  order_reason  "
+            "error");
   EXPECT_EQ(j[0]["predicted_loss"], 3.4);
   EXPECT_EQ(j[0]["prediction_generation"], 2);
   EXPECT_TRUE(j[1]["predicted_loss"].is_null());
@@ -449,6 +450,51 @@ TEST_F(CliClientTest, StatusShowsLivePredictions) {
       << r.out;
 }
 
+// The adaptive order: a ranked pending run shows its rank, score and
+// reason in `hlab runs`; `hlab status` names the policy and the next runs.
+TEST_F(CliClientTest, RunsAndStatusShowTheAdaptiveOrder) {
+  for (int rank : {2, 1}) {
+    v1::Run* run = fake_.list_runs.add_runs();
+    run->set_run_id(rank == 1 ? "1111111111111111" : "2222222222222222");
+    run->add_sweep_ids("sw-1");
+    run->set_architecture("gdn");
+    run->set_scale(rank == 1 ? "S2" : "S4");
+    run->set_tokens(786432);
+    run->set_state(v1::RUN_STATE_PENDING);
+    run->set_phase(v1::RUN_PHASE_WAITING);
+    run->set_order_rank(rank);
+    if (rank == 1) run->set_order_score(125000);
+    run->set_order_reason(rank == 1 ? "narrows gdn's target predictions"
+                                    : "scale S4 is not fitted");
+  }
+  Result r = Hlab({"runs", "--format", "json"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["order_rank"], 2);
+  EXPECT_TRUE(j[0]["order_score"].is_null());
+  EXPECT_EQ(j[0]["order_reason"], "scale S4 is not fitted");
+  EXPECT_EQ(j[1]["order_rank"], 1);
+  EXPECT_EQ(j[1]["order_score"], 125000);
+
+  v1::Sweep* sweep = fake_.get_sweep.mutable_sweep();
+  sweep->set_sweep_id("sw-1");
+  sweep->set_name("demo");
+  sweep->set_state(v1::SWEEP_STATE_RUNNING);
+  sweep->mutable_spec()->set_schedule_policy("adaptive");
+  r = Hlab({"status", "sw-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("order: adaptive, 2 pending runs ranked (hlab runs "
+                       "--sweep sw-1: order_rank); next:\n"
+                       "  #1  1111111111111111  gdn  S2  786K tokens  "
+                       "score 1.25e+05/PFLOP  narrows gdn's target "
+                       "predictions\n"
+                       "  #2  2222222222222222  gdn  S4  786K tokens  "
+                       "scale S4 is not fitted\n"),
+            std::string::npos)
+      << r.out;
+}
+
 // Early stop: a PREDICTED run is listed as "predicted" with the
 // prediction that stopped it and no measured figure; --state predicted
 // asks for it; status counts the sweep's stopped runs.
@@ -472,7 +518,7 @@ TEST_F(CliClientTest, PredictedRunsAreShownAsPredicted) {
   Result r = Hlab({"runs", "--state", "predicted", "--format", "csv"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("0123456789abcdef,sw-1,full,S4,0,1000000,20000000,,"
-                       "predicted,0,,,,2.31,2.3,2.32,,4,\n"),
+                       "predicted,0,,,,2.31,2.3,2.32,,4,,,,\n"),
             std::string::npos)
       << r.out;
   const auto recorded = fake_.recorded();

@@ -19,7 +19,8 @@ const char kTaskColumns[] =
     "payload, max_attempts, state, attempt, failures, "
     "lease_worker, lease_expiry, not_before, failure_reason, created_at, "
     "updated_at, on_demand, infra_failures, "
-    "gpus, gpu_memory_bytes, cpu_threads, cpu_ranks";
+    "gpus, gpu_memory_bytes, cpu_threads, cpu_ranks, "
+    "order_key, order_rank, order_score, order_reason";
 const char kWorkerColumns[] =
     "id, address, devices, capacity, registered_at, last_heartbeat, state";
 const char kCheckpointColumns[] =
@@ -95,6 +96,14 @@ absl::StatusOr<Task> ReadTask(const Statement& st) {
   task.spec.resources.gpu_memory_bytes = st.ColumnInt(21);
   task.spec.resources.cpu_threads = static_cast<int>(st.ColumnInt(22));
   task.spec.resources.cpu_ranks = static_cast<int>(st.ColumnInt(23));
+  if (!st.IsNull(24)) {
+    TaskOrder order;
+    order.key = st.ColumnDouble(24);
+    order.rank = st.ColumnInt(25);
+    if (!st.IsNull(26)) order.score = st.ColumnDouble(26);
+    order.reason = st.ColumnText(27);
+    task.order = std::move(order);
+  }
   return task;
 }
 

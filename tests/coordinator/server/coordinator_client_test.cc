@@ -1,5 +1,6 @@
 // ClientService against an in-process coordinator on port 0: submit,
 // idempotent resubmit, invalid specs, reads, query, cancel/resume, watch.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,13 @@ TEST_F(ClientServiceTest, InvalidSpecsNameTheFieldAndChangeNothing) {
        [](auto* s) {
          s->mutable_adaptive()->mutable_stop_when()->set_interval_below(-1);
        }},
+      {"adaptive.target.scales[0]: unknown scale 'S9'",
+       [](auto* s) {
+         s->set_schedule_policy("adaptive");
+         s->mutable_adaptive()->mutable_target()->add_scales("S9");
+       }},
+      {"schedule_policy: unknown policy 'fastest'",
+       [](auto* s) { s->set_schedule_policy("fastest"); }},
   };
   ASSERT_GE(cases.size(), 20u);
   for (const Case& c : cases) {
@@ -175,6 +183,43 @@ TEST_F(ClientServiceTest, InvalidSpecsNameTheFieldAndChangeNothing) {
   EXPECT_EQ(Count("runs"), 1);
   EXPECT_EQ(Count("tasks"), 1);
   EXPECT_EQ(Count("events"), events);
+}
+
+// schedule_policy: adaptive ranks the sweep's training tasks at submit
+// (the seeds: no law yet); the default order ranks nothing.
+TEST_F(ClientServiceTest, AdaptiveSubmitRanksItsSeedsFirst) {
+  hlab::v1::SweepSpec spec = testing::DemoSpec();
+  spec.set_schedule_policy("adaptive");
+  hlab::v1::SubmitSweepResponse response;
+  ASSERT_TRUE(Submit(spec, &response).ok());
+  EXPECT_TRUE(response.created());
+  // 16 trunks and 48 decays; its evaluations lease by cost.
+  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL"), 64);
+  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL AND kind = 'EVAL'"), 0);
+  hlab::v1::SubmitSweepResponse plain;
+  ASSERT_TRUE(
+      Submit(testing::Spec(testing::TinySpecYaml("plain")), &plain).ok());
+  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL"), 64);
+  grpc::ClientContext ctx;
+  hlab::v1::ListRunsRequest request;
+  request.set_sweep(response.sweep().sweep_id());
+  hlab::v1::ListRunsResponse runs;
+  ASSERT_TRUE(stub_->ListRuns(&ctx, request, &runs).ok());
+  ASSERT_EQ(runs.runs_size(), 48);
+  std::set<int64_t> ranks;
+  const hlab::v1::Run* first = nullptr;
+  for (const hlab::v1::Run& r : runs.runs()) {
+    ranks.insert(r.order_rank());
+    if (r.order_rank() == 1) first = &r;
+  }
+  EXPECT_EQ(ranks.size(), 48u);  // every run its own rank, 1..48
+  EXPECT_EQ(*ranks.begin(), 1);
+  EXPECT_EQ(*ranks.rbegin(), 48);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->scale(), "S1");
+  EXPECT_FALSE(first->has_order_score());  // seeding: no law yet
+  EXPECT_EQ(first->order_reason().rfind("seed: adds scale S1 to ", 0), 0u)
+      << first->order_reason();
 }
 
 TEST_F(ClientServiceTest, GetSweepAndListRunsFilter) {

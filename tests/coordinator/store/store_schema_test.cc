@@ -419,6 +419,59 @@ INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
             1);
 }
 
+// v10 gives a v9 database's tasks an adaptive order (none set: every task
+// leases by cost as before), keeps every row, and rebuilds the pending
+// index on the order's key.
+TEST(StoreSchemaTest, V10AddsTheAdaptiveOrderAndKeepsEverything) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 9; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 9").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, max_attempts, created_at, updated_at)
+  VALUES ('a', 'full', 'xs', 1000, 1, 0, '{}', 'PENDING', 2, 0, 0),
+         ('b', 'full', 'xs', 2000, 1, 0, '{}', 'PENDING', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, state, cost_flops,
+                   max_attempts, created_at, updated_at)
+  VALUES ('ta', 1, 'a', 'TRAIN', 'PENDING', 5, 2, 0, 0),
+         ('tb', 1, 'b', 'TRAIN', 'PENDING', 3, 2, 0, 0);
+)sql")
+                    .ok());
+  }
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto next = (*store)->NextLeasableTasks(T(0), 10);
+    ASSERT_TRUE(next.ok()) << next.status();
+    ASSERT_EQ(next->size(), 2u);
+    EXPECT_EQ((*next)[0].spec.id, "tb");  // by cost: no order yet
+    EXPECT_FALSE((*next)[0].order.has_value());
+    ASSERT_TRUE(
+        (*store)
+            ->SetTaskOrder(1, {{"ta", 3, 1, 2.0, "x"}, {"tb", 5, 2, 1.0, "y"}})
+            .ok());
+    next = (*store)->NextLeasableTasks(T(0), 10);
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ((*next)[0].spec.id, "ta");
+  }
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM tasks"), 2);
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM tasks WHERE order_rank = 1"), 1);
+  EXPECT_EQ(RawInt(path,
+                   "SELECT count(*) FROM sqlite_schema WHERE type = 'index'"
+                   " AND name = 'tasks_pending' AND sql LIKE '%order_key%'"),
+            1);
+}
+
 // A task's resources are stored and read back as they were given.
 TEST(StoreSchemaTest, TaskResourcesRoundTrip) {
   testing::Fixture f;

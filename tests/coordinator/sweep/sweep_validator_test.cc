@@ -82,6 +82,44 @@ TEST(SweepValidatorTest, EarlyStopWithAFitSectionIsValid) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+TEST(SweepValidatorTest, AdaptiveOrderWithItsDefaultTargetIsValid) {
+  // The target region defaults to fit.verify_scales (B).
+  absl::Status status = Check(SpecText("schedule_policy", "adaptive"));
+  EXPECT_TRUE(status.ok()) << status;
+  status =
+      Check(SpecText("schedule_policy",
+                     "adaptive\nadaptive: {target: {scales: [A, B], "
+                     "largest_budgets: 2}, stop_when: {interval_below: 0.1}}"));
+  EXPECT_TRUE(status.ok()) << status;
+  status = Check(SpecText("schedule_policy", "default"));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Written or not, the default order is the same sweep: the same hash, the
+// same runs; the adaptive order is another sweep of the same runs.
+TEST(SweepValidatorTest, ScheduleDefaultIsTheSameSweepAdaptiveTheSameRuns) {
+  auto plan = [](const std::string& text) {
+    absl::StatusOr<hlab::v1::SweepSpec> spec = ParseSweepSpec(text);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    absl::StatusOr<SweepPlan> p = PlanSweep(*spec);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *p;
+  };
+  const SweepPlan base = plan(SpecText("", ""));
+  const SweepPlan written = plan(SpecText("schedule_policy", "default"));
+  const SweepPlan adaptive = plan(SpecText("schedule_policy", "adaptive"));
+  EXPECT_EQ(written.spec_hash, base.spec_hash);
+  EXPECT_NE(adaptive.spec_hash, base.spec_hash);
+  ASSERT_EQ(adaptive.runs.size(), base.runs.size());
+  ASSERT_EQ(adaptive.tasks.size(), base.tasks.size());
+  for (size_t i = 0; i < base.runs.size(); ++i) {
+    EXPECT_EQ(adaptive.runs[i].run_id(), base.runs[i].run_id());
+  }
+  for (size_t i = 0; i < base.tasks.size(); ++i) {
+    EXPECT_EQ(adaptive.tasks[i].task_id(), base.tasks[i].task_id());
+  }
+}
+
 // A spec built in code (not parsed) can carry NaN; the validator refuses it.
 TEST(SweepValidatorTest, EarlyStopWithNanIntervalIsRefused) {
   absl::StatusOr<hlab::v1::SweepSpec> spec =
@@ -535,7 +573,28 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"stop_when interval_below infinite", "adaptive",
                 "{stop_when: {interval_below: .inf}}",
                 "adaptive.stop_when.interval_below: expected a finite "
-                "number"}),
+                "number"},
+        BadSpec{"unknown schedule_policy", "schedule_policy", "greedy",
+                "schedule_policy: unknown policy 'greedy'; use default or "
+                "adaptive"},
+        BadSpec{
+            "adaptive order without a fit section", "schedule_policy",
+            "adaptive\nfit: ", "schedule_policy: adaptive needs a fit section"},
+        BadSpec{"adaptive order target of an unknown scale", "schedule_policy",
+                "adaptive\nadaptive: {target: {scales: [B, C]}}",
+                "adaptive.target.scales[1]: unknown scale 'C' (scales: A, B)"},
+        BadSpec{"adaptive order target scale twice", "schedule_policy",
+                "adaptive\nadaptive: {target: {scales: [B, B]}}",
+                "adaptive.target.scales[1]: duplicate scale"},
+        BadSpec{"adaptive order without a target region", "schedule_policy",
+                "adaptive\nfit: {fit_scales: [A, B]}",
+                "adaptive.target.scales: missing"},
+        BadSpec{"adaptive order target of no budget", "schedule_policy",
+                "adaptive\nadaptive: {target: {largest_budgets: 0}}",
+                "adaptive.target.largest_budgets: must be >= 1, got 0"},
+        BadSpec{"target region without the adaptive order", "adaptive",
+                "{target: {scales: [B]}}",
+                "adaptive.target: only used by schedule_policy: adaptive"}),
     [](const testing::TestParamInfo<BadSpec>& param_info) {
       std::string name;
       for (const char* p = param_info.param.kind; *p != '\0'; ++p) {
