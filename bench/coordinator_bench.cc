@@ -17,12 +17,26 @@
 //     parse + validate + PlanSweep, and SubmitSweep into a fresh coordinator.
 //  4. The FLOPs WSD trunk sharing saves on that grid, from the plan.
 //
+//
+// --profile churn measures a fleet as it runs in production instead, with
+// the coordinator in a process of its own (a real hlab-coordinator, found
+// beside this program or given by --coordinator), so that its CPU time and
+// memory are stated apart from the simulator's: 500 workers (--workers),
+// each on its own connection, holding tasks of 1-3 minutes, heartbeating
+// every 5 s and reporting 100 metric points a second, for 5 minutes. It
+// prints lease and heartbeat latency p50/p99 after the start-up (the
+// workers' staggered first leases, the first 10 s, reported apart), the
+// heartbeats answered later than their interval, the coordinator's CPU
+// (cores) and RSS, and the goals (lease p99 < 50 ms, heartbeat p99 < 20 ms).
+//
 //   build/bin/hlab-bench-coordinator                # 500 workers, 30 s
 //   build/bin/hlab-bench-coordinator --quick        # 50 workers, 5 s
 //   build/bin/hlab-bench-coordinator --workers 200 --seconds 10 --json
+//   build/bin/hlab-bench-coordinator --profile churn [--workers 2000]
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,12 +53,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/coordinator_fleet.h"
+#include "bench/coordinator_process.h"
 #include "common/log.h"
 #include "coordinator/server/coordinator.h"
 #include "coordinator/store/database.h"
 #include "coordinator/store/store.h"
 #include "coordinator/sweep/embedded_demo.h"
 #include "coordinator/sweep/expand.h"
+#include "coordinator/sweep/limits.h"
 #include "coordinator/sweep/spec_parser.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 
@@ -61,6 +77,9 @@ struct Options {
   std::string paper = HLAB_SOURCE_DIR "/examples/sweeps/paper.yaml";
   bool json = false;
   std::string dir;
+  bool churn = false;       // --profile churn
+  std::string coordinator;  // its hlab-coordinator ("": beside this program)
+  std::vector<std::string> coordinator_flags;  // more flags for it
 };
 
 double SecondsSince(Steady::time_point start) {
@@ -232,14 +251,20 @@ double RawInsertRate(const std::string& path,
 
 // ---------------------------------------------------------------- load run
 
-// The demo spec with one TRAIN task per run and enough seeds that every
-// worker finds a task for the whole run (with room to spare).
-hlab::v1::SweepSpec LoadSpec(const Options& o, size_t* runs_out) {
+// The demo spec with one TRAIN task per run (no trunks, no evaluations,
+// no fits) and enough seeds that every worker finds a task for the whole
+// run (with room to spare): as many sweeps as the seeds need, each with at
+// most sweep::kMaxSeeds of them.
+std::vector<hlab::v1::SweepSpec> LoadSpecs(const Options& o, size_t* runs_out) {
   auto parsed = sweep::ParseSweepSpec(sweep::EmbeddedDemoSpec());
   if (!parsed.ok()) Die("demo spec", parsed.status());
   hlab::v1::SweepSpec spec = *std::move(parsed);
-  spec.set_name("bench-load");
   spec.set_share_trunk(false);
+  // TRAIN tasks only: an EVAL task's file needs the run's final checkpoint,
+  // which simulated workers never write, so every EVAL would fail at its
+  // lease (and a lease would pay for those failures).
+  spec.clear_evaluation();
+  spec.clear_fit();
   auto one = sweep::PlanSweep(spec);
   if (!one.ok()) Die("plan demo", one.status());
   const double leases_needed =
@@ -247,10 +272,29 @@ hlab::v1::SweepSpec LoadSpec(const Options& o, size_t* runs_out) {
       (1.0 + o.seconds / absl::ToDoubleSeconds(o.fleet.task_time)) * 1.5;
   const int seeds = static_cast<int>(
       std::ceil(leases_needed / static_cast<double>(one->runs.size())));
-  spec.clear_seeds();
-  for (int s = 0; s < seeds; ++s) spec.add_seeds(s);
+  std::vector<hlab::v1::SweepSpec> specs;
+  for (int first = 0; first < seeds; first += sweep::kMaxSeeds) {
+    hlab::v1::SweepSpec part = spec;
+    part.set_name(absl::StrCat("bench-load-", specs.size() + 1));
+    part.clear_seeds();
+    for (int s = first; s < std::min(seeds, first + sweep::kMaxSeeds); ++s) {
+      part.add_seeds(s);
+    }
+    specs.push_back(std::move(part));
+  }
   *runs_out = one->runs.size() * static_cast<size_t>(seeds);
-  return spec;
+  return specs;
+}
+
+// Submits every spec; returns the seconds they took in all.
+double SubmitAll(const std::string& address,
+                 const std::vector<hlab::v1::SweepSpec>& specs) {
+  double seconds = 0;
+  for (const hlab::v1::SweepSpec& spec : specs) {
+    hlab::v1::SubmitSweepResponse response;
+    seconds += Submit(address, spec, &response);
+  }
+  return seconds;
 }
 
 void Usage() {
@@ -259,7 +303,10 @@ void Usage() {
                " [--seconds S] [--heartbeat-seconds S] [--metrics-seconds S]"
                " [--task-seconds S] [--batch N] [--channels N]"
                " [--ingest-points N] [--ingest-in-flight N] [--paper PATH]"
-               " [--dir DIR] [--json]\n");
+               " [--dir DIR] [--json]\n"
+               "       hlab-bench-coordinator --profile churn [--workers N]"
+               " [--seconds S] [--coordinator PATH]"
+               " [--coordinator-flag FLAG]... [--dir DIR] [--json]\n");
 }
 
 // Reads the flags; prints the usage and exits 2 on a bad one.
@@ -279,6 +326,30 @@ Options ParseOptions(int argc, char** argv) {
       o.seconds = 5;
       o.fleet.task_time = absl::Seconds(2);
       o.ingest_points = 500'000;
+    } else if (arg == "--profile") {
+      const std::string profile = next();
+      if (profile != "churn") {
+        std::fprintf(stderr,
+                     "hlab-bench-coordinator: --profile: unknown profile"
+                     " '%s' (known: churn)\n",
+                     profile.c_str());
+        std::exit(2);
+      }
+      // Set first: flags after it override these.
+      o.churn = true;
+      o.fleet.workers = 500;
+      o.seconds = 300;
+      o.fleet.heartbeat = absl::Seconds(5);  // hlab-worker at a 30 s lease
+      o.fleet.metrics_every = absl::Seconds(1);
+      o.fleet.batch = 100;
+      o.fleet.task_time = absl::Seconds(120);
+      o.fleet.task_time_spread = 0.5;
+      o.fleet.warmup = absl::Seconds(10);
+      o.fleet.channels = 0;  // one connection per worker
+    } else if (arg == "--coordinator") {
+      o.coordinator = next();
+    } else if (arg == "--coordinator-flag") {
+      o.coordinator_flags.push_back(next());
     } else if (arg == "--workers") {
       o.fleet.workers = std::stoi(next());
     } else if (arg == "--seconds") {
@@ -312,7 +383,165 @@ Options ParseOptions(int argc, char** argv) {
     Usage();
     std::exit(2);
   }
+  if (o.fleet.channels <= 0) o.fleet.channels = o.fleet.workers;
   return o;
+}
+
+// ------------------------------------------------------------ churn profile
+
+// Raises the open-file limit to its hard limit: a connection per simulated
+// worker, on both sides.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+int RunChurnProfile(const Options& o) {
+  RaiseFileLimit();
+  const std::string binary =
+      o.coordinator.empty() ? CoordinatorBesideThisProgram() : o.coordinator;
+  const std::string log = o.dir + "/coordinator.log";
+  std::vector<std::string> flags = {"--db", o.dir + "/churn.db"};
+  flags.insert(flags.end(), o.coordinator_flags.begin(),
+               o.coordinator_flags.end());
+  auto coordinator = CoordinatorProcess::Start(binary, flags, log);
+  if (!coordinator.ok()) Die("start " + binary, coordinator.status());
+
+  size_t load_runs = 0;
+  const double submit_seconds =
+      SubmitAll((*coordinator)->address(), LoadSpecs(o, &load_runs));
+  SimulatedFleet fleet((*coordinator)->address(), o.fleet);
+  const Steady::time_point register_start = Steady::now();
+  if (absl::Status s = fleet.Register(); !s.ok()) Die("register", s);
+  const double register_seconds = SecondsSince(register_start);
+
+  const ProcessUsage before = (*coordinator)->Usage();
+  const double sim_cpu_start = CpuSeconds(RUSAGE_SELF);
+  const Steady::time_point start = Steady::now();
+  fleet.Run(absl::Seconds(o.seconds));
+  const double seconds = SecondsSince(start);
+  const ProcessUsage after = (*coordinator)->Usage();
+  const double sim_cpu = CpuSeconds(RUSAGE_SELF) - sim_cpu_start;
+  const FleetStats load = fleet.stats();
+  double load_average[3] = {0, 0, 0};
+  getloadavg(load_average, 3);
+  const int exit_status = (*coordinator)->Stop();
+
+  const double coordinator_cores =
+      (after.cpu_seconds - before.cpu_seconds) / seconds;
+  const double fitter_cores =
+      (after.children_cpu_seconds - before.children_cpu_seconds) / seconds;
+  const double sim_cores = sim_cpu / seconds;
+  auto ms = [](const std::vector<double>& v, double q) {
+    return 1e3 * Percentile(v, q);
+  };
+  const double lease_p99 = ms(load.lease_seconds, 0.99);
+  const double heartbeat_p99 = ms(load.heartbeat_seconds, 0.99);
+  const double points_per_s =
+      static_cast<double>(load.points_accepted) / load.seconds;
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  std::printf("%-46s %s\n", "figure (churn profile)", "value");
+  std::printf("%-46s %d x %.0f s, %d cores, load average %.2f at the end\n",
+              "simulated workers x seconds", o.fleet.workers, seconds,
+              static_cast<int>(ncpu), load_average[0]);
+  std::printf("%-46s heartbeat %s, %d points every %s, tasks of %s +-%.0f%%\n",
+              "each worker", absl::FormatDuration(o.fleet.heartbeat).c_str(),
+              o.fleet.batch,
+              absl::FormatDuration(o.fleet.metrics_every).c_str(),
+              absl::FormatDuration(o.fleet.task_time).c_str(),
+              100 * o.fleet.task_time_spread);
+  std::printf("%-46s %zu runs queued (submit %.0f ms), register %.0f ms\n",
+              "set-up", load_runs, 1e3 * submit_seconds,
+              1e3 * register_seconds);
+  std::printf("%-46s p50 %.2f ms, p99 %.2f ms (%zu leases)\n",
+              "lease latency after start-up", ms(load.lease_seconds, 0.5),
+              lease_p99, load.lease_seconds.size());
+  std::printf("%-46s p50 %.2f ms, p99 %.2f ms (%zu calls)\n",
+              "heartbeat latency after start-up",
+              ms(load.heartbeat_seconds, 0.5), heartbeat_p99,
+              load.heartbeat_seconds.size());
+  std::printf("%-46s p50 %.2f ms, p99 %.2f ms (%zu calls)\n",
+              "ReportMetrics latency after start-up",
+              ms(load.metrics_seconds, 0.5), ms(load.metrics_seconds, 0.99),
+              load.metrics_seconds.size());
+  std::printf(
+      "%-46s lease p50 %.2f / p99 %.2f ms (%zu), heartbeat p50 %.2f"
+      " / p99 %.2f ms (%zu)\n",
+      "start-up (first leases)", ms(load.startup_lease_seconds, 0.5),
+      ms(load.startup_lease_seconds, 0.99), load.startup_lease_seconds.size(),
+      ms(load.startup_heartbeat_seconds, 0.5),
+      ms(load.startup_heartbeat_seconds, 0.99),
+      load.startup_heartbeat_seconds.size());
+  std::printf(
+      "%-46s %lld late of %lld due (%zu answered)\n",
+      "heartbeats later than their interval",
+      static_cast<long long>(load.heartbeats_late),
+      static_cast<long long>(load.heartbeats_due),
+      load.heartbeat_seconds.size() + load.startup_heartbeat_seconds.size());
+  std::printf("%-46s %lld (a lease the coordinator let expire)\n",
+              "tasks stopped by a heartbeat",
+              static_cast<long long>(load.stops));
+  std::printf("%-46s %lld, %.0f points/s stored\n", "tasks completed",
+              static_cast<long long>(load.completed), points_per_s);
+  std::printf("%-46s %.2f cores (%.1f%% of the machine), %d threads\n",
+              "coordinator CPU (own process)", coordinator_cores,
+              100.0 * coordinator_cores / static_cast<double>(ncpu),
+              after.threads);
+  std::printf("%-46s %.2f cores (hlab-sweep-fit: live predictions)\n",
+              "coordinator's children CPU", fitter_cores);
+  std::printf("%-46s %.0f MiB now, %.0f MiB peak\n", "coordinator RSS",
+              static_cast<double>(after.rss_bytes) / (1 << 20),
+              static_cast<double>(after.peak_rss_bytes) / (1 << 20));
+  std::printf("%-46s %.2f cores\n", "simulator CPU (this process)", sim_cores);
+  std::printf(
+      "%-46s lease p99 < 50 ms: %s; heartbeat p99 < 20 ms: %s;"
+      " every heartbeat on time: %s\n",
+      "goals", lease_p99 < 50 ? "met" : "missed",
+      heartbeat_p99 < 20 ? "met" : "missed",
+      load.heartbeats_late == 0 && load.stops == 0 ? "yes" : "no");
+  std::printf("%-46s %lld (%s)\n", "errors",
+              static_cast<long long>(load.errors), load.first_error.c_str());
+  if (exit_status != 0) {
+    std::printf("hlab-coordinator exited with status %d: see %s\n", exit_status,
+                log.c_str());
+  }
+  if (o.json) {
+    nlohmann::json j;
+    j["profile"] = "churn";
+    j["workers"] = o.fleet.workers;
+    j["seconds"] = seconds;
+    j["cores"] = ncpu;
+    j["load_average"] = load_average[0];
+    j["lease_ms"] = {{"p50", ms(load.lease_seconds, 0.5)},
+                     {"p99", lease_p99},
+                     {"count", load.lease_seconds.size()}};
+    j["heartbeat_ms"] = {{"p50", ms(load.heartbeat_seconds, 0.5)},
+                         {"p99", heartbeat_p99},
+                         {"count", load.heartbeat_seconds.size()}};
+    j["report_metrics_ms"] = {{"p50", ms(load.metrics_seconds, 0.5)},
+                              {"p99", ms(load.metrics_seconds, 0.99)},
+                              {"count", load.metrics_seconds.size()}};
+    j["startup_lease_ms"] = {{"p50", ms(load.startup_lease_seconds, 0.5)},
+                             {"p99", ms(load.startup_lease_seconds, 0.99)},
+                             {"count", load.startup_lease_seconds.size()}};
+    j["heartbeats_late"] = load.heartbeats_late;
+    j["heartbeats_due"] = load.heartbeats_due;
+    j["stops"] = load.stops;
+    j["tasks_completed"] = load.completed;
+    j["points_per_s"] = points_per_s;
+    j["coordinator_cores"] = coordinator_cores;
+    j["coordinator_children_cores"] = fitter_cores;
+    j["coordinator_rss_bytes"] = after.rss_bytes;
+    j["coordinator_peak_rss_bytes"] = after.peak_rss_bytes;
+    j["simulator_cores"] = sim_cores;
+    j["errors"] = load.errors;
+    std::printf("%s\n", j.dump(2).c_str());
+  }
+  return load.errors == 0 && exit_status == 0 ? 0 : 1;
 }
 
 int Main(int argc, char** argv) {
@@ -339,17 +568,24 @@ int Main(int argc, char** argv) {
                absl::FormatDuration(o.fleet.metrics_every).c_str(),
                o.fleet.batch, absl::FormatDuration(o.fleet.task_time).c_str(),
                o.dir.c_str());
+  if (o.churn) {
+    const int code = RunChurnProfile(o);
+    if (own_dir && code == 0) {
+      std::error_code ignored;
+      std::filesystem::remove_all(o.dir, ignored);
+    }
+    return code;
+  }
 
   // 3 and 4: the paper's grid.
   const PaperResult paper = MeasurePaper(o);
 
   // 1: the load run.
   size_t load_runs = 0;
-  const hlab::v1::SweepSpec load_spec = LoadSpec(o, &load_runs);
+  const std::vector<hlab::v1::SweepSpec> load_specs = LoadSpecs(o, &load_runs);
   auto coordinator = StartCoordinator(o.dir + "/load.db");
-  hlab::v1::SubmitSweepResponse submitted;
   const double load_submit_seconds =
-      Submit(coordinator->address(), load_spec, &submitted);
+      SubmitAll(coordinator->address(), load_specs);
   SimulatedFleet fleet(coordinator->address(), o.fleet);
   const Steady::time_point register_start = Steady::now();
   if (absl::Status s = fleet.Register(); !s.ok()) Die("register", s);

@@ -31,6 +31,7 @@ struct SimulatedFleet::Worker {
   absl::Time next_heartbeat ABSL_GUARDED_BY(mu);
   absl::Time next_metrics ABSL_GUARDED_BY(mu);
   absl::Time task_end ABSL_GUARDED_BY(mu);
+  std::mt19937 rng ABSL_GUARDED_BY(mu);  // task times
 };
 
 template <typename Request, typename Response>
@@ -95,6 +96,7 @@ SimulatedFleet::SimulatedFleet(const std::string& target, FleetOptions options)
     worker->stub = stubs_[static_cast<size_t>(w) % stubs_.size()].get();
     absl::MutexLock lock(&worker->mu);
     worker->start_at = now + offset(rng) * options_.heartbeat;
+    worker->rng.seed(static_cast<uint32_t>(w) + 2);
     workers_.push_back(std::move(worker));
   }
 }
@@ -136,7 +138,20 @@ void SimulatedFleet::WaitIdle() {
 
 void SimulatedFleet::Run(absl::Duration duration) {
   const Steady::time_point start = Steady::now();
+  measure_from_ = start + absl::ToChronoNanoseconds(options_.warmup);
   const absl::Time end = absl::Now() + duration;
+  int64_t due = 0;
+  for (auto& worker : workers_) {
+    absl::MutexLock lock(&worker->mu);
+    const absl::Duration active = end - worker->start_at;
+    if (active > absl::ZeroDuration()) {
+      due += 1 + static_cast<int64_t>(active / options_.heartbeat);
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.heartbeats_due += due;
+  }
   for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
     for (auto& worker : workers_) Tick(*worker, now);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -199,7 +214,9 @@ void SimulatedFleet::SendLease(Worker& worker) {
         {
           absl::MutexLock lock(&mu_);
           if (got) {
-            stats_.lease_seconds.push_back(seconds);
+            (c.start < measure_from_ ? stats_.startup_lease_seconds
+                                     : stats_.lease_seconds)
+                .push_back(seconds);
           } else if (s.ok()) {
             ++stats_.empty_leases;
           }
@@ -216,7 +233,9 @@ void SimulatedFleet::SendLease(Worker& worker) {
         worker.attempt = c.response.task().attempt();
         worker.step = 0;
         worker.next_metrics = now + options_.metrics_every;
-        worker.task_end = now + options_.task_time;
+        std::uniform_real_distribution<double> spread(
+            1 - options_.task_time_spread, 1 + options_.task_time_spread);
+        worker.task_end = now + options_.task_time * spread(worker.rng);
       });
 }
 
@@ -247,7 +266,14 @@ void SimulatedFleet::SendHeartbeat(Worker& worker) {
         if (!s.ok()) NoteError(s);
         {
           absl::MutexLock lock(&mu_);
-          if (s.ok()) stats_.heartbeat_seconds.push_back(seconds);
+          if (s.ok()) {
+            (c.start < measure_from_ ? stats_.startup_heartbeat_seconds
+                                     : stats_.heartbeat_seconds)
+                .push_back(seconds);
+          }
+          if (seconds > absl::ToDoubleSeconds(options_.heartbeat)) {
+            ++stats_.heartbeats_late;
+          }
           stats_.stops += c.response.stop_size();
         }
         absl::MutexLock lock(&worker.mu);
@@ -303,7 +329,9 @@ void SimulatedFleet::SendMetrics(Worker& worker) {
           absl::MutexLock lock(&mu_);
           stats_.points_sent += c.request.points_size();
           if (s.ok()) {
-            stats_.metrics_seconds.push_back(seconds);
+            (c.start < measure_from_ ? stats_.startup_metrics_seconds
+                                     : stats_.metrics_seconds)
+                .push_back(seconds);
             stats_.points_accepted += c.response.accepted();
           }
         }

@@ -25,6 +25,7 @@
 #define HLAB_BENCH_COORDINATOR_FLEET_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,13 +48,30 @@ struct FleetOptions {
   absl::Duration metrics_every = absl::Seconds(1);
   int batch = 100;  // points per ReportMetrics
   absl::Duration task_time = absl::Seconds(10);
+  // Each task lasts task_time x U[1 - spread, 1 + spread] (0: exactly), so
+  // that completions, and the leases after them, spread out over time.
+  double task_time_spread = 0;
   int lease_wait_ms = 5000;
+  // Calls that start within this long of Run's start (the workers' staggered
+  // first leases) are counted apart, in FleetStats' startup_* figures.
+  absl::Duration warmup = absl::ZeroDuration();
 };
 
 struct FleetStats {
+  // Latencies of calls started after the warmup.
   std::vector<double> lease_seconds;  // leases that returned a task
   std::vector<double> heartbeat_seconds;
   std::vector<double> metrics_seconds;
+  // The same, of calls started within the warmup.
+  std::vector<double> startup_lease_seconds;
+  std::vector<double> startup_heartbeat_seconds;
+  std::vector<double> startup_metrics_seconds;
+  // Heartbeats answered later than the heartbeat interval (the next one was
+  // due before this one's answer came), over the whole run.
+  int64_t heartbeats_late = 0;
+  // Heartbeats the workers should have sent in the run: one per interval
+  // from each worker's first action to the run's end.
+  int64_t heartbeats_due = 0;
   int64_t empty_leases = 0;  // long polls that ended without a task
   int64_t completed = 0;
   int64_t points_sent = 0;
@@ -112,6 +130,8 @@ class SimulatedFleet {
   std::vector<std::unique_ptr<hlab::v1::WorkerService::Stub>> stubs_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<int64_t> in_flight_{0};
+  // Calls started before this count as start-up (set by Run).
+  std::chrono::steady_clock::time_point measure_from_;
 
   // FloodMetrics state: set before the first batch, read by callbacks.
   struct FloodTask {

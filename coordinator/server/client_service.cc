@@ -15,6 +15,7 @@
 #include "coordinator/planning/proto_mapping.h"
 #include "coordinator/planning/sweep_catalog.h"
 #include "coordinator/server/adaptive_order.h"
+#include "coordinator/server/handler_pool.h"
 #include "coordinator/server/watch_reactor.h"
 #include "coordinator/sweep/dry_run.h"
 #include "coordinator/sweep/expand.h"
@@ -62,42 +63,54 @@ grpc::ServerUnaryReactor* ClientServiceImpl::SubmitSweep(
     const hlab::v1::SubmitSweepRequest* request,
     hlab::v1::SubmitSweepResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kSubmit);
-  return Finish(ctx, DoSubmitSweep(*request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoSubmitSweep(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::GetSweep(
     grpc::CallbackServerContext* ctx, const hlab::v1::GetSweepRequest* request,
     hlab::v1::GetSweepResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kRead);
-  return Finish(ctx, DoGetSweep(*request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoGetSweep(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::ListRuns(
     grpc::CallbackServerContext* ctx, const hlab::v1::ListRunsRequest* request,
     hlab::v1::ListRunsResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kRead);
-  return Finish(ctx, DoListRuns(*request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoListRuns(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::Cancel(
     grpc::CallbackServerContext* ctx, const hlab::v1::CancelRequest* request,
     hlab::v1::CancelResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kSubmit);
-  return Finish(ctx, DoCancel(*request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoCancel(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::Resume(
     grpc::CallbackServerContext* ctx, const hlab::v1::ResumeRequest* request,
     hlab::v1::ResumeResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kSubmit);
-  return Finish(ctx, DoResume(*request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoResume(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::Query(
     grpc::CallbackServerContext* ctx, const hlab::v1::QueryRequest* request,
     hlab::v1::QueryResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kRead);
-  return Finish(ctx, DoQuery(*request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoQuery(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::ListWorkers(
@@ -105,7 +118,9 @@ grpc::ServerUnaryReactor* ClientServiceImpl::ListWorkers(
     const hlab::v1::ListWorkersRequest* request,
     hlab::v1::ListWorkersResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kRead);
-  return Finish(ctx, DoListWorkers(*request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoListWorkers(*request, response); });
 }
 
 grpc::ServerUnaryReactor* ClientServiceImpl::EvaluateRun(
@@ -113,9 +128,12 @@ grpc::ServerUnaryReactor* ClientServiceImpl::EvaluateRun(
     const hlab::v1::EvaluateRunRequest* request,
     hlab::v1::EvaluateRunResponse* response) {
   HLAB_AUTHORIZE(ctx, Role::kSubmit);
-  return Finish(ctx, coordinator::EvaluateRun(
-                         *context_->store, *context_->query, *context_->catalog,
-                         context_->clock(), *request, response));
+  return AnswerOnPool(
+      context_->client_handlers, ctx, [this, request, response] {
+        return coordinator::EvaluateRun(*context_->store, *context_->query,
+                                        *context_->catalog, context_->clock(),
+                                        *request, response);
+      });
 }
 
 grpc::ServerWriteReactor<hlab::v1::Event>* ClientServiceImpl::WatchSweep(

@@ -16,7 +16,9 @@
 // Handlers are thin: each checks the caller's role, runs one Do* method
 // returning absl::Status, and finishes with ToGrpcStatus.
 //
-// Thread-safety: thread-safe; gRPC calls the handlers from its threads.
+// Thread-safety: thread-safe; the unary handlers run on the client API's
+// HandlerPool (ServiceContext::client_handlers), so a slow query never
+// holds a gRPC thread; WatchSweep is a reactor of its own.
 //
 //   ClientServiceImpl service(&context);
 //   builder.RegisterService(&service);

@@ -22,6 +22,7 @@
 
 namespace hlab::coordinator {
 
+class HandlerPool;
 class SweepCatalog;
 
 // The coordinator's notion of "now"; tests inject a fake one.
@@ -43,6 +44,10 @@ struct ServiceContext {
   absl::Duration expiry_backoff = absl::Seconds(10);
   // Limit and default of Query's time limit.
   absl::Duration max_query_time = absl::Seconds(30);
+  // Where the worker and client APIs' handlers that wait on the store run
+  // (handler_pool.h); null: on gRPC's own threads (tests of one service).
+  HandlerPool* worker_handlers = nullptr;
+  HandlerPool* client_handlers = nullptr;
 };
 
 }  // namespace hlab::coordinator

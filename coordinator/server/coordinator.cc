@@ -25,6 +25,13 @@
 namespace hlab::coordinator {
 namespace {
 
+// Threads of the handler pools (handler_pool.h). The worker API's wait on
+// the store's group commits: at 2,000 workers heartbeating every 5 s, 400
+// heartbeats a second of a few milliseconds each. The client API's reads
+// can take up to the query time limit.
+constexpr int kWorkerHandlerThreads = 16;
+constexpr int kClientHandlerThreads = 8;
+
 absl::StatusOr<std::string> ReadFile(const std::string& path,
                                      const char* what) {
   std::ifstream in(path);
@@ -182,6 +189,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   ctx.lease = options.lease;
   ctx.max_lease_wait = options.max_lease_wait;
   ctx.expiry_backoff = options.expiry_backoff;
+  // Handlers wait on group commits, so more threads than cores: each waits
+  // most of the time, and the waiting ones join one commit.
+  c->worker_handlers_ =
+      std::make_unique<HandlerPool>(kWorkerHandlerThreads, "worker-api");
+  c->client_handlers_ =
+      std::make_unique<HandlerPool>(kClientHandlerThreads, "client-api");
+  ctx.worker_handlers = c->worker_handlers_.get();
+  ctx.client_handlers = c->client_handlers_.get();
 
   // What the database holds decides the state; log what was found.
   HLAB_ASSIGN_OR_RETURN(store::RecoveredState recovered,

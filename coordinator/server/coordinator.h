@@ -38,6 +38,7 @@
 #include "coordinator/server/client_service.h"
 #include "coordinator/server/context.h"
 #include "coordinator/server/fit_scheduler.h"
+#include "coordinator/server/handler_pool.h"
 #include "coordinator/server/lease_reaper.h"
 #include "coordinator/server/metrics.h"
 #include "coordinator/server/worker_service.h"
@@ -113,6 +114,10 @@ class Coordinator {
   std::unique_ptr<store::QueryEngine> query_;
   std::unique_ptr<SweepCatalog> catalog_;
   ServiceContext context_;
+  // Declared before server_ so they outlive it: its shutdown waits for the
+  // calls they answer.
+  std::unique_ptr<HandlerPool> worker_handlers_;
+  std::unique_ptr<HandlerPool> client_handlers_;
   std::unique_ptr<ClientServiceImpl> client_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;

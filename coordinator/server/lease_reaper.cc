@@ -44,13 +44,6 @@ absl::Status LeaseReaper::Tick() {
   }
   if (now >= expiry_paused_until_) note(ExpireAndMarkLost(now));
 
-  const bool truncate = (ticks_++ % 60) == 59;
-  absl::StatusOr<store::Store::WalCheckpoint> wal =
-      store.CheckpointWal(truncate);
-  if (!wal.ok() && wal.status().code() != absl::StatusCode::kUnavailable) {
-    note(wal.status());
-  }
-
   if (context_->metrics != nullptr) {
     absl::StatusOr<store::StateCounts> counts = store.CountsByState();
     note(counts.status());

@@ -2,7 +2,6 @@
 //   - requeues tasks whose lease expired (store ExpireLeases: the attempt
 //     is bumped at the next lease, the old holder is fenced off),
 //   - marks workers silent for a lease time as LOST,
-//   - checkpoints the WAL (PASSIVE each tick, TRUNCATE every 60th),
 //   - refreshes the gauges (runs/tasks per state, workers, the runs with a
 //     phase of their own and their progress as the store keeps it,
 //     unfinished sweeps by state and phase, the live predictions of
@@ -64,7 +63,6 @@ class LeaseReaper {
   const absl::Duration interval_;
   PeriodicThread thread_;
   absl::Mutex tick_mu_;
-  int64_t ticks_ ABSL_GUARDED_BY(tick_mu_) = 0;
   // The store's storage failures at the last tick, and until when expiry
   // waits after the last one seen.
   int64_t storage_failures_seen_ ABSL_GUARDED_BY(tick_mu_) = 0;

@@ -19,6 +19,7 @@
 #include "coordinator/planning/proto_mapping.h"
 #include "coordinator/planning/sweep_catalog.h"
 #include "coordinator/planning/trainer_task.h"
+#include "coordinator/server/handler_pool.h"
 #include "proto/grpc_status.h"
 
 namespace hlab::coordinator {
@@ -70,13 +71,14 @@ class LeaseReactor final : public grpc::ServerUnaryReactor {
                const hlab::v1::LeaseRequest* request,
                hlab::v1::LeaseResponse* response)
       : service_(service),
+        pool_(context.worker_handlers),
         request_(request),
         response_(response),
         poll_(context.lease_poll),
         deadline_(absl::Now() +
                   std::min(absl::Milliseconds(std::max(0, request->wait_ms())),
                            context.max_lease_wait)) {
-    Step();
+    Schedule();
   }
 
   void OnCancel() override {
@@ -86,6 +88,13 @@ class LeaseReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 
  private:
+  // Runs Step on the worker API's handler pool: TryLease waits on the
+  // store, which gRPC's callback threads must not.
+  void Schedule() {
+    if (pool_ == nullptr) return Step();
+    pool_->Run([this] { Step(); });
+  }
+
   void Step() {
     if (cancelled_) return Finish(grpc::Status::CANCELLED);
     absl::Status status =
@@ -100,11 +109,12 @@ class LeaseReactor final : public grpc::ServerUnaryReactor {
         std::chrono::system_clock::now() + absl::ToChronoMicroseconds(wait),
         [this](bool ok) {
           if (!ok) cancelled_ = true;
-          Step();
+          Schedule();
         });
   }
 
   WorkerServiceImpl* const service_;
+  HandlerPool* const pool_;
   const hlab::v1::LeaseRequest* const request_;
   hlab::v1::LeaseResponse* const response_;
   const absl::Duration poll_;
@@ -129,14 +139,18 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(
     grpc::CallbackServerContext* ctx, const hlab::v1::RegisterRequest* request,
     hlab::v1::RegisterResponse* response) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return Finish(ctx, DoRegister(*request, response));
+  return AnswerOnPool(
+      context_->worker_handlers, ctx,
+      [this, request, response] { return DoRegister(*request, response); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
     grpc::CallbackServerContext* ctx, const hlab::v1::HeartbeatRequest* request,
     hlab::v1::HeartbeatResponse* response) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return Finish(ctx, DoHeartbeat(*request, response));
+  return AnswerOnPool(
+      context_->worker_handlers, ctx,
+      [this, request, response] { return DoHeartbeat(*request, response); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(
@@ -166,21 +180,25 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCheckpoint(
     const hlab::v1::ReportCheckpointRequest* request,
     hlab::v1::ReportCheckpointResponse* /*response*/) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return Finish(ctx, DoReportCheckpoint(*request));
+  return AnswerOnPool(context_->worker_handlers, ctx,
+                      [this, request] { return DoReportCheckpoint(*request); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Complete(
     grpc::CallbackServerContext* ctx, const hlab::v1::CompleteRequest* request,
     hlab::v1::CompleteResponse* /*response*/) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return Finish(ctx, DoComplete(*request));
+  return AnswerOnPool(context_->worker_handlers, ctx,
+                      [this, request] { return DoComplete(*request); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Fail(
     grpc::CallbackServerContext* ctx, const hlab::v1::FailRequest* request,
     hlab::v1::FailResponse* response) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return Finish(ctx, DoFail(*request, response));
+  return AnswerOnPool(
+      context_->worker_handlers, ctx,
+      [this, request, response] { return DoFail(*request, response); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Deregister(
@@ -188,7 +206,9 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Deregister(
     const hlab::v1::DeregisterRequest* request,
     hlab::v1::DeregisterResponse* response) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return Finish(ctx, DoDeregister(*request, response));
+  return AnswerOnPool(
+      context_->worker_handlers, ctx,
+      [this, request, response] { return DoDeregister(*request, response); });
 }
 
 #undef HLAB_AUTHORIZE_WORKER

@@ -26,9 +26,10 @@
 // A stale attempt is FAILED_PRECONDITION and changes nothing; an unknown
 // worker is NOT_FOUND (it registers again). Every RPC needs the worker role.
 //
-// Thread-safety: thread-safe; the Lease long poll waits on a grpc::Alarm
-// and ReportMetrics on the store's writer (answered from its commit), so
-// neither blocks a gRPC thread.
+// Thread-safety: thread-safe. No handler blocks a gRPC thread: the Lease
+// long poll waits on a grpc::Alarm between tries, ReportMetrics is answered
+// from the store writer's commit, and the others (and each Lease try) run
+// on the worker API's HandlerPool (ServiceContext::worker_handlers).
 //
 //   WorkerServiceImpl service(&context);
 //   builder.RegisterService(&service);

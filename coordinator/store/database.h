@@ -128,7 +128,8 @@ class Database {
   // Page cache of a read-write connection (PRAGMA cache_size), in KiB.
   static constexpr int kWriterCacheKiB = 64 * 1024;
   // WAL pages after which a commit checkpoints (PRAGMA wal_autocheckpoint;
-  // SQLite's default is 1000).
+  // SQLite's default is 1000). The Store's writer connection checkpoints on
+  // a thread of its own at this size instead (wal_checkpointer.h).
   static constexpr int kWalAutocheckpointPages = 8000;
 
   // Opens `path`. Returns Unavailable naming the path if it cannot be opened

@@ -455,14 +455,26 @@ CREATE INDEX tasks_pending
   WHERE state = 'PENDING';
 )sql";
 
+// v11: the pending-task index also holds not_before, so that the lease
+// queue's NextBackoffEnd (the earliest backoff of a pending task) reads the
+// index instead of every task row (payloads of ~1.5 KiB: 9 ms a query in
+// hlab-bench-coordinator's churn profile, 0.2 ms with this index), and
+// NextLeasableTasks filters backing-off tasks before it reads their rows.
+constexpr char kV11PendingIndex[] = R"sql(
+DROP INDEX tasks_pending;
+CREATE INDEX tasks_pending
+  ON tasks (priority DESC, coalesce(order_key, cost_flops), id, not_before)
+  WHERE state = 'PENDING';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kV1Tables},          {2, kV2Views},        {3, kV3OnDemandTasks},
-      {4, kV4RunSummary},      {5, kV5FaultClasses}, {6, kV6TypedResources},
-      {7, kV7RunProgress},     {8, kV8Predictions},  {9, kV9PredictedState},
-      {10, kV10AdaptiveOrder},
+      {1, kV1Tables},          {2, kV2Views},          {3, kV3OnDemandTasks},
+      {4, kV4RunSummary},      {5, kV5FaultClasses},   {6, kV6TypedResources},
+      {7, kV7RunProgress},     {8, kV8Predictions},    {9, kV9PredictedState},
+      {10, kV10AdaptiveOrder}, {11, kV11PendingIndex},
   };
   return kMigrations;
 }

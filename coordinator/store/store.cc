@@ -19,6 +19,15 @@ using internal::InsertEvent;
 using internal::kRunColumns;
 using internal::kSweepColumns;
 
+namespace {
+
+// The WAL file's size after it starts over (PRAGMA journal_size_limit):
+// twice the checkpoint threshold at 4 KiB pages.
+constexpr int64_t kWalSizeLimitBytes =
+    int64_t{2} * Database::kWalAutocheckpointPages * 4096;
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    StoreOptions options) {
   HLAB_ASSIGN_OR_RETURN(internal::FileLock lock,
@@ -26,12 +35,26 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
                         Database::Open(path, Database::Mode::kReadWrite));
   HLAB_RETURN_IF_ERROR(Migrate(*db));
+  HLAB_ASSIGN_OR_RETURN(
+      std::unique_ptr<WalCheckpointer> checkpointer,
+      WalCheckpointer::Start(path, options.wal_checkpoint_pages));
+  // Replaces the writer connection's automatic checkpoint, which is a WAL
+  // hook too (sqlite3_wal_autocheckpoint).
+  sqlite3_wal_hook(db->raw(), &WalCheckpointer::Hook, checkpointer.get());
+  // When a checkpoint has copied the whole WAL, the next commit starts the
+  // file over and truncates it to this size: a reader that held the WAL
+  // long (it grows meanwhile) leaves no large file behind.
+  HLAB_RETURN_IF_ERROR(db->Exec(
+      absl::StrCat("PRAGMA journal_size_limit = ", kWalSizeLimitBytes)));
   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> reader,
+                        Database::Open(path, Database::Mode::kReadOnly));
+  HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> lease_reader,
                         Database::Open(path, Database::Mode::kReadOnly));
   auto writer =
       std::make_unique<Writer>(std::move(db), std::move(options.writer));
   return std::unique_ptr<Store>(
-      new Store(path, std::move(lock), std::move(writer), std::move(reader)));
+      new Store(path, std::move(lock), std::move(checkpointer),
+                std::move(writer), std::move(reader), std::move(lease_reader)));
 }
 
 Store::~Store() { writer_->Shutdown(); }

@@ -62,12 +62,16 @@
 #include "coordinator/store/database.h"
 #include "coordinator/store/internal/file_lock.h"
 #include "coordinator/store/types.h"
+#include "coordinator/store/wal_checkpointer.h"
 #include "coordinator/store/writer.h"
 
 namespace hlab::store {
 
 struct StoreOptions {
   WriterOptions writer;
+  // The WAL's size, in pages, at which a checkpoint starts: on a thread of
+  // its own (wal_checkpointer.h), never in the writer's commits.
+  int wal_checkpoint_pages = Database::kWalAutocheckpointPages;
 };
 
 class Store {
@@ -373,6 +377,10 @@ class Store {
   // (WriterStats::writable: false from a write refused for the storage,
   // disk full or read-only, until a write succeeds again; writer.h).
   WriterStats writer_stats() const { return writer_->stats(); }
+  // The background WAL checkpoints so far (wal_checkpointer.h).
+  CheckpointerStats checkpointer_stats() const {
+    return checkpointer_->stats();
+  }
 
   // Runs `op` on the writer's connection, outside a transaction, between
   // commits (Writer::RunOutsideTransaction). For tests that make the
@@ -385,11 +393,15 @@ class Store {
 
  private:
   Store(std::string path, internal::FileLock lock,
-        std::unique_ptr<Writer> writer, std::unique_ptr<Database> reader)
+        std::unique_ptr<WalCheckpointer> checkpointer,
+        std::unique_ptr<Writer> writer, std::unique_ptr<Database> reader,
+        std::unique_ptr<Database> lease_reader)
       : path_(std::move(path)),
         lock_(std::move(lock)),
+        checkpointer_(std::move(checkpointer)),
         writer_(std::move(writer)),
-        reader_(std::move(reader)) {}
+        reader_(std::move(reader)),
+        lease_reader_(std::move(lease_reader)) {}
 
   // After a committed change that may have made tasks leasable.
   void BumpLeasableGeneration() {
@@ -398,9 +410,16 @@ class Store {
 
   const std::string path_;
   internal::FileLock lock_;  // released after the writer and reader close
+  // Outlives the writer, whose connection's WAL hook points at it.
+  std::unique_ptr<WalCheckpointer> checkpointer_;
   std::unique_ptr<Writer> writer_;
   absl::Mutex reader_mu_;
   std::unique_ptr<Database> reader_ ABSL_GUARDED_BY(reader_mu_);
+  // NextLeasableTasks and NextBackoffEnd only: the lease queue's reloads,
+  // which every lease after a completion waits for, never queue behind
+  // other reads (the housekeeping gauges, task and run lookups).
+  absl::Mutex lease_reader_mu_;
+  std::unique_ptr<Database> lease_reader_ ABSL_GUARDED_BY(lease_reader_mu_);
   std::atomic<int64_t> leasable_generation_{0};
 };
 

@@ -177,15 +177,20 @@ absl::StatusOr<std::vector<Task>> Store::ListTasks(const TaskFilter& filter) {
 
 absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
                                                            int limit) {
-  absl::MutexLock lock(&reader_mu_);
+  // The blocked tasks as one list, computed once (a join over task_deps),
+  // not a correlated subquery per candidate: a sweep's EVAL tasks cost
+  // nothing, so they come first in this order and, while their runs train,
+  // every one of them is blocked. With 1,536 such EVALs in the churn
+  // profile (hlab-bench-coordinator) the correlated form took 10 ms and
+  // this one 2 ms; the lease queue reloads with it after every completion.
+  absl::MutexLock lock(&lease_reader_mu_);
   return internal::QueryTasks(
-      *reader_,
+      *lease_reader_,
       absl::StrCat(
           "SELECT ", internal::kTaskColumns,
           " FROM tasks t WHERE t.state = 'PENDING' AND t.not_before <= ?1"
-          " AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks u"
-          "   ON u.id = d.depends_on WHERE d.task_id = t.id"
-          "   AND u.state <> 'SUCCEEDED')"
+          " AND t.id NOT IN (SELECT d.task_id FROM task_deps d JOIN tasks u"
+          "   ON u.id = d.depends_on WHERE u.state <> 'SUCCEEDED')"
           " ORDER BY t.priority DESC, coalesce(t.order_key, t.cost_flops),"
           " t.id LIMIT ?2"),
       [&](Statement& st) { st.Bind(1, ToMillis(now)).Bind(2, limit); });
@@ -193,11 +198,11 @@ absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
 
 absl::StatusOr<std::optional<absl::Time>> Store::NextBackoffEnd(
     absl::Time now) {
-  absl::MutexLock lock(&reader_mu_);
+  absl::MutexLock lock(&lease_reader_mu_);
   HLAB_ASSIGN_OR_RETURN(
       Statement st,
-      reader_->Prepare("SELECT MIN(not_before) FROM tasks"
-                       " WHERE state = 'PENDING' AND not_before > ?"));
+      lease_reader_->Prepare("SELECT MIN(not_before) FROM tasks"
+                             " WHERE state = 'PENDING' AND not_before > ?"));
   st.Bind(1, ToMillis(now));
   HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
   if (!has_row || st.IsNull(0)) return std::optional<absl::Time>();

@@ -1,15 +1,18 @@
 // Schema, migrations, pragmas and durability across reopen.
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "coordinator/store/database.h"
 #include "coordinator/store/schema.h"
 #include "coordinator/store/store.h"
@@ -617,6 +620,103 @@ TEST(StoreMaintenanceTest, BackupCopiesASnapshotAndNeverOverwrites) {
   EXPECT_EQ((*reopened)->GetRun("r1")->spec.arch, "swa");
   EXPECT_EQ((*store)->Backup(dir.File("no/dir/copy.db")).code(),
             absl::StatusCode::kUnavailable);
+}
+
+// v11: the pending-task index holds not_before (NextBackoffEnd reads the
+// index, not the task rows), on a v10 database too, with every row kept.
+TEST(StoreSchemaTest, V11PendingIndexHoldsNotBefore) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 10; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 10").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec(absl::StrCat(R"sql(
+INSERT INTO sweeps (name, spec_hash, spec, created_at, max_retries)
+  VALUES ('s', 'h', '{}', 0, 3);
+INSERT INTO runs (id, arch, scale, budget_tokens, n_params, seed, config,
+                  state, max_attempts, created_at, updated_at)
+  VALUES ('a', 'full', 'xs', 1000, 1, 0, '{}', 'PENDING', 2, 0, 0);
+INSERT INTO tasks (id, sweep_id, run_id, kind, state, max_attempts,
+                   not_before, created_at, updated_at)
+  VALUES ('a.train', 1, 'a', 'TRAIN', 'PENDING', 2, )sql",
+                                        ToMillis(T(5)), ", 0, 0);"))
+                    .ok());
+    EXPECT_EQ(RawInt(path,
+                     "SELECT count(*) FROM pragma_index_info('tasks_pending')"
+                     " WHERE name = 'not_before'"),
+              0);
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  EXPECT_EQ(RawInt(path,
+                   "SELECT count(*) FROM pragma_index_info('tasks_pending')"
+                   " WHERE name = 'not_before'"),
+            1);
+  auto backoff = (*store)->NextBackoffEnd(T(0));
+  ASSERT_TRUE(backoff.ok()) << backoff.status();
+  ASSERT_TRUE(backoff->has_value());
+  EXPECT_EQ(**backoff, T(5));
+  auto early = (*store)->NextLeasableTasks(T(4), 10);
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_TRUE(early->empty());
+  auto leasable = (*store)->NextLeasableTasks(T(5), 10);
+  ASSERT_TRUE(leasable.ok()) << leasable.status();
+  ASSERT_EQ(leasable->size(), 1u);
+  EXPECT_EQ(leasable->front().spec.id, "a.train");
+}
+
+// The WAL is checkpointed on the store's checkpointer thread once it holds
+// wal_checkpoint_pages, while the writer goes on; every row stays.
+TEST(StoreMaintenanceTest, CheckpointsRunOnTheirOwnThreadAndKeepEverything) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  StoreOptions options;
+  options.wal_checkpoint_pages = 64;
+  auto store = Store::Open(path, options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto sweep = (*store)->CreateSweep(MakeSweep("w"), T(0));
+  ASSERT_TRUE(sweep.ok());
+  ASSERT_TRUE((*store)->AddRuns(sweep->sweep_id, {MakeRun("r1")}, T(0)).ok());
+  ASSERT_TRUE(
+      (*store)
+          ->AddTasks({MakeTask("r1.train", sweep->sweep_id, "r1")}, T(0))
+          .ok());
+  auto attempt = (*store)->LeaseTask("r1.train", "w1", T(0), absl::Hours(1));
+  ASSERT_TRUE(attempt.ok()) << attempt.status();
+  // ~2,000 pages of points, in 200 commits.
+  for (int batch = 0; batch < 200; ++batch) {
+    std::vector<MetricPoint> points;
+    for (int i = 0; i < 200; ++i) {
+      MetricPoint p;
+      p.name = "train_loss";
+      p.step = batch * 200 + i;
+      p.value = 1.0 / (1 + p.step);
+      points.push_back(p);
+    }
+    ASSERT_TRUE(
+        (*store)->RecordMetrics("r1.train", *attempt, points, T(1)).ok());
+  }
+  // The thread runs on its own time: wait for it (not a timing assertion;
+  // it fails only if no checkpoint ever runs).
+  for (int i = 0; i < 500 && (*store)->checkpointer_stats().checkpoints == 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const CheckpointerStats stats = (*store)->checkpointer_stats();
+  EXPECT_GT(stats.checkpoints, 0);
+  EXPECT_EQ(stats.failures, 0);
+  EXPECT_GE(stats.largest_wal_pages, 64);
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM metrics"), 40000);
+  store->reset();
+  auto reopened = Store::Open(path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ(RawInt(path, "SELECT count(*) FROM metrics"), 40000);
 }
 
 TEST(StoreMaintenanceTest, TruncatingCheckpointEmptiesTheWal) {
