@@ -58,7 +58,7 @@ asan_skip=(analysis_chinchilla_test)
 # and TSan reports hundreds of races in gRPC's and protobuf's inline code
 # there (docs/testing.md, "Sanitizers").
 tsan_tests=(store_writer_test store_lease_test lease_queue_test periodic_thread_test
-  worker_daemon_test)
+  worker_daemon_test store_schema_test handler_pool_test)
 
 # build <dir> <sanitizers> [targets...]: configures the tree once, builds
 # (the log in <dir>/build.log, its end shown on failure).
