@@ -39,8 +39,8 @@ struct ProcessUsage {
 class CoordinatorProcess {
  public:
   // Starts `binary` with --listen 127.0.0.1:0 --metrics-listen none, then
-  // `flags` (which may override those); stderr to `log_path`. Unavailable (naming the
-  // log) when it does not print its address within 60 s.
+  // `flags` (which may override those); stderr to `log_path`. Unavailable
+  // (naming the log) when it does not print its address within 60 s.
   static absl::StatusOr<std::unique_ptr<CoordinatorProcess>> Start(
       const std::string& binary, const std::vector<std::string>& flags,
       const std::string& log_path);
