@@ -24,17 +24,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/process_usage.h"
 
 namespace hlab::bench {
-
-struct ProcessUsage {
-  double cpu_seconds = 0;  // user + system, all threads
-  // User + system of its children that have ended (hlab-sweep-fit).
-  double children_cpu_seconds = 0;
-  int64_t rss_bytes = 0;       // resident now (VmRSS)
-  int64_t peak_rss_bytes = 0;  // high-water mark (VmHWM)
-  int threads = 0;
-};
 
 class CoordinatorProcess {
  public:

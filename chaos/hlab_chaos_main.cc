@@ -30,6 +30,7 @@
 #include "chaos/faults.h"
 #include "cli/cli.h"
 #include "cli/local_cluster.h"
+#include "common/process_usage.h"
 
 namespace {
 
@@ -119,18 +120,7 @@ bool WaitUntilFinished(const std::string& address, absl::Duration timeout) {
 }
 
 double RssMb(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string key;
-  while (in >> key) {
-    if (key == "VmRSS:") {
-      double kb = 0;
-      in >> kb;
-      return kb / 1024;
-    }
-    std::string rest;
-    std::getline(in, rest);
-  }
-  return 0;
+  return static_cast<double>(hlab::ReadProcessUsage(pid).rss_bytes) / (1 << 20);
 }
 
 // Starts `cluster` and submits the spec to it; false (said on stderr) if
