@@ -48,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/openmp_env.h"
 #include "data/synthetic_corpus.h"
 #include "data/tokenizer.h"
 #include "eval/gradient_profile.h"
@@ -58,7 +59,6 @@
 #include "model/config/model_config.h"
 #include "model/hybrid_lm.h"
 #include "train/malloc_reuse.h"
-#include "train/openmp_env.h"
 
 namespace {
 
@@ -244,7 +244,7 @@ int BenchGenerate(const Options& o, const std::vector<int32_t>& prompt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::EnsurePassiveOpenMpWait(argv);
   hlab::train::KeepFreedMemoryForReuse();
   const Options o = ParseOptions(argc, argv);
   at::set_num_threads(static_cast<int>(

@@ -31,10 +31,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/openmp_env.h"
 #include "common/status_macros.h"
 #include "data/mixture.h"
 #include "train/malloc_reuse.h"
-#include "train/openmp_env.h"
 #include "train/records.h"
 #include "train/trainer.h"
 #include "train/training_data.h"
@@ -97,7 +97,7 @@ absl::StatusOr<double> HookOverhead(const Options& o, const std::string& arch,
 }  // namespace
 
 int main(int argc, char** argv) {
-  hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::EnsurePassiveOpenMpWait(argv);
   hlab::train::KeepFreedMemoryForReuse();
   Options o;
   for (int i = 1; i < argc; ++i) {

@@ -15,11 +15,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/openmp_env.h"
 #include "common/task_flags.h"
 #include "eval/eval_task.h"
 #include "train/exit_codes.h"
 #include "train/malloc_reuse.h"
-#include "train/openmp_env.h"
 #include "train/records.h"
 #include "train/trainer.h"
 
@@ -98,7 +98,7 @@ class Records final {
 }  // namespace
 
 int main(int argc, char** argv) {
-  hlab::train::EnsurePassiveOpenMpWait(argv);
+  hlab::EnsurePassiveOpenMpWait(argv);
   hlab::train::KeepFreedMemoryForReuse();
   absl::StatusOr<hlab::TaskFlags> flags = hlab::ParseTaskFlags(
       argc, argv, {{"--example-task", hlab::TaskFlag::kAction}});

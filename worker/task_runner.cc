@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/log.h"
+#include "common/openmp_env.h"
 #include "common/store_unavailable.h"
 #include "task/eval_task.h"
 #include "task/train_task.h"
@@ -304,6 +305,12 @@ absl::Status TaskRunner::Spawn(const std::string& task_file, Ranks* ranks) {
                       : std::optional<std::string>(daemon_visible));
     if (!visible.ok()) return visible.status();
     launch.env.push_back("CUDA_VISIBLE_DEVICES=" + *visible);
+    // hlab-train and hlab-eval re-execute themselves to get passive OpenMP
+    // waiting when the variable is unset, which starts LibTorch twice; set it
+    // here (an OMP_WAIT_POLICY the daemon was given is passed on instead).
+    if (std::getenv(kOpenMpWaitPolicyVar) == nullptr) {
+      launch.env.push_back(kOpenMpPassiveWaitEnv);
+    }
     launch.log_path =
         (fs::path(dir_) / (IsEval() ? std::string("evaluator.log")
                            : r == 0 ? std::string("trainer.log")

@@ -504,7 +504,7 @@ TEST_F(EvalTaskRunTest, NiahReportsAccuracyOverallAndPerKindWithCells) {
       << s;
 }
 
-TEST_F(EvalTaskRunTest, DefaultNiahKindsThatDoNotFitAreSkippedWithAWarning) {
+TEST_F(EvalTaskRunTest, DefaultNiahKindsThatDoNotFitAreSkippedWithTheReason) {
   // 48 tokens hold a single needle (37) but not a passkey prompt (248).
   Json j = Task();
   j["evals"] = {{"niah", {{"context_lengths", {48}}, {"samples", 2}}}};
@@ -512,15 +512,16 @@ TEST_F(EvalTaskRunTest, DefaultNiahKindsThatDoNotFitAreSkippedWithAWarning) {
   ASSERT_TRUE(run.ok()) << run;
   EXPECT_FALSE(FindRecord(records_, "result", "niah_acc/single").is_null());
   EXPECT_TRUE(FindRecord(records_, "result", "niah_acc/passkey").is_null());
-  bool warned = false;
-  for (const Json& r : records_) {
-    if (r["type"] == "warning" &&
-        r["message"].get<std::string>().find("kind 'passkey' skipped") !=
-            std::string::npos) {
-      warned = true;
-    }
-  }
-  EXPECT_TRUE(warned);
+  // The reason is in niah_acc's details, not a warning: the kind was not
+  // asked for.
+  const Json acc = FindRecord(records_, "result", "niah_acc");
+  ASSERT_FALSE(acc.is_null());
+  const std::string reason =
+      acc["details"]["skipped_kinds"].value("passkey", "");
+  EXPECT_NE(reason.find("cannot hold the needles"), std::string::npos)
+      << acc.dump();
+  EXPECT_FALSE(acc["details"]["skipped_kinds"].contains("single"));
+  for (const Json& r : records_) EXPECT_NE(r["type"], "warning") << r.dump();
 
   // Too short for every kind: recorded as null with the reason.
   j["evals"]["niah"]["context_lengths"] = {8};

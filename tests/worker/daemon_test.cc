@@ -603,6 +603,39 @@ TEST_F(DaemonTest, GpuRanksAreNamedThroughTheDaemonsVisibleDevices) {
   ::unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
+// hlab-train and hlab-eval re-execute themselves (starting LibTorch twice)
+// when OMP_WAIT_POLICY is unset, so the daemon sets it for them; a policy
+// the daemon itself was given is passed on unchanged.
+TEST_F(DaemonTest, ChildrenGetPassiveOpenMpWaitUnlessTheDaemonHasAPolicy) {
+  ::unsetenv("OMP_WAIT_POLICY");
+  fake().AddTask(MakeTask("t-omp", "ok"));
+  fake().AddTask(MakeEvalTask("e-omp", "eval_ok"));
+  StartDaemon();
+  ASSERT_TRUE(fake().WaitFor([](const FakeState& s) {
+    return s.Completed("t-omp") && s.Completed("e-omp");
+  }));
+  StopDaemon();
+  std::string train_policy, eval_policy;
+  std::getline(std::ifstream(TaskDir("t-omp") / "omp_wait_policy"),
+               train_policy);
+  std::getline(std::ifstream(TaskDir("e-omp") / "omp_wait_policy"),
+               eval_policy);
+  EXPECT_EQ(train_policy, "PASSIVE");
+  EXPECT_EQ(eval_policy, "PASSIVE");
+
+  ASSERT_EQ(::setenv("OMP_WAIT_POLICY", "ACTIVE", 1), 0);
+  fake().AddTask(MakeTask("t-omp-active", "ok"));
+  StartDaemon();
+  ASSERT_TRUE(fake().WaitFor(
+      [](const FakeState& s) { return s.Completed("t-omp-active"); }));
+  StopDaemon();
+  ::unsetenv("OMP_WAIT_POLICY");
+  std::string given;
+  std::getline(std::ifstream(TaskDir("t-omp-active") / "omp_wait_policy"),
+               given);
+  EXPECT_EQ(given, "ACTIVE");
+}
+
 TEST_F(DaemonTest, ShutdownTerminatesTrainersAndReportsThemRetryable) {
   fake().AddTask(MakeTask("t-term", "sleep"));
   StartDaemon();

@@ -4,7 +4,8 @@
 // "behavior" field (<bin>/behaviors/<name>.sh), which writes records to fd 3
 // with `rec '{...}'` and exits as it likes. It leaves in the task dir:
 // args.txt (one line of arguments per rank), pid, cuda (CUDA_VISIBLE_DEVICES),
-// program (the script's file name: fake-train or fake-eval).
+// omp_wait_policy (OMP_WAIT_POLICY), program (the script's file name:
+// fake-train or fake-eval).
 //
 // Behaviours: ok (3 steps, an eval, a checkpoint, exit 0), permanent (error
 // record, exit 2), retryable (exit 75), crash (SIGSEGV), sleep (runs until
@@ -55,6 +56,7 @@ behavior=$(sed -n 's/.*"name": *"behavior=\([^"]*\)".*/\1/p' "$task" | head -1)
 rec() { echo "$1" >&3; }
 echo $$ > "$dir/pid"
 echo "${CUDA_VISIBLE_DEVICES-unset}" > "$dir/cuda"
+echo "${OMP_WAIT_POLICY-unset}" > "$dir/omp_wait_policy"
 . "$(dirname "$0")/behaviors/$behavior.sh"
 )sh";
 
