@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -140,6 +141,7 @@ absl::Status LocalCluster::RestartWorker(size_t index) {
     ::waitpid(workers_[index], nullptr, 0);
   }
   workers_[index] = StartWorker(index);
+  PublishChildren();
   if (workers_[index] < 0) {
     return absl::UnavailableError("cannot start hlab-worker");
   }
@@ -201,26 +203,105 @@ absl::Status LocalCluster::RestartCoordinator() {
   absl::Status status;
   for (int attempt = 0; attempt < 50; ++attempt) {
     status = StartCoordinator(address_);
-    if (status.ok()) return status;
+    if (status.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  PublishChildren();
   return status;
 }
 
-void LocalCluster::InstallStopOnSignal() {
+void LocalCluster::PublishChildren() {
+  if (!stop_on_signal_) return;
+  // The handler reads g_children[0, g_child_count): shrink the count while
+  // the entries change.
   g_child_count = 0;
-  if (coordinator_ > 0) g_children[g_child_count++] = coordinator_;
+  int count = 0;
+  if (coordinator_ > 0) g_children[count++] = coordinator_;
   for (pid_t pid : workers_) {
-    if (g_child_count < kMaxChildren) g_children[g_child_count++] = pid;
+    if (pid > 0 && count < kMaxChildren) g_children[count++] = pid;
   }
+  g_child_count = count;
+}
+
+void LocalCluster::InstallStopOnSignal() {
+  stop_on_signal_ = true;
+  PublishChildren();
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGTERM, OnTerminate);
   std::signal(SIGHUP, OnTerminate);
 }
 
+bool LocalCluster::MayRestart(
+    std::vector<std::chrono::steady_clock::time_point>* exits,
+    std::chrono::steady_clock::time_point now) {
+  exits->push_back(now);
+  const auto window_start = now - std::chrono::minutes(1);
+  exits->erase(std::remove_if(exits->begin(), exits->end(),
+                              [&](auto t) { return t < window_start; }),
+               exits->end());
+  return static_cast<int>(exits->size()) <= kMaxRestartsPerMinute;
+}
+
+std::vector<std::string> LocalCluster::RestartExited() {
+  std::vector<std::string> lines;
+  const auto now = std::chrono::steady_clock::now();
+  auto exited = [](pid_t pid, std::string* how) {
+    int status = 0;
+    if (pid <= 0 || ::waitpid(pid, &status, WNOHANG) != pid) return false;
+    *how = WIFSIGNALED(status)
+               ? absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
+                              ::strsignal(WTERMSIG(status)), ")")
+               : absl::StrCat("exited with status ", WEXITSTATUS(status));
+    return true;
+  };
+  std::string how;
+  if (exited(coordinator_, &how)) {
+    coordinator_ = -1;
+    const std::string log = options_.dir + "/logs/coordinator.log";
+    if (!MayRestart(&coordinator_exits_, now)) {
+      lines.push_back(absl::StrCat(
+          "the coordinator ", how, "; it exited ", coordinator_exits_.size(),
+          " times within a minute, so it is left down: see ", log));
+    } else if (absl::Status s = RestartCoordinator(); s.ok()) {
+      lines.push_back(absl::StrCat("the coordinator ", how, "; restarted on ",
+                                   address_,
+                                   " with the same database (the workers "
+                                   "reconnect; nothing stored is lost)"));
+    } else {
+      lines.push_back(absl::StrCat("the coordinator ", how,
+                                   "; restarting it failed: ", s.message()));
+    }
+  }
+  worker_exits_.resize(workers_.size());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!exited(workers_[i], &how)) continue;
+    workers_[i] = -1;
+    const std::string name = absl::StrCat("local-", i);
+    if (!MayRestart(&worker_exits_[i], now)) {
+      lines.push_back(absl::StrCat(
+          "worker ", name, " ", how, "; it exited ", worker_exits_[i].size(),
+          " times within a minute, so it is left down: see ", options_.dir,
+          "/logs/", name, ".log"));
+    } else if (absl::Status s = RestartWorker(i); s.ok()) {
+      lines.push_back(absl::StrCat("worker ", name, " ", how,
+                                   "; restarted (its task is retried, from "
+                                   "its last checkpoint)"));
+    } else {
+      lines.push_back(absl::StrCat("worker ", name, " ", how,
+                                   "; restarting it failed: ", s.message()));
+    }
+  }
+  PublishChildren();
+  return lines;
+}
+
 void LocalCluster::Stop() {
   g_child_count = 0;
-  for (pid_t pid : workers_) ::kill(pid, SIGTERM);
+  // A worker that is down (and was not restarted) is -1: kill(-1) would
+  // signal every process this user may signal.
+  for (pid_t pid : workers_) {
+    if (pid > 0) ::kill(pid, SIGTERM);
+  }
   for (pid_t pid : workers_) Terminate(pid);
   workers_.clear();
   Terminate(coordinator_);

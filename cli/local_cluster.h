@@ -30,6 +30,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,18 @@ class LocalCluster {
   // died or was killed; killed first if still running).
   absl::Status RestartWorker(size_t index);
 
+  // Restarts every daemon of the cluster that has exited (a crash, the OOM
+  // killer, kill -9) and returns one line per daemon found gone, saying how
+  // it ended and what was done ("the coordinator was killed by signal 9
+  // (Killed); restarted on 127.0.0.1:40123 with the same database ...").
+  // The coordinator recovers its leases and the workers reconnect by
+  // themselves (docs/operations.md). A daemon that has exited
+  // kMaxRestartsPerMinute times within a minute is left down, and its line
+  // says so and names its log. Call it from the thread that started the
+  // cluster (hlab up does, every second, while its sweep is watched).
+  std::vector<std::string> RestartExited();
+  static constexpr int kMaxRestartsPerMinute = 3;
+
   pid_t coordinator_pid() const { return coordinator_; }
   const std::vector<pid_t>& worker_pids() const { return workers_; }
 
@@ -92,12 +105,23 @@ class LocalCluster {
   absl::Status StartCoordinator(const std::string& listen);
   // Starts worker `index` (local-<index>); its pid or -1.
   pid_t StartWorker(size_t index);
+  // Refreshes the pids the signal handler of InstallStopOnSignal stops.
+  void PublishChildren();
+  // Whether a daemon that exited at `now`, with the earlier exits in
+  // `exits`, may be restarted (at most kMaxRestartsPerMinute a minute).
+  static bool MayRestart(
+      std::vector<std::chrono::steady_clock::time_point>* exits,
+      std::chrono::steady_clock::time_point now);
 
   LocalClusterOptions options_;
   std::string bin_;
   std::string address_;
   pid_t coordinator_ = -1;
   std::vector<pid_t> workers_;
+  bool stop_on_signal_ = false;
+  // When each daemon was found exited (RestartExited), for the restart limit.
+  std::vector<std::chrono::steady_clock::time_point> coordinator_exits_;
+  std::vector<std::vector<std::chrono::steady_clock::time_point>> worker_exits_;
 };
 
 // The directory of the running executable (for sibling binaries).

@@ -3,6 +3,7 @@
 // examples/sweeps/demo.yaml), shows its progress, then prints the runs, the
 // fitted laws, how to query the results, and writes the sweep's report
 // (`hlab report`) into DIR/report.
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -148,8 +149,24 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
               : "was already in this database (nothing is trained twice)")
       << " from " << spec << "\n";
 
-  const int watched =
-      RunCli({"watch", sweep_id, "--address", address}, out, err);
+  // The watch runs on a thread of its own; this thread, which started the
+  // daemons (their parent-death signal is tied to it), restarts any that
+  // exit meanwhile. Both write to the terminal's streams: std::cout and
+  // std::cerr are synchronized, and the notes are rare.
+  std::atomic<bool> watch_done{false};
+  int watched = kExitFailed;
+  std::thread watcher([&] {
+    watched = RunCli({"watch", sweep_id, "--address", address}, out, err);
+    watch_done.store(true);
+  });
+  while (!watch_done.load()) {
+    for (const std::string& line : cluster.RestartExited()) {
+      err << "hlab up: " << line << "\n";
+      err.flush();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  watcher.join();
   out << "\n";
   RunCli({"runs", "--sweep", sweep_id, "--address", address}, out, err);
   // What the workers' hlab-eval measured (the newest step of each run).
@@ -220,7 +237,8 @@ Command UpCommand() {
       "the embedded examples/sweeps/demo.yaml), shows progress, then prints\n"
       "the runs, the fitted laws and how to query the database, and writes\n"
       "the sweep's report (hlab report: tables, figures, index.html) into\n"
-      "DIR/report. Ctrl-C stops\n"
+      "DIR/report. A daemon that exits while the sweep runs (a crash,\n"
+      "kill -9) is restarted, at most 3 times a minute. Ctrl-C stops\n"
       "watching; the sweep can be resumed with `hlab up` on the same DIR.\n";
   c.run = RunUp;
   return c;
