@@ -559,6 +559,14 @@ int Main(int argc, char** argv) {
       return 1;
     }
     o.dir = pattern;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(o.dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "hlab-bench-coordinator: --dir %s: %s\n",
+                   o.dir.c_str(), ec.message().c_str());
+      return 1;
+    }
   }
   std::fprintf(stderr,
                "hlab-bench-coordinator: %d workers, %.0f s, heartbeat %s,"

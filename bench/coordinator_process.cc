@@ -1,6 +1,5 @@
 #include "bench/coordinator_process.h"
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,24 +46,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(
   }
   auto process = std::unique_ptr<CoordinatorProcess>(new CoordinatorProcess);
   process->pid_ = *pid;
-  // Read "listening on HOST:PORT".
-  std::string text;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (process->address_.empty() &&
-         std::chrono::steady_clock::now() < deadline) {
-    pollfd p{out[0], POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    char buffer[256];
-    const ssize_t n = ::read(out[0], buffer, sizeof(buffer));
-    if (n <= 0) break;  // exited
-    text.append(buffer, static_cast<size_t>(n));
-    const size_t at = text.find("listening on ");
-    const size_t end = at == std::string::npos ? at : text.find('\n', at);
-    if (end != std::string::npos) {
-      process->address_ = text.substr(at + 13, end - at - 13);
-    }
-  }
+  process->address_ =
+      ReadLineStartingWith(out[0], "listening on ", absl::Seconds(60));
   ::close(out[0]);
   if (process->address_.empty()) {
     return absl::UnavailableError(absl::StrCat(

@@ -1,6 +1,5 @@
 #include "cli/local_cluster.h"
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -169,21 +168,8 @@ absl::Status LocalCluster::StartCoordinator(const std::string& listen) {
     ::close(out[0]);
     return absl::UnavailableError("cannot start hlab-coordinator");
   }
-  // Read "listening on HOST:PORT".
-  std::string text, address;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (address.empty() && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{out[0], POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    char buffer[256];
-    const ssize_t n = ::read(out[0], buffer, sizeof(buffer));
-    if (n <= 0) break;  // the coordinator exited
-    text.append(buffer, static_cast<size_t>(n));
-    const size_t at = text.find("listening on ");
-    const size_t end = at == std::string::npos ? at : text.find('\n', at);
-    if (end != std::string::npos) address = text.substr(at + 13, end - at - 13);
-  }
+  const std::string address =
+      ReadLineStartingWith(out[0], "listening on ", absl::Seconds(30));
   ::close(out[0]);
   if (address.empty()) {
     return absl::UnavailableError(

@@ -1,5 +1,6 @@
 #include "common/spawn.h"
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -7,11 +8,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 extern char** environ;
 
@@ -26,9 +29,25 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
-absl::Status SpawnError(const std::string& program, int error) {
-  const std::string message =
+absl::Status SpawnError(const std::string& program, int error,
+                        const SpawnOptions& options) {
+  std::string message =
       absl::StrCat("cannot run ", program, ": ", std::strerror(error));
+  // The program is there, so a file its redirections open is not (or may
+  // not be opened): say which ones, since errno does not.
+  if ((error == ENOENT || error == EACCES) &&
+      ::access(program.c_str(), X_OK) == 0) {
+    std::vector<std::string> paths;
+    for (const SpawnOptions::Action& a : options.actions) {
+      if (a.kind == SpawnOptions::Action::kOpen) paths.push_back(a.path);
+    }
+    if (!paths.empty()) {
+      message = absl::StrCat("cannot run ", program, ": ", std::strerror(error),
+                             " (the program is there; ",
+                             "the files opened for it are ",
+                             absl::StrJoin(paths, ", "), ")");
+    }
+  }
   if (error == ENOENT) return absl::NotFoundError(message);
   if (error == EACCES) return absl::PermissionDeniedError(message);
   return absl::InternalError(message);
@@ -103,7 +122,8 @@ absl::StatusOr<pid_t> ForkExec(const std::string& program,
                                const SpawnOptions& options, char* const* argv,
                                char* const* envp) {
   int error_pipe[2];
-  if (::pipe2(error_pipe, O_CLOEXEC) != 0) return SpawnError(program, errno);
+  if (::pipe2(error_pipe, O_CLOEXEC) != 0)
+    return SpawnError(program, errno, options);
   sigset_t all, saved;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
@@ -121,7 +141,7 @@ absl::StatusOr<pid_t> ForkExec(const std::string& program,
   ::close(error_pipe[1]);
   if (pid < 0) {
     ::close(error_pipe[0]);
-    return SpawnError(program, fork_error);
+    return SpawnError(program, fork_error, options);
   }
   int child_error = 0;
   ssize_t n;
@@ -131,7 +151,7 @@ absl::StatusOr<pid_t> ForkExec(const std::string& program,
   ::close(error_pipe[0]);
   if (n == sizeof(child_error)) {
     ::waitpid(pid, nullptr, 0);
-    return SpawnError(program, child_error);
+    return SpawnError(program, child_error, options);
   }
   return pid;
 }
@@ -210,7 +230,37 @@ absl::StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv,
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc == 0) return pid;
-  return SpawnError(argv[0], rc);
+  return SpawnError(argv[0], rc, options);
+}
+
+std::string ReadLineStartingWith(int fd, std::string_view prefix,
+                                 absl::Duration timeout, std::string* buffer) {
+  std::string local;
+  std::string& text = buffer != nullptr ? *buffer : local;
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
+  while (true) {
+    size_t newline;
+    while ((newline = text.find('\n')) != std::string::npos) {
+      std::string line = text.substr(0, newline);
+      text.erase(0, newline + 1);
+      if (line.compare(0, prefix.size(), prefix) == 0) {
+        return line.substr(prefix.size());
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return "";
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return "";
+    char chunk[4096];
+    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";  // the child closed its end
+    text.append(chunk, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace hlab

@@ -27,9 +27,11 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace hlab {
 
@@ -78,6 +80,16 @@ struct SpawnOptions {
 // other failures, each naming the program ("cannot run PATH: REASON").
 absl::StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv,
                                    const SpawnOptions& options);
+
+// Reads `fd` (a child's stdout, on a pipe) until a line that starts with
+// `prefix` and returns the rest of that line, e.g. the address of a daemon
+// that prints "listening on HOST:PORT". "" when the child closes its end
+// (it exited) or `timeout` passes first. What was read past that line stays
+// in `*buffer` for the next call (nullptr: dropped); lines before it are
+// dropped.
+std::string ReadLineStartingWith(int fd, std::string_view prefix,
+                                 absl::Duration timeout,
+                                 std::string* buffer = nullptr);
 
 }  // namespace hlab
 

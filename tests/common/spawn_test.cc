@@ -142,6 +142,10 @@ TEST_P(SpawnTest, ErrorsNameTheProgram) {
   absl::StatusOr<pid_t> unopened = SpawnProcess({"/bin/true"}, bad_file);
   EXPECT_EQ(unopened.status().code(), absl::StatusCode::kNotFound)
       << unopened.status();
+  // errno cannot tell the program from the file: the message names both.
+  EXPECT_EQ(unopened.status().message(),
+            "cannot run /bin/true: No such file or directory (the program is "
+            "there; the files opened for it are /no/such/dir/input)");
 }
 
 // A parent that spawns `script` (with `death_signal`), tells us the child's
@@ -197,6 +201,35 @@ TEST(SpawnParentDeathTest, AStoppedChildDiesWithItsParent) {
 TEST(SpawnParentDeathTest, WithoutTheSignalTheStoppedChildStays) {
   // What the signal prevents: the orphan, stopped, waits forever.
   EXPECT_EQ(OrphanEnd("kill -STOP $$; exit 0", 0, 1000), -1);
+}
+
+// A daemon's "listening on HOST:PORT", read from its stdout pipe.
+TEST(ReadLineStartingWithTest, ReturnsTheRestOfTheLineAndKeepsWhatFollows) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string text =
+      "starting\nlistening on 127.0.0.1:4242\nmetrics on 127.0.0.1:9";
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()),
+            static_cast<ssize_t>(text.size()));
+  std::string buffer;
+  EXPECT_EQ(
+      ReadLineStartingWith(fds[0], "listening on ", absl::Seconds(5), &buffer),
+      "127.0.0.1:4242");
+  EXPECT_EQ(buffer, "metrics on 127.0.0.1:9");  // no newline yet
+  // Not a whole line yet: waits, and the timeout gives "".
+  EXPECT_EQ(ReadLineStartingWith(fds[0], "metrics on ", absl::Milliseconds(50),
+                                 &buffer),
+            "");
+  ASSERT_EQ(::write(fds[1], "1\n", 2), 2);
+  EXPECT_EQ(
+      ReadLineStartingWith(fds[0], "metrics on ", absl::Seconds(5), &buffer),
+      "127.0.0.1:91");
+  // The writer closes its end (the child exited) before the line: "".
+  ASSERT_EQ(::write(fds[1], "listening", 9), 9);
+  ::close(fds[1]);
+  EXPECT_EQ(ReadLineStartingWith(fds[0], "listening on ", absl::Seconds(5)),
+            "");
+  ::close(fds[0]);
 }
 
 }  // namespace

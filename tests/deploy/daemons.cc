@@ -78,26 +78,8 @@ Daemon::~Daemon() { Stop(); }
 
 std::string Daemon::WaitForLine(const std::string& prefix,
                                 absl::Duration timeout) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
-  while (stdout_fd_ >= 0) {
-    size_t newline;
-    while ((newline = buffer_.find('\n')) != std::string::npos) {
-      std::string line = buffer_.substr(0, newline);
-      buffer_.erase(0, newline + 1);
-      if (absl::StartsWith(line, prefix)) return line.substr(prefix.size());
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return "";
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
-    char chunk[4096];
-    const ssize_t n = ::read(stdout_fd_, chunk, sizeof(chunk));
-    if (n <= 0) return "";
-    buffer_.append(chunk, static_cast<size_t>(n));
-  }
-  return "";
+  if (stdout_fd_ < 0) return "";
+  return ReadLineStartingWith(stdout_fd_, prefix, timeout, &buffer_);
 }
 
 int Daemon::Stop() {
