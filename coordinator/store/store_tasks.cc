@@ -292,7 +292,8 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
     return absl::InvalidArgumentError("a lease needs a worker id");
   }
   int attempt = 0;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  const WriteOrder order = WriteOrder::LeaseCritical(task_id);
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));
     if (row.state != TaskState::kPending) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -342,7 +343,7 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
 absl::Status Store::ExtendLease(const std::string& task_id, int attempt,
                                 const std::string& worker_id, absl::Time now,
                                 absl::Duration lease) {
-  return writer_->Run([&](Database& db) {
+  return writer_->Run(WriteOrder::LeaseCritical(), [&](Database& db) {
     return ExtendLeaseInTxn(db, task_id, attempt, worker_id, now, lease);
   });
 }
@@ -352,7 +353,11 @@ absl::Status Store::HeartbeatAndExtend(
     const std::vector<std::pair<std::string, int>>& held, absl::Time now,
     absl::Duration lease, std::vector<absl::Status>* extended) {
   std::vector<absl::Status> statuses;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  // Ahead of queued metric batches, even of its own tasks: an extension
+  // changes only lease_expiry, which they do not read (ExpireLeases does:
+  // overtaken, it finds the lease extended, as a moment later).
+  const WriteOrder order = WriteOrder::LeaseCritical();
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
     statuses.clear();
     HLAB_RETURN_IF_ERROR(HeartbeatWorkerInTxn(db, worker_id, now));
     for (const auto& [task_id, attempt] : held) {
@@ -374,7 +379,10 @@ absl::Status Store::HeartbeatAndExtend(
 absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
                                  absl::Time now) {
   std::vector<std::string> dependents;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  // After the metric batches, checkpoints and evaluations of the task
+  // queued before it, ahead of every other task's.
+  const WriteOrder order = WriteOrder::LeaseCritical(task_id);
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
     dependents.clear();
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     const int64_t now_ms = ToMillis(now);
@@ -417,7 +425,8 @@ absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
                                           absl::Time now,
                                           absl::Duration backoff) {
   TaskState next = TaskState::kFailed;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  const WriteOrder order = WriteOrder::LeaseCritical(task_id);
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     HLAB_ASSIGN_OR_RETURN(
         next, FailAttempt(db, row, failure, "FAILED", now, backoff));
