@@ -440,9 +440,9 @@ class Store {
   std::unique_ptr<Writer> writer_;
   absl::Mutex reader_mu_;
   std::unique_ptr<Database> reader_ ABSL_GUARDED_BY(reader_mu_);
-  // NextLeasableTasks and NextBackoffEnd only: the lease queue's reloads,
-  // which every lease after a completion waits for, never queue behind
-  // other reads (the housekeeping gauges, task and run lookups).
+  // NextLeasableTasks, NextBackoffEnd and UnblockedTasks only: the lease
+  // queue's reads, which a lease after a completion waits for, never queue
+  // behind other reads (the housekeeping gauges, task and run lookups).
   absl::Mutex lease_reader_mu_;
   std::unique_ptr<Database> lease_reader_ ABSL_GUARDED_BY(lease_reader_mu_);
   // One entry per move of leasable_generation_ (moved under leasable_mu_),
