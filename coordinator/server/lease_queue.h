@@ -10,14 +10,22 @@
 // (no two callers hold the same candidate), so workers no longer race for
 // the same first candidates.
 //
-// The cache is reloaded from the store (one read) before a claim when
+// Before a claim the cache is brought up to date with the store. When the
+// store's leasable_generation() moved only for completions
+// (Store::LeasableChangesSince), the queue reads just the completed tasks'
+// dependents that are leasable now (Store::UnblockedTasks) and puts each in
+// its place in the lease order (store::LeasesBefore); one whose backoff
+// has not ended moves the backoff end instead, and one that sorts beyond a
+// window that did not hold every row is left for the load that reaches it.
+// It reloads the whole window (one read) when
 //   - it was never loaded (a new coordinator: restart recovery is the
 //     store's state),
-//   - the store's leasable_generation() moved: tasks added, a task with
-//     dependents succeeded, a task failed or expired (retry), runs resumed
-//     or cancelled, by anyone (the worker API, the client API, the reaper,
-//     or code using the store directly),
-//   - the earliest backoff seen at the last load ended (`now` passed it),
+//   - the generation moved for anything else: tasks added, a task requeued
+//     (retry, expiry, a worker that left), runs resumed or cancelled, an
+//     adaptive order set, by anyone (the worker API, the client API, the
+//     reaper, or code using the store directly), or for more changes than
+//     the store keeps,
+//   - the earliest backoff seen ended (`now` passed it),
 //   - a claim ended without a lease (Release(..., false): the candidate was
 //     stale or the lease failed), so nothing is ever dropped on a guess,
 //   - no candidate fitted the caller, the store had more than the window,
@@ -28,7 +36,9 @@
 //     the window as a candidate no worker takes).
 // So a task leasable in the store is in the cache or reaches it at the next
 // claim after the change that made it leasable (at the latest kMaxAge
-// later): none starves, and none is leased twice (LeaseTask).
+// later): none starves, and none is leased twice (LeaseTask). After a
+// completion the cache holds exactly what a reload would, in the same
+// order (lease_queue_test checks this against NextLeasableTasks).
 //
 // Thread-safety: thread-safe. Claim holds the queue's mutex while it reads
 // the store, so concurrent callers wait for one reload instead of each
@@ -51,6 +61,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -65,11 +76,14 @@ class LeaseQueue {
   // How many candidates one load keeps (NextLeasableTasks' limit, beyond
   // those claimed at the time).
   static constexpr int kDefaultWindow = 256;
-  // The oldest a load may be when a claim uses it.
-  static constexpr absl::Duration kMaxAge = absl::Seconds(1);
+  // The oldest a load may be when a claim uses it. Every change the store
+  // makes to what is leasable moves its generation, so this only bounds
+  // the cost of one it missed; a reload holds every claim back.
+  static constexpr absl::Duration kMaxAge = absl::Seconds(30);
 
   struct Stats {
-    int64_t loads = 0;       // reads of the store
+    int64_t loads = 0;       // reads of the whole window
+    int64_t additions = 0;   // reads of completions' dependents instead
     int64_t claims = 0;      // candidates handed out
     int64_t leased = 0;      // Release(..., true)
     int64_t not_leased = 0;  // Release(..., false)
@@ -99,8 +113,16 @@ class LeaseQueue {
   Stats stats() const;
 
  private:
-  bool Stale(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Brings the cache up to date with the store (see above).
+  absl::Status Refresh(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A reload of the whole window is due whatever the generation says.
+  bool LoadDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Load(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds what completions made leasable: `dependents` of the completed
+  // tasks, up to `generation`.
+  absl::Status AddUnblocked(absl::Time now, int64_t generation,
+                            const std::vector<std::string>& dependents)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the first acceptable candidate out of candidates_ into claimed_.
   std::optional<store::Task> Take(
       const std::function<bool(const store::Task&)>& accept)
@@ -115,6 +137,9 @@ class LeaseQueue {
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
   bool reload_ ABSL_GUARDED_BY(mu_) = false;   // a claim was not leased
   bool complete_ ABSL_GUARDED_BY(mu_) = true;  // the load got every row
+  // The load's last row when it did not get every row: what sorts after it
+  // is not in the cache (a task added after a completion included).
+  std::optional<store::Task> last_loaded_ ABSL_GUARDED_BY(mu_);
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time loaded_at_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> backoff_end_ ABSL_GUARDED_BY(mu_);

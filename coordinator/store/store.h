@@ -48,6 +48,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -130,14 +131,37 @@ class Store {
 
   // A counter that grows after each committed change that may have made a
   // task leasable other than by time passing: tasks added, a task with
-  // dependents succeeded, a task failed (retry), leases expired, runs or
-  // sweeps resumed or cancelled, an adaptive order set. A cache of
-  // NextLeasableTasks (the coordinator's LeaseQueue) is current while this has
-  // not moved and no backoff has ended (NextBackoffEnd). Leasing does not move
-  // it.
+  // dependents succeeded, a task requeued (a retry, an expired lease, a
+  // worker that left), runs or sweeps resumed or cancelled, an adaptive
+  // order set. A cache of NextLeasableTasks (the coordinator's LeaseQueue) is
+  // current while this has not moved and no backoff has ended
+  // (NextBackoffEnd). Leasing does not move it, nor does a failure for good
+  // (its dependents fail with it; nothing becomes leasable).
   int64_t leasable_generation() const {
     return leasable_generation_.load(std::memory_order_acquire);
   }
+
+  // What moved leasable_generation() after `since` (a value it had).
+  struct LeasableChanges {
+    int64_t generation = 0;  // the generation these changes reach
+    // When every change was a completion: the tasks that depend on the
+    // completed ones (leasable now or not: UnblockedTasks says which), in
+    // the order of the completions. nullopt when another change was among
+    // them (tasks added, a requeue, cancel, resume, an order set: only
+    // NextLeasableTasks sees what those did), or when `since` is older than
+    // the last kLeasableChangesKept changes.
+    std::optional<std::vector<std::string>> dependents;
+  };
+  static constexpr int64_t kLeasableChangesKept = 1024;
+  LeasableChanges LeasableChangesSince(int64_t since) const;
+
+  // The tasks among `task_ids` that are PENDING with every dependency
+  // SUCCEEDED, whatever their not_before (so the caller sees a backoff that
+  // has not ended), each once, in the lease order (LeasesBefore). Unknown
+  // ids are left out. What a cache of NextLeasableTasks adds after a
+  // completion instead of reading the whole list again.
+  absl::StatusOr<std::vector<Task>> UnblockedTasks(
+      const std::vector<std::string>& task_ids);
 
   // The earliest not_before after `now` of a PENDING task (one backing off
   // that becomes leasable then), or nullopt if none is backing off.
@@ -403,10 +427,11 @@ class Store {
         reader_(std::move(reader)),
         lease_reader_(std::move(lease_reader)) {}
 
-  // After a committed change that may have made tasks leasable.
-  void BumpLeasableGeneration() {
-    leasable_generation_.fetch_add(1, std::memory_order_acq_rel);
-  }
+  // After a committed change that may have made tasks leasable: any change
+  // (a cache must read the whole list again), or a completion that may have
+  // made `dependents` leasable.
+  void BumpLeasableGeneration();
+  void NoteCompletion(std::vector<std::string> dependents);
 
   const std::string path_;
   internal::FileLock lock_;  // released after the writer and reader close
@@ -415,11 +440,20 @@ class Store {
   std::unique_ptr<Writer> writer_;
   absl::Mutex reader_mu_;
   std::unique_ptr<Database> reader_ ABSL_GUARDED_BY(reader_mu_);
-  // NextLeasableTasks and NextBackoffEnd only: the lease queue's reloads,
-  // which every lease after a completion waits for, never queue behind
-  // other reads (the housekeeping gauges, task and run lookups).
+  // NextLeasableTasks, NextBackoffEnd and UnblockedTasks only: the lease
+  // queue's reads, which a lease after a completion waits for, never queue
+  // behind other reads (the housekeeping gauges, task and run lookups).
   absl::Mutex lease_reader_mu_;
   std::unique_ptr<Database> lease_reader_ ABSL_GUARDED_BY(lease_reader_mu_);
+  // One entry per move of leasable_generation_ (moved under leasable_mu_),
+  // the last kLeasableChangesKept of them: LeasableChangesSince.
+  struct LeasableChange {
+    int64_t generation = 0;
+    bool completion = false;  // false: any change
+    std::vector<std::string> dependents;
+  };
+  mutable absl::Mutex leasable_mu_;
+  std::deque<LeasableChange> leasable_changes_ ABSL_GUARDED_BY(leasable_mu_);
   std::atomic<int64_t> leasable_generation_{0};
 };
 

@@ -88,9 +88,11 @@ absl::Status Store::RecordMetrics(const std::string& task_id, int attempt,
                                   const std::string& worker_id) {
   // A failed operation is rolled back to its savepoint: report nothing new.
   int64_t added = 0;
-  absl::Status status = writer_->Run([&](Database& db) {
-    return WriteMetrics(db, task_id, attempt, worker_id, points, now, &added);
-  });
+  absl::Status status =
+      writer_->Run(WriteOrder::Bulk(task_id), [&](Database& db) {
+        return WriteMetrics(db, task_id, attempt, worker_id, points, now,
+                            &added);
+      });
   if (inserted != nullptr) *inserted = status.ok() ? added : 0;
   return status;
 }
@@ -113,6 +115,7 @@ void Store::RecordMetricsAsync(std::string task_id, int attempt,
   batch->attempt = attempt;
   batch->points = std::move(points);
   batch->now = now;
+  WriteOrder order = WriteOrder::Bulk(batch->task_id);
   writer_->SubmitAsync(
       [batch](Database& db) {
         return WriteMetrics(db, batch->task_id, batch->attempt,
@@ -123,7 +126,8 @@ void Store::RecordMetricsAsync(std::string task_id, int attempt,
         // A failed operation was rolled back to its savepoint: nothing new.
         const int64_t added = status.ok() ? batch->added : 0;
         done(std::move(status), added);
-      });
+      },
+      std::move(order));
 }
 
 absl::StatusOr<std::vector<MetricPoint>> Store::ReadMetrics(
@@ -154,7 +158,8 @@ absl::StatusOr<std::vector<MetricPoint>> Store::ReadMetrics(
 
 absl::Status Store::RecordCheckpoint(const Checkpoint& checkpoint, int attempt,
                                      absl::Time now) {
-  return writer_->Run([&](Database& db) -> absl::Status {
+  const WriteOrder order = WriteOrder::Bulk(checkpoint.task_id);
+  return writer_->Run(order, [&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row,
                           CheckLease(db, checkpoint.task_id, attempt));
     std::string run =
@@ -214,7 +219,8 @@ absl::StatusOr<Checkpoint> Store::NewestRunCheckpoint(
 
 absl::Status Store::RecordEval(const std::string& task_id, int attempt,
                                const EvalResult& eval) {
-  return writer_->Run([&](Database& db) -> absl::Status {
+  const WriteOrder order = WriteOrder::Bulk(task_id);
+  return writer_->Run(order, [&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     HLAB_ASSIGN_OR_RETURN(absl::string_view run, RunFor(row, eval.run_id));
     HLAB_ASSIGN_OR_RETURN(
@@ -306,7 +312,7 @@ absl::Status Store::RegisterWorker(const WorkerInfo& worker, absl::Time now) {
 
 absl::Status Store::HeartbeatWorker(const std::string& worker_id,
                                     absl::Time now) {
-  return writer_->Run([&](Database& db) {
+  return writer_->Run(WriteOrder::LeaseCritical(), [&](Database& db) {
     return internal::HeartbeatWorkerInTxn(db, worker_id, now);
   });
 }

@@ -1,5 +1,6 @@
 // Store: tasks, leases with fencing, retries and expiry. Cancel and resume
 // are in store_lifecycle.cc.
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
@@ -196,6 +197,81 @@ absl::StatusOr<std::vector<Task>> Store::NextLeasableTasks(absl::Time now,
       [&](Statement& st) { st.Bind(1, ToMillis(now)).Bind(2, limit); });
 }
 
+absl::StatusOr<std::vector<Task>> Store::UnblockedTasks(
+    const std::vector<std::string>& task_ids) {
+  std::vector<Task> tasks;
+  std::set<std::string> seen;
+  absl::MutexLock lock(&lease_reader_mu_);
+  for (const std::string& id : task_ids) {
+    if (!seen.insert(id).second) continue;  // two of its dependencies done
+    HLAB_ASSIGN_OR_RETURN(
+        std::vector<Task> one,
+        internal::QueryTasks(
+            *lease_reader_,
+            absl::StrCat(
+                "SELECT ", internal::kTaskColumns,
+                " FROM tasks t WHERE t.id = ?1"
+                " AND t.state = 'PENDING' AND NOT EXISTS (SELECT 1"
+                "   FROM task_deps d JOIN tasks u"
+                "   ON u.id = d.depends_on"
+                "   WHERE d.task_id = t.id AND u.state <> 'SUCCEEDED')"),
+            [&](Statement& st) { st.Bind(1, id); }));
+    for (Task& task : one) tasks.push_back(std::move(task));
+  }
+  std::sort(tasks.begin(), tasks.end(), LeasesBefore);
+  return tasks;
+}
+
+void Store::BumpLeasableGeneration() {
+  absl::MutexLock lock(&leasable_mu_);
+  LeasableChange change;
+  change.generation =
+      leasable_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  leasable_changes_.push_back(std::move(change));
+  if (static_cast<int64_t>(leasable_changes_.size()) > kLeasableChangesKept) {
+    leasable_changes_.pop_front();
+  }
+}
+
+void Store::NoteCompletion(std::vector<std::string> dependents) {
+  absl::MutexLock lock(&leasable_mu_);
+  LeasableChange change;
+  change.generation =
+      leasable_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  change.completion = true;
+  change.dependents = std::move(dependents);
+  leasable_changes_.push_back(std::move(change));
+  if (static_cast<int64_t>(leasable_changes_.size()) > kLeasableChangesKept) {
+    leasable_changes_.pop_front();
+  }
+}
+
+Store::LeasableChanges Store::LeasableChangesSince(int64_t since) const {
+  absl::MutexLock lock(&leasable_mu_);
+  LeasableChanges changes;
+  changes.generation = leasable_generation_.load(std::memory_order_acquire);
+  if (since == changes.generation) {
+    changes.dependents.emplace();
+    return changes;
+  }
+  // Generations move one at a time with an entry each, so the entries
+  // after `since` are the last (generation - since) ones, if kept.
+  const int64_t moved = changes.generation - since;
+  if (since > changes.generation ||
+      moved > static_cast<int64_t>(leasable_changes_.size())) {
+    return changes;
+  }
+  std::vector<std::string> dependents;
+  for (auto it = leasable_changes_.end() - moved; it != leasable_changes_.end();
+       ++it) {
+    if (!it->completion) return changes;
+    dependents.insert(dependents.end(), it->dependents.begin(),
+                      it->dependents.end());
+  }
+  changes.dependents = std::move(dependents);
+  return changes;
+}
+
 absl::StatusOr<std::optional<absl::Time>> Store::NextBackoffEnd(
     absl::Time now) {
   absl::MutexLock lock(&lease_reader_mu_);
@@ -216,7 +292,8 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
     return absl::InvalidArgumentError("a lease needs a worker id");
   }
   int attempt = 0;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  const WriteOrder order = WriteOrder::LeaseCritical(task_id);
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));
     if (row.state != TaskState::kPending) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -266,7 +343,7 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
 absl::Status Store::ExtendLease(const std::string& task_id, int attempt,
                                 const std::string& worker_id, absl::Time now,
                                 absl::Duration lease) {
-  return writer_->Run([&](Database& db) {
+  return writer_->Run(WriteOrder::LeaseCritical(), [&](Database& db) {
     return ExtendLeaseInTxn(db, task_id, attempt, worker_id, now, lease);
   });
 }
@@ -276,7 +353,11 @@ absl::Status Store::HeartbeatAndExtend(
     const std::vector<std::pair<std::string, int>>& held, absl::Time now,
     absl::Duration lease, std::vector<absl::Status>* extended) {
   std::vector<absl::Status> statuses;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  // Ahead of queued metric batches, even of its own tasks: an extension
+  // changes only lease_expiry, which they do not read (ExpireLeases does:
+  // overtaken, it finds the lease extended, as a moment later).
+  const WriteOrder order = WriteOrder::LeaseCritical();
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
     statuses.clear();
     HLAB_RETURN_IF_ERROR(HeartbeatWorkerInTxn(db, worker_id, now));
     for (const auto& [task_id, attempt] : held) {
@@ -297,8 +378,12 @@ absl::Status Store::HeartbeatAndExtend(
 
 absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
                                  absl::Time now) {
-  bool has_dependents = false;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  std::vector<std::string> dependents;
+  // After the metric batches, checkpoints and evaluations of the task
+  // queued before it, ahead of every other task's.
+  const WriteOrder order = WriteOrder::LeaseCritical(task_id);
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
+    dependents.clear();
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     const int64_t now_ms = ToMillis(now);
     {
@@ -317,12 +402,20 @@ absl::Status Store::CompleteTask(const std::string& task_id, int attempt,
     st.Bind(1, now_ms).Bind(2, task_id).Bind(3, attempt);
     HLAB_RETURN_IF_ERROR(st.Run());
     HLAB_ASSIGN_OR_RETURN(
-        has_dependents,
-        Exists(db, "SELECT 1 FROM task_deps WHERE depends_on = ?", task_id));
+        Statement deps,
+        db.Prepare("SELECT task_id FROM task_deps WHERE depends_on = ?"));
+    deps.Bind(1, task_id);
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, deps.Step());
+      if (!has_row) break;
+      dependents.push_back(deps.ColumnText(0));
+    }
     return internal::RefreshRunsOfTask(db, row, now);
   });
-  // Its dependents may be leasable now.
-  if (status.ok() && has_dependents) BumpLeasableGeneration();
+  // Its dependents may be leasable now: only they.
+  if (status.ok() && !dependents.empty()) {
+    NoteCompletion(std::move(dependents));
+  }
   return status;
 }
 
@@ -332,14 +425,17 @@ absl::StatusOr<TaskState> Store::FailTask(const std::string& task_id,
                                           absl::Time now,
                                           absl::Duration backoff) {
   TaskState next = TaskState::kFailed;
-  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+  const WriteOrder order = WriteOrder::LeaseCritical(task_id);
+  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, CheckLease(db, task_id, attempt));
     HLAB_ASSIGN_OR_RETURN(
         next, FailAttempt(db, row, failure, "FAILED", now, backoff));
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
-  BumpLeasableGeneration();
+  // Requeued: leasable now or once its backoff ends. Failed for good (with
+  // its dependents): nothing became leasable.
+  if (next == TaskState::kPending) BumpLeasableGeneration();
   return next;
 }
 
@@ -422,6 +518,7 @@ absl::StatusOr<std::vector<ExpiredLease>> Store::DeregisterWorker(
     return InsertEvent(db, 0, "", "worker_left", worker_id, now).status();
   });
   if (!status.ok()) return status;
+  if (!requeued.empty()) BumpLeasableGeneration();
   return requeued;
 }
 

@@ -127,4 +127,14 @@ int TaskResources::Ranks() const {
 int64_t ToMillis(absl::Time time) { return absl::ToUnixMillis(time); }
 absl::Time FromMillis(int64_t millis) { return absl::FromUnixMillis(millis); }
 
+bool LeasesBefore(const Task& a, const Task& b) {
+  if (a.spec.priority != b.spec.priority) {
+    return a.spec.priority > b.spec.priority;
+  }
+  const double a_key = a.order ? a.order->key : a.spec.cost_flops;
+  const double b_key = b.order ? b.order->key : b.spec.cost_flops;
+  if (a_key != b_key) return a_key < b_key;
+  return a.spec.id < b.spec.id;  // SQLite's BINARY collation: bytewise
+}
+
 }  // namespace hlab::store

@@ -209,6 +209,12 @@ struct Task {
   std::optional<TaskOrder> order;
 };
 
+// The lease order (Store::NextLeasableTasks' ORDER BY and the pending
+// index): true when `a` is leased before `b`: higher priority first, then
+// the lower of order.key where set and spec.cost_flops elsewhere
+// (coalesce(order_key, cost_flops)), then the lower id.
+bool LeasesBefore(const Task& a, const Task& b);
+
 // How a leased attempt ended without success, as its worker (or the lease
 // reaper) saw it.
 struct AttemptFailure {

@@ -1,5 +1,6 @@
 #include "coordinator/store/writer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <utility>
@@ -51,55 +52,73 @@ Writer::Writer(std::unique_ptr<Database> db, WriterOptions options)
 
 Writer::~Writer() { Shutdown(); }
 
-void Writer::Submit(WriteOp op, WriteDone done) {
+void Writer::Enqueue(Pending pending) {
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
-      queue_.push_back(Pending{std::move(op), std::move(done)});
+      if (!pending.order.lease_critical) {
+        queue_.push_back(std::move(pending));
+        return;
+      }
+      // The bulk writes of its task queued before it go first, with it.
+      if (!pending.order.task_id.empty()) {
+        for (auto it = queue_.begin(); it != queue_.end();) {
+          if (it->order.task_id == pending.order.task_id) {
+            lease_queue_.push_back(std::move(*it));
+            it = queue_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+      lease_queue_.push_back(std::move(pending));
       return;
     }
   }
-  done(absl::CancelledError("store writer is shut down"));
+  pending.done(absl::CancelledError("store writer is shut down"));
 }
 
-void Writer::SubmitAsync(WriteOp op, WriteDone done) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!stopping_) {
-      Pending pending{std::move(op), std::move(done)};
-      pending.done_on_completer = true;
-      queue_.push_back(std::move(pending));
-      return;
-    }
-  }
-  done(absl::CancelledError("store writer is shut down"));
+void Writer::Submit(WriteOp op, WriteDone done, WriteOrder order) {
+  Pending pending;
+  pending.op = std::move(op);
+  pending.done = std::move(done);
+  pending.order = std::move(order);
+  Enqueue(std::move(pending));
 }
 
-std::future<absl::Status> Writer::Submit(WriteOp op) {
+void Writer::SubmitAsync(WriteOp op, WriteDone done, WriteOrder order) {
+  Pending pending;
+  pending.op = std::move(op);
+  pending.done = std::move(done);
+  pending.done_on_completer = true;
+  pending.order = std::move(order);
+  Enqueue(std::move(pending));
+}
+
+std::future<absl::Status> Writer::Submit(WriteOp op, WriteOrder order) {
   auto promise = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> future = promise->get_future();
-  Submit(std::move(op), [promise](absl::Status status) {
-    promise->set_value(std::move(status));
-  });
+  Submit(
+      std::move(op),
+      [promise](absl::Status status) { promise->set_value(std::move(status)); },
+      std::move(order));
   return future;
 }
 
-absl::Status Writer::Run(WriteOp op) { return Submit(std::move(op)).get(); }
+absl::Status Writer::Run(WriteOrder order, WriteOp op) {
+  return Submit(std::move(op), std::move(order)).get();
+}
 
 absl::Status Writer::RunOutsideTransaction(WriteOp op) {
   auto promise = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> future = promise->get_future();
-  WriteDone done = [promise](absl::Status status) {
+  Pending pending;
+  pending.op = std::move(op);
+  pending.done = [promise](absl::Status status) {
     promise->set_value(std::move(status));
   };
-  {
-    absl::MutexLock lock(&mu_);
-    if (!stopping_) {
-      queue_.push_back(Pending{std::move(op), std::move(done), true});
-      done = nullptr;
-    }
-  }
-  if (done) done(absl::CancelledError("store writer is shut down"));
+  pending.outside_transaction = true;
+  Enqueue(std::move(pending));
   return future.get();
 }
 
@@ -120,11 +139,13 @@ void Writer::Shutdown() {
 WriterStats Writer::stats() const {
   absl::MutexLock lock(&mu_);
   WriterStats stats = stats_;
-  stats.queue_depth = static_cast<int64_t>(queue_.size());
+  stats.queue_depth = static_cast<int64_t>(queue_.size() + lease_queue_.size());
   return stats;
 }
 
-bool Writer::ReadyOrStopping() const { return stopping_ || !queue_.empty(); }
+bool Writer::ReadyOrStopping() const {
+  return stopping_ || !queue_.empty() || !lease_queue_.empty();
+}
 
 bool Writer::CompletionsOrStopping() const {
   return completer_stopping_ || !completions_.empty();
@@ -145,23 +166,47 @@ void Writer::CompleterLoop() {
   }
 }
 
+std::deque<Writer::Pending> Writer::TakeBatch() {
+  std::deque<Pending> batch;
+  const size_t max_ops =
+      static_cast<size_t>(std::max(options_.max_batch_ops, 1));
+  // Lease-critical writes alone when bulk ones wait, unless the last batch
+  // already was such a one (the bulk writes' turn: no starvation).
+  const bool lease_only =
+      !lease_queue_.empty() && !queue_.empty() && !last_lease_only_;
+  while (!lease_queue_.empty() && batch.size() < max_ops) {
+    batch.push_back(std::move(lease_queue_.front()));
+    lease_queue_.pop_front();
+  }
+  if (lease_only) {
+    last_lease_only_ = true;
+    stats_.lease_only_commits += 1;
+    return batch;
+  }
+  last_lease_only_ = false;
+  // Bulk writes only after every lease-critical one queued before them.
+  if (!lease_queue_.empty() || queue_.empty()) return batch;
+  if (batch.empty() && queue_.front().outside_transaction) {
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+    return batch;
+  }
+  while (!queue_.empty() && !queue_.front().outside_transaction &&
+         batch.size() < max_ops) {
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return batch;
+}
+
 void Writer::Loop() {
   while (true) {
     std::deque<Pending> batch;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &Writer::ReadyOrStopping));
-      if (queue_.empty()) return;  // stopping, and drained
-      if (queue_.front().outside_transaction) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      } else {
-        while (!queue_.empty() && !queue_.front().outside_transaction &&
-               static_cast<int>(batch.size()) < options_.max_batch_ops) {
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      }
+      if (queue_.empty() && lease_queue_.empty()) return;  // stopping, drained
+      batch = TakeBatch();
     }
     if (batch.front().outside_transaction) {
       (void)db_->TakeStorageFailure();  // not this op's

@@ -17,6 +17,26 @@
 // the queue: everything submitted before is executed and committed and its
 // completion run, later submissions fail with Cancelled.
 //
+// Precedence: a lease-critical write (WriteOrder::lease_critical: a
+// heartbeat, a lease, a completion or a failure, which a worker's lease
+// waits on) commits ahead of the bulk writes (metric batches, everything
+// else) queued before it. When both wait, the writer commits the
+// lease-critical ones alone first, then the next batch takes everything
+// queued, lease-critical writes first: so a heartbeat waits for the commit
+// in progress and a small one, not for the metric batches queued ahead of
+// it, and a bulk write waits for at most one lease-critical commit more
+// than it would in arrival order (no starvation). What stays ordered:
+//   - bulk writes among themselves, and lease-critical writes among
+//     themselves, commit in the order they were queued;
+//   - a lease-critical write never commits after a write queued after it;
+//   - writes for the same task (WriteOrder::task_id) commit in the order
+//     they were queued: a lease-critical write takes the bulk writes of its
+//     task queued before it along, ahead of it (a metric batch of a task
+//     commits before that task's Complete).
+// Writes queued at the same time by different callers (nothing orders
+// them) may commit in either order; each caller that waits for its write
+// before the next sees its writes in order.
+//
 // Storage failures (disk full, a read-only file or file system, an I/O
 // error: IsStorageFailure in database.h) refuse the write: every operation
 // whose work the failure undid completes with Unavailable, its message
@@ -48,6 +68,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -63,12 +84,32 @@ using WriteOp = std::function<absl::Status(Database&)>;
 // Called with the operation's final status once it is committed (or failed).
 using WriteDone = std::function<void(absl::Status)>;
 
+// How a write is ordered against the others queued (see "Precedence"
+// above). The default: a bulk write for no particular task.
+struct WriteOrder {
+  // Commits ahead of the bulk writes queued before it: heartbeats, leases,
+  // completions and failures, which workers and their leases wait on.
+  bool lease_critical = false;
+  // The task it writes for, if any: never committed before a write for the
+  // same task queued earlier.
+  std::string task_id;
+
+  static WriteOrder Bulk(std::string task_id) {
+    return WriteOrder{false, std::move(task_id)};
+  }
+  static WriteOrder LeaseCritical(std::string task_id = "") {
+    return WriteOrder{true, std::move(task_id)};
+  }
+};
+
 struct WriterStats {
   int64_t commits = 0;      // transactions committed (or attempted)
   int64_t ops = 0;          // operations executed
   int64_t failed_ops = 0;   // operations that completed with a non-OK status
   int64_t queue_depth = 0;  // operations waiting now
   int64_t max_batch = 0;    // largest number of operations in one commit
+  // Commits of lease-critical writes alone, ahead of waiting bulk writes.
+  int64_t lease_only_commits = 0;
   // Transactions (and maintenance operations) that failed for the storage.
   int64_t storage_failures = 0;
   // False from a storage failure until a transaction commits a change.
@@ -99,19 +140,21 @@ class Writer {
   Writer& operator=(const Writer&) = delete;
   ~Writer();  // Shutdown()
 
-  // Queues `op`; `done` runs on the writer thread with its status after the
-  // commit. After Shutdown(), `done` runs at once with Cancelled.
-  void Submit(WriteOp op, WriteDone done);
+  // Queues `op` (in `order`'s place); `done` runs on the writer thread with
+  // its status after the commit. After Shutdown(), `done` runs at once with
+  // Cancelled.
+  void Submit(WriteOp op, WriteDone done, WriteOrder order = WriteOrder());
 
   // As Submit, but `done` runs on the completer thread (after the commit, in
   // commit order), not on the writer thread.
-  void SubmitAsync(WriteOp op, WriteDone done);
+  void SubmitAsync(WriteOp op, WriteDone done, WriteOrder order = WriteOrder());
 
   // Queues `op`; the future holds its status once committed.
-  std::future<absl::Status> Submit(WriteOp op);
+  std::future<absl::Status> Submit(WriteOp op, WriteOrder order = WriteOrder());
 
   // Submit and wait: returns the op's status once committed (durable).
-  absl::Status Run(WriteOp op);
+  absl::Status Run(WriteOp op) { return Run(WriteOrder(), std::move(op)); }
+  absl::Status Run(WriteOrder order, WriteOp op);
 
   // Runs `op` alone on the writer thread, outside any transaction, in queue
   // order (for maintenance that cannot run in a transaction, such as
@@ -129,12 +172,18 @@ class Writer {
     WriteDone done;
     bool outside_transaction = false;
     bool done_on_completer = false;
+    WriteOrder order;
   };
   struct Completion {
     WriteDone done;
     absl::Status status;
   };
 
+  // Queues `pending` in its place (see "Precedence"); after Shutdown(),
+  // completes it with Cancelled instead.
+  void Enqueue(Pending pending);
+  // Moves the next batch out of the queues (see "Precedence").
+  std::deque<Pending> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
   void CompleterLoop();
   bool ReadyOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -156,7 +205,10 @@ class Writer {
   const WriterOptions options_;
 
   mutable absl::Mutex mu_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);  // bulk, and maintenance
+  std::deque<Pending> lease_queue_ ABSL_GUARDED_BY(mu_);  // lease-critical
+  // The last batch held lease-critical writes only, while bulk ones waited.
+  bool last_lease_only_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   WriterStats stats_ ABSL_GUARDED_BY(mu_);
   int64_t failures_since_writable_ ABSL_GUARDED_BY(mu_) = 0;

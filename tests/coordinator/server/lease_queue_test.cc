@@ -5,9 +5,11 @@
 // and N threads leasing M tasks lease each exactly once.
 #include "coordinator/server/lease_queue.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -255,6 +257,188 @@ TEST(LeaseQueueTest, AWindowNobodyTakesIsReloadedWithinMaxAge) {
   ASSERT_TRUE(f.store->LeaseTask("eval-b", "coordinator", T(1), kLease).ok());
   EXPECT_EQ(ClaimId(queue, T(1) + absl::Milliseconds(500), not_eval), "");
   EXPECT_EQ(ClaimId(queue, T(1) + LeaseQueue::kMaxAge, not_eval), "r1.train");
+}
+
+// ---- After a completion: only its dependents are read
+
+// The candidates the queue holds now, in its order: a claim that takes none
+// sees each of them. Twice: a claim that finds nothing in a window that
+// did not hold every row reloads it and looks again, so the first may see
+// some twice; the second finds the queue up to date.
+std::vector<std::string> Offered(LeaseQueue& queue, absl::Time now) {
+  std::vector<std::string> offered;
+  for (int pass = 0; pass < 2; ++pass) {
+    offered.clear();
+    EXPECT_EQ(ClaimId(queue, now,
+                      [&](const Task& t) {
+                        offered.push_back(t.spec.id);
+                        return false;
+                      }),
+              "");
+  }
+  return offered;
+}
+
+// What a reload would hold: the store's whole leasable list.
+std::vector<std::string> Leasable(store::Store& store, absl::Time now) {
+  auto tasks = store.NextLeasableTasks(now, 100000);
+  EXPECT_TRUE(tasks.ok()) << tasks.status();
+  return tasks.ok() ? store::testing::Ids(*tasks) : std::vector<std::string>();
+}
+
+TEST(LeaseQueueTest, ACompletionAddsItsDependentsWithoutAReload) {
+  Fixture f;
+  AddRuns(f, 3);
+  ASSERT_TRUE(f.store
+                  ->AddTasks({MakeTask("r1.eval", f.sweep_id, "r1",
+                                       {"r1.train"}, 0, 0, TaskKind::kEval)},
+                             T(0))
+                  .ok());
+  LeaseQueue queue(f.store.get());
+  EXPECT_EQ(LeaseNext(queue, *f.store, T(1)), "r1.train");
+  ASSERT_TRUE(f.store->CompleteTask("r1.train", 1, T(2)).ok());
+  // r1.eval costs nothing: it goes before r2.train and r3.train.
+  EXPECT_THAT(Offered(queue, T(2)),
+              ElementsAre("r1.eval", "r2.train", "r3.train"));
+  EXPECT_EQ(LeaseNext(queue, *f.store, T(2)), "r1.eval");
+  EXPECT_EQ(queue.stats().loads, 1);
+  EXPECT_EQ(queue.stats().additions, 1);
+}
+
+TEST(LeaseQueueTest, AFailureForGoodNeedsNoReload) {
+  Fixture f;
+  AddRuns(f, 2);
+  LeaseQueue queue(f.store.get());
+  EXPECT_EQ(LeaseNext(queue, *f.store, T(1)), "r1.train");
+  auto state = f.store->FailTask(
+      "r1.train", 1, {"bad config", store::FaultClass::kTask, false}, T(2),
+      absl::ZeroDuration());
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(*state, TaskState::kFailed);
+  EXPECT_EQ(LeaseNext(queue, *f.store, T(2)), "r2.train");
+  EXPECT_EQ(queue.stats().loads, 1);
+}
+
+// A task that waits for two others is added by the second completion only,
+// and one whose backoff has not ended is added when it ends.
+TEST(LeaseQueueTest, AdditionsWaitForEveryDependencyAndForTheBackoff) {
+  Fixture f;
+  AddRuns(f, 2);
+  ASSERT_TRUE(
+      f.store
+          ->AddTasks(
+              {MakeTask("both", f.sweep_id, "r1", {"r1.train", "r2.train"}, 1),
+               MakeTask("later", f.sweep_id, "r1", {"r1.train"}, 1)},
+              T(0))
+          .ok());
+  ASSERT_TRUE(store::testing::SetNotBefore(*f.store, "later", T(20)).ok());
+  LeaseQueue queue(f.store.get());
+  EXPECT_EQ(LeaseNext(queue, *f.store, T(1)), "r1.train");
+  ASSERT_TRUE(f.store->CompleteTask("r1.train", 1, T(2)).ok());
+  EXPECT_THAT(Offered(queue, T(2)), ElementsAre("r2.train"));
+  EXPECT_EQ(Offered(queue, T(2)), Leasable(*f.store, T(2)));
+  EXPECT_EQ(LeaseNext(queue, *f.store, T(3)), "r2.train");
+  ASSERT_TRUE(f.store->CompleteTask("r2.train", 1, T(4)).ok());
+  EXPECT_THAT(Offered(queue, T(4)), ElementsAre("both"));
+  EXPECT_EQ(queue.stats().loads, 1);
+  // The backoff of "later" ends at T(20): the queue reloads then.
+  EXPECT_EQ(Offered(queue, T(19)), Leasable(*f.store, T(19)));
+  EXPECT_THAT(Offered(queue, T(20)), ElementsAre("both", "later"));
+  EXPECT_EQ(Offered(queue, T(20)), Leasable(*f.store, T(20)));
+  EXPECT_EQ(queue.stats().loads, 2);
+}
+
+// A sweep of tasks with several dependencies each, priorities, equal costs
+// (the id decides), adaptive order keys and backoffs set on waiting tasks,
+// leased and completed a few at a time: after every step the queue offers
+// exactly what the store's whole list holds, in its order, though it never
+// reads that list again except when a backoff ends.
+void LeaseAWebOfTasks(int window, bool whole_list) {
+  Fixture f;
+  std::mt19937 random(7);
+  auto pick = [&](int n) {
+    return std::uniform_int_distribution<int>(0, n - 1)(random);
+  };
+  constexpr int kTasks = 60;
+  std::vector<store::TaskSpec> tasks;
+  std::vector<store::TaskOrder> orders;
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string id = "t" + std::to_string(100 + i);
+    std::vector<std::string> deps;
+    const int n_deps = i < 6 ? 0 : pick(4);
+    for (int d = 0; d < n_deps; ++d) {
+      const std::string dep = "t" + std::to_string(100 + pick(i));
+      if (std::find(deps.begin(), deps.end(), dep) == deps.end()) {
+        deps.push_back(dep);
+      }
+    }
+    tasks.push_back(
+        MakeTask(id, f.sweep_id, "r1", deps, pick(3), 1.0 * pick(4)));
+    if (pick(4) == 0) {
+      store::TaskOrder order;
+      order.task_id = id;
+      order.key = 0.5 * pick(8);
+      order.rank = i;
+      orders.push_back(order);
+    }
+  }
+  ASSERT_TRUE(f.store->AddTasks(tasks, T(0)).ok());
+  ASSERT_TRUE(f.store->SetTaskOrder(f.sweep_id, orders).ok());
+  // Steps of 100 ms: the whole run stays within the queue's kMaxAge.
+  auto at = [](int step) { return T(0) + absl::Milliseconds(100 * step); };
+  int backoffs = 0;
+  for (int i = 10; i < kTasks; i += 7) {
+    ASSERT_TRUE(store::testing::SetNotBefore(*f.store, tasks[i].id,
+                                             at(5 + 3 * backoffs++))
+                    .ok());
+  }
+  LeaseQueue queue(f.store.get(), window);
+  std::vector<std::pair<std::string, int>> held;
+  int completed = 0;  // of kTasks and the fixture's r1.train
+  for (int step = 1; step < 250 && completed < kTasks + 1; ++step) {
+    const absl::Time now = at(step);
+    const std::vector<std::string> leasable = Leasable(*f.store, now);
+    const std::vector<std::string> offered = Offered(queue, now);
+    if (whole_list) {
+      ASSERT_EQ(offered, leasable) << "step " << step;
+    } else {
+      // A window that did not get every row holds a prefix of them.
+      ASSERT_LE(offered.size(), leasable.size()) << "step " << step;
+      ASSERT_TRUE(std::equal(offered.begin(), offered.end(), leasable.begin()))
+          << "step " << step << ": " << ::testing::PrintToString(offered)
+          << " vs " << ::testing::PrintToString(leasable);
+    }
+    // Lease up to two, in the order a whole read gives.
+    for (int k = 0; k < 2 && k < static_cast<int>(leasable.size()); ++k) {
+      ASSERT_EQ(LeaseNext(queue, *f.store, now), leasable[k]) << step;
+      held.emplace_back(leasable[k], 1);
+    }
+    // Complete one, not always the oldest.
+    if (!held.empty()) {
+      const size_t which = static_cast<size_t>(pick(2)) % held.size();
+      ASSERT_TRUE(
+          f.store->CompleteTask(held[which].first, held[which].second, now)
+              .ok());
+      held.erase(held.begin() + static_cast<long>(which));
+      ++completed;
+    }
+  }
+  EXPECT_EQ(completed, kTasks + 1);
+  ASSERT_LT(at(250), T(0) + LeaseQueue::kMaxAge);
+  if (whole_list) {
+    // One load at the start and one per backoff end; every completion was
+    // an addition.
+    EXPECT_LE(queue.stats().loads, 1 + backoffs);
+    EXPECT_GE(queue.stats().additions, 10);
+  }
+}
+
+TEST(LeaseQueueTest, AfterEachCompletionItOffersWhatAReloadWould) {
+  LeaseAWebOfTasks(LeaseQueue::kDefaultWindow, /*whole_list=*/true);
+}
+
+TEST(LeaseQueueTest, ASmallWindowAfterCompletionsIsAPrefixOfAReload) {
+  LeaseAWebOfTasks(/*window=*/4, /*whole_list=*/false);
 }
 
 // N threads leasing M tasks through one queue: each task is leased exactly

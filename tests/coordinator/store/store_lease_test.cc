@@ -609,5 +609,151 @@ TEST(StoreTaskTest, ListTasksFilters) {
   EXPECT_TRUE(f.store->ListRuns(runs)->empty());
 }
 
+// ---- What a completion made leasable (the lease queue's additions)
+
+TEST(StoreLeasableTest, CompletionsListTheirDependentsOtherChangesDoNot) {
+  Fixture f;
+  ASSERT_TRUE(f.store
+                  ->AddTasks({MakeTask("r1.eval", f.sweep_id, "r1",
+                                       {"r1.train"}, 0, 0, TaskKind::kEval),
+                              MakeTask("r1.probe", f.sweep_id, "r1",
+                                       {"r1.train"}, 0, 0, TaskKind::kEval)},
+                             T(0))
+                  .ok());
+  const int64_t before = f.store->leasable_generation();
+  // Leasing moves nothing.
+  auto attempt = f.store->LeaseTask("r1.train", "w1", T(1), kLease);
+  ASSERT_TRUE(attempt.ok());
+  EXPECT_EQ(f.store->leasable_generation(), before);
+  ASSERT_TRUE(f.store->CompleteTask("r1.train", *attempt, T(2)).ok());
+  Store::LeasableChanges changes = f.store->LeasableChangesSince(before);
+  EXPECT_EQ(changes.generation, before + 1);
+  EXPECT_EQ(changes.generation, f.store->leasable_generation());
+  ASSERT_TRUE(changes.dependents.has_value());
+  EXPECT_THAT(*changes.dependents,
+              ::testing::UnorderedElementsAre("r1.eval", "r1.probe"));
+  // Nothing since: an empty list, not a reload.
+  changes = f.store->LeasableChangesSince(before + 1);
+  ASSERT_TRUE(changes.dependents.has_value());
+  EXPECT_TRUE(changes.dependents->empty());
+  // Tasks added: only a whole read sees them, from either generation.
+  ASSERT_TRUE(f.store->AddRuns(f.sweep_id, {MakeRun("r2")}, T(3)).ok());
+  ASSERT_TRUE(
+      f.store->AddTasks({MakeTask("r2.train", f.sweep_id, "r2")}, T(3)).ok());
+  EXPECT_FALSE(f.store->LeasableChangesSince(before).dependents.has_value());
+  EXPECT_FALSE(
+      f.store->LeasableChangesSince(before + 1).dependents.has_value());
+  EXPECT_TRUE(f.store->LeasableChangesSince(f.store->leasable_generation())
+                  .dependents.has_value());
+}
+
+TEST(StoreLeasableTest, ChangesOlderThanTheOnesKeptNeedAWholeRead) {
+  Fixture f;
+  const int64_t before = f.store->leasable_generation();
+  std::vector<TaskSpec> chain;
+  std::string previous = "r1.train";
+  for (int64_t i = 0; i <= Store::kLeasableChangesKept; ++i) {
+    const std::string id = "r1.step" + std::to_string(i);
+    chain.push_back(MakeTask(id, f.sweep_id, "r1", {previous}));
+    previous = id;
+  }
+  ASSERT_TRUE(f.store->AddTasks(chain, T(0)).ok());
+  const int64_t added = f.store->leasable_generation();
+  std::string task = "r1.train";
+  for (int64_t i = 0; i < Store::kLeasableChangesKept; ++i) {
+    auto attempt = f.store->LeaseTask(task, "w1", T(1), kLease);
+    ASSERT_TRUE(attempt.ok()) << attempt.status();
+    ASSERT_TRUE(f.store->CompleteTask(task, *attempt, T(1)).ok());
+    task = "r1.step" + std::to_string(i);
+  }
+  // The last kLeasableChangesKept moves were completions.
+  Store::LeasableChanges changes = f.store->LeasableChangesSince(added);
+  ASSERT_TRUE(changes.dependents.has_value());
+  EXPECT_EQ(changes.dependents->size(),
+            static_cast<size_t>(Store::kLeasableChangesKept));
+  EXPECT_EQ(changes.dependents->front(), "r1.step0");
+  EXPECT_FALSE(f.store->LeasableChangesSince(before).dependents.has_value());
+}
+
+TEST(StoreLeasableTest, UnblockedTasksAreTheLeasableOnesInLeaseOrder) {
+  Fixture f;
+  ASSERT_TRUE(f.store->AddRuns(f.sweep_id, {MakeRun("r2")}, T(0)).ok());
+  ASSERT_TRUE(
+      f.store
+          ->AddTasks(
+              {MakeTask("r2.train", f.sweep_id, "r2"),
+               MakeTask("both", f.sweep_id, "r2", {"r1.train", "r2.train"}),
+               MakeTask("cheap", f.sweep_id, "r1", {"r1.train"}, 0, 1),
+               MakeTask("dear", f.sweep_id, "r1", {"r1.train"}, 0, 7),
+               MakeTask("urgent", f.sweep_id, "r1", {"r1.train"}, 3, 9),
+               MakeTask("later", f.sweep_id, "r1", {"r1.train"}, 0, 2)},
+              T(0))
+          .ok());
+  ASSERT_TRUE(testing::SetNotBefore(*f.store, "later", T(60)).ok());
+  // "dear" sorts by an adaptive order key before "cheap".
+  TaskOrder order;
+  order.task_id = "dear";
+  order.key = 0.5;
+  order.rank = 1;
+  ASSERT_EQ(*f.store->SetTaskOrder(f.sweep_id, {order}), 1);
+  auto attempt = f.store->LeaseTask("r1.train", "w1", T(1), kLease);
+  ASSERT_TRUE(attempt.ok());
+  ASSERT_TRUE(f.store->CompleteTask("r1.train", *attempt, T(2)).ok());
+  auto unblocked = f.store->UnblockedTasks(
+      {"cheap", "both", "dear", "later", "urgent", "cheap", "unknown"});
+  ASSERT_TRUE(unblocked.ok()) << unblocked.status();
+  // "both" still waits for r2.train; "later" is listed with its backoff.
+  EXPECT_THAT(Ids(*unblocked), ElementsAre("urgent", "dear", "cheap", "later"));
+  EXPECT_EQ(unblocked->back().not_before, T(60));
+  // The same order as a whole read (which leaves the backoff out; r2.train
+  // costs nothing).
+  EXPECT_THAT(Ids(*f.store->NextLeasableTasks(T(2), 10)),
+              ElementsAre("urgent", "r2.train", "dear", "cheap"));
+}
+
+TEST(StoreLeasableTest, RequeuesMoveTheGenerationFailuresForGoodDoNot) {
+  Fixture f(/*max_attempts=*/1);
+  ASSERT_TRUE(f.store
+                  ->AddTasks({MakeTask("r1.eval", f.sweep_id, "r1",
+                                       {"r1.train"}, 0, 0, TaskKind::kEval)},
+                             T(0))
+                  .ok());
+  WorkerInfo worker;
+  worker.id = "w1";
+  ASSERT_TRUE(f.store->RegisterWorker(worker, T(0)).ok());
+  // A worker that leaves requeues its lease: the generation moves.
+  int64_t generation = f.store->leasable_generation();
+  ASSERT_TRUE(f.store->LeaseTask("r1.train", "w1", T(1), kLease).ok());
+  auto requeued = f.store->DeregisterWorker("w1", T(2), absl::ZeroDuration());
+  ASSERT_TRUE(requeued.ok()) << requeued.status();
+  ASSERT_EQ(requeued->size(), 1u);
+  EXPECT_GT(f.store->leasable_generation(), generation);
+  EXPECT_FALSE(
+      f.store->LeasableChangesSince(generation).dependents.has_value());
+  // A retryable failure within its attempts requeues it: it moves.
+  generation = f.store->leasable_generation();
+  auto attempt = f.store->LeaseTask("r1.train", "w2", T(3), kLease);
+  ASSERT_TRUE(attempt.ok());
+  auto state = f.store->FailTask("r1.train", *attempt,
+                                 {"oom", FaultClass::kInfrastructure, true},
+                                 T(4), absl::ZeroDuration());
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(*state, TaskState::kPending);
+  EXPECT_GT(f.store->leasable_generation(), generation);
+  // A failure for good fails its dependents with it: nothing became
+  // leasable, the generation stays.
+  generation = f.store->leasable_generation();
+  attempt = f.store->LeaseTask("r1.train", "w2", T(5), kLease);
+  ASSERT_TRUE(attempt.ok());
+  state = f.store->FailTask("r1.train", *attempt,
+                            {"bad config", FaultClass::kTask, false}, T(6),
+                            absl::ZeroDuration());
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(*state, TaskState::kFailed);
+  EXPECT_EQ(f.store->GetTask("r1.eval")->state, TaskState::kFailed);
+  EXPECT_EQ(f.store->leasable_generation(), generation);
+  EXPECT_TRUE(f.store->NextLeasableTasks(T(6), 10)->empty());
+}
+
 }  // namespace
 }  // namespace hlab::store

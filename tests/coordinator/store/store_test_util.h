@@ -102,6 +102,20 @@ inline std::vector<std::string> Ids(const std::vector<Task>& tasks) {
   return ids;
 }
 
+// Sets a task's not_before straight in the database, outside the typed
+// operations (no leasable generation moves): a backoff the test chooses,
+// also on a task that is still waiting for its dependencies.
+inline absl::Status SetNotBefore(Store& store, const std::string& task_id,
+                                 absl::Time not_before) {
+  return store.RunOnWriterForTesting([=](Database& db) -> absl::Status {
+    absl::StatusOr<Statement> st =
+        db.Prepare("UPDATE tasks SET not_before = ? WHERE id = ?");
+    if (!st.ok()) return st.status();
+    st->Bind(1, ToMillis(not_before)).Bind(2, task_id);
+    return st->Run();
+  });
+}
+
 // Opens a store at dir/hlab.db with one sweep "s" and run "r1" with task
 // "r1.train" (max_attempts as given). Fails the test on error.
 struct Fixture {
