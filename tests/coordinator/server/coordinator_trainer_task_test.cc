@@ -512,5 +512,83 @@ TEST_F(TrainerTaskTest, LeasedTrunkAndDecayTrainWithTheRealTrainer) {
   EXPECT_TRUE(std::holds_alternative<double>(summary->rows[0][2]));
 }
 
+// Requirement of trunk segments: a sweep trained through them ends with
+// every run's final losses bitwise those of the same sweep with whole
+// trunks. Both sweeps leased task by task and trained by the real trainer.
+TEST_F(TrainerTaskTest, RunsTrainedThroughSegmentsEndBitwiseAsWithWholeTrunks) {
+  const std::string trainer = TrainerBinary();
+  if (trainer.empty()) {
+    GTEST_SKIP() << "hlab-train is not built (build it, or set HLAB_TRAIN)";
+  }
+  std::string yaml = testing::TinySpecYaml("segments", "[5, 10, 20]");
+  yaml.replace(yaml.find("share_trunk: false"), 18, "share_trunk: true");
+  // run id -> (final train loss, final validation loss)
+  using Finals = std::map<std::string, std::pair<double, double>>;
+  auto train_all = [&](const std::string& name, const std::string& spec_yaml,
+                       int* trunks) -> Finals {
+    std::unique_ptr<Coordinator> c = testing::StartOrDie(
+        testing::TestOptions(dir_.File(name + ".db"), &clock_));
+    EXPECT_NE(c, nullptr);
+    if (c == nullptr) return {};
+    {
+      auto stub = hlab::v1::ClientService::NewStub(testing::Connect(*c));
+      grpc::ClientContext ctx;
+      hlab::v1::SubmitSweepRequest request;
+      *request.mutable_spec() = testing::Spec(spec_yaml);
+      hlab::v1::SubmitSweepResponse response;
+      grpc::Status status = stub->SubmitSweep(&ctx, request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
+    auto worker = hlab::v1::WorkerService::NewStub(testing::Connect(*c));
+    {
+      grpc::ClientContext ctx;
+      hlab::v1::RegisterRequest request;
+      request.set_worker_id("w");
+      *request.add_devices() = testing::Cpu();
+      hlab::v1::RegisterResponse response;
+      EXPECT_TRUE(worker->Register(&ctx, request, &response).ok());
+    }
+    std::filesystem::create_directories(dir_.File(name));
+    TrainerRun run(worker.get(), trainer, dir_.File(name));
+    for (int i = 0; i < 20; ++i) {
+      grpc::ClientContext ctx;
+      hlab::v1::LeaseRequest request;
+      request.set_worker_id("w");
+      *request.add_free_devices() = testing::Cpu();
+      hlab::v1::LeaseResponse response;
+      EXPECT_TRUE(worker->Lease(&ctx, request, &response).ok());
+      if (!response.has_task()) break;
+      *trunks += response.task().kind() == hlab::v1::TASK_KIND_TRUNK;
+      EXPECT_TRUE(run.Run(response.task())) << response.task().task_id();
+    }
+    Finals finals;
+    auto rows = c->context()->query->Run(
+        "SELECT run_id, final_train_loss, final_val_loss FROM run_summary",
+        store::QueryOptions());
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (!rows.ok()) return finals;
+    for (const auto& row : rows->rows) {
+      const auto* train = std::get_if<double>(&row[1]);
+      const auto* val = std::get_if<double>(&row[2]);
+      EXPECT_TRUE(train != nullptr && val != nullptr);
+      if (train == nullptr || val == nullptr) continue;
+      finals[std::get<std::string>(row[0])] = {*train, *val};
+    }
+    return finals;
+  };
+  int whole_trunks = 0, segments = 0;
+  const Finals whole = train_all("whole", yaml, &whole_trunks);
+  const Finals split = train_all("split",
+                                 yaml +
+                                     "fit: {fit_scales: [S1]}\n"
+                                     "adaptive: {target: {scales: [S1]}}\n"
+                                     "schedule_policy: adaptive\n",
+                                 &segments);
+  EXPECT_EQ(whole_trunks, 1);
+  EXPECT_EQ(segments, 3);
+  ASSERT_EQ(whole.size(), 3u);
+  EXPECT_EQ(split, whole);  // bitwise: doubles compared exactly
+}
+
 }  // namespace
 }  // namespace hlab::coordinator
