@@ -636,6 +636,46 @@ TEST(SweepExpandTest, TrajectoryEvaluationsFollowEachTrainingTask) {
   }
 }
 
+// With trunk segments, a trajectory point inside a segment is its longest
+// run's (the kept checkpoint's), and the one at its end the run whose branch
+// checkpoint the segment writes there (it keeps no other at its end).
+TEST(SweepExpandTest, SegmentTrajectoryPointsHaveACheckpointOfTheirRun) {
+  const SweepPlan plan = Plan(std::string(kBase) +
+                              "fit: {fit_scales: [A], verify_scales: [B]}\n"
+                              "schedule_policy: adaptive\n"
+                              "evaluation: {trajectory: {every_steps: 5}}\n");
+  std::map<std::string, const hlab::v1::Task*> tasks;
+  for (const auto& t : plan.tasks) tasks[t.task_id()] = &t;
+  std::map<std::string, int64_t> run_steps;
+  for (const auto& r : plan.runs) run_steps[r.run_id()] = r.steps();
+  int inside = 0, at_end = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    const hlab::v1::Task& from = *tasks.at(t.depends_on(0));
+    if (from.kind() != hlab::v1::TASK_KIND_TRUNK) continue;
+    const std::string& run = t.run_ids(0);
+    ASSERT_GT(t.eval_step(), from.start_step());
+    ASSERT_LE(t.eval_step(), from.end_step());
+    if (t.eval_step() < from.end_step()) {
+      ++inside;
+      std::string longest = from.run_ids(0);
+      for (const auto& id : from.run_ids()) {
+        if (run_steps[id] > run_steps[longest]) longest = id;
+      }
+      EXPECT_EQ(run, longest) << t.task_id();
+      continue;
+    }
+    ++at_end;
+    bool branches_there = false;
+    for (const auto& bp : from.branch_points()) {
+      branches_there |= bp.run_id() == run && bp.step() == from.end_step();
+    }
+    EXPECT_TRUE(branches_there) << t.task_id();
+  }
+  EXPECT_GT(inside, 0);
+  EXPECT_GT(at_end, 0);
+}
+
 // evaluation.ruler reaches each EVAL task's draft with its defaults: every
 // field hlab-eval's evals.ruler reads.
 TEST(SweepExpandTest, RulerReachesTheEvalDraftsWithItsDefaults) {
