@@ -118,18 +118,30 @@ absl::StatusOr<ReplayPool> BuildReplayPool(
     double own_flops = 0;
   };
   std::map<std::string, Costs> costs;
+  // A trunk in segments (schedule_policy: adaptive) is one trunk, named by
+  // its first segment: a run's share is each segment's steps up to its
+  // branch point.
+  std::map<std::string, std::string> first_segment;
   for (const hlab::v1::Task& t : plan.tasks) {
     switch (t.kind()) {
-      case hlab::v1::TASK_KIND_TRUNK:
+      case hlab::v1::TASK_KIND_TRUNK: {
+        std::string head = t.task_id();
+        if (t.depends_on_size() > 0 && first_segment.count(t.depends_on(0))) {
+          head = first_segment[t.depends_on(0)];
+        }
+        first_segment[t.task_id()] = head;
+        const int64_t steps = t.end_step() - t.start_step();
         for (const auto& bp : t.branch_points()) {
           Costs& c = costs[bp.run_id()];
-          c.trunk = t.task_id();
-          c.trunk_flops = t.end_step() > 0
-                              ? t.flops() * static_cast<double>(bp.step()) /
-                                    static_cast<double>(t.end_step())
-                              : 0;
+          c.trunk = head;
+          const int64_t mine =
+              std::min(bp.step(), t.end_step()) - t.start_step();
+          c.trunk_flops += steps > 0 ? t.flops() * static_cast<double>(mine) /
+                                           static_cast<double>(steps)
+                                     : 0;
         }
         break;
+      }
       case hlab::v1::TASK_KIND_DECAY:
       case hlab::v1::TASK_KIND_TRAIN:
         for (const std::string& run : t.run_ids()) {

@@ -179,11 +179,6 @@ absl::Status ValidateTrainTask(const TrainTask& t) {
                         "must be > 0");
     }
   }
-  if (!t.branch_budgets_tokens.empty() && !t.init_from.empty()) {
-    return FieldError("init_from",
-                      "a trunk (branch_budgets_tokens) starts from scratch; "
-                      "give init_from only for a decay task");
-  }
   if ((!t.branch_budgets_tokens.empty() || t.checkpoint.every_steps > 0 ||
        t.checkpoint.keep_every_steps > 0) &&
       t.checkpoint.dir.empty()) {

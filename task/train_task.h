@@ -18,6 +18,8 @@
 //     and stops at the last one;
 //   * a WSD decay: `init_from` names a branch checkpoint; it continues from
 //     there to its own budget.
+// A trunk segment is a trunk with `stop_at_tokens` at a branch point and,
+// after the first, `init_from` the previous segment's branch checkpoint.
 //
 // No LibTorch: the coordinator, the worker and the CLI use it too.
 // Thread-safety: plain data.

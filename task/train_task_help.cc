@@ -44,7 +44,8 @@ const char kTaskFieldsHelp[] =
   stop_at_tokens         stop early at this token count; 0 = budget    0
   branch_budgets_tokens  WSD trunk: save a branch checkpoint at the decay
                          start of each budget and stop at the last     []
-  init_from              WSD decay: start from this branch checkpoint  ""
+  init_from              WSD decay or trunk segment: start from this
+                         branch checkpoint                             ""
   checkpoint.dir         checkpoint directory; "" = none               ""
   checkpoint.every_steps periodic checkpoints; 0 = only at the end     0
   checkpoint.keep_last   periodic checkpoints kept (branches are kept) 2

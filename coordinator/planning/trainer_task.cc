@@ -116,6 +116,77 @@ absl::StatusOr<std::string> ReferenceCheckpoint(store::Store& store,
   return ResolveReferenceCheckpoint(store, query, r.run_id, r.checkpoint_path);
 }
 
+// A trunk's schedule is its largest run's (warmup and constant LR up to
+// every branch point); it saves the branch checkpoints of the runs that
+// branch at or before its end. A segment (sweep/expand.h) also stops at its
+// end and starts from the branch checkpoint at its start.
+absl::Status SetTrunk(const store::Task& task, const json& payload,
+                      const TrainerTaskInputs& inputs, task::TrainTask* t) {
+  const std::vector<int64_t>& budgets = inputs.branch_budgets_tokens;
+  const json branches = payload.is_object()
+                            ? payload.value("branch_points", json::array())
+                            : json::array();
+  if (budgets.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trunk ", task.spec.id, " has no branch budgets"));
+  }
+  const int64_t start =
+      payload.is_object() ? payload.value("start_step", int64_t{0}) : 0;
+  const int64_t end =
+      payload.is_object() ? payload.value("end_step", int64_t{0}) : 0;
+  // The branch points name the runs in the order of the budgets (its
+  // run_ids'); a task without them is a whole trunk.
+  const bool per_run = branches.size() == budgets.size();
+  int64_t last_branch = end;
+  std::vector<int64_t> saved;
+  for (size_t i = 0; i < budgets.size(); ++i) {
+    const int64_t step = per_run && branches[i].is_object()
+                             ? branches[i].value("step", end)
+                             : end;
+    last_branch = std::max(last_branch, step);
+    if (step <= end) saved.push_back(budgets[i]);
+  }
+  std::sort(saved.begin(), saved.end());
+  t->budget_tokens = *std::max_element(budgets.begin(), budgets.end());
+  t->branch_budgets_tokens = saved;
+  if (start == 0 && end == last_branch) return absl::OkStatus();  // whole
+  t->stop_at_tokens = end * t->batch_tokens;
+  if (start > 0) {
+    if (inputs.checkpoint_path.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "trunk segment ", task.spec.id,
+          ": the segment before it reported no branch checkpoint at step ",
+          start));
+    }
+    t->init_from = inputs.checkpoint_path;
+  }
+  return absl::OkStatus();
+}
+
+// The branch checkpoint at `step` of the TRUNK task `trunk_id` ("" when it
+// reported none).
+absl::StatusOr<std::string> TrunkBranchPath(store::QueryEngine& query,
+                                            const std::string& trunk_id,
+                                            int64_t step) {
+  const bool id_ok =
+      !trunk_id.empty() &&
+      std::all_of(trunk_id.begin(), trunk_id.end(), [](char c) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-';
+      });
+  if (!id_ok) {
+    return absl::InvalidArgumentError(absl::StrCat("bad task id ", trunk_id));
+  }
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      query.Run(absl::StrCat("SELECT path FROM checkpoints WHERE task_id = '",
+                             trunk_id, "' AND kind = 'branch' AND step = ",
+                             step, " ORDER BY id DESC LIMIT 1"),
+                {}));
+  if (result.rows.empty()) return std::string();
+  const auto* path = std::get_if<std::string>(&result.rows[0][0]);
+  return path ? *path : std::string();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
@@ -156,14 +227,7 @@ absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
     t.micro_batch_tokens = t.batch_tokens / ranks;
   }
   if (task.spec.kind == store::TaskKind::kTrunk) {
-    if (inputs.branch_budgets_tokens.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("trunk ", task.spec.id, " has no branch budgets"));
-    }
-    std::vector<int64_t> budgets = inputs.branch_budgets_tokens;
-    std::sort(budgets.begin(), budgets.end());
-    t.budget_tokens = budgets.back();
-    t.branch_budgets_tokens = budgets;
+    HLAB_RETURN_IF_ERROR(SetTrunk(task, payload, inputs, &t));
   } else if (task.spec.kind == store::TaskKind::kDecay) {
     if (inputs.checkpoint_path.empty()) {
       return absl::FailedPreconditionError(
@@ -190,6 +254,14 @@ absl::StatusOr<std::string> BuildTrainerTaskFromStore(store::Store& store,
           HLAB_ASSIGN_OR_RETURN(store::Run run,
                                 store.GetRun(id.get<std::string>()));
           inputs.branch_budgets_tokens.push_back(run.spec.budget_tokens);
+        }
+        // A later segment resumes from the branch checkpoint its
+        // predecessor (the TRUNK it depends on) saved at its start.
+        const int64_t start = payload.value("start_step", int64_t{0});
+        for (const std::string& dep : task.spec.depends_on) {
+          if (start == 0 || !inputs.checkpoint_path.empty()) break;
+          HLAB_ASSIGN_OR_RETURN(inputs.checkpoint_path,
+                                TrunkBranchPath(query, dep, start));
         }
       }
       break;

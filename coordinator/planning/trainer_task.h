@@ -4,8 +4,13 @@
 // (task/run_config.h), then what the task kind decides:
 //
 //   TRAIN  budget_tokens = the run's budget
-//   TRUNK  budget_tokens = the largest budget of its group,
-//          branch_budgets_tokens = every budget of the group
+//   TRUNK  budget_tokens = the largest budget of its runs,
+//          branch_budgets_tokens = the budgets of those it saves a branch
+//          checkpoint for (all of a whole trunk's runs; of a segment,
+//          sweep/expand.h, the runs branching at its end); a segment
+//          also stops there (stop_at_tokens) and, after the first, starts
+//          from init_from = the branch checkpoint its predecessor (the
+//          TRUNK it depends on) recorded at its start_step
 //   DECAY  budget_tokens = its run's budget, init_from = the trunk's branch
 //          checkpoint for that run (recorded by ReportCheckpoint)
 // and for all three: name, threads (the scale's cpu_threads), checkpoints
@@ -42,10 +47,11 @@ namespace hlab::coordinator {
 
 // Inputs that live outside the task row.
 struct TrainerTaskInputs {
-  // TRUNK: the budget of each run of the group.
+  // TRUNK: the budget of each of its runs, in the order of its run_ids
+  // (and branch points).
   std::vector<int64_t> branch_budgets_tokens;
-  // DECAY: the branch checkpoint to start from. EVAL: the checkpoint to
-  // evaluate.
+  // DECAY, and a TRUNK segment after the first: the branch checkpoint to
+  // start from. EVAL: the checkpoint to evaluate.
   std::string checkpoint_path;
   // EVAL with LongPPL: the reference model's checkpoint.
   std::string reference_checkpoint;
@@ -53,7 +59,8 @@ struct TrainerTaskInputs {
 
 // InvalidArgument if the task's payload lacks its run config; a DECAY
 // without init_from, a TRUNK without budgets, or an EVAL without its
-// checkpoint or LongPPL reference checkpoint is FailedPrecondition.
+// checkpoint or LongPPL reference checkpoint, or a later trunk segment
+// without its predecessor's branch checkpoint, is FailedPrecondition.
 absl::StatusOr<std::string> BuildTrainerTask(const store::Task& task,
                                              const TrainerTaskInputs& inputs);
 

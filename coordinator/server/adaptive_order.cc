@@ -45,8 +45,9 @@ class Ranking {
  private:
   double Cost(const OrderCandidate& c) const {
     double cost = c.flops;
-    if (!c.trunk_task.empty() && paid_.count(c.trunk_task) == 0) {
-      auto it = in_.trunk_flops.find(c.trunk_task);
+    for (const std::string& trunk : c.trunk_tasks) {
+      if (paid_.count(trunk) > 0) continue;
+      auto it = in_.trunk_flops.find(trunk);
       if (it != in_.trunk_flops.end()) cost += it->second;
     }
     return cost;
@@ -71,7 +72,7 @@ class Ranking {
   void Take(size_t i, std::optional<double> score, std::string reason) {
     const OrderCandidate& c = in_.candidates[i];
     remaining_.erase(i);
-    if (!c.trunk_task.empty()) paid_.insert(c.trunk_task);
+    paid_.insert(c.trunk_tasks.begin(), c.trunk_tasks.end());
     design_[c.arch].push_back({c.n, c.d});
     picks_.push_back({i, score, std::move(reason)});
   }
@@ -195,7 +196,7 @@ class Ranking {
 
   const OrderInput& in_;
   std::set<size_t> remaining_;
-  std::set<std::string> paid_;  // trunks ordered (or started) already
+  std::set<std::string> paid_;  // trunk tasks ordered already
   std::map<std::string, std::vector<analysis::DesignPoint>> design_;
   std::vector<Pick> picks_;
 };
@@ -226,6 +227,16 @@ std::optional<analysis::PowerLaw> LawOf(const nlohmann::json& laws,
   return std::nullopt;
 }
 
+// The first step a training task trains (a trunk segment's start).
+int64_t StartStep(const store::Task& task) {
+  const nlohmann::json payload =
+      nlohmann::json::parse(task.spec.payload, nullptr, false);
+  if (!payload.is_object()) return 0;
+  const auto it = payload.find("start_step");
+  return it != payload.end() && it->is_number_integer() ? it->get<int64_t>()
+                                                        : 0;
+}
+
 bool Has(const google::protobuf::RepeatedPtrField<std::string>& list,
          const std::string& name) {
   return std::find(list.begin(), list.end(), name) != list.end();
@@ -242,11 +253,12 @@ std::vector<store::TaskOrder> RankAdaptive(const OrderInput& input) {
   for (const Pick& p : picks) {
     const OrderCandidate& c = input.candidates[p.candidate];
     ++rank;
-    if (!c.trunk_task.empty() && trunks.insert(c.trunk_task).second) {
-      auto it = input.trunk_flops.find(c.trunk_task);
+    for (const std::string& trunk : c.trunk_tasks) {
+      if (!trunks.insert(trunk).second) continue;
+      auto it = input.trunk_flops.find(trunk);
       keys.push_back(it == input.trunk_flops.end() ? 0 : it->second);
       out.push_back(
-          {c.trunk_task, 0, rank, p.score,
+          {trunk, 0, rank, p.score,
            absl::StrFormat("trunk of run %s: %s", c.run_id, p.reason)});
     }
     keys.push_back(c.flops);
@@ -345,6 +357,9 @@ absl::StatusOr<int> OrderAdaptiveSweep(ServiceContext& context,
     c.d = static_cast<double>(run->second->spec.budget_tokens);
     c.flops = t.spec.cost_flops;
     c.fit_scale = fitted(c.scale);
+    // Its pending trunk tasks in training order: a DECAY depends on every
+    // segment of its trunk up to its branch point.
+    std::vector<std::pair<int64_t, std::string>> trunks;
     for (const std::string& dep : t.spec.depends_on) {
       auto u = task_by_id.find(dep);
       if (u == task_by_id.end() ||
@@ -352,9 +367,11 @@ absl::StatusOr<int> OrderAdaptiveSweep(ServiceContext& context,
           u->second->state != store::TaskState::kPending) {
         continue;
       }
-      c.trunk_task = dep;
+      trunks.push_back({StartStep(*u->second), dep});
       input.trunk_flops[dep] = u->second->spec.cost_flops;
     }
+    std::sort(trunks.begin(), trunks.end());
+    for (const auto& [start, id] : trunks) c.trunk_tasks.push_back(id);
     input.candidates.push_back(std::move(c));
   }
   const std::vector<store::TaskOrder> order = RankAdaptive(input);

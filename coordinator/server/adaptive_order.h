@@ -12,7 +12,9 @@
 // target runs when c is measured (the law linearised at its newest live
 // fit, sigma^2 units), cost its training FLOPs still to spend: its own
 // TRAIN or DECAY task plus the shared trunk it branches from while that
-// trunk has not started. Measuring c at its predicted value moves no
+// trunk has not started; of a trunk in segments (sweep/expand.h), each
+// segment up to c's branch point that has not started. Measuring c at its
+// predicted value moves no
 // coefficient, so its effect on the others' dU is its gradient added to
 // the design: the order is built greedily, each pick added to its law's
 // design points (and its trunk paid for) before the next is chosen.
@@ -25,12 +27,14 @@
 // fitted; an architecture without a law yet after its seeds, or without
 // target runs) come last, cheapest first.
 //
-// A trunk is not a unit of its own: it takes the place of the first of its
-// decays in the order. The order becomes each task's order_key: the
-// sweep's own ranked tasks' cost_flops, sorted (equal costs moved up by an
-// ulp, so that the keys strictly increase), handed out in rank order, so
-// beside other sweeps of the same priority the sweep keeps the places its
-// tasks held by cost (Store::SetTaskOrder).
+// A trunk or segment is not a unit of its own: it takes the place of the
+// first decay in the order that needs it, just before it (segments in
+// chain order): a later segment is trained only once a run at or past its
+// branch point is worth its cost, segments included. The order becomes each
+// task's order_key: the sweep's own ranked tasks' cost_flops, sorted (equal
+// costs moved up by an ulp, so that the keys strictly increase), handed out in
+// rank order, so beside other sweeps of the same priority the sweep keeps the
+// places its tasks held by cost (Store::SetTaskOrder).
 //
 // Thread-safety: RankAdaptive is pure; OrderAdaptiveSweep is thread-safe
 // (the store serialises writes). The coordinator calls it at submit, and
@@ -64,9 +68,10 @@ struct OrderCandidate {
   double n = 0;      // non-embedding parameters
   double d = 0;      // tokens
   double flops = 0;  // the task's own cost_flops
-  // The PENDING TRUNK task it branches from; empty when it has none, or
-  // the trunk is leased or done (paid for).
-  std::string trunk_task;
+  // The PENDING TRUNK tasks it branches from, in training order: its
+  // trunk, or the segments of its trunk up to its branch point; those
+  // leased or done are paid for and not listed.
+  std::vector<std::string> trunk_tasks;
   bool fit_scale = false;  // its scale is one of the fit's
 };
 
@@ -84,10 +89,11 @@ struct OrderInput {
   std::map<std::string, OrderArch> archs;
 };
 
-// The order above: one TaskOrder per candidate and per pending trunk one
-// of them branches from, in lease order (rank 1 first; a trunk shares the
-// rank, score and reason of the first candidate that needs it, and comes
-// just before it), keys strictly ascending. Ties go to the cheaper, then the
+// The order above: one TaskOrder per candidate and per pending trunk task
+// one of them branches from, in lease order (rank 1 first; a trunk task
+// shares the rank, score and reason of the first candidate that needs it,
+// and comes just before it, in the candidate's trunk_tasks order), keys
+// strictly ascending. Ties go to the cheaper, then the
 // smaller task id. Pure.
 std::vector<store::TaskOrder> RankAdaptive(const OrderInput& input);
 

@@ -1,8 +1,10 @@
 #include "coordinator/server/client_service.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,14 +34,24 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
   return reactor;
 }
 
-// The trunk a task belongs to (its id for a TRUNK, its dependency for a
-// DECAY), for the store's trunk_group column.
-std::string TrunkGroup(const hlab::v1::Task& task) {
-  if (task.kind() == hlab::v1::TASK_KIND_TRUNK) return task.task_id();
-  if (task.kind() == hlab::v1::TASK_KIND_DECAY && task.depends_on_size() > 0) {
-    return task.depends_on(0);
+// The trunk a task belongs to, for the store's trunk_group column: a
+// TRUNK's own id (a later segment's: its chain's first, which it depends
+// on), a DECAY's first dependency's group. `groups` holds those of the
+// plan's earlier tasks (a task comes after those it depends on).
+std::string TrunkGroup(const hlab::v1::Task& task,
+                       std::map<std::string, std::string>& groups) {
+  if (task.kind() != hlab::v1::TASK_KIND_TRUNK &&
+      task.kind() != hlab::v1::TASK_KIND_DECAY) {
+    return "";
   }
-  return "";
+  std::string group =
+      task.kind() == hlab::v1::TASK_KIND_TRUNK ? task.task_id() : std::string();
+  if (task.depends_on_size() > 0) {
+    auto it = groups.find(task.depends_on(0));
+    group = it != groups.end() ? it->second : task.depends_on(0);
+  }
+  if (task.kind() == hlab::v1::TASK_KIND_TRUNK) groups[task.task_id()] = group;
+  return group;
 }
 
 bool Unfinished(store::RunState state) {
@@ -209,8 +221,10 @@ absl::Status ClientServiceImpl::DoSubmitSweep(
   }
   HLAB_RETURN_IF_ERROR(store.AddRuns(created.sweep_id, runs, now).status());
   std::vector<store::TaskSpec> tasks;
+  std::map<std::string, std::string> groups;
   for (const hlab::v1::Task& task : plan.tasks) {
-    tasks.push_back(ToTaskSpec(task, created.sweep_id, TrunkGroup(task)));
+    tasks.push_back(
+        ToTaskSpec(task, created.sweep_id, TrunkGroup(task, groups)));
     // Every task follows the spec's policy, a shared trunk (no run) too.
     tasks.back().max_attempts = plan.spec.retry().max_attempts_per_run();
   }

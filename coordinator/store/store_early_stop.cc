@@ -36,7 +36,10 @@ SELECT 1 FROM runs r WHERE r.id = ?1 AND r.state = 'PENDING'
 )sql";
 
 // The TRUNK tasks run ?1's DECAY depends on that never started and that
-// only PREDICTED runs branch from.
+// only PREDICTED runs branch from. A trunk segment's successor does not
+// keep it (sweep/expand.h: the DECAY of every run past it depends on it
+// too), so the segments cancelled are those past the last one a run that
+// is not PREDICTED needs.
 constexpr char kIdleTrunksSql[] = R"sql(
 SELECT DISTINCT u.id FROM tasks own
   JOIN task_deps x ON x.task_id = own.id
@@ -46,7 +49,7 @@ WHERE own.run_id = ?1 AND own.kind = 'DECAY' AND u.kind = 'TRUNK'
   AND NOT EXISTS (SELECT 1 FROM task_deps d
                   JOIN tasks t ON t.id = d.task_id
                   LEFT JOIN runs r ON r.id = t.run_id
-                  WHERE d.depends_on = u.id
+                  WHERE d.depends_on = u.id AND t.kind <> 'TRUNK'
                   AND (r.id IS NULL OR r.state <> 'PREDICTED'))
 ORDER BY u.id
 )sql";

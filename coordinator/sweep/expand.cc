@@ -372,9 +372,21 @@ absl::Status ExpandRuns(Expansion& x) {
   return absl::OkStatus();
 }
 
-// One shared trunk for the runs `members` (sorted by steps, two or more) and
-// a DECAY task per run after it.
-void PlanSharedTrunk(Expansion& x, const std::vector<int>& members) {
+// The trunk of the runs `members` (sorted by steps) as TRUNK tasks, each
+// holding the runs whose prefix it trains as its runs and branch points.
+// Returns per member (parallel to `members`) the trunk tasks its prefix
+// needs, in training order.
+//
+// One task (the default order) trains steps [0, b_max) and saves a branch
+// checkpoint at every run's decay start. With schedule_policy: adaptive the
+// trunk is a chain of segments, one per distinct decay start b_1 < ... <
+// b_m: segment k trains [b_(k-1), b_k) from segment k-1's branch checkpoint
+// at b_(k-1) (segment 1 from scratch), saves the branch checkpoints at b_k,
+// and depends on segment k-1, so the order can stop a trunk at any branch
+// point (docs/sweeps.md, "Trunk segments"). A trunk with one decay start is
+// one task either way.
+std::vector<std::vector<std::string>> PlanTrunkTasks(
+    Expansion& x, const std::vector<int>& members) {
   const SweepSpec& spec = x.plan.spec;
   SweepPlan& plan = x.plan;
   const RunInfo& last = x.info[members.back()];
@@ -386,30 +398,85 @@ void PlanSharedTrunk(Expansion& x, const std::vector<int>& members) {
     absl::StrAppend(&trunk_key, "|", plan.runs[m].run_id(), "@",
                     x.info[m].branch_step);
   }
-  Task trunk = NewTask(spec, hlab::v1::TASK_KIND_TRUNK, trunk_key, scale);
-  trunk.set_start_step(0);
-  trunk.set_end_step(last.branch_step);
-  trunk.set_flops(fpt * batch * static_cast<double>(last.branch_step));
+  std::vector<int64_t> ends;  // the segments' end steps, ascending
   for (int m : members) {
-    trunk.add_run_ids(plan.runs[m].run_id());
-    auto* bp = trunk.add_branch_points();
-    bp->set_run_id(plan.runs[m].run_id());
-    bp->set_step(x.info[m].branch_step);
-    bp->set_tokens(x.info[m].branch_step * last.batch_tokens);
+    if (ends.empty() || ends.back() != x.info[m].branch_step) {
+      ends.push_back(x.info[m].branch_step);
+    }
   }
-  // The largest run's config: its schedule is warmup + constant LR up
-  // to b_max, exactly what every budget trains on before its decay.
-  trunk.set_draft_json(
-      TrainingTaskJson(spec, trunk, x.configs[members.back()]).dump());
-  x.trajectories.push_back(
-      {members.back(), 0, last.branch_step, trunk.task_id()});
-  plan.tasks.push_back(trunk);
-  for (int m : members) {
+  if (spec.schedule_policy() != "adaptive") ends = {last.branch_step};
+  std::vector<std::vector<std::string>> needs(members.size());
+  std::string previous;
+  int64_t start = 0;
+  for (int64_t end : ends) {
+    const bool whole = ends.size() == 1;
+    Task trunk =
+        NewTask(spec, hlab::v1::TASK_KIND_TRUNK,
+                whole ? trunk_key
+                      : absl::StrCat(trunk_key, "|segment ", start, "-", end),
+                scale);
+    if (!previous.empty()) AddDependency(&trunk, previous);
+    trunk.set_start_step(start);
+    trunk.set_end_step(end);
+    trunk.set_flops(fpt * batch * static_cast<double>(end - start));
+    for (size_t i = 0; i < members.size(); ++i) {
+      const int m = members[i];
+      if (!whole && x.info[m].branch_step < end) continue;  // decays before
+      needs[i].push_back(trunk.task_id());
+      trunk.add_run_ids(plan.runs[m].run_id());
+      auto* bp = trunk.add_branch_points();
+      bp->set_run_id(plan.runs[m].run_id());
+      bp->set_step(x.info[m].branch_step);
+      bp->set_tokens(x.info[m].branch_step * last.batch_tokens);
+      // The branch checkpoints it writes: those at its end (every one of
+      // a whole trunk's).
+      if (x.info[m].branch_step <= end &&
+          spec.evaluation().at_branch_points()) {
+        x.branch_evals.push_back({m, x.info[m].branch_step, trunk.task_id()});
+      }
+    }
+    // The largest run's config: its schedule is warmup + constant LR up
+    // to b_max, exactly what every budget trains on before its decay.
+    trunk.set_draft_json(
+        TrainingTaskJson(spec, trunk, x.configs[members.back()]).dump());
+    // Its trajectory is its longest run's; a segment's end, where it keeps
+    // no checkpoint of that run, is the branch checkpoint's run's.
+    if (whole) {
+      x.trajectories.push_back({members.back(), start, end, trunk.task_id()});
+    } else {
+      x.trajectories.push_back(
+          {members.back(), start, end - 1, trunk.task_id()});
+      for (int m : members) {
+        if (x.info[m].branch_step != end) continue;
+        x.trajectories.push_back({m, end - 1, end, trunk.task_id()});
+        break;
+      }
+    }
+    previous = trunk.task_id();
+    start = end;
+    plan.tasks.push_back(std::move(trunk));
+  }
+  return needs;
+}
+
+// One shared trunk for the runs `members` (sorted by steps, two or more)
+// and a DECAY task per run after the trunk tasks its prefix needs.
+void PlanSharedTrunk(Expansion& x, const std::vector<int>& members) {
+  const SweepSpec& spec = x.plan.spec;
+  SweepPlan& plan = x.plan;
+  const RunInfo& last = x.info[members.back()];
+  const std::string& scale = spec.scales(last.scale).name();
+  const double fpt = last.flops_per_token;
+  const double batch = static_cast<double>(last.batch_tokens);
+  const std::vector<std::vector<std::string>> needs =
+      PlanTrunkTasks(x, members);
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int m = members[i];
     const Run& run = plan.runs[m];
     Task decay = NewTask(spec, hlab::v1::TASK_KIND_DECAY,
                          absl::StrCat("decay|", run.run_id()), scale);
     decay.add_run_ids(run.run_id());
-    AddDependency(&decay, trunk.task_id());
+    for (const std::string& trunk : needs[i]) AddDependency(&decay, trunk);
     decay.set_start_step(x.info[m].branch_step);
     decay.set_end_step(x.info[m].steps);
     decay.set_flops(
@@ -420,9 +487,6 @@ void PlanSharedTrunk(Expansion& x, const std::vector<int>& members) {
     x.trajectories.push_back(
         {m, x.info[m].branch_step, x.info[m].steps, decay.task_id()});
     plan.tasks.push_back(decay);
-    if (spec.evaluation().at_branch_points()) {
-      x.branch_evals.push_back({m, x.info[m].branch_step, trunk.task_id()});
-    }
   }
 }
 

@@ -9,7 +9,11 @@
 // scale, seed) with two or more budgets share one TRUNK task: warmup and
 // stable phase up to the largest budget's decay start, saving a branch
 // checkpoint at each run's decay start (1 - decay_fraction) * D_i. One DECAY
-// task per run continues from its branch point to D_i. Otherwise each run is
+// task per run continues from its branch point to D_i. With
+// schedule_policy: adaptive that trunk is a chain of TRUNK segments, one
+// per distinct decay start, each resuming from the previous one's branch
+// checkpoint and depending on it; a DECAY depends on every segment its
+// prefix needs (docs/sweeps.md, "Trunk segments"). Otherwise each run is
 // one TRAIN task. Each run then gets one EVAL task after its training (and
 // after the LongPPL reference run's training); with
 // evaluation.at_branch_points, each branch checkpoint gets an EVAL task too.

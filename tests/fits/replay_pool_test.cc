@@ -22,10 +22,11 @@
 namespace hlab::fits {
 namespace {
 
-sweep::SweepPlan DemoPlan() {
+sweep::SweepPlan DemoPlan(const std::string& policy = "default") {
   absl::StatusOr<v1::SweepSpec> spec =
       sweep::ParseSweepSpec(std::string(sweep::EmbeddedDemoSpec()));
   EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->set_schedule_policy(policy);
   absl::StatusOr<sweep::SweepPlan> plan =
       sweep::PlanSweep(sweep::WithDefaults(*spec));
   EXPECT_TRUE(plan.ok()) << plan.status();
@@ -65,6 +66,32 @@ TEST(ReplayPoolTest, CostsAddUpToThePlannersSharedFlops) {
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     EXPECT_EQ(pool->runs[i].target, plan.runs[i].scale() == "S4");
   }
+}
+
+// schedule_policy: adaptive trains each trunk in segments: one trunk to
+// the replay, each run's share the same as of the whole trunk.
+TEST(ReplayPoolTest, ATrunkInSegmentsCostsWhatTheWholeTrunkDoes) {
+  const sweep::SweepPlan whole = DemoPlan();
+  const sweep::SweepPlan segmented = DemoPlan("adaptive");
+  absl::StatusOr<ReplayPool> a =
+      BuildReplayPool(whole, Everything(whole), {"S4"});
+  absl::StatusOr<ReplayPool> b =
+      BuildReplayPool(segmented, Everything(segmented), {"S4"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->runs.size(), b->runs.size());
+  std::map<std::string, std::string> trunk_of;  // whole's trunk -> segments'
+  for (size_t i = 0; i < a->runs.size(); ++i) {
+    const analysis::ReplayRun& x = a->runs[i];
+    const analysis::ReplayRun& y = b->runs[i];
+    EXPECT_EQ(x.run_id, y.run_id);
+    EXPECT_NEAR(y.trunk_flops, x.trunk_flops, 1e-9 * x.trunk_flops) << x.run_id;
+    EXPECT_EQ(y.own_flops, x.own_flops);
+    ASSERT_FALSE(y.trunk.empty());
+    auto [it, added] = trunk_of.insert({x.trunk, y.trunk});
+    EXPECT_EQ(it->second, y.trunk) << "one trunk, one name";
+  }
+  EXPECT_EQ(trunk_of.size(), 16u);
 }
 
 TEST(ReplayPoolTest, TheLeaseOrderRanksATrunksRunsByBudget) {

@@ -158,6 +158,67 @@ TEST_F(TrainerTest, WsdDecayFromABranchEqualsTrainingTheBudgetFromScratch) {
   }
 }
 
+// A trunk trained as a chain of segments (schedule_policy: adaptive, each
+// from the previous one's branch checkpoint, stopping at its own) saves
+// the same branch checkpoints as the whole trunk: the same losses on the
+// way, bitwise, and every decay from them bitwise the whole trunk's decay.
+TEST_F(TrainerTest, TrunkSegmentsEqualTheWholeTrunkBitwise) {
+  const std::vector<int64_t> budgets = {10 * kBatch, 13 * kBatch, 15 * kBatch};
+  Json whole = BaseTask();
+  whole["budget_tokens"] = budgets.back();
+  whole["branch_budgets_tokens"] = budgets;
+  whole["checkpoint"] = {{"dir", Dir("whole")}};
+  auto w = Make(whole);
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(w->plan().branch_steps, (std::vector<int64_t>{8, 10, 12}));
+  ASSERT_TRUE(w->Run().ok());
+
+  std::vector<double> losses;
+  std::string init_from;
+  int64_t start = 0;
+  for (size_t k = 0; k < budgets.size(); ++k) {
+    const int64_t end = w->plan().branch_steps[k];
+    Json segment = BaseTask();
+    segment["budget_tokens"] = budgets.back();
+    segment["branch_budgets_tokens"] = {budgets[k]};
+    segment["stop_at_tokens"] = end * kBatch;
+    segment["init_from"] = init_from;
+    segment["checkpoint"] = {{"dir", Dir("segment" + std::to_string(k))}};
+    auto s = Make(segment);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->start_step(), start);
+    ASSERT_TRUE(s->Run().ok());
+    losses.insert(losses.end(), s->losses().begin(), s->losses().end());
+    const fs::path branch =
+        root_ / ("segment" + std::to_string(k)) / BranchName(budgets[k]);
+    auto meta = ReadCheckpointMeta(branch.string());
+    ASSERT_TRUE(meta.ok()) << meta.status();
+    EXPECT_EQ(meta->step, end);
+    // The archive's bytes are not canonical (LibTorch writes the
+    // optimizer's state in no fixed order): its decay is the test.
+    std::vector<std::unique_ptr<Trainer>> decays;
+    for (const fs::path& from :
+         {branch, root_ / "whole" / BranchName(budgets[k])}) {
+      Json decay = BaseTask();
+      decay["budget_tokens"] = budgets[k];
+      decay["init_from"] = from.string();
+      decays.push_back(Make(decay));
+      ASSERT_NE(decays.back(), nullptr);
+      ASSERT_TRUE(decays.back()->Run().ok());
+    }
+    EXPECT_EQ(decays[0]->losses(), decays[1]->losses())
+        << "budget " << budgets[k];
+    EXPECT_EQ(decays[0]->ParameterValues(), decays[1]->ParameterValues())
+        << "budget " << budgets[k];
+    if (k + 1 == budgets.size()) {
+      EXPECT_EQ(s->ParameterValues(), w->ParameterValues());
+    }
+    init_from = branch.string();
+    start = end;
+  }
+  EXPECT_EQ(losses, w->losses());  // bitwise, step by step
+}
+
 // A retry resumes from the newest checkpoint the coordinator recorded and
 // never validates the step it resumes at, and the worker reports a step's
 // points before a checkpoint of that step: so each validation must be

@@ -28,8 +28,15 @@ std::string Decay(int s, int b) {
   return absl::StrCat("decay-S", s + 1, "-", b);
 }
 std::string Trunk(int s) { return absl::StrCat("trunk-S", s + 1); }
+// Segment b of scale s's trunk: from budget b - 1's branch point to b's.
+std::string Segment(int s, int b) {
+  return absl::StrCat("trunk-S", s + 1, "-segment", b);
+}
 double DecayFlops(int s, int b) { return 6 * kN[s] * 0.1 * kD[b]; }
 double TrunkFlops(int s) { return 6 * kN[s] * 0.9 * kD[2]; }
+double SegmentFlops(int s, int b) {
+  return 6 * kN[s] * 0.9 * (kD[b] - (b > 0 ? kD[b - 1] : 0));
+}
 
 analysis::PowerLaw Law() {
   analysis::PowerLaw law;
@@ -43,8 +50,10 @@ analysis::PowerLaw Law() {
 
 // One architecture, fit scales S1-S3, verify scale S4 (the target region
 // at the largest budget); every (scale, budget) a DECAY candidate, its
-// trunk pending unless the scale is in `trunks_done`.
-OrderInput Input(const std::vector<int>& trunks_done = {}) {
+// trunk pending unless the scale is in `trunks_done`; with `segmented`, the
+// trunks are in segments (schedule_policy: adaptive's plan).
+OrderInput Input(const std::vector<int>& trunks_done = {},
+                 bool segmented = false) {
   OrderInput in;
   OrderArch& a = in.archs["full"];
   a.n_levels = 3;
@@ -52,7 +61,10 @@ OrderInput Input(const std::vector<int>& trunks_done = {}) {
   for (int s = 0; s < 4; ++s) {
     const bool done = std::find(trunks_done.begin(), trunks_done.end(), s) !=
                       trunks_done.end();
-    if (!done) in.trunk_flops[Trunk(s)] = TrunkFlops(s);
+    for (int b = 0; b < 3 && !done; ++b) {
+      if (segmented) in.trunk_flops[Segment(s, b)] = SegmentFlops(s, b);
+    }
+    if (!done && !segmented) in.trunk_flops[Trunk(s)] = TrunkFlops(s);
     for (int b = 0; b < 3; ++b) {
       OrderCandidate c;
       c.task_id = Decay(s, b);
@@ -62,7 +74,10 @@ OrderInput Input(const std::vector<int>& trunks_done = {}) {
       c.n = kN[s];
       c.d = kD[b];
       c.flops = DecayFlops(s, b);
-      c.trunk_task = done ? "" : Trunk(s);
+      if (!done && !segmented) c.trunk_tasks = {Trunk(s)};
+      for (int k = 0; k <= b && !done && segmented; ++k) {
+        c.trunk_tasks.push_back(Segment(s, k));
+      }
       c.fit_scale = s < 3;
       in.candidates.push_back(c);
     }
@@ -169,9 +184,10 @@ Expected BestByHand(const OrderInput& in,
       continue;
     }
     double cost = c.flops;
-    if (!c.trunk_task.empty() &&
-        std::find(paid.begin(), paid.end(), c.trunk_task) == paid.end()) {
-      cost += in.trunk_flops.at(c.trunk_task);
+    for (const std::string& trunk : c.trunk_tasks) {
+      if (std::find(paid.begin(), paid.end(), trunk) == paid.end()) {
+        cost += in.trunk_flops.at(trunk);
+      }
     }
     const double score =
         lin->VarianceReduction({c.n, c.d}, in.archs.at("full").targets) /
@@ -206,7 +222,7 @@ TEST(AdaptiveOrderTest, ScoredRunsFollowTheVarianceReductionPerFlop) {
     for (const OrderCandidate& c : in.candidates) {
       if (c.task_id != want.task_id) continue;
       design.push_back({c.n, c.d});
-      if (!c.trunk_task.empty()) paid.push_back(c.trunk_task);
+      paid.insert(paid.end(), c.trunk_tasks.begin(), c.trunk_tasks.end());
     }
     taken.push_back(want.task_id);
     ++at;
@@ -252,6 +268,67 @@ TEST(AdaptiveOrderTest, ATrunkIsPaidOnceJustBeforeItsFirstDecay) {
         << order[i].reason;
   }
   EXPECT_EQ(later, 2);  // S3 has 3 pending decays: the first paid the trunk
+}
+
+// A trunk in segments is paid only up to the branch point of the run
+// picked: each pick's cost counts its unpaid segments, which come just
+// before it in chain order, and a later segment waits for a run that is
+// worth it.
+TEST(AdaptiveOrderTest, TrunkSegmentsArePaidUpToTheRunsBranchPoint) {
+  OrderInput in = Input(/*trunks_done=*/{0, 1}, /*segmented=*/true);
+  Measure(&in, {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}});
+  in.archs["full"].law = Law();
+  const std::vector<store::TaskOrder> order = RankAdaptive(in);
+  ExpectKeysAreTheSweepsCosts(in, order);
+  std::vector<analysis::DesignPoint> design = in.archs["full"].measured;
+  std::vector<std::string> taken, paid;
+  size_t at = 0;
+  for (int pick = 0; pick < 3; ++pick) {
+    const Expected want = BestByHand(in, design, taken, paid);
+    const OrderCandidate* c = nullptr;
+    for (const OrderCandidate& o : in.candidates) {
+      if (o.task_id == want.task_id) c = &o;
+    }
+    ASSERT_NE(c, nullptr);
+    // Its unpaid segments, in chain order, then the pick itself.
+    for (const std::string& segment : c->trunk_tasks) {
+      if (std::find(paid.begin(), paid.end(), segment) != paid.end()) {
+        continue;
+      }
+      ASSERT_LT(at, order.size());
+      EXPECT_EQ(order[at].task_id, segment) << "pick " << pick;
+      EXPECT_EQ(order[at].rank, pick + 1);
+      paid.push_back(segment);
+      ++at;
+    }
+    ASSERT_LT(at, order.size());
+    EXPECT_EQ(order[at].task_id, want.task_id) << "pick " << pick;
+    ASSERT_TRUE(order[at].score.has_value());
+    EXPECT_NEAR(*order[at].score, want.score, 1e-9 * want.score);
+    design.push_back({c->n, c->d});
+    taken.push_back(want.task_id);
+    ++at;
+  }
+  // Every segment before each decay that needs it, in chain order.
+  const std::vector<std::string> ids = Ids(order);
+  auto position = [&](const std::string& id) {
+    return std::find(ids.begin(), ids.end(), id) - ids.begin();
+  };
+  for (int s : {2, 3}) {
+    for (int b = 0; b < 3; ++b) {
+      if (b > 0) {
+        EXPECT_LT(position(Segment(s, b - 1)), position(Segment(s, b)));
+      }
+      for (int k = b; k < 3; ++k) {
+        if (s == 2 && k == 0) continue;  // measured
+        EXPECT_LT(position(Segment(s, b)), position(Decay(s, k)))
+            << Segment(s, b) << " after " << Decay(s, k);
+      }
+    }
+  }
+  // The verify scale's smallest decay pays its first segment only: its
+  // later segments wait for its larger decays.
+  EXPECT_EQ(position(Segment(3, 1)) + 1, position(Decay(3, 1)));
 }
 
 TEST(AdaptiveOrderTest, RunsOfAnArchitectureWithoutTargetsComeLast) {

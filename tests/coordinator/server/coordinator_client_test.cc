@@ -193,13 +193,14 @@ TEST_F(ClientServiceTest, AdaptiveSubmitRanksItsSeedsFirst) {
   hlab::v1::SubmitSweepResponse response;
   ASSERT_TRUE(Submit(spec, &response).ok());
   EXPECT_TRUE(response.created());
-  // 16 trunks and 48 decays; its evaluations lease by cost.
-  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL"), 64);
+  // 16 trunks of 3 segments and 48 decays; its evaluations lease by cost.
+  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL"), 96);
+  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL AND kind = 'TRUNK'"), 48);
   EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL AND kind = 'EVAL'"), 0);
   hlab::v1::SubmitSweepResponse plain;
   ASSERT_TRUE(
       Submit(testing::Spec(testing::TinySpecYaml("plain")), &plain).ok());
-  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL"), 64);
+  EXPECT_EQ(Count("tasks WHERE order_key IS NOT NULL"), 96);
   grpc::ClientContext ctx;
   hlab::v1::ListRunsRequest request;
   request.set_sweep(response.sweep().sweep_id());

@@ -4,7 +4,7 @@
 // budget, the trunk's loss there and the phase TRUNK, in ListRuns and
 // GetSweep (`hlab status`), in WatchSweep's RUN_PROGRESS events (`hlab
 // watch`) and in the Prometheus gauges; then a decay carries one run on to
-// its budget.
+// its budget. A trunk in segments carries the runs past each segment.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -278,6 +278,96 @@ TEST_F(ProgressTest, ADecayCarriesItsRunFromTheBranchPointToItsBudget) {
   ASSERT_TRUE(Complete(decay.task(), 1, "w1").ok());
   // Trained, with nothing else to do: no evaluation is planned.
   EXPECT_EQ(Runs()[run_id].phase(), hlab::v1::RUN_PHASE_SUCCEEDED);
+}
+
+// schedule_policy: adaptive trains the trunk in segments: a segment's
+// points and heartbeats belong to the runs that branch at or past its end,
+// which are on the trunk while it trains; once it is done, the next
+// segment carries only the runs past its branch point.
+TEST_F(ProgressTest, ASegmentCarriesTheRunsThatBranchAtOrPastItsEnd) {
+  std::string yaml = testing::TinySpecYaml("three", "[5, 10, 20]");
+  yaml.replace(yaml.find("share_trunk: false"), 18, "share_trunk: true");
+  Submit(yaml +
+         "fit: {fit_scales: [S1]}\n"
+         "adaptive: {target: {scales: [S1]}}\n"
+         "schedule_policy: adaptive\n");
+  Register("w1");
+  const hlab::v1::Task first = Lease("w1").task();
+  ASSERT_EQ(first.kind(), hlab::v1::TASK_KIND_TRUNK);
+  ASSERT_EQ(first.start_step(), 0);
+  ASSERT_EQ(first.branch_points_size(), 3);  // every run passes through it
+  const int64_t end = first.end_step();
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::ReportMetricsRequest request;
+    request.set_task_id(first.task_id());
+    request.set_attempt(1);
+    request.set_worker_id("w1");
+    for (int64_t step = 1; step <= end; ++step) {
+      hlab::v1::MetricPoint* p = request.add_points();
+      p->set_name("train/loss");
+      p->set_step(step);
+      p->set_tokens(step * kBatch);
+      p->set_value(TrunkLoss(step));
+    }
+    hlab::v1::ReportMetricsResponse response;
+    ASSERT_TRUE(worker_->ReportMetrics(&ctx, request, &response).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::HeartbeatRequest request;
+    request.set_worker_id("w1");
+    hlab::v1::TaskProgress* p = request.add_tasks();
+    p->set_task_id(first.task_id());
+    p->set_attempt(1);
+    p->set_step(end);
+    p->set_tokens(end * kBatch);
+    p->set_tokens_per_s(1000);
+    hlab::v1::HeartbeatResponse response;
+    ASSERT_TRUE(worker_->Heartbeat(&ctx, request, &response).ok());
+  }
+  ASSERT_TRUE(coordinator_->reaper()->Tick().ok());
+  std::string shortest;
+  for (const auto& b : first.branch_points()) {
+    const hlab::v1::Run run = Runs()[b.run_id()];
+    EXPECT_EQ(run.phase(), hlab::v1::RUN_PHASE_TRUNK) << b.run_id();
+    EXPECT_EQ(run.steps_done(), end) << b.run_id();
+    EXPECT_DOUBLE_EQ(Gauge(coordinator_->metrics(),
+                           "hlab_run_tokens_per_second", {{"run", b.run_id()}}),
+                     b.step() > end ? 1000 : 0)
+        << b.run_id();
+    if (b.step() == end) shortest = b.run_id();
+  }
+  ASSERT_FALSE(shortest.empty());
+  EXPECT_EQ(GetSweep().runs_on_trunk(), 3);
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::ReportCheckpointRequest request;
+    request.set_task_id(first.task_id());
+    request.set_attempt(1);
+    request.mutable_checkpoint()->set_step(end);
+    request.mutable_checkpoint()->set_branch_point(true);
+    request.mutable_checkpoint()->set_path("/ck/first");
+    hlab::v1::ReportCheckpointResponse response;
+    ASSERT_TRUE(worker_->ReportCheckpoint(&ctx, request, &response).ok());
+  }
+  ASSERT_TRUE(Complete(first, 1, "w1").ok());
+  EXPECT_EQ(GetSweep().runs_on_trunk(), 0);
+  // The next segment (its decay or the segment may lease first).
+  hlab::v1::Task second;
+  for (int i = 0; i < 3 && second.task_id().empty(); ++i) {
+    const hlab::v1::Task next = Lease("w1").task();
+    if (next.kind() == hlab::v1::TASK_KIND_TRUNK) second = next;
+  }
+  ASSERT_EQ(second.kind(), hlab::v1::TASK_KIND_TRUNK);
+  EXPECT_EQ(second.start_step(), end);
+  EXPECT_EQ(second.branch_points_size(), 2);
+  for (const auto& b : second.branch_points()) {
+    EXPECT_NE(b.run_id(), shortest);
+    EXPECT_EQ(Runs()[b.run_id()].phase(), hlab::v1::RUN_PHASE_TRUNK);
+  }
+  EXPECT_NE(Runs()[shortest].phase(), hlab::v1::RUN_PHASE_TRUNK);
+  EXPECT_EQ(GetSweep().runs_on_trunk(), 2);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -225,6 +226,149 @@ TEST_F(TrainerTaskTest, TheTrainerAcceptsEveryDemoTask) {
   EXPECT_EQ(checked, 64);
 }
 
+// schedule_policy: adaptive plans each trunk as segments (sweep/expand.h):
+// each one's task file has the largest budget's schedule, saves the branch
+// checkpoint at its end and stops there, and a later one starts from the
+// branch checkpoint its predecessor reported (trainer_test shows such a
+// chain is bitwise the whole trunk).
+TEST_F(TrainerTaskTest, TrunkSegmentsStartFromTheirPredecessorsCheckpoint) {
+  std::unique_ptr<Coordinator> adaptive = testing::StartOrDie(
+      testing::TestOptions(dir_.File("adaptive.db"), &clock_));
+  ASSERT_NE(adaptive, nullptr);
+  {
+    auto stub = hlab::v1::ClientService::NewStub(testing::Connect(*adaptive));
+    grpc::ClientContext ctx;
+    hlab::v1::SubmitSweepRequest request;
+    *request.mutable_spec() = testing::DemoSpec();
+    request.mutable_spec()->set_schedule_policy("adaptive");
+    hlab::v1::SubmitSweepResponse response;
+    grpc::Status status = stub->SubmitSweep(&ctx, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  store::Store& store = *adaptive->store();
+  auto tasks = store.ListTasks({});
+  ASSERT_TRUE(tasks.ok());
+  const std::string trainer = TrainerBinary();
+  int segments = 0;
+  // Each chain's segments are one trunk group, its first segment's id.
+  std::map<std::string, int> groups;
+  std::string checked_group;  // the chain hlab-train checks (~5 s a task)
+  for (const store::Task& task : *tasks) {
+    if (task.spec.kind != store::TaskKind::kTrunk) continue;
+    ++segments;
+    ++groups[task.spec.trunk_group];
+    if (checked_group.empty()) checked_group = task.spec.trunk_group;
+    const hlab::v1::Task proto = ToProtoTask(task);
+    TrainerTaskInputs inputs;
+    int64_t largest = 0, at_end = 0;
+    for (const auto& b : proto.branch_points()) {
+      const int64_t budget = store.GetRun(b.run_id())->spec.budget_tokens;
+      inputs.branch_budgets_tokens.push_back(budget);
+      largest = std::max(largest, budget);
+      if (b.step() == proto.end_step()) at_end = budget;
+    }
+    inputs.checkpoint_path = "/ckpt/before/branch.ckpt";
+    absl::StatusOr<std::string> text = BuildTrainerTask(task, inputs);
+    ASSERT_TRUE(text.ok()) << task.spec.id << ": " << text.status();
+    json t = json::parse(*text);
+    EXPECT_EQ(t["budget_tokens"], largest);
+    EXPECT_EQ(t["branch_budgets_tokens"], json::array({at_end}));
+    EXPECT_EQ(t["stop_at_tokens"], proto.end_step() * 512);
+    EXPECT_EQ(t["init_from"], proto.start_step() > 0
+                                  ? "/ckpt/before/branch.ckpt"
+                                  : std::string());
+    if (proto.start_step() > 0) {
+      // Its predecessor reported nothing yet: no task file.
+      EXPECT_EQ(
+          BuildTrainerTaskFromStore(store, *adaptive->context()->query, task)
+              .status()
+              .code(),
+          absl::StatusCode::kFailedPrecondition);
+    }
+    if (trainer.empty() || task.spec.trunk_group != checked_group) continue;
+    t["checkpoint"]["dir"] = dir_.File("ckpt-" + task.spec.id);
+    t["init_from"] = "";  // --check reads no checkpoint
+    const std::string file = dir_.File(task.spec.id + ".json");
+    std::ofstream(file) << t.dump(2);
+    const std::string command = trainer + " --check --task " + file + " > " +
+                                file + ".out 2> " + file + ".err";
+    const int rc = system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << task.spec.id;
+    std::ifstream out(file + ".out");
+    const json plan = json::parse(out);
+    EXPECT_EQ(plan["stop_step"], proto.end_step());
+    EXPECT_EQ(plan["branch_steps"], json::array({proto.end_step()}));
+  }
+  EXPECT_EQ(segments, 48);  // 16 trunks of 3 budgets
+  EXPECT_EQ(groups.size(), 16u);
+  for (const auto& [group, n] : groups) EXPECT_EQ(n, 3) << group;
+
+  // Through the lease: the first segment reports its branch checkpoint and
+  // succeeds; the next one's task file starts from that checkpoint.
+  auto worker = hlab::v1::WorkerService::NewStub(testing::Connect(*adaptive));
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::RegisterRequest request;
+    request.set_worker_id("w");
+    *request.add_devices() = testing::Cpu();
+    hlab::v1::RegisterResponse response;
+    ASSERT_TRUE(worker->Register(&ctx, request, &response).ok());
+  }
+  auto lease = [&]() {
+    grpc::ClientContext ctx;
+    hlab::v1::LeaseRequest request;
+    request.set_worker_id("w");
+    *request.add_free_devices() = testing::Cpu();
+    hlab::v1::LeaseResponse response;
+    EXPECT_TRUE(worker->Lease(&ctx, request, &response).ok());
+    return response.task();
+  };
+  const hlab::v1::Task first = lease();
+  ASSERT_EQ(first.kind(), hlab::v1::TASK_KIND_TRUNK);
+  ASSERT_EQ(first.start_step(), 0);
+  const std::string path = dir_.File("first/branch.ckpt");
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::ReportCheckpointRequest request;
+    request.set_task_id(first.task_id());
+    request.set_attempt(first.attempt());
+    request.set_worker_id("w");
+    hlab::v1::Checkpoint* c = request.mutable_checkpoint();
+    c->set_step(first.end_step());
+    c->set_tokens(first.end_step() * 512);
+    c->set_path(path);
+    c->set_sha256("00");
+    c->set_branch_point(true);
+    hlab::v1::ReportCheckpointResponse response;
+    grpc::Status status = worker->ReportCheckpoint(&ctx, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::CompleteRequest request;
+    request.set_task_id(first.task_id());
+    request.set_attempt(first.attempt());
+    request.set_worker_id("w");
+    hlab::v1::CompleteResponse response;
+    grpc::Status status = worker->Complete(&ctx, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  bool found = false;
+  for (int i = 0; i < 20 && !found; ++i) {
+    const hlab::v1::Task next = lease();  // others stay leased
+    if (next.kind() != hlab::v1::TASK_KIND_TRUNK ||
+        next.depends_on_size() != 1 || next.depends_on(0) != first.task_id()) {
+      continue;
+    }
+    found = true;
+    EXPECT_EQ(next.start_step(), first.end_step());
+    const json t = json::parse(next.task_json());
+    EXPECT_EQ(t["init_from"], path);
+    EXPECT_EQ(t["stop_at_tokens"], next.end_step() * 512);
+  }
+  EXPECT_TRUE(found) << "the second segment was never leased";
+}
+
 // A minimal worker: runs a leased task with the real trainer and relays its
 // records (steps, evals, checkpoints) the way hlab-worker does.
 class TrainerRun {
@@ -366,6 +510,84 @@ TEST_F(TrainerTaskTest, LeasedTrunkAndDecayTrainWithTheRealTrainer) {
   EXPECT_EQ(std::get<int64_t>(summary->rows[0][0]), decay.task().end_step());
   EXPECT_TRUE(std::holds_alternative<double>(summary->rows[0][1]));
   EXPECT_TRUE(std::holds_alternative<double>(summary->rows[0][2]));
+}
+
+// Requirement of trunk segments: a sweep trained through them ends with
+// every run's final losses bitwise those of the same sweep with whole
+// trunks. Both sweeps leased task by task and trained by the real trainer.
+TEST_F(TrainerTaskTest, RunsTrainedThroughSegmentsEndBitwiseAsWithWholeTrunks) {
+  const std::string trainer = TrainerBinary();
+  if (trainer.empty()) {
+    GTEST_SKIP() << "hlab-train is not built (build it, or set HLAB_TRAIN)";
+  }
+  std::string yaml = testing::TinySpecYaml("segments", "[5, 10, 20]");
+  yaml.replace(yaml.find("share_trunk: false"), 18, "share_trunk: true");
+  // run id -> (final train loss, final validation loss)
+  using Finals = std::map<std::string, std::pair<double, double>>;
+  auto train_all = [&](const std::string& name, const std::string& spec_yaml,
+                       int* trunks) -> Finals {
+    std::unique_ptr<Coordinator> c = testing::StartOrDie(
+        testing::TestOptions(dir_.File(name + ".db"), &clock_));
+    EXPECT_NE(c, nullptr);
+    if (c == nullptr) return {};
+    {
+      auto stub = hlab::v1::ClientService::NewStub(testing::Connect(*c));
+      grpc::ClientContext ctx;
+      hlab::v1::SubmitSweepRequest request;
+      *request.mutable_spec() = testing::Spec(spec_yaml);
+      hlab::v1::SubmitSweepResponse response;
+      grpc::Status status = stub->SubmitSweep(&ctx, request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
+    auto worker = hlab::v1::WorkerService::NewStub(testing::Connect(*c));
+    {
+      grpc::ClientContext ctx;
+      hlab::v1::RegisterRequest request;
+      request.set_worker_id("w");
+      *request.add_devices() = testing::Cpu();
+      hlab::v1::RegisterResponse response;
+      EXPECT_TRUE(worker->Register(&ctx, request, &response).ok());
+    }
+    std::filesystem::create_directories(dir_.File(name));
+    TrainerRun run(worker.get(), trainer, dir_.File(name));
+    for (int i = 0; i < 20; ++i) {
+      grpc::ClientContext ctx;
+      hlab::v1::LeaseRequest request;
+      request.set_worker_id("w");
+      *request.add_free_devices() = testing::Cpu();
+      hlab::v1::LeaseResponse response;
+      EXPECT_TRUE(worker->Lease(&ctx, request, &response).ok());
+      if (!response.has_task()) break;
+      *trunks += response.task().kind() == hlab::v1::TASK_KIND_TRUNK;
+      EXPECT_TRUE(run.Run(response.task())) << response.task().task_id();
+    }
+    Finals finals;
+    auto rows = c->context()->query->Run(
+        "SELECT run_id, final_train_loss, final_val_loss FROM run_summary",
+        store::QueryOptions());
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (!rows.ok()) return finals;
+    for (const auto& row : rows->rows) {
+      const auto* train = std::get_if<double>(&row[1]);
+      const auto* val = std::get_if<double>(&row[2]);
+      EXPECT_TRUE(train != nullptr && val != nullptr);
+      if (train == nullptr || val == nullptr) continue;
+      finals[std::get<std::string>(row[0])] = {*train, *val};
+    }
+    return finals;
+  };
+  int whole_trunks = 0, segments = 0;
+  const Finals whole = train_all("whole", yaml, &whole_trunks);
+  const Finals split = train_all("split",
+                                 yaml +
+                                     "fit: {fit_scales: [S1]}\n"
+                                     "adaptive: {target: {scales: [S1]}}\n"
+                                     "schedule_policy: adaptive\n",
+                                 &segments);
+  EXPECT_EQ(whole_trunks, 1);
+  EXPECT_EQ(segments, 3);
+  ASSERT_EQ(whole.size(), 3u);
+  EXPECT_EQ(split, whole);  // bitwise: doubles compared exactly
 }
 
 }  // namespace

@@ -178,6 +178,54 @@ TEST(StoreEarlyStopTest, TrunkIsNotTrainedOnceOnlyPredictedRunsNeedIt) {
   EXPECT_EQ(store->GetRun("r1")->state, RunState::kPredicted);
 }
 
+// A trunk in segments (schedule_policy: adaptive): r1 branches at the end
+// of s1, r2 of s2, r3 of s3; each decay waits for every segment up to its
+// branch point. Early stop cancels the never-started segments past the last
+// one a run still needs; the runs past a training segment are on the trunk.
+TEST(StoreEarlyStopTest, SegmentsOnlyPredictedRunsNeedAreNotTrained) {
+  TempDir dir;
+  auto store = std::move(Store::Open(dir.File("hlab.db"))).value();
+  const int64_t sweep = store->CreateSweep(MakeSweep("s"), T(0))->sweep_id;
+  ASSERT_TRUE(
+      store->AddRuns(sweep, {MakeRun("r1"), MakeRun("r2"), MakeRun("r3")}, T(0))
+          .ok());
+  std::vector<TaskSpec> tasks;
+  std::vector<std::string> before;
+  for (const std::string k : {"1", "2", "3"}) {
+    TaskSpec segment = MakeTask("s" + k, sweep, "", {}, 0, 0, TaskKind::kTrunk);
+    segment.max_attempts = 3;
+    if (!before.empty()) segment.depends_on = {before.back()};
+    tasks.push_back(segment);
+    before.push_back("s" + k);
+    tasks.push_back(MakeTask("r" + k + ".decay", sweep, "r" + k, before, 0, 0,
+                             TaskKind::kDecay));
+  }
+  const absl::Status added = store->AddTasks(tasks, T(0)).status();
+  ASSERT_TRUE(added.ok()) << added;
+
+  EXPECT_THAT(*store->StopPredictedRuns(sweep, {"r3"}, "", T(1)),
+              ElementsAre("r3"));
+  EXPECT_EQ(store->GetTask("s3")->state, TaskState::kCancelled);
+  EXPECT_EQ(store->GetTask("s2")->state, TaskState::kPending);
+  EXPECT_THAT(*store->StopPredictedRuns(sweep, {"r1"}, "", T(2)),
+              ElementsAre("r1"));
+  EXPECT_EQ(store->GetTask("s1")->state, TaskState::kPending);  // r2's
+  auto attempt = store->LeaseTask("s1", "w1", T(3), kLease);
+  ASSERT_TRUE(attempt.ok()) << attempt.status();
+  EXPECT_EQ(store->GetRun("r2")->phase, RunPhase::kTrunk);
+  EXPECT_THAT(*store->StopPredictedRuns(sweep, {"r2"}, "", T(4)),
+              ElementsAre("r2"));
+  EXPECT_EQ(store->GetTask("s2")->state, TaskState::kCancelled);
+  EXPECT_EQ(store->GetTask("s1")->state, TaskState::kLeased);  // untouched
+  ASSERT_EQ(*store->ResumeRuns({"r3"}, T(5)), 1);  // trains it anyway
+  EXPECT_EQ(store->GetTask("s3")->state, TaskState::kPending);
+  EXPECT_EQ(store->GetTask("s2")->state, TaskState::kPending);
+  EXPECT_EQ(store->GetRun("r3")->phase, RunPhase::kTrunk);
+  EXPECT_TRUE(store->CompleteTask("s1", *attempt, T(6)).ok());
+  EXPECT_EQ(store->GetRun("r3")->phase, RunPhase::kWaiting);
+  EXPECT_THAT(Ids(*store->NextLeasableTasks(T(7), 10)), ElementsAre("s2"));
+}
+
 // A trunk that already trains keeps training; the stopped run only skips
 // its own decay.
 TEST(StoreEarlyStopTest, RunOnATrainingTrunkSkipsOnlyItsOwnDecay) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_replace.h"
 #include "coordinator/sweep/dry_run.h"
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/run_config.h"
@@ -128,6 +129,81 @@ TEST(SweepExpandTest, BranchPointsAtNinetyPercentOfEachBudget) {
       }
     }
     EXPECT_TRUE(found);
+  }
+}
+
+// schedule_policy: adaptive plans each trunk as a chain of segments between
+// its branch points: the same runs, decays and EVAL tasks, the same FLOPs;
+// segment k trains [b_(k-1), b_k) for the runs branching at or after b_k,
+// after segment k-1, and a decay waits for every segment up to its branch
+// point. The default order's plan is one trunk per group.
+TEST(SweepExpandTest, AdaptiveTrunksAreChainsOfSegments) {
+  const std::string spec =
+      std::string(kBase) + "fit: {fit_scales: [A], verify_scales: [B]}\n";
+  const std::string three = absl::StrReplaceAll(
+      spec, {{"tokens_per_param: [5, 10]", "tokens_per_param: [5, 10, 20]"}});
+  const SweepPlan whole = Plan(three);
+  const SweepPlan plan = Plan(three + "schedule_policy: adaptive\n");
+  ASSERT_EQ(plan.runs.size(), 12u);
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    EXPECT_EQ(plan.runs[i].SerializeAsString(),
+              whole.runs[i].SerializeAsString());
+  }
+  EXPECT_EQ(EvalTaskIds(plan), EvalTaskIds(whole));
+  EXPECT_EQ(plan.flops_shared, whole.flops_shared);
+  EXPECT_EQ(CountKinds(whole)["trunk"], 4);
+  EXPECT_EQ(CountKinds(plan)["trunk"], 12);  // 3 segments per group
+  EXPECT_EQ(CountKinds(plan)["decay"], 12);
+  std::map<std::string, const hlab::v1::Task*> tasks;
+  for (const auto& t : plan.tasks) tasks[t.task_id()] = &t;
+  std::map<std::string, int64_t> branch;  // run -> its decay start
+  double trunk_flops = 0, whole_trunk_flops = 0;
+  for (const auto& t : whole.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_TRUNK) continue;
+    whole_trunk_flops += t.flops();
+    for (const auto& bp : t.branch_points()) branch[bp.run_id()] = bp.step();
+  }
+  int firsts = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_TRUNK) continue;
+    trunk_flops += t.flops();
+    // Its runs: those branching at or after its end, one at its end.
+    int at_end = 0;
+    for (const auto& bp : t.branch_points()) {
+      EXPECT_EQ(bp.step(), branch.at(bp.run_id()));
+      EXPECT_GE(bp.step(), t.end_step());
+      at_end += bp.step() == t.end_step();
+    }
+    EXPECT_EQ(at_end, 1) << t.task_id();
+    EXPECT_EQ(t.run_ids_size(), t.branch_points_size());
+    if (t.start_step() == 0) {
+      ++firsts;
+      EXPECT_EQ(t.depends_on_size(), 0);
+      EXPECT_EQ(t.branch_points_size(), 3);
+      continue;
+    }
+    // After the segment that ends where it starts.
+    ASSERT_EQ(t.depends_on_size(), 1);
+    const hlab::v1::Task& before = *tasks.at(t.depends_on(0));
+    EXPECT_EQ(before.kind(), hlab::v1::TASK_KIND_TRUNK);
+    EXPECT_EQ(before.end_step(), t.start_step());
+    EXPECT_EQ(before.run_ids_size(), t.run_ids_size() + 1);
+  }
+  EXPECT_EQ(firsts, 4);
+  EXPECT_DOUBLE_EQ(trunk_flops, whole_trunk_flops);
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_DECAY) continue;
+    const int64_t start = branch.at(t.run_ids(0));
+    EXPECT_EQ(t.start_step(), start);
+    // Every segment up to its branch point, in chain order, none past it.
+    int64_t covered = 0;
+    for (const auto& dep : t.depends_on()) {
+      const hlab::v1::Task& segment = *tasks.at(dep);
+      EXPECT_EQ(segment.kind(), hlab::v1::TASK_KIND_TRUNK);
+      EXPECT_EQ(segment.start_step(), covered) << dep;
+      covered = segment.end_step();
+    }
+    EXPECT_EQ(covered, start);
   }
 }
 
@@ -558,6 +634,46 @@ TEST(SweepExpandTest, TrajectoryEvaluationsFollowEachTrainingTask) {
     EXPECT_EQ(t.draft_json().find("keep_checkpoint_every_steps"),
               std::string::npos);
   }
+}
+
+// With trunk segments, a trajectory point inside a segment is its longest
+// run's (the kept checkpoint's), and the one at its end the run whose branch
+// checkpoint the segment writes there (it keeps no other at its end).
+TEST(SweepExpandTest, SegmentTrajectoryPointsHaveACheckpointOfTheirRun) {
+  const SweepPlan plan = Plan(std::string(kBase) +
+                              "fit: {fit_scales: [A], verify_scales: [B]}\n"
+                              "schedule_policy: adaptive\n"
+                              "evaluation: {trajectory: {every_steps: 5}}\n");
+  std::map<std::string, const hlab::v1::Task*> tasks;
+  for (const auto& t : plan.tasks) tasks[t.task_id()] = &t;
+  std::map<std::string, int64_t> run_steps;
+  for (const auto& r : plan.runs) run_steps[r.run_id()] = r.steps();
+  int inside = 0, at_end = 0;
+  for (const auto& t : plan.tasks) {
+    if (t.kind() != hlab::v1::TASK_KIND_EVAL) continue;
+    const hlab::v1::Task& from = *tasks.at(t.depends_on(0));
+    if (from.kind() != hlab::v1::TASK_KIND_TRUNK) continue;
+    const std::string& run = t.run_ids(0);
+    ASSERT_GT(t.eval_step(), from.start_step());
+    ASSERT_LE(t.eval_step(), from.end_step());
+    if (t.eval_step() < from.end_step()) {
+      ++inside;
+      std::string longest = from.run_ids(0);
+      for (const auto& id : from.run_ids()) {
+        if (run_steps[id] > run_steps[longest]) longest = id;
+      }
+      EXPECT_EQ(run, longest) << t.task_id();
+      continue;
+    }
+    ++at_end;
+    bool branches_there = false;
+    for (const auto& bp : from.branch_points()) {
+      branches_there |= bp.run_id() == run && bp.step() == from.end_step();
+    }
+    EXPECT_TRUE(branches_there) << t.task_id();
+  }
+  EXPECT_GT(inside, 0);
+  EXPECT_GT(at_end, 0);
 }
 
 // evaluation.ruler reaches each EVAL task's draft with its defaults: every
