@@ -30,6 +30,19 @@ bool IsHex(const std::string& s) {
   });
 }
 
+// The path of the newest checkpoint `where` selects ("" when none does).
+absl::StatusOr<std::string> NewestCheckpointPath(store::QueryEngine& query,
+                                                 const std::string& where) {
+  HLAB_ASSIGN_OR_RETURN(
+      store::QueryResult result,
+      query.Run(absl::StrCat("SELECT path FROM checkpoints WHERE ", where,
+                             " ORDER BY step DESC, id DESC LIMIT 1"),
+                {}));
+  if (result.rows.empty()) return std::string();
+  const auto* path = std::get_if<std::string>(&result.rows[0][0]);
+  return path ? *path : std::string();
+}
+
 // The newest checkpoint path of `run_id` of one kind ("" for any).
 absl::StatusOr<std::string> CheckpointPath(store::QueryEngine& query,
                                            const std::string& run_id,
@@ -37,14 +50,10 @@ absl::StatusOr<std::string> CheckpointPath(store::QueryEngine& query,
   if (!IsHex(run_id)) {
     return absl::InvalidArgumentError(absl::StrCat("bad run id ", run_id));
   }
-  std::string sql =
-      absl::StrCat("SELECT path FROM checkpoints WHERE run_id = '", run_id, "'",
-                   kind.empty() ? "" : absl::StrCat(" AND kind = '", kind, "'"),
-                   " ORDER BY step DESC, id DESC LIMIT 1");
-  HLAB_ASSIGN_OR_RETURN(store::QueryResult result, query.Run(sql, {}));
-  if (result.rows.empty()) return std::string();
-  const auto* path = std::get_if<std::string>(&result.rows[0][0]);
-  return path ? *path : std::string();
+  return NewestCheckpointPath(
+      query, absl::StrCat(
+                 "run_id = '", run_id, "'",
+                 kind.empty() ? "" : absl::StrCat(" AND kind = '", kind, "'")));
 }
 
 // The draft the plan stored (sweep/expand.h), InvalidArgument if the
@@ -176,15 +185,9 @@ absl::StatusOr<std::string> TrunkBranchPath(store::QueryEngine& query,
   if (!id_ok) {
     return absl::InvalidArgumentError(absl::StrCat("bad task id ", trunk_id));
   }
-  HLAB_ASSIGN_OR_RETURN(
-      store::QueryResult result,
-      query.Run(absl::StrCat("SELECT path FROM checkpoints WHERE task_id = '",
-                             trunk_id, "' AND kind = 'branch' AND step = ",
-                             step, " ORDER BY id DESC LIMIT 1"),
-                {}));
-  if (result.rows.empty()) return std::string();
-  const auto* path = std::get_if<std::string>(&result.rows[0][0]);
-  return path ? *path : std::string();
+  return NewestCheckpointPath(
+      query, absl::StrCat("task_id = '", trunk_id,
+                          "' AND kind = 'branch' AND step = ", step));
 }
 
 }  // namespace

@@ -72,12 +72,18 @@ class ProgressTest : public WorkerServiceTest {
     p_step_ = (branches_[0].step() + branches_[1].step()) / 2;
     ASSERT_GT(p_step_, branches_[0].step());
     ASSERT_LT(p_step_, branches_[1].step());
+    ReportTrunkLosses(trunk_.task_id(), p_step_);
+  }
+
+  // Reports the trunk loss of steps 1..last for task `task_id` (attempt 1 of
+  // worker w1), without run ids, as hlab-train's records come.
+  void ReportTrunkLosses(const std::string& task_id, int64_t last) {
     grpc::ClientContext ctx;
     hlab::v1::ReportMetricsRequest request;
-    request.set_task_id(trunk_.task_id());
+    request.set_task_id(task_id);
     request.set_attempt(1);
     request.set_worker_id("w1");
-    for (int64_t step = 1; step <= p_step_; ++step) {
+    for (int64_t step = 1; step <= last; ++step) {
       hlab::v1::MetricPoint* p = request.add_points();
       p->set_name("train/loss");
       p->set_step(step);
@@ -297,22 +303,7 @@ TEST_F(ProgressTest, ASegmentCarriesTheRunsThatBranchAtOrPastItsEnd) {
   ASSERT_EQ(first.start_step(), 0);
   ASSERT_EQ(first.branch_points_size(), 3);  // every run passes through it
   const int64_t end = first.end_step();
-  {
-    grpc::ClientContext ctx;
-    hlab::v1::ReportMetricsRequest request;
-    request.set_task_id(first.task_id());
-    request.set_attempt(1);
-    request.set_worker_id("w1");
-    for (int64_t step = 1; step <= end; ++step) {
-      hlab::v1::MetricPoint* p = request.add_points();
-      p->set_name("train/loss");
-      p->set_step(step);
-      p->set_tokens(step * kBatch);
-      p->set_value(TrunkLoss(step));
-    }
-    hlab::v1::ReportMetricsResponse response;
-    ASSERT_TRUE(worker_->ReportMetrics(&ctx, request, &response).ok());
-  }
+  ReportTrunkLosses(first.task_id(), end);
   {
     grpc::ClientContext ctx;
     hlab::v1::HeartbeatRequest request;
