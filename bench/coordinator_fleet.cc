@@ -274,16 +274,25 @@ void SimulatedFleet::SendHeartbeat(Worker& worker) {
           if (seconds > absl::ToDoubleSeconds(options_.heartbeat)) {
             ++stats_.heartbeats_late;
           }
-          stats_.stops += c.response.stop_size();
         }
-        absl::MutexLock lock(&worker.mu);
-        worker.heartbeat_in_flight = false;
-        for (const auto& stop : c.response.stop()) {
-          if (worker.has_task && stop.task_id() == worker.task_id &&
-              stop.attempt() == worker.attempt && !worker.complete_in_flight) {
-            worker.has_task = false;
+        // A stop for a task the worker still holds and is not completing:
+        // its lease was lost. One for a task it completed after sending
+        // the heartbeat is the answer to a race, not a lost lease.
+        int64_t lost = 0;
+        {
+          absl::MutexLock lock(&worker.mu);
+          worker.heartbeat_in_flight = false;
+          for (const auto& stop : c.response.stop()) {
+            if (worker.has_task && stop.task_id() == worker.task_id &&
+                stop.attempt() == worker.attempt &&
+                !worker.complete_in_flight) {
+              worker.has_task = false;
+              ++lost;
+            }
           }
         }
+        absl::MutexLock lock(&mu_);
+        stats_.stops += lost;
       });
 }
 

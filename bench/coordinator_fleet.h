@@ -76,7 +76,9 @@ struct FleetStats {
   int64_t completed = 0;
   int64_t points_sent = 0;
   int64_t points_accepted = 0;
-  int64_t stops = 0;  // tasks a heartbeat told a worker to stop
+  // Tasks a heartbeat told a worker to stop while it held them and was
+  // not completing them: leases lost (the coordinator let them expire).
+  int64_t stops = 0;
   int64_t errors = 0;
   std::string first_error;
   double seconds = 0;  // length of the run

@@ -12,9 +12,8 @@
 //
 // Thread-safety: thread-safe.
 //
-//   HandlerPool pool(16);
-//   return AnswerOnPool(&pool, ctx, [=] { return DoHeartbeat(*request,
-//                                                            response); });
+//   HandlerPool pool(16, "worker-api");
+//   return AnswerOnPool(&pool, ctx, [=] { return DoComplete(*request); });
 #ifndef HLAB_COORDINATOR_SERVER_HANDLER_POOL_H_
 #define HLAB_COORDINATOR_SERVER_HANDLER_POOL_H_
 

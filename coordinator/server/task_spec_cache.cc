@@ -24,6 +24,13 @@ absl::StatusOr<std::shared_ptr<const store::Task>> TaskSpecCache::Get(
   return shared;
 }
 
+std::shared_ptr<const store::Task> TaskSpecCache::Cached(
+    const std::string& task_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(task_id);
+  return it == tasks_.end() ? nullptr : it->second;
+}
+
 void TaskSpecCache::Remember(const store::Task& task) {
   auto shared = std::make_shared<const store::Task>(task);
   absl::MutexLock lock(&mu_);

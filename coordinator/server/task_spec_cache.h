@@ -43,6 +43,8 @@ class TaskSpecCache {
   // NotFound for an unknown task; other store read errors as they are.
   absl::StatusOr<std::shared_ptr<const store::Task>> Get(
       const std::string& task_id);
+  // The task if it is cached, without reading the store; null otherwise.
+  std::shared_ptr<const store::Task> Cached(const std::string& task_id) const;
   // Caches a task just read (e.g. the one leased).
   void Remember(const store::Task& task);
   // Drops a task (finished: its id is no longer expected).

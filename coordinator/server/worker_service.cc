@@ -148,9 +148,11 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
     grpc::CallbackServerContext* ctx, const hlab::v1::HeartbeatRequest* request,
     hlab::v1::HeartbeatResponse* response) {
   HLAB_AUTHORIZE_WORKER(ctx);
-  return AnswerOnPool(
-      context_->worker_handlers, ctx,
-      [this, request, response] { return DoHeartbeat(*request, response); });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  StartHeartbeat(*request, response, [reactor](const absl::Status& s) {
+    reactor->Finish(ToGrpcStatus(s));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(
@@ -249,18 +251,60 @@ absl::Status WorkerServiceImpl::DoRegister(
   return absl::OkStatus();
 }
 
-absl::Status WorkerServiceImpl::DoHeartbeat(
+void WorkerServiceImpl::StartHeartbeat(
     const hlab::v1::HeartbeatRequest& request,
-    hlab::v1::HeartbeatResponse* response) {
+    hlab::v1::HeartbeatResponse* response,
+    std::function<void(const absl::Status&)> finish) {
   const absl::Time now = context_->clock();
   // The worker and all of its leases in one write (one commit to wait for).
   std::vector<std::pair<std::string, int>> held;
   for (const hlab::v1::TaskProgress& p : request.tasks()) {
     held.emplace_back(p.task_id(), static_cast<int>(p.attempt()));
   }
-  std::vector<absl::Status> extended;
-  HLAB_RETURN_IF_ERROR(context_->store->HeartbeatAndExtend(
-      request.worker_id(), held, now, context_->lease, &extended));
+  HandlerPool* const pool = context_->worker_handlers;
+  // Runs on the writer's completer thread, which must not wait on the
+  // store: a task spec missing from the cache is read on the pool.
+  auto committed = [this, &request, response, pool, finish = std::move(finish)](
+                       absl::Status status,
+                       std::vector<absl::Status> extended) mutable {
+    const bool inline_answer = pool == nullptr || !status.ok() ||
+                               HeartbeatSpecsCached(request, extended);
+    auto answer = [this, &request, response, finish = std::move(finish),
+                   status = std::move(status),
+                   extended = std::move(extended)](bool read_store) {
+      if (status.ok()) {
+        AnswerHeartbeat(request, extended, read_store, response);
+      }
+      finish(status);
+    };
+    if (inline_answer) {
+      answer(/*read_store=*/pool == nullptr);
+    } else {
+      pool->Run([answer = std::move(answer)]() mutable { answer(true); });
+    }
+  };
+  context_->store->HeartbeatAndExtendAsync(request.worker_id(), std::move(held),
+                                           now, context_->lease,
+                                           std::move(committed));
+}
+
+bool WorkerServiceImpl::HeartbeatSpecsCached(
+    const hlab::v1::HeartbeatRequest& request,
+    const std::vector<absl::Status>& extended) const {
+  if (context_->metrics == nullptr) return true;
+  for (int i = 0; i < request.tasks_size(); ++i) {
+    if (extended[static_cast<size_t>(i)].ok() &&
+        task_specs_.Cached(request.tasks(i).task_id()) == nullptr) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void WorkerServiceImpl::AnswerHeartbeat(
+    const hlab::v1::HeartbeatRequest& request,
+    const std::vector<absl::Status>& extended, bool read_store,
+    hlab::v1::HeartbeatResponse* response) {
   for (int i = 0; i < request.tasks_size(); ++i) {
     const hlab::v1::TaskProgress& p = request.tasks(i);
     if (!extended[static_cast<size_t>(i)].ok()) {
@@ -271,9 +315,13 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
     context_->metrics->ObserveTaskTokens(p.task_id(), p.tokens(), p.tokens());
     // Its runs never change: from the cache, not a read per heartbeat.
     absl::StatusOr<std::shared_ptr<const store::Task>> task =
-        task_specs_.Get(p.task_id());
+        read_store ? task_specs_.Get(p.task_id())
+                   : task_specs_.Cached(p.task_id());
     // Training progress only: an EVAL's heartbeat carries no tokens.
-    if (!task.ok() || (*task)->spec.kind == store::TaskKind::kEval) continue;
+    if (!task.ok() || *task == nullptr ||
+        (*task)->spec.kind == store::TaskKind::kEval) {
+      continue;
+    }
     // The throughput of each run the task trains. A trunk trains a run only
     // up to its branch point: past it, that run's own training stands still.
     // Loss and progress ratio come from the store (LeaseReaper::Tick).
@@ -289,7 +337,6 @@ absl::Status WorkerServiceImpl::DoHeartbeat(
       context_->metrics->SetRunProgress(run_id, p.tokens_per_s(), -1, -1);
     }
   }
-  return absl::OkStatus();
 }
 
 absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,

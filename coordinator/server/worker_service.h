@@ -27,9 +27,11 @@
 // worker is NOT_FOUND (it registers again). Every RPC needs the worker role.
 //
 // Thread-safety: thread-safe. No handler blocks a gRPC thread: the Lease
-// long poll waits on a grpc::Alarm between tries, ReportMetrics is answered
-// from the store writer's commit, and the others (and each Lease try) run
-// on the worker API's HandlerPool (ServiceContext::worker_handlers).
+// long poll waits on a grpc::Alarm between tries, ReportMetrics and
+// Heartbeat are answered after the store writer's commit (no thread waits
+// for it: a fleet's heartbeats would otherwise hold every pool thread),
+// and the others (and each Lease try) run on the worker API's HandlerPool
+// (ServiceContext::worker_handlers).
 //
 //   WorkerServiceImpl service(&context);
 //   builder.RegisterService(&service);
@@ -104,8 +106,23 @@ class WorkerServiceImpl final
  private:
   absl::Status DoRegister(const hlab::v1::RegisterRequest& request,
                           hlab::v1::RegisterResponse* response);
-  absl::Status DoHeartbeat(const hlab::v1::HeartbeatRequest& request,
-                           hlab::v1::HeartbeatResponse* response);
+  // Answers a heartbeat without a thread waiting for its commit: the
+  // extension joins the store writer's queue, and once it is committed the
+  // rest (the response's stops, the progress gauges) runs on the writer's
+  // completer thread, or on the worker API's pool when a task's spec must
+  // be read from the store first; then `finish` is called.
+  void StartHeartbeat(const hlab::v1::HeartbeatRequest& request,
+                      hlab::v1::HeartbeatResponse* response,
+                      std::function<void(const absl::Status&)> finish);
+  // Fills the response's stops and notes progress, given the store's
+  // answer for each of the request's tasks. Without `read_store`, a task
+  // whose spec is not cached gets no progress this time.
+  void AnswerHeartbeat(const hlab::v1::HeartbeatRequest& request,
+                       const std::vector<absl::Status>& extended,
+                       bool read_store, hlab::v1::HeartbeatResponse* response);
+  // Whether AnswerHeartbeat needs no read of the store.
+  bool HeartbeatSpecsCached(const hlab::v1::HeartbeatRequest& request,
+                            const std::vector<absl::Status>& extended) const;
   // The points of a ReportMetrics request as the store takes them (a
   // trunk's points go to each run they belong to; a point of another task
   // that names no run is the task's run, set in `run_id` if given).

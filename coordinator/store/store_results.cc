@@ -88,8 +88,9 @@ absl::Status Store::RecordMetrics(const std::string& task_id, int attempt,
                                   const std::string& worker_id) {
   // A failed operation is rolled back to its savepoint: report nothing new.
   int64_t added = 0;
-  absl::Status status =
-      writer_->Run(WriteOrder::Bulk(task_id), [&](Database& db) {
+  absl::Status status = writer_->Run(
+      WriteOrder::Bulk(task_id, static_cast<int64_t>(points.size())),
+      [&](Database& db) {
         return WriteMetrics(db, task_id, attempt, worker_id, points, now,
                             &added);
       });
@@ -115,7 +116,8 @@ void Store::RecordMetricsAsync(std::string task_id, int attempt,
   batch->attempt = attempt;
   batch->points = std::move(points);
   batch->now = now;
-  WriteOrder order = WriteOrder::Bulk(batch->task_id);
+  WriteOrder order = WriteOrder::Bulk(
+      batch->task_id, static_cast<int64_t>(batch->points.size()));
   writer_->SubmitAsync(
       [batch](Database& db) {
         return WriteMetrics(db, batch->task_id, batch->attempt,

@@ -1,6 +1,7 @@
 // Store: tasks, leases with fencing, retries and expiry. Cancel and resume
 // are in store_lifecycle.cc.
 #include <algorithm>
+#include <future>
 #include <optional>
 #include <set>
 #include <utility>
@@ -352,28 +353,56 @@ absl::Status Store::HeartbeatAndExtend(
     const std::string& worker_id,
     const std::vector<std::pair<std::string, int>>& held, absl::Time now,
     absl::Duration lease, std::vector<absl::Status>* extended) {
-  std::vector<absl::Status> statuses;
+  std::promise<std::pair<absl::Status, std::vector<absl::Status>>> promise;
+  auto future = promise.get_future();
+  HeartbeatAndExtendAsync(
+      worker_id, held, now, lease,
+      [&promise](absl::Status status, std::vector<absl::Status> statuses) {
+        promise.set_value({std::move(status), std::move(statuses)});
+      });
+  auto [status, statuses] = future.get();
+  if (status.ok() && extended != nullptr) *extended = std::move(statuses);
+  return status;
+}
+
+void Store::HeartbeatAndExtendAsync(
+    std::string worker_id, std::vector<std::pair<std::string, int>> held,
+    absl::Time now, absl::Duration lease, HeartbeatDone done) {
+  // WriteOp and WriteDone are std::function (copyable): share the state.
+  struct Beat {
+    std::string worker_id;
+    std::vector<std::pair<std::string, int>> held;
+    std::vector<absl::Status> statuses;
+  };
+  auto beat = std::make_shared<Beat>();
+  beat->worker_id = std::move(worker_id);
+  beat->held = std::move(held);
   // Ahead of queued metric batches, even of its own tasks: an extension
   // changes only lease_expiry, which they do not read (ExpireLeases does:
   // overtaken, it finds the lease extended, as a moment later).
-  const WriteOrder order = WriteOrder::LeaseCritical();
-  absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
-    statuses.clear();
-    HLAB_RETURN_IF_ERROR(HeartbeatWorkerInTxn(db, worker_id, now));
-    for (const auto& [task_id, attempt] : held) {
-      // A refused extension writes nothing: it needs no savepoint.
-      absl::Status one =
-          ExtendLeaseInTxn(db, task_id, attempt, worker_id, now, lease);
-      if (!one.ok() && one.code() != absl::StatusCode::kFailedPrecondition &&
-          one.code() != absl::StatusCode::kNotFound) {
-        return one;
-      }
-      statuses.push_back(std::move(one));
-    }
-    return absl::OkStatus();
-  });
-  if (status.ok() && extended != nullptr) *extended = std::move(statuses);
-  return status;
+  writer_->SubmitAsync(
+      [beat, now, lease](Database& db) -> absl::Status {
+        beat->statuses.clear();
+        HLAB_RETURN_IF_ERROR(HeartbeatWorkerInTxn(db, beat->worker_id, now));
+        for (const auto& [task_id, attempt] : beat->held) {
+          // A refused extension writes nothing: it needs no savepoint.
+          absl::Status one = ExtendLeaseInTxn(db, task_id, attempt,
+                                              beat->worker_id, now, lease);
+          if (!one.ok() &&
+              one.code() != absl::StatusCode::kFailedPrecondition &&
+              one.code() != absl::StatusCode::kNotFound) {
+            return one;
+          }
+          beat->statuses.push_back(std::move(one));
+        }
+        return absl::OkStatus();
+      },
+      [beat, done = std::move(done)](absl::Status status) {
+        std::vector<absl::Status> statuses;
+        if (status.ok()) statuses = std::move(beat->statuses);
+        done(std::move(status), std::move(statuses));
+      },
+      WriteOrder::LeaseCritical());
 }
 
 absl::Status Store::CompleteTask(const std::string& task_id, int attempt,

@@ -191,8 +191,14 @@ std::deque<Writer::Pending> Writer::TakeBatch() {
     queue_.pop_front();
     return batch;
   }
+  int64_t rows = 0;
+  bool any_bulk = false;
   while (!queue_.empty() && !queue_.front().outside_transaction &&
-         batch.size() < max_ops) {
+         batch.size() < max_ops &&
+         (!any_bulk ||
+          rows + queue_.front().order.rows <= options_.max_batch_rows)) {
+    rows += queue_.front().order.rows;
+    any_bulk = true;
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }

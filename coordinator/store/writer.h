@@ -24,7 +24,8 @@
 // lease-critical ones alone first, then the next batch takes everything
 // queued, lease-critical writes first: so a heartbeat waits for the commit
 // in progress and a small one, not for the metric batches queued ahead of
-// it, and a bulk write waits for at most one lease-critical commit more
+// it (a commit's bulk part is bounded: WriterOptions::max_batch_rows), and
+// a bulk write waits for at most one lease-critical commit more
 // than it would in arrival order (no starvation). What stays ordered:
 //   - bulk writes among themselves, and lease-critical writes among
 //     themselves, commit in the order they were queued;
@@ -93,12 +94,15 @@ struct WriteOrder {
   // The task it writes for, if any: never committed before a write for the
   // same task queued earlier.
   std::string task_id;
+  // The rows it writes, about (a metric batch's points): bounds a commit's
+  // bulk part by WriterOptions::max_batch_rows.
+  int64_t rows = 1;
 
-  static WriteOrder Bulk(std::string task_id) {
-    return WriteOrder{false, std::move(task_id)};
+  static WriteOrder Bulk(std::string task_id, int64_t rows = 1) {
+    return WriteOrder{false, std::move(task_id), rows};
   }
   static WriteOrder LeaseCritical(std::string task_id = "") {
-    return WriteOrder{true, std::move(task_id)};
+    return WriteOrder{true, std::move(task_id), 1};
   }
 };
 
@@ -121,6 +125,14 @@ struct WriterStats {
 struct WriterOptions {
   // Largest number of operations committed in one transaction.
   int max_batch_ops = 1024;
+  // Largest number of rows (WriteOrder::rows) of bulk writes committed in
+  // one transaction; one write larger than this commits alone. A
+  // lease-critical write waits for the commit in progress, so this bounds
+  // that wait: at 2,000 workers sending 100 points a second each, commits
+  // of 1,024 batches (102,400 points) held heartbeats for seconds, and
+  // commits of at most 12,800 points stored as many points a second
+  // (docs/performance.md, "2,000 workers").
+  int64_t max_batch_rows = 12800;
   // Called on the writer thread after each commit with its wall time in
   // seconds (BEGIN to COMMIT done) and its number of operations: feed a
   // Prometheus histogram (hlab_db_commit_latency_seconds) from here.

@@ -290,6 +290,34 @@ TEST(StoreWriterTest, LeaseCriticalWritesCommitAheadOfQueuedBulkWrites) {
   EXPECT_EQ(lease_only_commits, 1);
 }
 
+// A commit's bulk part holds at most max_batch_rows rows (WriteOrder::rows),
+// so that a heartbeat waits for a bounded commit; a write larger than the
+// bound commits alone.
+TEST(StoreWriterTest, ACommitsBulkPartIsBoundedByRows) {
+  TempDir dir;
+  Recorder r;
+  std::vector<std::future<absl::Status>> pending;
+  {
+    WriterOptions options = r.Options();
+    options.max_batch_rows = 250;
+    Writer writer(OpenWithTable(dir.File("w.db")), options);
+    absl::Notification entered, release;
+    pending.push_back(writer.Submit(r.Hold("hold", &entered, &release)));
+    entered.WaitForNotification();
+    for (int i = 0; i < 5; ++i) {  // 100 rows each: two fit, a third not
+      pending.push_back(writer.Submit(r.Op("m" + std::to_string(i)),
+                                      WriteOrder::Bulk("t", 100)));
+    }
+    pending.push_back(writer.Submit(r.Op("big"), WriteOrder::Bulk("u", 900)));
+    pending.push_back(writer.Submit(r.Op("small"), WriteOrder::Bulk("u", 10)));
+    release.Notify();
+    for (auto& f : pending) EXPECT_TRUE(f.get().ok());
+  }
+  EXPECT_EQ(r.ran, (std::vector<std::string>{"hold", "m0", "m1", "m2", "m3",
+                                             "m4", "big", "small"}));
+  EXPECT_EQ(r.sizes, (std::vector<int>{1, 2, 2, 1, 1, 1}));
+}
+
 // A lease-critical write that arrives during a lease-only commit joins the
 // next commit with the bulk writes (ahead of them), instead of taking
 // another commit of its own: bulk writes wait for at most one.
