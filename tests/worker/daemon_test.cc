@@ -98,11 +98,15 @@ class DaemonTest : public ::testing::Test {
     run_thread_ = std::thread([this] { run_status_ = daemon_->Run(); });
   }
 
+  // Stops the daemon and waits until the fake answers none of its Lease
+  // polls: a poll still open would take a task the test adds next.
   void StopDaemon() {
     if (daemon_ == nullptr) return;
     daemon_->Shutdown();
     run_thread_.join();
     daemon_.reset();
+    EXPECT_TRUE(fake().WaitFor(
+        [](const FakeState& s) { return s.leases_in_flight == 0; }));
   }
 
   // A worker whose probe lists two GPUs, running tasks t-gpu-a and t-gpu-b

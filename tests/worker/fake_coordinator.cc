@@ -117,12 +117,19 @@ grpc::Status FakeCoordinator::Lease(grpc::ServerContext* context,
   absl::MutexLock lock(&mu_);
   NoteAuth(context);
   state_.leases.push_back(*request);
+  ++state_.leases_in_flight;
   const absl::Duration wait =
       std::min(absl::Milliseconds(request->wait_ms()), absl::Milliseconds(100));
   mu_.AwaitWithTimeout(
       absl::Condition(
           +[](FakeState* s) { return !s->queue.empty(); }, &state_),
       wait);
+  --state_.leases_in_flight;
+  // A poll its worker gave up on (a daemon that stopped) takes no task:
+  // the task would go to an attempt nobody runs.
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "lease call cancelled");
+  }
   if (state_.queue.empty()) return grpc::Status::OK;
   *response->mutable_task() = state_.queue.front();
   state_.queue.pop_front();

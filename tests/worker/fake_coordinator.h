@@ -40,7 +40,8 @@ struct FakeState {
   std::deque<hlab::v1::Task> queue;          // tasks to hand out
   std::vector<hlab::v1::TaskProgress> stop;  // answered to every heartbeat
   int handed_out = 0;
-  int refused = 0;  // reports refused by RefuseWrites
+  int refused = 0;           // reports refused by RefuseWrites
+  int leases_in_flight = 0;  // Lease calls being answered now
 
   // Points of `name`, in arrival order.
   std::vector<hlab::v1::MetricPoint> Points(const std::string& name) const;
