@@ -1,5 +1,6 @@
 #include "analysis/analyze.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <utility>
@@ -75,6 +76,21 @@ const char* LossName(VarProLoss loss) {
   return loss == VarProLoss::kHuber ? "huber_relative" : "squares_relative";
 }
 
+// The rule for a coefficient outside the start grid (PowerLawReport::notes):
+// with the VarPro fit in agreement, its warning becomes a note.
+void ConfirmOutsideGrid(const std::vector<std::string>& outside_grid,
+                        PowerLawReport* report) {
+  for (const std::string& w : outside_grid) {
+    auto it = std::find(report->warnings.begin(), report->warnings.end(), w);
+    if (it == report->warnings.end()) continue;
+    report->warnings.erase(it);
+    report->notes.push_back(absl::StrCat(
+        w,
+        "; the VarPro fit, which searches every E, A, B >= 0, reaches the "
+        "same optimum"));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<PowerLawReport> AnalyzePowerLaw(
@@ -116,6 +132,8 @@ absl::StatusOr<PowerLawReport> AnalyzePowerLaw(
     if (!report.agreement->agree) {
       report.warnings.push_back(absl::StrCat(
           "the L-BFGS and VarPro fits disagree: ", report.agreement->summary));
+    } else {
+      ConfirmOutsideGrid(f.outside_grid, &report);
     }
     report.varpro = *std::move(varpro);
   }
@@ -209,6 +227,7 @@ std::string PowerLawReportToJson(const PowerLawReport& report, int indent) {
   j["n_points"] = report.n_points;
   j["n_verify_points"] = report.n_verify_points;
   j["warnings"] = report.warnings;
+  j["notes"] = report.notes;
   j["fit"] =
       Json{{"method", "multi-start L-BFGS (Ceres), summed Huber"},
            {"n_starts", f.n_starts},
@@ -405,6 +424,10 @@ std::string FormatPowerLawReport(const PowerLawReport& report) {
   } else {
     out << "Warnings:\n";
     for (const std::string& w : report.warnings) out << "  - " << w << "\n";
+  }
+  if (!report.notes.empty()) {
+    out << "Notes:\n";
+    for (const std::string& n : report.notes) out << "  - " << n << "\n";
   }
   return out.str();
 }

@@ -65,6 +65,12 @@ struct PowerLawReport {
   size_t n_verify_points = 0;  // held-out points
   // Every step's warnings, e.g. disagreement between the two methods.
   std::vector<std::string> warnings;
+  // Findings that are not warnings: a coefficient outside the L-BFGS start
+  // grid's range at an optimum that the VarPro fit reaches too. The grid
+  // warning exists because the multi-start search might have missed a
+  // better optimum outside the grid; VarPro searches every E, A, B >= 0
+  // (for alpha and beta in its range) and so rules that out.
+  std::vector<std::string> notes;
 
   FitResult fit;
   std::optional<VarProResult> varpro;

@@ -180,13 +180,14 @@ void AddDataWarnings(absl::Span<const ScalingPoint> points,
 }
 
 void AddRangeWarning(const char* name, double value,
-                     const std::vector<double>& axis,
-                     std::vector<std::string>* warnings) {
+                     const std::vector<double>& axis, FitResult* result) {
   const auto [lo, hi] = std::minmax_element(axis.begin(), axis.end());
   if (value < *lo || value > *hi) {
-    warnings->push_back(absl::StrFormat(
+    std::string warning = absl::StrFormat(
         "fitted %s = %.6g lies outside the start grid's range [%g, %g]", name,
-        value, *lo, *hi));
+        value, *lo, *hi);
+    result->outside_grid.push_back(warning);
+    result->warnings.push_back(std::move(warning));
   }
 }
 
@@ -365,16 +366,11 @@ absl::StatusOr<FitResult> FitPowerLaw(absl::Span<const ScalingPoint> points,
         result.best_start_params.e, result.best_start_params.a,
         result.best_start_params.b));
   }
-  AddRangeWarning("alpha", result.log_law.alpha, options.grid.alpha,
-                  &result.warnings);
-  AddRangeWarning("beta", result.log_law.beta, options.grid.beta,
-                  &result.warnings);
-  AddRangeWarning("e = ln E", result.log_law.e, options.grid.e,
-                  &result.warnings);
-  AddRangeWarning("a = ln A", result.log_law.a, options.grid.a,
-                  &result.warnings);
-  AddRangeWarning("b = ln B", result.log_law.b, options.grid.b,
-                  &result.warnings);
+  AddRangeWarning("alpha", result.log_law.alpha, options.grid.alpha, &result);
+  AddRangeWarning("beta", result.log_law.beta, options.grid.beta, &result);
+  AddRangeWarning("e = ln E", result.log_law.e, options.grid.e, &result);
+  AddRangeWarning("a = ln A", result.log_law.a, options.grid.a, &result);
+  AddRangeWarning("b = ln B", result.log_law.b, options.grid.b, &result);
   return result;
 }
 

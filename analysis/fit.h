@@ -115,6 +115,10 @@ struct FitResult {
   // beta) at the optimum, columns scaled to unit norm; inf when singular.
   double condition_number = 0;
   std::vector<std::string> warnings;
+  // Those of `warnings` that say a fitted coefficient lies outside the
+  // start grid's range (AnalyzePowerLaw turns them into notes when the
+  // VarPro fit confirms the optimum).
+  std::vector<std::string> outside_grid;
 };
 
 // Fits L(N, D) by multi-start L-BFGS. InvalidArgument when the points fail

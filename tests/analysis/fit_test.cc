@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "analysis/analyze.h"
 #include "tests/analysis/synthetic.h"
 
 namespace hlab::analysis {
@@ -197,6 +198,40 @@ TEST(FitPowerLawTest, WarnsWhenTheBestStartIsOnTheGridEdgeAlone) {
   EXPECT_TRUE(range);
   EXPECT_TRUE(fit->best_start_on_edge);
   EXPECT_FALSE(fit->interior_start_reached_best);
+}
+
+// A law whose E (0.1, e = -2.3) lies below the start grid's e range
+// [-1, 1]: FitPowerLaw warns of it, and AnalyzePowerLaw keeps the warning
+// unless the VarPro fit (which searches every E, A, B >= 0) reaches the same
+// optimum; then it is a note (PowerLawReport::notes).
+TEST(FitPowerLawTest, AnOptimumOutsideTheGridThatVarProConfirmsIsANote) {
+  const PowerLaw law = {0.1, 400.0, 0.34, 410.0, 0.28};
+  const std::vector<ScalingPoint> points = SyntheticGrid(law, 0.002, 11);
+  auto fit = FitPowerLaw(points, FitOptions());
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  ASSERT_EQ(fit->outside_grid.size(), 1u);
+  EXPECT_NE(fit->outside_grid[0].find("e = ln E"), std::string::npos);
+  EXPECT_NEAR(fit->law.E, 0.1, 0.02);
+
+  AnalysisOptions options;
+  options.bootstrap.resamples = 0;
+  options.run_intervals = false;
+  auto confirmed = AnalyzePowerLaw(points, {}, options);
+  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  ASSERT_TRUE(confirmed->agreement.has_value());
+  EXPECT_TRUE(confirmed->agreement->agree) << confirmed->agreement->summary;
+  for (const std::string& w : confirmed->warnings) {
+    EXPECT_EQ(w.find("start grid"), std::string::npos) << w;
+  }
+  ASSERT_EQ(confirmed->notes.size(), 1u);
+  EXPECT_NE(confirmed->notes[0].find("e = ln E"), std::string::npos);
+  EXPECT_NE(confirmed->notes[0].find("VarPro"), std::string::npos);
+
+  options.run_varpro = false;  // nothing confirms it: a warning again
+  auto alone = AnalyzePowerLaw(points, {}, options);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(alone->notes.empty());
+  EXPECT_EQ(alone->warnings, fit->warnings);
 }
 
 }  // namespace
