@@ -304,10 +304,14 @@ absl::StatusOr<std::vector<FitRow>> ReadStoredFits(RowSource& source,
     } else {
       f.r2_verify = RealValue(row[9]);
     }
-    if (details.is_object() && details.contains("warnings") &&
-        details["warnings"].is_array()) {
-      for (const Json& w : details["warnings"]) {
-        if (w.is_string()) f.warnings.push_back(w.get<std::string>());
+    for (const auto& [key, list] :
+         {std::pair{"warnings", &f.warnings}, std::pair{"notes", &f.notes}}) {
+      if (!details.is_object() || !details.contains(key) ||
+          !details[key].is_array()) {
+        continue;
+      }
+      for (const Json& w : details[key]) {
+        if (w.is_string()) list->push_back(w.get<std::string>());
       }
     }
     fits.push_back(std::move(f));
@@ -336,6 +340,7 @@ FitRow FromSweepFit(const fits::SweepFit& s) {
   f.r2_verify = r.r2_verify;
   f.n_points = static_cast<int>(r.n_points);
   f.warnings = r.warnings;
+  f.notes = r.notes;
   if (r.intervals) {
     const analysis::ProfileResult& p = *r.intervals;
     f.ci["E"] = {Finite(p.E.lower), Finite(p.E.upper)};

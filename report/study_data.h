@@ -89,6 +89,8 @@ struct FitRow {
   std::optional<double> r2_verify;  // only with held-out points
   int n_points = 0;
   std::vector<std::string> warnings;
+  // Findings that are not warnings (analysis::PowerLawReport::notes).
+  std::vector<std::string> notes;
 
   analysis::PowerLaw Law() const {
     analysis::PowerLaw law{E, A, alpha, B, beta};

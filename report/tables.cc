@@ -168,7 +168,7 @@ Table FitsTable(const StudyData& study) {
     t.columns.push_back(absl::StrCat(name, "_hi"));
   }
   for (const char* name : {"log_A", "log_B", "objective", "r2_fit", "r2_verify",
-                           "n_points", "warnings"}) {
+                           "n_points", "warnings", "notes"}) {
     t.columns.push_back(name);
   }
   for (const FitRow& f : study.fits) {
@@ -194,6 +194,7 @@ Table FitsTable(const StudyData& study) {
     row.push_back(Count(f.n_points));
     row.push_back(Text(f.fitted ? absl::StrJoin(f.warnings, "; ")
                                 : "not fitted: " + f.reason));
+    row.push_back(Text(absl::StrJoin(f.notes, "; ")));
     t.rows.push_back(std::move(row));
   }
   return t;
@@ -203,7 +204,8 @@ Table FitsDisplayTable(const StudyData& study) {
   Table t;
   t.columns = {"architecture", "target",     "E",      "A",
                "alpha",        "B",          "beta",   "objective",
-               "R^2 fit",      "R^2 verify", "points", "warnings"};
+               "R^2 fit",      "R^2 verify", "points", "warnings",
+               "notes"};
   for (const FitRow& f : study.fits) {
     std::vector<TableCell> row = {Text(f.arch), Text(f.target)};
     constexpr double kNoLog = std::numeric_limits<double>::quiet_NaN();
@@ -237,6 +239,7 @@ Table FitsDisplayTable(const StudyData& study) {
     row.push_back(Count(f.n_points));
     row.push_back(Text(f.fitted ? absl::StrJoin(f.warnings, "; ")
                                 : "not fitted: " + f.reason));
+    row.push_back(Text(absl::StrJoin(f.notes, "; ")));
     t.rows.push_back(std::move(row));
   }
   return t;

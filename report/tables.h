@@ -53,10 +53,12 @@ Table MultipleChoiceTable(const StudyData& study);
 // RULER (eval/ruler/ruler.h): one row per run with scores, one column per
 // metric (ruler_score, then ruler_score/<task> sorted), the newest score.
 Table RulerTable(const StudyData& study);
+// Every stored fit: coefficients with CI bounds, ln A, ln B, objective, R^2,
+// points, warnings, notes (fits.csv).
 Table FitsTable(const StudyData& study);
 // The fits for reading (Markdown, HTML): each coefficient with its CI in
 // one cell ("0.3412 [0.3301, 0.3519]"; "?" for a bound that is not
-// finite), R^2 and warnings.
+// finite), R^2, warnings and notes.
 Table FitsDisplayTable(const StudyData& study);
 
 std::string TableToCsv(const Table& table);

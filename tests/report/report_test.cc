@@ -174,6 +174,7 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
     EXPECT_DOUBLE_EQ(Number(row[fits.Column("objective")]), 1e-12);
     EXPECT_DOUBLE_EQ(Number(row[fits.Column("r2_verify")]), 0.999);
     EXPECT_EQ(row[fits.Column("warnings")], "warning of " + arch);
+    EXPECT_EQ(row[fits.Column("notes")], "note of " + arch);
   }
 
   // The figures: scripts, data and SVGs that are real drawings.

@@ -380,7 +380,8 @@ inline void StoreTrueFits(store::Store& store, int64_t sweep_id,
             {"r2_verify", 0.999},
             {"n_points", 9},
             {"n_verify_points", 3},
-            {"warnings", nlohmann::json::array({"warning of " + arch})}}
+            {"warnings", nlohmann::json::array({"warning of " + arch})},
+            {"notes", nlohmann::json::array({"note of " + arch})}}
             .dump();
     ASSERT_TRUE(store.RecordFit(fit, Now()).ok());
   }
