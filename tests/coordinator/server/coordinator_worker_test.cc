@@ -2,6 +2,8 @@
 // register -> lease -> heartbeat -> metrics (replayed) -> checkpoint ->
 // complete; fencing of stale attempts; lease expiry; permanent and
 // retryable failures; a restart on the same database.
+#include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "coordinator/server/coordinator.h"
+#include "coordinator/server/handler_pool.h"
 #include "hlab/v1/client_service.grpc.pb.h"
 #include "hlab/v1/worker_service.grpc.pb.h"
 #include "tests/coordinator/server/coordinator_test_util.h"
@@ -24,6 +28,38 @@ using testing::FakeClock;
 using testing::TempDir;
 
 using testing::WorkerServiceTest;
+
+// A heartbeat is answered from its commit, not on the worker API's handler
+// pool: with every pool thread busy (at 2,000 workers, all of them waited
+// for commits) it is still answered, and its lease extended.
+TEST_F(WorkerServiceTest, HeartbeatsAreAnsweredWhileEveryHandlerThreadIsBusy) {
+  Submit(testing::TinySpecYaml("one"));
+  Register("w1");
+  hlab::v1::LeaseResponse lease = Lease("w1");
+  ASSERT_TRUE(lease.has_task());
+
+  // Shared: the blockers still queued run after this test's body.
+  auto release = std::make_shared<absl::Notification>();
+  HandlerPool* pool = coordinator_->context()->worker_handlers;
+  ASSERT_NE(pool, nullptr);
+  for (int i = 0; i < 64; ++i) {  // more than the pool has threads
+    pool->Run([release] { release->WaitForNotification(); });
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  hlab::v1::HeartbeatRequest request;
+  request.set_worker_id("w1");
+  hlab::v1::TaskProgress* p = request.add_tasks();
+  p->set_task_id(lease.task().task_id());
+  p->set_attempt(1);
+  hlab::v1::HeartbeatResponse response;
+  const grpc::Status status = worker_->Heartbeat(&ctx, request, &response);
+  const int64_t still_queued = pool->queued();  // blockers not yet started
+  release->Notify();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.stop_size(), 0);
+  EXPECT_GT(still_queued, 0);
+}
 
 TEST_F(WorkerServiceTest, TrainsARunFromLeaseToCompletion) {
   hlab::v1::SubmitSweepResponse sweep = Submit(testing::TinySpecYaml("one"));
