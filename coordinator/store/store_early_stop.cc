@@ -3,7 +3,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "coordinator/store/internal/rows.h"
 #include "coordinator/store/internal/transitions.h"
@@ -77,12 +76,11 @@ absl::Status StopRunInTxn(Database& db, const std::string& run_id,
     HLAB_RETURN_IF_ERROR(st.Run());
   }
   {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE runs SET state = 'PREDICTED', failure_reason = NULL,"
-                   " updated_at = ? WHERE id = ?"));
-    st.Bind(1, now_ms).Bind(2, run_id);
-    HLAB_RETURN_IF_ERROR(st.Run());
+    internal::RunStateChange change;
+    change.failure_reason = "";
+    change.detail = reason;
+    HLAB_RETURN_IF_ERROR(
+        internal::WriteRunState(db, run_id, RunState::kPredicted, change, now));
   }
   std::vector<std::string> trunks;
   {
@@ -101,16 +99,6 @@ absl::Status StopRunInTxn(Database& db, const std::string& run_id,
                    " WHERE id = ? AND state = 'PENDING'"));
     st.Bind(1, now_ms).Bind(2, trunk);
     HLAB_RETURN_IF_ERROR(st.Run());
-  }
-  HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps,
-                        internal::SweepsOfRun(db, run_id));
-  const std::string message =
-      reason.empty() ? "PREDICTED" : absl::StrCat("PREDICTED: ", reason);
-  for (int64_t sweep : sweeps) {
-    HLAB_RETURN_IF_ERROR(
-        internal::InsertEvent(db, sweep, run_id, "run_state", message, now)
-            .status());
-    HLAB_RETURN_IF_ERROR(internal::NoteSweepEnd(db, sweep, now));
   }
   return internal::RefreshRunPhase(db, run_id, now);
 }

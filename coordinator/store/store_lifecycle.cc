@@ -78,21 +78,9 @@ absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
   HLAB_RETURN_IF_ERROR(
       CancelTasks(db, "SELECT id FROM tasks WHERE run_id = ? ORDER BY id",
                   run_id, 0, now, out));
-  {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE runs SET state = 'CANCELLED', updated_at = ?"
-                   " WHERE id = ?"));
-    st.Bind(1, ToMillis(now)).Bind(2, run_id);
-    HLAB_RETURN_IF_ERROR(st.Run());
-  }
-  HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps,
-                        internal::SweepsOfRun(db, run_id));
-  for (int64_t sweep : sweeps) {
-    HLAB_RETURN_IF_ERROR(
-        InsertEvent(db, sweep, run_id, "run_state", "CANCELLED", now).status());
-    HLAB_RETURN_IF_ERROR(internal::NoteSweepEnd(db, sweep, now));
-  }
+  // Its failure_reason stays: why it had failed, if it had.
+  HLAB_RETURN_IF_ERROR(internal::WriteRunState(
+      db, run_id, RunState::kCancelled, internal::RunStateChange{}, now));
   return internal::RefreshRunPhase(db, run_id, now);
 }
 
@@ -127,14 +115,12 @@ absl::StatusOr<bool> ResumeRunInTxn(Database& db, const std::string& run_id,
     st.Bind(1, now_ms).Bind(2, run_id);
     HLAB_RETURN_IF_ERROR(st.Run());
   }
-  {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE runs SET state = 'PENDING', failure_reason = NULL,"
-                   " retries = 0, updated_at = ? WHERE id = ?"));
-    st.Bind(1, now_ms).Bind(2, run_id);
-    HLAB_RETURN_IF_ERROR(st.Run());
-  }
+  internal::RunStateChange change;
+  change.failure_reason = "";
+  change.reset_retries = true;
+  change.detail = "resumed";
+  HLAB_RETURN_IF_ERROR(
+      internal::WriteRunState(db, run_id, RunState::kPending, change, now));
   HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps,
                         internal::SweepsOfRun(db, run_id));
   for (int64_t sweep : sweeps) {
@@ -142,9 +128,6 @@ absl::StatusOr<bool> ResumeRunInTxn(Database& db, const std::string& run_id,
         Statement st, db.Prepare("UPDATE sweeps SET retries = 0 WHERE id = ?"));
     st.Bind(1, sweep);
     HLAB_RETURN_IF_ERROR(st.Run());
-    HLAB_RETURN_IF_ERROR(
-        InsertEvent(db, sweep, run_id, "run_state", "PENDING: resumed", now)
-            .status());
   }
   HLAB_RETURN_IF_ERROR(RefreshRunState(db, run_id, now));
   return true;

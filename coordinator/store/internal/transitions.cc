@@ -206,26 +206,40 @@ absl::Status RefreshRunState(Database& db, const std::string& run_id,
   }
   if (next != RunState::kFailed) reason.clear();
   if (current == next) return RefreshRunPhase(db, run_id, now);
+  RunStateChange change;
+  change.failure_reason = reason;
+  change.detail = reason;
+  HLAB_RETURN_IF_ERROR(WriteRunState(db, run_id, next, change, now));
+  return RefreshRunPhase(db, run_id, now);
+}
+
+absl::Status WriteRunState(Database& db, const std::string& run_id,
+                           RunState state, const RunStateChange& change,
+                           absl::Time now) {
   {
-    HLAB_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("UPDATE runs SET state = ?, failure_reason = ?,"
-                   " updated_at = ? WHERE id = ?"));
-    st.Bind(1, ToString(next)).BindTextOrNull(2, reason);
-    st.Bind(3, ToMillis(now)).Bind(4, run_id);
+    std::string sql = "UPDATE runs SET state = ?1, updated_at = ?2";
+    if (change.failure_reason.has_value()) sql += ", failure_reason = ?3";
+    if (change.reset_retries) sql += ", retries = 0";
+    sql += " WHERE id = ?4";
+    HLAB_ASSIGN_OR_RETURN(Statement st, db.Prepare(sql));
+    st.Bind(1, ToString(state)).Bind(2, ToMillis(now)).Bind(4, run_id);
+    if (change.failure_reason.has_value()) {
+      st.BindTextOrNull(3, *change.failure_reason);
+    }
     HLAB_RETURN_IF_ERROR(st.Run());
   }
+  const bool ended =
+      state == RunState::kSucceeded || state == RunState::kFailed ||
+      state == RunState::kCancelled || state == RunState::kPredicted;
+  std::string message = ToString(state);
+  if (!change.detail.empty()) absl::StrAppend(&message, ": ", change.detail);
   HLAB_ASSIGN_OR_RETURN(std::vector<int64_t> sweeps, SweepsOfRun(db, run_id));
-  std::string message = ToString(next);
-  if (!reason.empty()) absl::StrAppend(&message, ": ", reason);
   for (int64_t sweep : sweeps) {
     HLAB_RETURN_IF_ERROR(
         InsertEvent(db, sweep, run_id, "run_state", message, now).status());
-    if (next == RunState::kSucceeded || next == RunState::kFailed) {
-      HLAB_RETURN_IF_ERROR(NoteSweepEnd(db, sweep, now));
-    }
+    if (ended) HLAB_RETURN_IF_ERROR(NoteSweepEnd(db, sweep, now));
   }
-  return RefreshRunPhase(db, run_id, now);
+  return absl::OkStatus();
 }
 
 absl::Status NoteSweepEnd(Database& db, int64_t sweep_id, absl::Time now) {

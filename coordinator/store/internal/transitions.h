@@ -11,6 +11,7 @@
 #ifndef HLAB_COORDINATOR_STORE_INTERNAL_TRANSITIONS_H_
 #define HLAB_COORDINATOR_STORE_INTERNAL_TRANSITIONS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,24 @@ absl::StatusOr<int64_t> InsertEvent(Database& db, int64_t sweep_id,
 // "INCOMPLETE: 10 succeeded, 1 failed, 1 cancelled, 0 predicted"). A
 // resumed sweep that ends again gets another.
 absl::Status NoteSweepEnd(Database& db, int64_t sweep_id, absl::Time now);
+
+// What WriteRunState changes in a run besides its state.
+struct RunStateChange {
+  // runs.failure_reason: kept when unset, NULL when empty.
+  std::optional<std::string> failure_reason;
+  bool reset_retries = false;  // runs.retries = 0 (a resume)
+  // The "run_state" event's message is "STATE", or "STATE: detail".
+  std::string detail;
+};
+
+// Stores run `run_id`'s new state: runs.state, updated_at and what `change`
+// names; a "run_state" event per sweep of the run; and, for an end state
+// (SUCCEEDED, FAILED, CANCELLED, PREDICTED), NoteSweepEnd of each sweep.
+// Every change of a run's state goes through it: RefreshRunState, a
+// cancel, a resume and an early stop.
+absl::Status WriteRunState(Database& db, const std::string& run_id,
+                           RunState state, const RunStateChange& change,
+                           absl::Time now);
 
 // Derives the run's state from its tasks, on-demand ones left out (rule in
 // store.h), and stores it if
