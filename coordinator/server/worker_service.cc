@@ -314,18 +314,18 @@ void WorkerServiceImpl::AnswerHeartbeat(
     if (context_->metrics == nullptr) continue;
     context_->metrics->ObserveTaskTokens(p.task_id(), p.tokens(), p.tokens());
     // Its runs never change: from the cache, not a read per heartbeat.
-    absl::StatusOr<std::shared_ptr<const store::Task>> task =
+    absl::StatusOr<std::shared_ptr<const TaskSpec>> spec =
         read_store ? task_specs_.Get(p.task_id())
                    : task_specs_.Cached(p.task_id());
     // Training progress only: an EVAL's heartbeat carries no tokens.
-    if (!task.ok() || *task == nullptr ||
-        (*task)->spec.kind == store::TaskKind::kEval) {
+    if (!spec.ok() || *spec == nullptr ||
+        (*spec)->task.spec.kind == store::TaskKind::kEval) {
       continue;
     }
     // The throughput of each run the task trains. A trunk trains a run only
     // up to its branch point: past it, that run's own training stands still.
     // Loss and progress ratio come from the store (LeaseReaper::Tick).
-    const hlab::v1::Task proto = ToProtoTask(**task);
+    const hlab::v1::Task& proto = (*spec)->proto;
     if (proto.kind() == hlab::v1::TASK_KIND_TRUNK) {
       for (const auto& b : proto.branch_points()) {
         context_->metrics->SetRunProgress(
@@ -377,9 +377,8 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
           FailUnbuildable(*task, *attempt, trainer_task.status(), now));
       continue;
     }
-    task_specs_.Remember(*task);
     hlab::v1::Task* out = response->mutable_task();
-    *out = ToProtoTask(*task);
+    *out = task_specs_.Remember(*task)->proto;
     out->set_state(hlab::v1::TASK_STATE_LEASED);
     out->set_attempt(*attempt);
     out->set_worker_id(request.worker_id());
@@ -455,15 +454,15 @@ WorkerServiceImpl::PointsToStore(const hlab::v1::ReportMetricsRequest& request,
   }
   // The task's kind and run only: the store's write checks the lease
   // (attempt and worker) in the same transaction as the insert.
-  HLAB_ASSIGN_OR_RETURN(std::shared_ptr<const store::Task> held,
+  HLAB_ASSIGN_OR_RETURN(std::shared_ptr<const TaskSpec> held,
                         task_specs_.Get(request.task_id()));
-  const store::Task& task = *held;
+  const store::Task& task = held->task;
   std::vector<store::MetricPoint> points;
   points.reserve(request.points_size());
   if (task.spec.kind == store::TaskKind::kTrunk) {
     // A trunk trains the shared prefix of its runs: a point at step s
     // belongs to every run whose branch point is at or after s.
-    const hlab::v1::Task proto = ToProtoTask(task);
+    const hlab::v1::Task& proto = held->proto;
     for (const auto& p : request.points()) {
       if (!p.run_id().empty()) {
         points.push_back(FromProto(p));
