@@ -39,10 +39,14 @@ enum class VarProLoss {
 struct VarProOptions {
   VarProLoss loss = VarProLoss::kHuber;
   double huber_delta = 1e-3;
-  // The (alpha, beta) grid: grid_size values each, evenly spaced.
+  // The (alpha, beta) grid: grid_size values each, evenly spaced. The range
+  // is the profile likelihood's (ProfileOptions: exponents up to 3), so a
+  // law whose exponent lies past the L-BFGS start grid's 2 can be confirmed
+  // rather than reported as a disagreement at VarPro's own edge; 48 values
+  // keep the spacing of the earlier 32 over [0.01, 2] (0.064).
   double exponent_min = 0.01;
-  double exponent_max = 2.0;
-  int grid_size = 32;
+  double exponent_max = 3.0;
+  int grid_size = 48;
   // IRLS iterations per (alpha, beta) on the grid and in the refinement
   // (kHuber only); IRLS stops earlier once the objective changes by less
   // than 1e-13 relative.

@@ -234,5 +234,30 @@ TEST(FitPowerLawTest, AnOptimumOutsideTheGridThatVarProConfirmsIsANote) {
   EXPECT_EQ(alone->warnings, fit->warnings);
 }
 
+// The same rule for an exponent: alpha = 2.5 lies past the start grid's 2
+// and inside VarPro's range, which confirms it (with the range's earlier
+// end, 2, VarPro stopped at its edge and the fits disagreed).
+TEST(FitPowerLawTest, AnExponentPastTheGridThatVarProConfirmsIsANote) {
+  const PowerLaw law = {1.7, std::pow(1e7, 2.5), 2.5, 410.0, 0.28};
+  const std::vector<ScalingPoint> points = SyntheticGrid(law, 0.002, 11);
+  AnalysisOptions options;
+  options.bootstrap.resamples = 0;
+  options.run_intervals = false;
+  auto report = AnalyzePowerLaw(points, {}, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->agreement.has_value());
+  EXPECT_TRUE(report->agreement->agree) << report->agreement->summary;
+  EXPECT_NEAR(report->fit.law.alpha, 2.5, 0.05);
+  EXPECT_TRUE(report->warnings.empty())
+      << ::testing::PrintToString(report->warnings);
+  // alpha's note, and a = ln A's (40.3, past the grid's 25) beside it.
+  bool alpha_noted = false;
+  for (const std::string& note : report->notes) {
+    alpha_noted |= note.find("fitted alpha") != std::string::npos;
+    EXPECT_NE(note.find("VarPro"), std::string::npos) << note;
+  }
+  EXPECT_TRUE(alpha_noted) << ::testing::PrintToString(report->notes);
+}
+
 }  // namespace
 }  // namespace hlab::analysis
