@@ -5,6 +5,15 @@
 // weight decay on tensors with >= 2 dimensions only (matrices, embeddings,
 // conv kernels); norms, biases, sinks, A_log, dt_bias and D get none.
 //
+// The step is LibTorch's AdamW made one pass over each parameter's memory
+// (train/internal/adamw_kernel.h), where AdamW::step makes ~10 ATen ops per
+// parameter tensor, and ClipGradNorm scales the gradients in one pass: on
+// the CPU the values are LibTorch's bit for bit
+// (tests/train/optimizer_test.cc), the state is AdamW's (checkpoints are
+// unchanged), and other devices take LibTorch's own step. Why: a micro-model's
+// step is dominated by fixed per-op costs (docs/performance.md, "Micro-model
+// steps").
+//
 // Not thread-safe.
 //
 //   AdamWConfig adamw;
@@ -33,14 +42,16 @@ struct AdamWConfig {
   double weight_decay = 0.1;
 };
 
-// Two groups: [0] decayed (dim >= 2), [1] not decayed.
+// Two groups: [0] decayed (dim >= 2), [1] not decayed. The returned
+// optimizer is a torch::optim::AdamW whose step() is the fused one.
 std::unique_ptr<torch::optim::AdamW> MakeAdamW(torch::nn::Module& model,
                                                const AdamWConfig& config);
 
 void SetLearningRate(torch::optim::AdamW& optimizer, double lr);
 
 // Clips the global L2 norm of all gradients to max_norm; returns the norm
-// before clipping (inf/nan propagate so callers can detect them).
+// before clipping (inf/nan propagate so callers can detect them). The same
+// values as torch::nn::utils::clip_grad_norm_.
 double ClipGradNorm(torch::nn::Module& model, double max_norm);
 
 }  // namespace hlab::train
