@@ -92,7 +92,7 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
     }
     const double forward_ms = ms_since(start);
     const auto backward_start = Clock::now();
-    optimizer->zero_grad();
+    train::ClearGradients(*optimizer);
     loss.backward();
     const double backward_ms = ms_since(backward_start);
     const auto update_start = Clock::now();

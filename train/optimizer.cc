@@ -139,6 +139,12 @@ void SetLearningRate(torch::optim::AdamW& optimizer, double lr) {
   }
 }
 
+void ClearGradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad().reset();
+  }
+}
+
 double ClipGradNorm(torch::nn::Module& model, double max_norm) {
   // torch::nn::utils::clip_grad_norm_'s norms, then its scaling as one
   // float multiply per element in place of ~5 scalar ops and a mul_ per

@@ -20,6 +20,7 @@
 //   adamw.lr = 1e-3;
 //   adamw.weight_decay = 0.1;
 //   auto optimizer = MakeAdamW(*model, adamw);
+//   ClearGradients(*optimizer);
 //   loss.backward();
 //   double norm = ClipGradNorm(*model, 1.0);
 //   SetLearningRate(*optimizer, schedule.LearningRate(step));
@@ -48,6 +49,14 @@ std::unique_ptr<torch::optim::AdamW> MakeAdamW(torch::nn::Module& model,
                                                const AdamWConfig& config);
 
 void SetLearningRate(torch::optim::AdamW& optimizer, double lr);
+
+// Leaves every parameter of the optimizer without a gradient, before a
+// step's backward passes. LibTorch 1.13's zero_grad() zeroes them in place,
+// and the first backward then adds each gradient to the zeros; without one,
+// backward keeps the gradient it computed (no zeroing, no add: the same
+// values). A parameter that gets no gradient in a step is then left alone
+// by the step, as AdamW leaves one that never had a gradient.
+void ClearGradients(torch::optim::Optimizer& optimizer);
 
 // Clips the global L2 norm of all gradients to max_norm; returns the norm
 // before clipping (inf/nan propagate so callers can detect them). The same

@@ -1,5 +1,6 @@
-// The fused AdamW step (train/optimizer.h) against LibTorch's AdamW, bit for
-// bit, on a small model of each architecture; and its state through a
+// The fused AdamW step, ClipGradNorm and ClearGradients (train/optimizer.h)
+// against LibTorch's AdamW, clip_grad_norm_ and zero_grad, bit for bit, on a
+// small model of each architecture; and the fused step's state through a
 // checkpoint payload.
 #include "train/optimizer.h"
 
@@ -62,13 +63,24 @@ std::unique_ptr<torch::optim::AdamW> StockAdamW(torch::nn::Module& model) {
 }
 
 // One training step on a fixed batch, with a learning rate that changes
-// from step to step as the schedule's does. Returns the clipped norm.
+// from step to step as the schedule's does, its gradient accumulated over
+// two micro-batches as the trainer does. The stock step zeroes the
+// gradients with LibTorch's zero_grad, the fused one clears them
+// (ClearGradients). Returns the clipped norm.
 double Step(model::HybridLM& model, torch::optim::AdamW& optimizer,
-            int64_t step) {
+            int64_t step, bool stock = false) {
   torch::manual_seed(100 + step);
-  const torch::Tensor tokens = torch::randint(0, 258, {2, 17}, torch::kInt64);
-  optimizer.zero_grad();
-  model->loss(tokens.narrow(1, 0, 16), tokens.narrow(1, 1, 16)).backward();
+  const torch::Tensor tokens = torch::randint(0, 258, {4, 17}, torch::kInt64);
+  if (stock) {
+    optimizer.zero_grad();
+  } else {
+    ClearGradients(optimizer);
+  }
+  for (int64_t half = 0; half < 2; ++half) {
+    const torch::Tensor rows = tokens.narrow(0, 2 * half, 2);
+    (model->loss(rows.narrow(1, 0, 16), rows.narrow(1, 1, 16)) / 2.0)
+        .backward();
+  }
   // A small max norm: the clip scales the gradients.
   const double norm = ClipGradNorm(*model, 0.5);
   SetLearningRate(optimizer, kAdamW.lr * (1.0 - 0.1 * step));
@@ -96,7 +108,7 @@ TEST_P(FusedAdamWTest, EqualsLibTorchAdamWBitForBit) {
   auto stock = StockAdamW(*stock_model);
   for (int64_t step = 0; step < 5; ++step) {
     const double a = Step(fused_model, *fused, step);
-    const double b = Step(stock_model, *stock, step);
+    const double b = Step(stock_model, *stock, step, /*stock=*/true);
     EXPECT_EQ(a, b) << "step " << step;
     EXPECT_EQ(MaxDifference(fused_model, stock_model), 0.0) << "step " << step;
   }
@@ -141,7 +153,7 @@ TEST_P(FusedAdamWTest, StateRoundTripsThroughACheckpoint) {
       LoadTrainingState(payload, *stock_resumed, *stock_optimizer).ok());
   for (int64_t step = 2; step < 4; ++step) {
     Step(resumed, *resumed_optimizer, step);
-    Step(stock_resumed, *stock_optimizer, step);
+    Step(stock_resumed, *stock_optimizer, step, /*stock=*/true);
   }
   EXPECT_EQ(MaxDifference(resumed, straight), 0.0);
   EXPECT_EQ(MaxDifference(stock_resumed, straight), 0.0);
