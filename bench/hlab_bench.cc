@@ -68,11 +68,12 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
   --quick               full,swa-128,gdn at T=1024 only, 2 steps
   --micro               the demo's largest model (examples/sweeps/demo.yaml:
                         d_model 72, 2 layers, 4 heads, 2 KV, vocab 258, T=128,
-                        8 sequences a step, one thread) in full, swa-16,
+                        4 sequences a step, one thread) in full, swa-16,
                         swa-64 and gdn, 3 rounds, with the target that a
                         step costs at most 3x its FLOP time at the measured
-                        matmul peak (#21: micro studies are many tiny steps);
-                        other flags given with it override its values
+                        matmul peak (#21: micro studies are many tiny steps),
+                        and the step's forward, backward and clip + AdamW
+                        times; other flags given with it override its values
   --json                one JSON object per line instead of tables
   --profile DIR         write a Chrome trace (chrome://tracing, Perfetto) of
                         each configuration's last training step to
@@ -209,10 +210,15 @@ int RunChild(const Options& o, const std::string& mode, const std::string& arch,
     std::cout << j.dump() << std::endl;
     return 1;
   }
-  Json j = {
-      {"tokens_per_s", r.tokens_per_s},       {"step_ms", r.step_ms},
-      {"step_cpu_ms", r.step_cpu_ms},         {"peak_rss_mb", r.peak_rss_mb},
-      {"baseline_rss_mb", r.baseline_rss_mb}, {"first_loss", r.first_loss}};
+  Json j = {{"tokens_per_s", r.tokens_per_s},
+            {"step_ms", r.step_ms},
+            {"step_cpu_ms", r.step_cpu_ms},
+            {"peak_rss_mb", r.peak_rss_mb},
+            {"baseline_rss_mb", r.baseline_rss_mb},
+            {"first_loss", r.first_loss},
+            {"forward_ms", r.forward_ms},
+            {"backward_ms", r.backward_ms},
+            {"update_ms", r.update_ms}};
   std::cout << j.dump() << std::endl;
   return 0;
 }
@@ -394,9 +400,12 @@ std::vector<Json> EvaluateTargets(const Options& o, bool micro, bool cpu_bf16,
                         o.d_model, ", T=", r.j["seq_len"].get<int64_t>(),
                         ") step <= 3x its FLOP time"),
            ratio <= 3.0,
-           absl::StrCat(Fmt(ratio, 2), "x (MFU ",
-                        Fmt(100 * r.j["mfu"].get<double>()), "%, ",
-                        Fmt(r.j["step_ms"].get<double>(), 1), " ms a step)"));
+           absl::StrCat(
+               Fmt(ratio, 2), "x (MFU ", Fmt(100 * r.j["mfu"].get<double>()),
+               "%, ", Fmt(r.j["step_ms"].get<double>(), 2),
+               " ms a step: forward ", Fmt(r.j["forward_ms"].get<double>(), 2),
+               ", backward ", Fmt(r.j["backward_ms"].get<double>(), 2),
+               ", clip + AdamW ", Fmt(r.j["update_ms"].get<double>(), 2), ")"));
   }
   for (const std::string arch : {"swa-128", "gdn"}) {
     const Row* full = FindRow(rows, "full", 8192, "fp32");
@@ -622,12 +631,18 @@ int main(int argc, char** argv) {
     if (!c.results.empty()) {
       row.ok = true;
       for (auto& [k, v] : c.results.front().items()) row.j[k] = v;
-      std::vector<double> step, cpu, rss;
+      std::vector<double> step, cpu, rss, forward, backward, update;
       for (const Json& r : c.results) {
         step.push_back(r["step_ms"].get<double>());
         cpu.push_back(r["step_cpu_ms"].get<double>());
         rss.push_back(r["peak_rss_mb"].get<double>());
+        forward.push_back(r.value("forward_ms", 0.0));
+        backward.push_back(r.value("backward_ms", 0.0));
+        update.push_back(r.value("update_ms", 0.0));
       }
+      row.j["forward_ms"] = MedianOf(forward);
+      row.j["backward_ms"] = MedianOf(backward);
+      row.j["update_ms"] = MedianOf(update);
       row.j["step_ms"] = MedianOf(step);
       row.j["step_cpu_ms"] = MedianOf(cpu);
       row.j["peak_rss_mb"] = *std::max_element(rss.begin(), rss.end());

@@ -73,7 +73,10 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
                      torch::kInt64);
   torch::Tensor inputs = tokens.narrow(1, 0, options.seq_len);
   torch::Tensor targets = tokens.narrow(1, 1, options.seq_len);
-  std::vector<double> times, cpu_times;
+  std::vector<double> times, cpu_times, forward, backward, update;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
   for (int64_t step = 0; step < options.steps; ++step) {
     const auto start = Clock::now();
     const double cpu_start = ProcessCpuMs();
@@ -87,20 +90,30 @@ StepResult MeasureTrainingStep(const model::ModelConfig& config,
       AutocastScope autocast(options.bf16);
       loss = lm->loss(inputs, targets);
     }
-    optimizer->zero_grad();
+    const double forward_ms = ms_since(start);
+    const auto backward_start = Clock::now();
+    train::ClearGradients(*optimizer);
     loss.backward();
+    const double backward_ms = ms_since(backward_start);
+    const auto update_start = Clock::now();
     train::ClipGradNorm(*lm, 1.0);
     optimizer->step();
+    const double update_ms = ms_since(update_start);
     profile.reset();  // writes the trace
-    const double ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    const double ms = ms_since(start);
     const double cpu_ms = ProcessCpuMs() - cpu_start;
     if (step == 0) result.first_loss = loss.item<double>();
     if (step >= WarmupSteps(options)) {
       times.push_back(ms);
       cpu_times.push_back(cpu_ms);
+      forward.push_back(forward_ms);
+      backward.push_back(backward_ms);
+      update.push_back(update_ms);
     }
   }
+  result.forward_ms = Median(forward);
+  result.backward_ms = Median(backward);
+  result.update_ms = Median(update);
   result.step_ms = Median(times);
   result.step_cpu_ms = Median(cpu_times);
   result.tokens_per_s = static_cast<double>(options.batch * options.seq_len) /

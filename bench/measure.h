@@ -53,6 +53,13 @@ struct StepResult {
   double peak_rss_mb = 0;
   double baseline_rss_mb = 0;  // peak RSS before the inputs were allocated
   double first_loss = 0;  // loss of step 1 (same init and batch for any dtype)
+  // MeasureTrainingStep's step in three parts, medians over the timed steps
+  // (so they need not add up to step_ms exactly): the forward pass and loss;
+  // zeroing the gradients and the backward pass; clipping and the AdamW
+  // update.
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double update_ms = 0;
 };
 
 // One training step = forward, fp32 cross-entropy, backward, grad clip 1.0,

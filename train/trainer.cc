@@ -422,7 +422,7 @@ absl::StatusOr<double> Trainer::State::AccumulateGradients(int64_t step) {
   const int64_t seq_len = task.seq_len;
   const int64_t world = parallel ? parallel->world_size() : 1;
   const int64_t my_micro_batches = plan.micro_batches / world;
-  optimizer->zero_grad();
+  ClearGradients(*optimizer);
   double loss_sum = 0;
   for (int64_t m = rank * my_micro_batches; m < (rank + 1) * my_micro_batches;
        ++m) {

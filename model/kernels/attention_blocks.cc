@@ -16,7 +16,8 @@ using torch::Tensor;
 
 std::vector<QueryBlock> PlanBlocks(const Dims& dims, int64_t window,
                                    const AttentionBlocks& blocks,
-                                   const torch::Device& device) {
+                                   const torch::Device& device,
+                                   bool with_masks) {
   TORCH_CHECK(blocks.query > 0 && blocks.key > 0,
               "attention: block sizes must be positive");
   std::map<std::tuple<int64_t, int64_t, int64_t>, Tensor> masks;
@@ -35,7 +36,7 @@ std::vector<QueryBlock> PlanBlocks(const Dims& dims, int64_t window,
       kb.size = end - kb.start;
       const bool needs_mask =
           end - 1 > i0 || (window > 0 && kb.start <= last_query - window);
-      if (needs_mask) {
+      if (needs_mask && with_masks) {
         // Masked iff delta = j - t > 0, or delta <= -window.
         const int64_t offset = kb.start - i0;
         Tensor& mask = masks[{offset, qb.size, kb.size}];

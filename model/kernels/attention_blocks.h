@@ -36,10 +36,14 @@ struct QueryBlock {
   std::vector<KeyBlock> keys;
 };
 
-// The query blocks of a (T, window) pass with their key blocks and masks.
+// The query blocks of a (T, window) pass with their key blocks, and their
+// masks when `with_masks` (the ATen loops read them; the fused loops mask as
+// they go, and building the masks, a few ATen ops each, was 5% of a
+// micro-model's step: docs/performance.md, "Micro-model steps").
 std::vector<QueryBlock> PlanBlocks(const Dims& dims, int64_t window,
                                    const AttentionBlocks& blocks,
-                                   const torch::Device& device);
+                                   const torch::Device& device,
+                                   bool with_masks = true);
 
 // One unit of parallel work: query block `query` of batch matrices
 // [n0, n0 + n).

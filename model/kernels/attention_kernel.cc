@@ -499,7 +499,7 @@ class BlockwiseAttentionFunction
             ? SinkRows(sink, dims, std::min(blocks.query, dims.t), stat)
             : Tensor();
     const std::vector<QueryBlock> plan =
-        PlanBlocks(dims, window, blocks, q.device());
+        PlanBlocks(dims, window, blocks, q.device(), /*masks=*/!fused);
     const std::vector<WorkItem> items =
         ScheduleWork(plan, dims, BlockThreads(q.device()));
     const int64_t threads = WorkerCount(items, q.device());
@@ -563,7 +563,7 @@ class BlockwiseAttentionFunction
 
     const auto stat_options = q.options().dtype(stat);
     const std::vector<QueryBlock> plan =
-        PlanBlocks(dims, window, blocks, q.device());
+        PlanBlocks(dims, window, blocks, q.device(), /*masks=*/!fused);
     const std::vector<WorkItem> items =
         ScheduleWork(plan, dims, BlockThreads(q.device()));
     const int64_t threads = WorkerCount(items, q.device());
