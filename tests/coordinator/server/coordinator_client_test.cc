@@ -118,8 +118,12 @@ TEST_F(ClientServiceTest, InvalidSpecsNameTheFieldAndChangeNothing) {
       {"batch_tokens", [](auto* s) { s->set_batch_tokens(1000); }},
       {"schedule.peak_lr",
        [](auto* s) { s->mutable_schedule()->set_peak_lr(-1); }},
+      // The demo's hybrids carry a pattern, which a name does not override.
       {"architectures[1]",
-       [](auto* s) { s->mutable_architectures(1)->set_name("nonsense-7"); }},
+       [](auto* s) {
+         s->mutable_architectures(1)->set_name("nonsense-7");
+         s->mutable_architectures(1)->clear_pattern();
+       }},
       {"data.source", [](auto* s) { s->mutable_data()->set_source("tape"); }},
       {"retry.max_attempts_per_run",
        [](auto* s) { s->mutable_retry()->set_max_attempts_per_run(0); }},
@@ -132,7 +136,10 @@ TEST_F(ClientServiceTest, InvalidSpecsNameTheFieldAndChangeNothing) {
       {"architectures[2]",
        [](auto* s) { *s->mutable_architectures(2) = s->architectures(0); }},
       {"window",
-       [](auto* s) { s->mutable_architectures(1)->set_name("swa-512"); }},
+       [](auto* s) {
+         s->mutable_architectures(1)->set_name("swa-512");
+         s->mutable_architectures(1)->clear_pattern();
+       }},
       {"n_kv_heads", [](auto* s) { s->mutable_scales(0)->set_n_kv_heads(3); }},
       {"schedule.decay_shape",
        [](auto* s) { s->mutable_schedule()->set_decay_shape("exp"); }},
