@@ -116,15 +116,6 @@ std::string ReportMarkdown(const StudyData& study,
   }
   absl::StrAppend(&md, "## The paper's claims\n\n", kClaimsNote, "\n\n",
                   TableToMarkdown(ClaimsTable(EvaluateClaims(study))), "\n");
-  md += "## Fitted laws: L(N, D) = E + A/N^alpha + B/D^beta\n\n";
-  const std::vector<std::string> laws = LawLines(study);
-  if (laws.empty()) md += "No fits.\n";
-  for (const std::string& line : laws) absl::StrAppend(&md, "- ", line, "\n");
-  md += "\n";
-  if (!study.fits.empty()) {
-    absl::StrAppend(&md, TableToMarkdown(FitsDisplayTable(study)), "\n",
-                    CiNote(study), " All columns: fits.csv.\n\n");
-  }
   md += "## Figures\n\n";
   for (const Plot& plot : plots) {
     absl::StrAppend(&md, "### ", plot.title, "\n\n");
@@ -137,6 +128,15 @@ std::string ReportMarkdown(const StudyData& study,
                     plot.caption, ". Script: ", plot.name, ".gp",
                     plot.png ? absl::StrCat("; PNG: ", plot.name, ".png") : "",
                     ".\n\n");
+  }
+  md += "## Fitted laws: L(N, D) = E + A/N^alpha + B/D^beta\n\n";
+  const std::vector<std::string> laws = LawLines(study);
+  if (laws.empty()) md += "No fits.\n";
+  for (const std::string& line : laws) absl::StrAppend(&md, "- ", line, "\n");
+  md += "\n";
+  if (!study.fits.empty()) {
+    absl::StrAppend(&md, TableToMarkdown(FitsDisplayTable(study)), "\n",
+                    CiNote(study), " All columns: fits.csv.\n\n");
   }
   const Table rf = ReceptiveFieldTable(study);
   if (!rf.rows.empty()) {
@@ -180,20 +180,6 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
   absl::StrAppend(&html, "<h2>The paper's claims</h2>\n<p>",
                   HtmlEscape(kClaimsNote), "</p>\n",
                   TableToHtml(ClaimsTable(EvaluateClaims(study))));
-  html +=
-      "<h2>Fitted laws: L(N, D) = E + A/N<sup>&alpha;</sup> + "
-      "B/D<sup>&beta;</sup></h2>\n<ul>\n";
-  for (const std::string& line : LawLines(study)) {
-    absl::StrAppend(&html, "<li><code>", HtmlEscape(line), "</code></li>\n");
-  }
-  html += "</ul>\n";
-  if (!study.fits.empty()) {
-    absl::StrAppend(&html, TableToHtml(FitsDisplayTable(study)), "<p>",
-                    HtmlEscape(CiNote(study)),
-                    " All columns: <a href=\"fits.csv\">fits.csv</a>.</p>\n");
-  } else {
-    html += "<p>No fits.</p>\n";
-  }
   html += "<h2>Figures</h2>\n";
   for (const Plot& plot : plots) {
     absl::StrAppend(&html, "<h3 id=\"", plot.name, "\">",
@@ -214,6 +200,26 @@ std::string IndexHtml(const StudyData& study, const std::vector<Plot>& plots,
                       plot.name, ".png</a>");
     }
     html += ".</figcaption></figure>\n";
+  }
+  // The laws' diagnostics follow the claims and figures: a line per fit
+  // (its law, R^2 and how many warnings), the table of coefficients,
+  // intervals, warnings and notes folded under it.
+  html +=
+      "<h2>Fitted laws: L(N, D) = E + A/N<sup>&alpha;</sup> + "
+      "B/D<sup>&beta;</sup></h2>\n<ul>\n";
+  for (const std::string& line : LawLines(study)) {
+    absl::StrAppend(&html, "<li><code>", HtmlEscape(line), "</code></li>\n");
+  }
+  html += "</ul>\n";
+  if (!study.fits.empty()) {
+    absl::StrAppend(
+        &html,
+        "<details><summary>Each fit's coefficients with their intervals, "
+        "warnings and notes</summary>\n",
+        TableToHtml(FitsDisplayTable(study)), "<p>", HtmlEscape(CiNote(study)),
+        " All columns: <a href=\"fits.csv\">fits.csv</a>.</p>\n</details>\n");
+  } else {
+    html += "<p>No fits.</p>\n";
   }
   const Table rf = ReceptiveFieldTable(study);
   if (!rf.rows.empty()) {
