@@ -51,6 +51,12 @@ std::vector<std::string> LawLines(const StudyData& study) {
           first.size() <= kMaxShown ? first
                                     : first.substr(0, kMaxShown) + "...",
           "; the report's fits table lists them]");
+    } else if (!f.notes.empty()) {
+      // No warning, but a finding worth a look (an exponent past the start
+      // grid that the VarPro fit confirms): counted, not spelled out.
+      absl::StrAppend(&line, " [", f.notes.size(),
+                      f.notes.size() == 1 ? " note" : " notes",
+                      ", no warning; the report's fits table lists them]");
     }
     lines.push_back(std::move(line));
   }

@@ -76,7 +76,8 @@ class ReportTest : public ::testing::Test {
   std::string pending_run_;
 };
 
-// A law with warnings says so on its line; one without does not.
+// A law with warnings says so on its line, one with notes only counts
+// them; one with neither says nothing.
 TEST(LawLinesTest, FlagsFitsWithWarnings) {
   StudyData study;
   FitRow clean;
@@ -94,10 +95,18 @@ TEST(LawLinesTest, FlagsFitsWithWarnings) {
       "badly conditioned: only 2 distinct N value(s); A and "
       "alpha need at least 3 to be identified",
       "fitted alpha = 3.8e5 lies outside the start grid"};
-  study.fits = {clean, flagged};
+  FitRow noted = clean;
+  noted.arch = "swa-64";
+  noted.notes = {"fitted alpha = 2.57 lies outside the start grid's range"};
+  study.fits = {clean, flagged, noted};
   const std::vector<std::string> lines = LawLines(study);
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0].find("warning"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("note"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[2].find("[1 note, no warning; the report's fits table "
+                          "lists them]"),
+            std::string::npos)
+      << lines[2];
   EXPECT_NE(lines[1].find("[2 warnings, the first: badly conditioned: only 2 "
                           "distinct N value(s)"),
             std::string::npos)
