@@ -1,12 +1,14 @@
 # Included by the top-level CMakeLists.txt in a -DHLAB_SANITIZE=thread tree
 # before any hlab target: every target links hlab_tsan_absl_sync, and every
-# binary wraps abseil's synchronization functions with it
+# executable defines and exports abseil's synchronization functions with it,
+# so that the calls from Debian's libgrpc are annotated too
 # (tsan_absl_sync.cc says why).
 add_library(hlab_tsan_absl_sync STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/tsan_absl_sync.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/tsan_absl_sync.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tsan_grpc_cq.cc)
 target_link_libraries(hlab_tsan_absl_sync PUBLIC absl::synchronization
-  absl::time)
-set(hlab_absl_wrapped
+  absl::time ${CMAKE_DL_LIBS})
+set(hlab_absl_interposed
   _ZN4absl7debian35Mutex4LockEv
   _ZN4absl7debian35Mutex10ReaderLockEv
   _ZN4absl7debian35Mutex6UnlockEv
@@ -28,8 +30,17 @@ set(hlab_absl_wrapped
   _ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE
   _ZN4absl7debian312Notification6NotifyEv
   _ZNK4absl7debian312Notification19WaitForNotificationEv
-  _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE)
-foreach(sym ${hlab_absl_wrapped})
-  add_link_options(LINKER:--wrap=${sym})
+  _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE
+  # gRPC's completion queues (tsan_grpc_cq.cc).
+  _Z14grpc_cq_end_opP21grpc_completion_queuePvN4absl7debian36StatusEPFvS1_P18grpc_cq_completionES1_S6_b
+  grpc_completion_queue_next
+  grpc_completion_queue_pluck)
+# --undefined pulls the definitions out of the archive even where nothing in
+# the binary calls them; --export-dynamic-symbol puts them in the dynamic
+# symbol table, where the shared libraries' lookups find them first.
+set(hlab_is_exe "$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>")
+foreach(sym ${hlab_absl_interposed})
+  add_link_options("$<${hlab_is_exe}:-Wl,--undefined=${sym}>"
+    "$<${hlab_is_exe}:-Wl,--export-dynamic-symbol=${sym}>")
 endforeach()
 link_libraries(hlab_tsan_absl_sync)
