@@ -55,15 +55,13 @@ asan_skip=(analysis_chinchilla_test)
 # and reactors (coordinator_*_test) pass their messages and reactors between
 # gRPC's threads through Debian's uninstrumented libgrpc; the tree tells TSan
 # of gRPC's locks and completion queues (tests/sanitizers/tsan_absl_sync.cc,
-# tsan_grpc_cq.cc). Not yet the three that need hlab-sweep-fit or the CLI
-# (coordinator_fits_test, coordinator_early_stop_test,
-# coordinator_adaptive_order_test): never run under TSan (docs/testing.md,
-# "Sanitizers").
+# tsan_grpc_cq.cc; docs/testing.md, "Sanitizers").
 tsan_tests=(store_writer_test store_lease_test lease_queue_test periodic_thread_test
   worker_daemon_test store_schema_test handler_pool_test
   coordinator_worker_test coordinator_client_test coordinator_retry_test
   coordinator_security_test coordinator_storage_test coordinator_progress_test
-  coordinator_eval_test coordinator_trainer_task_test)
+  coordinator_eval_test coordinator_trainer_task_test coordinator_fits_test
+  coordinator_early_stop_test coordinator_adaptive_order_test)
 
 # build <dir> <sanitizers> [targets...]: configures the tree once, builds
 # (the log in <dir>/build.log, its end shown on failure).
