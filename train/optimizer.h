@@ -10,9 +10,8 @@
 // parameter tensor, and ClipGradNorm scales the gradients in one pass: on
 // the CPU the values are LibTorch's bit for bit
 // (tests/train/optimizer_test.cc), the state is AdamW's (checkpoints are
-// unchanged), and other devices take LibTorch's own step. Why: in a
-// micro-model's step, clip and AdamW's ~250 small ops were 7% of the time
-// (docs/performance.md, "Micro-model steps").
+// unchanged), and other devices take LibTorch's own step. Why, measured:
+// docs/performance.md, "Micro-model steps".
 //
 // Not thread-safe.
 //
