@@ -6,6 +6,7 @@
 add_library(hlab_tsan_absl_sync STATIC
   ${CMAKE_CURRENT_LIST_DIR}/tsan_absl_sync.cc
   ${CMAKE_CURRENT_LIST_DIR}/tsan_grpc_cq.cc)
+target_include_directories(hlab_tsan_absl_sync PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(hlab_tsan_absl_sync PUBLIC absl::synchronization
   absl::time ${CMAKE_DL_LIBS})
 set(hlab_absl_interposed

@@ -27,13 +27,10 @@
 // are opaque here. The symbols are those of Debian 12's abseil 20220623
 // (inline namespace debian3); on another abseil the real functions are not
 // found and the first call aborts with a message.
-#include <dlfcn.h>
 #include <sanitizer/tsan_interface.h>
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "absl/time/time.h"
+#include "tests/sanitizers/tsan_next_symbol.h"
 
 namespace {
 
@@ -54,17 +51,11 @@ struct Notification;
 using absl::Duration;
 using absl::Time;
 
-// The definition that `symbol` has after this binary's, in the dynamic
-// linker's lookup order: libabsl_synchronization's.
+// The definition that `symbol` has after this binary's:
+// libabsl_synchronization's.
 template <typename Fn>
 Fn Next(const char* symbol) {
-  void* f = dlsym(RTLD_NEXT, symbol);
-  if (f == nullptr) {
-    std::fprintf(stderr, "tsan_absl_sync: %s not found: %s\n", symbol,
-                 dlerror());
-    std::abort();
-  }
-  return reinterpret_cast<Fn>(f);
+  return hlab::tsan::NextSymbol<Fn>("tsan_absl_sync", symbol);
 }
 
 void PreLock(Mutex* mu, unsigned flags) { __tsan_mutex_pre_lock(mu, flags); }

@@ -16,24 +16,17 @@
 // it: exactly the edge the queue gives, per tag, and no other.
 //
 // Symbols of Debian 12's gRPC 1.51 (abseil's inline namespace debian3).
-#include <dlfcn.h>
 #include <sanitizer/tsan_interface.h>
 
-#include <cstdio>
-#include <cstdlib>
-
 #include <grpc/grpc.h>
+
+#include "tests/sanitizers/tsan_next_symbol.h"
 
 namespace {
 
 template <typename Fn>
 Fn Next(const char* symbol) {
-  void* f = dlsym(RTLD_NEXT, symbol);
-  if (f == nullptr) {
-    std::fprintf(stderr, "tsan_grpc_cq: %s not found: %s\n", symbol, dlerror());
-    std::abort();
-  }
-  return reinterpret_cast<Fn>(f);
+  return hlab::tsan::NextSymbol<Fn>("tsan_grpc_cq", symbol);
 }
 
 // An event taken from a queue: the thread now sees what was done before
