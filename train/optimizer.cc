@@ -109,8 +109,8 @@ class FusedAdamW final : public torch::optim::AdamW {
 
 }  // namespace
 
-std::unique_ptr<torch::optim::AdamW> MakeAdamW(torch::nn::Module& model,
-                                               const AdamWConfig& config) {
+std::vector<torch::optim::OptimizerParamGroup> AdamWGroups(
+    torch::nn::Module& model, const AdamWConfig& config) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& item : model.named_parameters()) {
     if (!item.value().requires_grad()) continue;
@@ -126,6 +126,13 @@ std::unique_ptr<torch::optim::AdamW> MakeAdamW(torch::nn::Module& model,
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, options(config.weight_decay));
   groups.emplace_back(no_decay, options(0.0));
+  return groups;
+}
+
+std::unique_ptr<torch::optim::AdamW> MakeAdamW(torch::nn::Module& model,
+                                               const AdamWConfig& config) {
+  std::vector<torch::optim::OptimizerParamGroup> groups =
+      AdamWGroups(model, config);
   return std::make_unique<FusedAdamW>(groups,
                                       torch::optim::AdamWOptions(config.lr)
                                           .betas({config.beta1, config.beta2})

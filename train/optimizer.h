@@ -28,6 +28,7 @@
 #define HLAB_TRAIN_OPTIMIZER_H_
 
 #include <memory>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/optim/adamw.h>
@@ -42,8 +43,13 @@ struct AdamWConfig {
   double weight_decay = 0.1;
 };
 
-// Two groups: [0] decayed (dim >= 2), [1] not decayed. The returned
-// optimizer is a torch::optim::AdamW whose step() is the fused one.
+// The model's trainable parameters in two groups with their options:
+// [0] decayed (dim >= 2, config.weight_decay), [1] not decayed.
+std::vector<torch::optim::OptimizerParamGroup> AdamWGroups(
+    torch::nn::Module& model, const AdamWConfig& config);
+
+// AdamWGroups' groups in a torch::optim::AdamW whose step() is the fused
+// one.
 std::unique_ptr<torch::optim::AdamW> MakeAdamW(torch::nn::Module& model,
                                                const AdamWConfig& config);
 

@@ -204,6 +204,14 @@ TEST(FitPowerLawTest, WarnsWhenTheBestStartIsOnTheGridEdgeAlone) {
 // [-1, 1]: FitPowerLaw warns of it, and AnalyzePowerLaw keeps the warning
 // unless the VarPro fit (which searches every E, A, B >= 0) reaches the same
 // optimum; then it is a note (PowerLawReport::notes).
+// AnalyzePowerLaw's options for the fit and its VarPro check alone.
+AnalysisOptions WithoutIntervals() {
+  AnalysisOptions options;
+  options.bootstrap.resamples = 0;
+  options.run_intervals = false;
+  return options;
+}
+
 TEST(FitPowerLawTest, AnOptimumOutsideTheGridThatVarProConfirmsIsANote) {
   const PowerLaw law = {0.1, 400.0, 0.34, 410.0, 0.28};
   const std::vector<ScalingPoint> points = SyntheticGrid(law, 0.002, 11);
@@ -213,9 +221,7 @@ TEST(FitPowerLawTest, AnOptimumOutsideTheGridThatVarProConfirmsIsANote) {
   EXPECT_NE(fit->outside_grid[0].find("e = ln E"), std::string::npos);
   EXPECT_NEAR(fit->law.E, 0.1, 0.02);
 
-  AnalysisOptions options;
-  options.bootstrap.resamples = 0;
-  options.run_intervals = false;
+  AnalysisOptions options = WithoutIntervals();
   auto confirmed = AnalyzePowerLaw(points, {}, options);
   ASSERT_TRUE(confirmed.ok()) << confirmed.status();
   ASSERT_TRUE(confirmed->agreement.has_value());
@@ -240,9 +246,7 @@ TEST(FitPowerLawTest, AnOptimumOutsideTheGridThatVarProConfirmsIsANote) {
 TEST(FitPowerLawTest, AnExponentPastTheGridThatVarProConfirmsIsANote) {
   const PowerLaw law = {1.7, std::pow(1e7, 2.5), 2.5, 410.0, 0.28};
   const std::vector<ScalingPoint> points = SyntheticGrid(law, 0.002, 11);
-  AnalysisOptions options;
-  options.bootstrap.resamples = 0;
-  options.run_intervals = false;
+  AnalysisOptions options = WithoutIntervals();
   auto report = AnalyzePowerLaw(points, {}, options);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_TRUE(report->agreement.has_value());

@@ -45,21 +45,7 @@ model::HybridLM MakeModel(const std::string& arch) {
 
 // LibTorch's own AdamW with MakeAdamW's groups: the reference.
 std::unique_ptr<torch::optim::AdamW> StockAdamW(torch::nn::Module& model) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& item : model.named_parameters()) {
-    (item.value().dim() >= 2 ? decay : no_decay).push_back(item.value());
-  }
-  auto options = [](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(kAdamW.lr)
-            .betas({kAdamW.beta1, kAdamW.beta2})
-            .eps(kAdamW.eps)
-            .weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(kAdamW.weight_decay));
-  groups.emplace_back(no_decay, options(0.0));
-  return std::make_unique<torch::optim::AdamW>(groups);
+  return std::make_unique<torch::optim::AdamW>(AdamWGroups(model, kAdamW));
 }
 
 // One training step on a fixed batch, with a learning rate that changes
