@@ -235,7 +235,9 @@ class Store {
   // the leases that were cancelled. NotFound for an unknown sweep.
   absl::StatusOr<std::vector<CancelledLease>> CancelSweep(int64_t sweep_id,
                                                           absl::Time now);
-  // Cancels one run (unless finished) and its unfinished tasks. NotFound.
+  // Cancels one run (unless finished), its unfinished tasks, and the shared
+  // trunks and trunk segments (pending or leased) that no task left
+  // uncancelled depends on. NotFound.
   absl::StatusOr<std::vector<CancelledLease>> CancelRun(
       const std::string& run_id, absl::Time now);
 

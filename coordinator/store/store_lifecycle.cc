@@ -66,7 +66,26 @@ absl::Status CancelTasks(Database& db, const std::string& select_ids,
   return absl::OkStatus();
 }
 
-// Cancels one run unless it SUCCEEDED or is CANCELLED already.
+// The shared trunks and trunk segments run ?1's tasks depend on that are
+// still to train (PENDING or LEASED) and that nothing else waits for: every
+// task other than a trunk that depends on them is CANCELLED. A segment's
+// successor does not keep it (sweep/expand.h: the DECAY of every run past
+// it depends on it too), so cancelling the longest run cancels the segments
+// past the last branch point another run still needs.
+constexpr char kUnneededTrunksSql[] = R"sql(
+SELECT DISTINCT u.id FROM tasks own
+  JOIN task_deps x ON x.task_id = own.id
+  JOIN tasks u ON u.id = x.depends_on
+WHERE own.run_id = ?1 AND u.kind = 'TRUNK'
+  AND u.state IN ('PENDING', 'LEASED')
+  AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks t ON t.id = d.task_id
+                  WHERE d.depends_on = u.id AND t.kind <> 'TRUNK'
+                  AND t.state <> 'CANCELLED')
+ORDER BY u.id
+)sql";
+
+// Cancels one run unless it SUCCEEDED or is CANCELLED already: its own
+// tasks, then the trunks only cancelled tasks were waiting for.
 absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
                             absl::Time now, std::vector<CancelledLease>* out) {
   HLAB_ASSIGN_OR_RETURN(const RunState state,
@@ -78,6 +97,8 @@ absl::Status CancelRunInTxn(Database& db, const std::string& run_id,
   HLAB_RETURN_IF_ERROR(
       CancelTasks(db, "SELECT id FROM tasks WHERE run_id = ? ORDER BY id",
                   run_id, 0, now, out));
+  HLAB_RETURN_IF_ERROR(
+      CancelTasks(db, kUnneededTrunksSql, run_id, 0, now, out));
   // Its failure_reason stays: why it had failed, if it had.
   HLAB_RETURN_IF_ERROR(internal::WriteRunState(
       db, run_id, RunState::kCancelled, internal::RunStateChange{}, now));

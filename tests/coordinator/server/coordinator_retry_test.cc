@@ -2,15 +2,19 @@
 // of the infrastructure (a trainer killed from outside, an expired lease, a
 // worker that left) are retried without limit and spend no budget; task
 // errors spend the sweep's retry budget, and when it is exhausted only the
-// runs that depend on the failed task fail. Every task, shared trunks too,
-// follows the spec's max_attempts_per_run.
+// runs that depend on the failed task fail. Every task, shared trunks and
+// their segments too, follows the spec's max_attempts_per_run; cancel and
+// resume treat a trunk's segments as they treat a trunk.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +25,7 @@
 namespace hlab::coordinator {
 namespace {
 
+using nlohmann::json;
 using testing::WorkerServiceTest;
 
 // Two architectures, one scale, three budgets, shared WSD trunks: per
@@ -192,6 +197,264 @@ TEST_F(RetryBudgetTest,
   EXPECT_EQ(Count(absl::StrCat("SELECT failures FROM tasks WHERE id = '",
                                doomed, "'")),
             1);
+}
+
+// A shared trunk trains while one of its runs still needs it: cancelling
+// its runs one by one stops it only with the last, and leaves the other
+// architecture's trunk alone.
+TEST_F(RetryBudgetTest, ATrunkIsCancelledWithTheLastRunThatNeedsIt) {
+  Submit(TwoTrunksYaml(/*max_attempts=*/2, /*max_retries=*/3));
+  Register("w1");
+  const hlab::v1::Task trunk = Lease("w1").task();
+  ASSERT_EQ(trunk.kind(), hlab::v1::TASK_KIND_TRUNK);
+  ASSERT_EQ(trunk.run_ids_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    hlab::v1::CancelRequest request;
+    request.set_run_id(trunk.run_ids(i));
+    hlab::v1::CancelResponse response;
+    ASSERT_TRUE(client_->Cancel(&ctx, request, &response).ok());
+    const hlab::v1::HeartbeatResponse beat =
+        Heartbeat("w1", trunk, trunk.attempt());
+    EXPECT_EQ(beat.stop_size(), i == 2 ? 1 : 0) << i;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE kind = 'TRUNK'"
+                  " AND state = 'CANCELLED'"),
+            1);
+  const hlab::v1::Task other = Lease("w1").task();
+  EXPECT_EQ(other.kind(), hlab::v1::TASK_KIND_TRUNK);
+  EXPECT_NE(other.task_id(), trunk.task_id());
+}
+
+// A sweep of one trunk in segments (schedule_policy: adaptive): three
+// budgets, so three segments, each ending at a run's branch point.
+class SegmentTest : public RetryBudgetTest {
+ protected:
+  hlab::v1::SubmitSweepResponse SubmitSegments() {
+    std::string yaml =
+        testing::TinySpecYaml("segments", "[5, 10, 20]", /*max_attempts=*/2);
+    yaml.replace(yaml.find("share_trunk: false"), 18, "share_trunk: true");
+    hlab::v1::SubmitSweepResponse sweep =
+        Submit(yaml +
+               "fit: {fit_scales: [S1]}\n"
+               "adaptive: {target: {scales: [S1]}}\n"
+               "schedule_policy: adaptive\n");
+    EXPECT_EQ(sweep.runs_size(), 3);
+    EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE kind = 'TRUNK'"), 3);
+    Register("w1");
+    return sweep;
+  }
+
+  // Ends a segment with the branch checkpoint at its end.
+  void CompleteSegment(const hlab::v1::Task& segment) {
+    grpc::ClientContext ctx;
+    hlab::v1::ReportCheckpointRequest request;
+    request.set_task_id(segment.task_id());
+    request.set_attempt(segment.attempt());
+    request.set_worker_id("w1");
+    request.mutable_checkpoint()->set_step(segment.end_step());
+    request.mutable_checkpoint()->set_branch_point(true);
+    request.mutable_checkpoint()->set_path(BranchPath(segment.end_step()));
+    hlab::v1::ReportCheckpointResponse response;
+    ASSERT_TRUE(worker_->ReportCheckpoint(&ctx, request, &response).ok());
+    ASSERT_TRUE(Complete(segment, segment.attempt(), "w1").ok());
+  }
+
+  static std::string BranchPath(int64_t step) {
+    return absl::StrCat("/ck/branch-", step);
+  }
+
+  // Leases until a segment comes, completing the decays leased on the way;
+  // an empty task if none comes.
+  hlab::v1::Task LeaseSegment() {
+    for (int i = 0; i < 8; ++i) {
+      hlab::v1::LeaseResponse lease = Lease("w1");
+      if (!lease.has_task()) {
+        clock_.Advance(absl::Seconds(2));  // past a retry's backoff
+        continue;
+      }
+      if (lease.task().kind() == hlab::v1::TASK_KIND_TRUNK) {
+        return lease.task();
+      }
+      EXPECT_TRUE(Complete(lease.task(), lease.task().attempt(), "w1").ok());
+    }
+    return hlab::v1::Task();
+  }
+
+  // The checkpoint the leased task's trainer starts from.
+  static std::string InitFrom(const hlab::v1::Task& task) {
+    return json::parse(task.task_json()).value("init_from", std::string());
+  }
+
+  // The run whose branch point is the segment's end.
+  static std::string RunEndingAt(const hlab::v1::Task& segment) {
+    for (const auto& b : segment.branch_points()) {
+      if (b.step() == segment.end_step()) return b.run_id();
+    }
+    return "";
+  }
+
+  std::vector<std::string> Resume(const std::string& sweep,
+                                  const std::string& run_id) {
+    grpc::ClientContext ctx;
+    hlab::v1::ResumeRequest request;
+    if (run_id.empty()) {
+      request.set_sweep(sweep);
+    } else {
+      request.set_run_id(run_id);
+    }
+    hlab::v1::ResumeResponse response;
+    EXPECT_TRUE(client_->Resume(&ctx, request, &response).ok());
+    std::vector<std::string> ids(response.run_ids().begin(),
+                                 response.run_ids().end());
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+};
+
+// A segment meets faults as a trunk does: killed from outside, it is
+// retried without spending budget, from the branch checkpoint its
+// predecessor saved; failing for good, it fails only the runs past its
+// start (the run that branched before it keeps its decay) and the segments
+// after it; `resume` puts them back, and the chain trains on from the same
+// branch checkpoint to every run's end.
+TEST_F(SegmentTest, ASegmentRetriesFailsForGoodAndResumesLikeATrunk) {
+  const hlab::v1::SubmitSweepResponse sweep = SubmitSegments();
+  const hlab::v1::Task first = LeaseSegment();
+  ASSERT_EQ(first.start_step(), 0);
+  const std::string shortest = RunEndingAt(first);
+  ASSERT_FALSE(shortest.empty());
+  CompleteSegment(first);
+  const std::string branch = BranchPath(first.end_step());
+
+  // The second segment, killed from outside, then two task errors: the
+  // first is retried (1 of 2 attempts), the second fails it for good.
+  const hlab::v1::Task second = LeaseSegment();
+  ASSERT_EQ(second.start_step(), first.end_step());
+  EXPECT_EQ(InitFrom(second), branch);
+  InfrastructureFault(second, 0);
+  for (int error = 1; error <= 2; ++error) {
+    const hlab::v1::Task again = LeaseSegment();
+    ASSERT_EQ(again.task_id(), second.task_id()) << error;
+    EXPECT_EQ(InitFrom(again), branch) << error;
+    hlab::v1::FailResponse fail;
+    ASSERT_TRUE(Fail(again, again.attempt(), /*retryable=*/true, &fail,
+                     hlab::v1::FAULT_CLASS_TASK)
+                    .ok());
+    EXPECT_EQ(fail.will_retry(), error == 1) << error;
+  }
+  EXPECT_EQ(Count(absl::StrCat("SELECT infra_failures FROM tasks WHERE id = '",
+                               second.task_id(), "'")),
+            1);
+  // Only the runs past the failed segment's start fail; the shortest run's
+  // decay still trains from the first segment's checkpoint.
+  EXPECT_EQ(LeaseSegment().task_id(), "");
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE state IN"
+                  " ('PENDING', 'LEASED')"),
+            0);
+  std::vector<std::string> failed;
+  for (const auto& run : sweep.runs()) {
+    const store::Run stored = Run(run.run_id());
+    if (run.run_id() == shortest) {
+      EXPECT_EQ(stored.state, store::RunState::kSucceeded)
+          << stored.failure_reason;
+      continue;
+    }
+    EXPECT_EQ(stored.state, store::RunState::kFailed) << run.run_id();
+    failed.push_back(run.run_id());
+  }
+  std::sort(failed.begin(), failed.end());
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(Count("SELECT count(*) FROM tasks WHERE kind = 'TRUNK'"
+                  " AND state = 'FAILED'"),
+            2)
+      << "the failed segment and the one after it";
+
+  // `hlab resume SWEEP`: the two runs, and their segments, from the same
+  // branch checkpoint, to the end.
+  EXPECT_EQ(Resume(sweep.sweep().sweep_id(), ""), failed);
+  const hlab::v1::Task retrained = LeaseSegment();
+  ASSERT_EQ(retrained.task_id(), second.task_id());
+  EXPECT_EQ(InitFrom(retrained), branch);
+  CompleteSegment(retrained);
+  const hlab::v1::Task third = LeaseSegment();
+  ASSERT_EQ(third.start_step(), second.end_step());
+  EXPECT_EQ(InitFrom(third), BranchPath(second.end_step()));
+  CompleteSegment(third);
+  EXPECT_EQ(LeaseSegment().task_id(), "");
+  for (const auto& run : sweep.runs()) {
+    EXPECT_EQ(Run(run.run_id()).state, store::RunState::kSucceeded)
+        << run.run_id() << ": " << Run(run.run_id()).failure_reason;
+  }
+}
+
+// Cancelling the longest run while the first segment trains cancels the
+// last segment, which only that run needs, at once, and not the segments
+// the other runs still need; `resume --run` brings the last segment back,
+// from the middle segment's branch checkpoint. Cancelled again while that
+// segment trains, its lease is stopped at the next heartbeat.
+TEST_F(SegmentTest, CancellingARunCancelsOnlyTheSegmentsNoOtherRunNeeds) {
+  const hlab::v1::SubmitSweepResponse sweep = SubmitSegments();
+  const hlab::v1::Task first = LeaseSegment();
+  ASSERT_EQ(first.start_step(), 0);
+  std::string longest;
+  int64_t last_branch = 0;
+  for (const auto& b : first.branch_points()) {
+    if (b.step() > last_branch) {
+      last_branch = b.step();
+      longest = b.run_id();
+    }
+  }
+  auto cancel = [&] {
+    grpc::ClientContext ctx;
+    hlab::v1::CancelRequest request;
+    request.set_run_id(longest);
+    request.set_reason("not needed");
+    hlab::v1::CancelResponse response;
+    ASSERT_TRUE(client_->Cancel(&ctx, request, &response).ok());
+    EXPECT_EQ(response.run_ids_size(), 1);
+  };
+  auto cancelled_segments = [&] {
+    return Count(
+        "SELECT count(*) FROM tasks WHERE kind = 'TRUNK'"
+        " AND state = 'CANCELLED'");
+  };
+  cancel();
+  EXPECT_EQ(cancelled_segments(), 1) << "the last segment, at once";
+  // The leased first segment is not stopped: every run passes through it.
+  EXPECT_EQ(Heartbeat("w1", first, first.attempt()).stop_size(), 0);
+  CompleteSegment(first);
+  const hlab::v1::Task second = LeaseSegment();
+  ASSERT_EQ(second.start_step(), first.end_step());
+  CompleteSegment(second);
+  EXPECT_EQ(LeaseSegment().task_id(), "") << "the last segment trained";
+  for (const auto& run : sweep.runs()) {
+    EXPECT_EQ(Run(run.run_id()).state, run.run_id() == longest
+                                           ? store::RunState::kCancelled
+                                           : store::RunState::kSucceeded)
+        << run.run_id();
+  }
+
+  EXPECT_EQ(Resume("", longest), std::vector<std::string>{longest});
+  EXPECT_EQ(cancelled_segments(), 0);
+  const hlab::v1::Task third = LeaseSegment();
+  ASSERT_EQ(third.start_step(), second.end_step());
+  EXPECT_EQ(third.end_step(), last_branch);
+  EXPECT_EQ(InitFrom(third), BranchPath(second.end_step()));
+  cancel();
+  const hlab::v1::HeartbeatResponse stopped =
+      Heartbeat("w1", third, third.attempt());
+  ASSERT_EQ(stopped.stop_size(), 1);
+  EXPECT_EQ(stopped.stop(0).task_id(), third.task_id());
+
+  EXPECT_EQ(Resume("", longest), std::vector<std::string>{longest});
+  const hlab::v1::Task again = LeaseSegment();
+  ASSERT_EQ(again.task_id(), third.task_id());
+  EXPECT_GT(again.attempt(), third.attempt());
+  EXPECT_EQ(InitFrom(again), BranchPath(second.end_step()));
+  CompleteSegment(again);
+  EXPECT_EQ(LeaseSegment().task_id(), "");
+  EXPECT_EQ(Run(longest).state, store::RunState::kSucceeded);
 }
 
 // A worker older than fault classes sends no fault: its failures count as
