@@ -134,9 +134,14 @@ std::string ReportMarkdown(const StudyData& study,
   if (laws.empty()) md += "No fits.\n";
   for (const std::string& line : laws) absl::StrAppend(&md, "- ", line, "\n");
   md += "\n";
+  // Folded as in the page (GitHub and most Markdown viewers render the
+  // HTML block; the table inside stays Markdown).
   if (!study.fits.empty()) {
-    absl::StrAppend(&md, TableToMarkdown(FitsDisplayTable(study)), "\n",
-                    CiNote(study), " All columns: fits.csv.\n\n");
+    absl::StrAppend(&md,
+                    "<details><summary>Each fit's coefficients with their "
+                    "intervals, warnings and notes</summary>\n\n",
+                    TableToMarkdown(FitsDisplayTable(study)), "\n",
+                    CiNote(study), " All columns: fits.csv.\n\n</details>\n\n");
   }
   const Table rf = ReceptiveFieldTable(study);
   if (!rf.rows.empty()) {

@@ -212,6 +212,11 @@ TEST_F(ReportTest, StoredFitsGiveTablesFiguresAndIndex) {
   EXPECT_LT(folded, index.find("<td>warning of full</td>"));
   EXPECT_LT(index.find("<td>warning of full</td>"),
             index.find("</details>", folded));
+  const size_t md_folded = md.find("<details><summary>Each fit's");
+  ASSERT_NE(md_folded, std::string::npos);
+  EXPECT_LT(md.find("## Fitted laws"), md_folded);
+  EXPECT_LT(md_folded, md.find("| warning of full |"));
+  EXPECT_LT(md.find("| warning of full |"), md.find("</details>", md_folded));
   EXPECT_NE(md.find("| 2. Hybrids' validation loss overlaps Full's | not "
                     "reproduced | "),
             std::string::npos)
