@@ -144,15 +144,28 @@ void WeightGradient(int64_t m, int64_t in, int64_t out, const In* dy,
   });
 }
 
+// x's shape with its last dimension `last`.
+std::vector<int64_t> WithLastDim(const torch::Tensor& x, int64_t last) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = last;
+  return shape;
+}
+
+// One autograd node for the whole product, whatever x's rank: the (M, in)
+// matrix of x's rows and the reshapes back are made inside forward and
+// backward, not as view nodes around it (two nodes fewer a linear, each a
+// dispatch forward and a node in backward).
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
  public:
-  // x: (M, in) contiguous; weight: (out, in) contiguous. Returns (M, out).
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+  // x_nd: (..., in); weight: (out, in) contiguous. Returns (..., out).
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_nd,
                                const torch::Tensor& weight) {
     RECORD_FUNCTION("hlab::LinearFunction::forward",
                     std::vector<c10::IValue>());
+    const torch::Tensor x = x_nd.reshape({-1, x_nd.size(-1)}).contiguous();
     const int64_t m = x.size(0), in = x.size(1), out = weight.size(0);
-    torch::Tensor y = at::empty({m, out}, x.options());
+    // (M, out) rows in the layout of (..., out).
+    torch::Tensor y = at::empty(WithLastDim(x_nd, out), x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "LinearForward", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
       const scalar_t* wp = weight.data_ptr<scalar_t>();
@@ -166,14 +179,15 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
       });
     });
     ctx->save_for_backward({x, weight});
+    ctx->saved_data["x_shape"] = x_nd.sizes().vec();
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &weight = saved[1];
-    const torch::Tensor dy = grads[0].contiguous();
     const int64_t m = x.size(0), in = x.size(1), out = weight.size(0);
+    const torch::Tensor dy = grads[0].reshape({m, out}).contiguous();
     torch::Tensor dx, dw;
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "LinearBackward", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
@@ -181,7 +195,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
       const scalar_t* gp = dy.data_ptr<scalar_t>();
       if (ctx->needs_input_grad(0)) {
         // dx = dy w: rows of dx.
-        dx = at::empty({m, in}, x.options());
+        dx = at::empty(ctx->saved_data["x_shape"].toIntVector(), x.options());
         scalar_t* dxp = dx.data_ptr<scalar_t>();
         ForEachBlock(m, ProductBlockRows(m), [&](int64_t r0, int64_t r1) {
           internal::Gemm(false, false, r1 - r0, in, out, scalar_t(1),
@@ -325,11 +339,7 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
     return LinearBf16Function::apply(x.reshape({-1, x.size(-1)}), weight)
         .view(shape);
   }
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = weight.size(0);
-  return LinearFunction::apply(x.reshape({-1, x.size(-1)}).contiguous(),
-                               weight.contiguous())
-      .view(shape);
+  return LinearFunction::apply(x, weight.contiguous());
 }
 
 torch::ScalarType LinearInputDtype(torch::ScalarType t) {

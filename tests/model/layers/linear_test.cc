@@ -150,11 +150,15 @@ TEST(LinearTest, ModuleKeepsTorchNamesAndTakesTheSplitPath) {
   const Tensor x = torch::randn({2, 3, 8}, torch::requires_grad());
   const Tensor y = layer->forward(x);
   EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 3, 4}));
-  // y is a view of the product's (M, out) output.
-  const auto product = y.grad_fn()->next_edges().at(0).function;
-  ASSERT_NE(product, nullptr);
-  EXPECT_NE(product->name().find("LinearFunction"), std::string::npos)
-      << product->name();
+  // y is the product's own output: one node, no views around it.
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_NE(y.grad_fn()->name().find("LinearFunction"), std::string::npos)
+      << y.grad_fn()->name();
+  // x is a leaf: the product's first edge is x's AccumulateGrad, not a view.
+  const auto input = y.grad_fn()->next_edges().at(0).function;
+  ASSERT_NE(input, nullptr);
+  EXPECT_NE(input->name().find("AccumulateGrad"), std::string::npos)
+      << input->name();
 }
 
 TEST(LinearTest, BiasTakesAtLinear) {
