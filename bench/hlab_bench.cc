@@ -68,8 +68,9 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
   --quick               full,swa-128,gdn at T=1024 only, 2 steps
   --micro               the demo's largest model (examples/sweeps/demo.yaml:
                         d_model 72, 2 layers, 4 heads, 2 KV, vocab 258, T=128,
-                        4 sequences a step, one thread) in full, swa-16,
-                        swa-64 and gdn, 3 rounds, with the target that a
+                        4 sequences a step, one thread) in full and the
+                        demo's hybrids, their full layer first (full,swa:16,
+                        full,swa:64, full,gdn), 3 rounds, with the target that a
                         step costs at most 3x its FLOP time at the measured
                         matmul peak (#21: micro studies are many tiny steps),
                         and the step's forward, backward and clip + AdamW
@@ -297,7 +298,9 @@ CommandLine ParseCommandLine(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--micro") continue;
     c.micro = true;
-    c.o.archs = {"full", "swa-16", "swa-64", "gdn"};
+    // The demo's architectures (examples/sweeps/demo.yaml): its hybrids are
+    // patterns with the full layer first, not the named [efficient, full].
+    c.o.archs = {"full", "full,swa:16", "full,swa:64", "full,gdn"};
     c.o.seq_lens = {128};
     c.o.bf16_seq_lens = {};
     c.o.tokens_per_step = 512;  // the demo's batch: 4 x 128

@@ -74,6 +74,20 @@ Tensor UnfoldHeads(const Tensor& x, const Dims& dims, torch::ScalarType dtype) {
   return out;
 }
 
+// FoldHeads' inverse into the layout the output projection reads: (N, T * G,
+// D) -> a contiguous (B, T, H, D) tensor, returned as its (B, H, T, D) view,
+// so that the caller's o.transpose(1, 2).reshape(B, T, H * D) is a view,
+// not a second copy.
+Tensor UnfoldHeadsTokenMajor(const Tensor& x, const Dims& dims,
+                             torch::ScalarType dtype) {
+  Tensor out =
+      at::empty({dims.b, dims.t, dims.h, dims.d}, x.options().dtype(dtype));
+  out.view({dims.b, dims.t, dims.hkv, dims.g, dims.d})
+      .copy_(x.view({dims.b, dims.hkv, dims.t, dims.g, dims.d})
+                 .permute({0, 2, 1, 3, 4}));
+  return out.transpose(1, 2);
+}
+
 // D = rowsum(dO * O) in the stat dtype, (N, T * G) in FoldHeads' row
 // order; dout and out (B, H, T, D). On the CPU one pass over the two, where
 // the composition folds both into stat-dtype copies, multiplies and sums.
@@ -84,7 +98,12 @@ Tensor RowDots(const Tensor& dout, const Tensor& out, const Dims& dims,
     return (FoldHeads(dout, dims, 1.0, stat) * FoldHeads(out, dims, 1.0, stat))
         .sum(-1);
   }
-  const Tensor a = dout.contiguous(), b = out.contiguous();
+  // (B, H, T, D) with unit column stride, any other strides: the forward's
+  // output is a view of a (B, T, H, D) tensor (UnfoldHeadsTokenMajor).
+  const auto rows_readable = [](const Tensor& x) {
+    return x.stride(3) == 1 ? x : x.contiguous();
+  };
+  const Tensor a = rows_readable(dout), b = rows_readable(out);
   Tensor drow = at::empty({dims.n(), dims.t * dims.g}, a.options().dtype(stat));
   internal::DispatchRaw(a.scalar_type(), [&](auto tag) {
     using T = decltype(tag);
@@ -103,13 +122,17 @@ Tensor RowDots(const Tensor& dout, const Tensor& out, const Dims& dims,
         const int64_t t = r % dims.t, h = (r / dims.t) % dims.h,
                       batch = r / (dims.t * dims.h);
         const int64_t n = batch * dims.hkv + h / dims.g;
+        const S* ar =
+            ap + batch * a.stride(0) + h * a.stride(1) + t * a.stride(2);
+        const S* br =
+            bp + batch * b.stride(0) + h * b.stride(1) + t * b.stride(2);
         const Acc *xr, *yr;
         if constexpr (kInPlace) {
-          xr = ap + r * d;
-          yr = bp + r * d;
+          xr = ar;
+          yr = br;
         } else {
-          internal::LoadRow(ap + r * d, x.data(), d);
-          internal::LoadRow(bp + r * d, y.data(), d);
+          internal::LoadRow(ar, x.data(), d);
+          internal::LoadRow(br, y.data(), d);
           xr = x.data();
           yr = y.data();
         }
@@ -523,7 +546,7 @@ class BlockwiseAttentionFunction
                                           scratch[worker], dims.g, out_f, lse);
                             });
     }
-    Tensor out = UnfoldHeads(out_f, dims, dtype);
+    Tensor out = UnfoldHeadsTokenMajor(out_f, dims, dtype);
 
     ctx->save_for_backward({q, k, v, sink_arg, out, lse});
     ctx->saved_data["window"] = window;

@@ -68,7 +68,9 @@ struct AttentionBlocks {
 
 // q: (B, H, T, D); k, v: (B, Hkv, T, D) with H % Hkv == 0; sink: (H) or
 // undefined; window: 0 = causal over all previous keys, w > 0 = the last w
-// keys. Returns (B, H, T, D) in q's dtype. q, k and v must share a dtype
+// keys. Returns (B, H, T, D) in q's dtype, the transpose of a contiguous
+// (B, T, H, D) tensor (out.transpose(1, 2) is contiguous: the output
+// projection's input without a copy). q, k and v must share a dtype
 // (float64, float32 or bfloat16); sink may have any floating dtype.
 torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v,

@@ -117,6 +117,9 @@ Attention::GroupedHeads Attention::ProjectHeads(const torch::Tensor& x) {
   const torch::Tensor v =
       qkv[2].view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);
 
+  // One group: the tensors themselves (a split into one piece would still
+  // cost a node, and its backward a copy).
+  if (groups_.size() == 1) return {{q}, {k}, {v}, {sinks_}};
   // One split per tensor (not a narrow per group), so each gets one backward.
   std::vector<int64_t> head_sizes, kv_sizes;
   for (const HeadGroup& group : groups_) {

@@ -86,9 +86,15 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, RecurrentPath path,
   // dh), beta, g (B, Hg, T), fp32 (fp64 for fp64 input).
   const GatedDeltaInputTensors in =
       GatedDeltaInputs(proj, h, qk_heads_, a_log_, dt_bias_);
-  // Value head j reads q, k head j / (Hg / Hqk).
+  // Value head j reads q, k head j / (Hg / Hqk): each head repeated as an
+  // expand and one copy, whose backward sums the repeats in order
+  // (repeat_interleave is an index_select, its backward zeros and an
+  // index_add: the same sums, bit for bit, in more passes).
   const auto widen = [&](const torch::Tensor& heads) {
-    return qk_heads_ == h ? heads : heads.repeat_interleave(h / qk_heads_, 1);
+    if (qk_heads_ == h) return heads;
+    return heads.unsqueeze(2)
+        .expand({b, qk_heads_, h / qk_heads_, t, dh})
+        .reshape({b, h, t, dh});
   };
   const torch::Tensor q = widen(in.q), k = widen(in.k);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -73,6 +74,23 @@ int64_t ProductBlockRows(int64_t m) {
   return BlockRows(m, 16, 64, kMinRows, 512);
 }
 
+// Rows per block of the fp32 forward product y = x w^T (out outputs a row):
+// one call for up to 512 rows in whole 64-row blocks with out >= 24, else
+// ProductBlockRows. There the one call gives the same bits as the 64-row
+// blocks it replaces (OpenBLAS 0.3.21 takes both through its packed kernel,
+// summing each element over `in` in the same order; only a block small enough
+// for its small-matrix kernel, out * rows <= 1200, or a short last block
+// differs), packs w once instead of once a block, and ran the micro model's
+// products 10-13% faster (docs/performance.md, "Micro-model steps"). Bitwise
+// against the 64-row blocks: tests/model/layers/linear_test.cc.
+int64_t ForwardBlockRows(int64_t m, int64_t out) {
+  constexpr int64_t kMaxOneCallRows = 512, kMinOneCallOut = 24;
+  if (m <= kMaxOneCallRows && m % kMinRows == 0 && out >= kMinOneCallOut) {
+    return m;
+  }
+  return ProductBlockRows(m);
+}
+
 // dw = dy^T x (dy: m x out, x: m x in, dw: out x in), without a split that
 // depends on the thread count. The sum over the m rows (tokens) is split
 // into groups of at least 4096 rows, at most 16 groups and 64 MiB of
@@ -126,33 +144,50 @@ void WeightGradient(int64_t m, int64_t in, int64_t out, const In* dy,
   });
 }
 
+// x's shape with its last dimension `last`.
+std::vector<int64_t> WithLastDim(const torch::Tensor& x, int64_t last) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = last;
+  return shape;
+}
+
+// One autograd node for the whole product, whatever x's rank: the (M, in)
+// matrix of x's rows and the reshapes back are made inside forward and
+// backward, not as view nodes around it (two nodes fewer a linear, each a
+// dispatch forward and a node in backward).
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
  public:
-  // x: (M, in) contiguous; weight: (out, in) contiguous. Returns (M, out).
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+  // x_nd: (..., in); weight: (out, in) contiguous. Returns (..., out).
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x_nd,
                                const torch::Tensor& weight) {
     RECORD_FUNCTION("hlab::LinearFunction::forward",
                     std::vector<c10::IValue>());
+    const torch::Tensor x = x_nd.reshape({-1, x_nd.size(-1)}).contiguous();
     const int64_t m = x.size(0), in = x.size(1), out = weight.size(0);
-    torch::Tensor y = at::empty({m, out}, x.options());
+    // (M, out) rows in the layout of (..., out).
+    torch::Tensor y = at::empty(WithLastDim(x_nd, out), x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "LinearForward", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
       const scalar_t* wp = weight.data_ptr<scalar_t>();
       scalar_t* yp = y.data_ptr<scalar_t>();
-      ForEachBlock(m, ProductBlockRows(m), [&](int64_t r0, int64_t r1) {
+      const int64_t block = std::is_same_v<scalar_t, float>
+                                ? ForwardBlockRows(m, out)
+                                : ProductBlockRows(m);
+      ForEachBlock(m, block, [&](int64_t r0, int64_t r1) {
         internal::Gemm(false, true, r1 - r0, out, in, scalar_t(1), xp + r0 * in,
                        in, wp, in, scalar_t(0), yp + r0 * out, out);
       });
     });
     ctx->save_for_backward({x, weight});
+    ctx->saved_data["x_shape"] = x_nd.sizes().vec();
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &weight = saved[1];
-    const torch::Tensor dy = grads[0].contiguous();
     const int64_t m = x.size(0), in = x.size(1), out = weight.size(0);
+    const torch::Tensor dy = grads[0].reshape({m, out}).contiguous();
     torch::Tensor dx, dw;
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "LinearBackward", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
@@ -160,7 +195,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
       const scalar_t* gp = dy.data_ptr<scalar_t>();
       if (ctx->needs_input_grad(0)) {
         // dx = dy w: rows of dx.
-        dx = at::empty({m, in}, x.options());
+        dx = at::empty(ctx->saved_data["x_shape"].toIntVector(), x.options());
         scalar_t* dxp = dx.data_ptr<scalar_t>();
         ForEachBlock(m, ProductBlockRows(m), [&](int64_t r0, int64_t r1) {
           internal::Gemm(false, false, r1 - r0, in, out, scalar_t(1),
@@ -304,11 +339,7 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
     return LinearBf16Function::apply(x.reshape({-1, x.size(-1)}), weight)
         .view(shape);
   }
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = weight.size(0);
-  return LinearFunction::apply(x.reshape({-1, x.size(-1)}).contiguous(),
-                               weight.contiguous())
-      .view(shape);
+  return LinearFunction::apply(x, weight.contiguous());
 }
 
 torch::ScalarType LinearInputDtype(torch::ScalarType t) {

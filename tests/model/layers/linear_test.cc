@@ -4,6 +4,7 @@
 // in fp32 and under bf16 autocast, and the fallbacks (autocast, bias).
 #include "model/layers/linear.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -13,6 +14,8 @@
 #include <torch/torch.h>
 
 #include "model/autocast.h"
+#include "model/config/model_config.h"
+#include "model/cpu/blas.h"
 #include "tests/model/model_test_util.h"
 
 namespace hlab::model {
@@ -109,6 +112,36 @@ TEST(LinearTest, ResultsDoNotDependOnTheThreadCount) {
       });
 }
 
+// The fp32 forward product, bit for bit as main made it in 64-row blocks
+// (one call where that gives the same bits: model/layers/linear.cc,
+// ForwardBlockRows), over the demo's products at d_model 24-72 (q/k/v, o,
+// the FFN, the vocabulary; GDN's concatenated inputs) for 64-512 rows, and
+// row counts that are not whole 64-row blocks.
+TEST(LinearTest, ForwardKeepsTheBitsOfSixtyFourRowBlocks) {
+  torch::manual_seed(3);
+  for (int64_t d : {24, 32, 48, 72}) {
+    const int64_t ffn = DefaultFfnHidden(d);
+    const std::vector<std::array<int64_t, 2>> products = {
+        {d, 2 * d}, {d, d},     {d, ffn},      {ffn, d},
+        {d, 258},   {d, d / 2}, {d, 2 * d + 8}};
+    for (int64_t m : {64, 100, 128, 256, 300, 448, 512}) {
+      for (const auto& [in, out] : products) {
+        const Tensor x = torch::randn({m, in});
+        const Tensor w = torch::randn({out, in});
+        const Tensor y = LinearProduct(x, w);
+        Tensor want = torch::empty({m, out});
+        for (int64_t r0 = 0; r0 < m; r0 += 64) {
+          internal::Gemm(false, true, std::min<int64_t>(64, m - r0), out, in,
+                         1.0f, x.data_ptr<float>() + r0 * in, in,
+                         w.data_ptr<float>(), in, 0.0f,
+                         want.data_ptr<float>() + r0 * out, out);
+        }
+        EXPECT_TRUE(torch::equal(y, want)) << m << " x " << in << " -> " << out;
+      }
+    }
+  }
+}
+
 TEST(LinearTest, ModuleKeepsTorchNamesAndTakesTheSplitPath) {
   Linear layer(LinearOptions(8, 4).bias(false));
   const auto params = layer->named_parameters();
@@ -117,11 +150,15 @@ TEST(LinearTest, ModuleKeepsTorchNamesAndTakesTheSplitPath) {
   const Tensor x = torch::randn({2, 3, 8}, torch::requires_grad());
   const Tensor y = layer->forward(x);
   EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 3, 4}));
-  // y is a view of the product's (M, out) output.
-  const auto product = y.grad_fn()->next_edges().at(0).function;
-  ASSERT_NE(product, nullptr);
-  EXPECT_NE(product->name().find("LinearFunction"), std::string::npos)
-      << product->name();
+  // y is the product's own output: one node, no views around it.
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_NE(y.grad_fn()->name().find("LinearFunction"), std::string::npos)
+      << y.grad_fn()->name();
+  // x is a leaf: the product's first edge is x's AccumulateGrad, not a view.
+  const auto input = y.grad_fn()->next_edges().at(0).function;
+  ASSERT_NE(input, nullptr);
+  EXPECT_NE(input->name().find("AccumulateGrad"), std::string::npos)
+      << input->name();
 }
 
 TEST(LinearTest, BiasTakesAtLinear) {
