@@ -45,7 +45,10 @@ constexpr char kUsage[] = R"(usage: hlab-bench [options]
 Measures one training step (forward, backward, AdamW) per architecture and
 sequence length, fp32 and bf16 autocast, and prints the performance targets.
 
-  --archs LIST          default full,swa-128,lightning,mamba2,gdn
+  --archs LIST          default full,swa-128,lightning,mamba2,gdn; names or
+                        layer patterns, separated by ';' when any is a
+                        pattern (itself comma-separated):
+                        --archs 'full;full,swa:16;full,gdn'
   --seq-lens LIST       default 1024,4096,8192,16384
   --bf16-seq-lens LIST  sequence lengths also run in bf16 (default 1024)
   --tokens-per-step N   batch = max(1, N / seq_len) (default 8192)
@@ -99,6 +102,16 @@ struct Options {
 [[noreturn]] void Fail(const std::string& message) {
   std::cerr << "hlab-bench: " << message << "\n";
   std::exit(2);
+}
+
+// --archs: comma-separated names, or ';'-separated when an entry is a
+// layer pattern, whose layers are comma-separated ("full;full,gdn").
+std::vector<std::string> ParseArchs(const std::string& text) {
+  const char sep = text.find(';') != std::string::npos ? ';' : ',';
+  std::vector<std::string> out =
+      absl::StrSplit(text, sep, absl::SkipWhitespace());
+  if (out.empty()) Fail("--archs: no architecture given");
+  return out;
 }
 
 std::vector<int64_t> ParseIntList(const std::string& flag,
@@ -329,7 +342,7 @@ CommandLine ParseCommandLine(int argc, char** argv) {
         Fail(arg + " must be a positive integer, got '" + v + "'");
       }
     } else if (arg == "--archs") {
-      c.o.archs = absl::StrSplit(value(), ',', absl::SkipEmpty());
+      c.o.archs = ParseArchs(value());
     } else if (arg == "--seq-lens") {
       c.o.seq_lens = ParseIntList(arg, value());
     } else if (arg == "--bf16-seq-lens") {
