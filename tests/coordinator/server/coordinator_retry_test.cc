@@ -49,19 +49,25 @@ std::string TwoTrunksYaml(int max_attempts, int max_retries) {
 
 class RetryBudgetTest : public WorkerServiceTest {
  protected:
+  // The held attempt of `trunk` reports a branch checkpoint at `step`.
+  void ReportBranch(const hlab::v1::Task& trunk, int64_t step,
+                    const std::string& path) {
+    grpc::ClientContext ctx;
+    hlab::v1::ReportCheckpointRequest request;
+    request.set_task_id(trunk.task_id());
+    request.set_attempt(trunk.attempt());
+    request.set_worker_id("w1");
+    request.mutable_checkpoint()->set_step(step);
+    request.mutable_checkpoint()->set_branch_point(true);
+    request.mutable_checkpoint()->set_path(path);
+    hlab::v1::ReportCheckpointResponse response;
+    ASSERT_TRUE(worker_->ReportCheckpoint(&ctx, request, &response).ok());
+  }
+
   // The trunk reports its branch checkpoints (the decays start from them).
   void ReportBranches(const hlab::v1::Task& trunk) {
     for (const auto& b : trunk.branch_points()) {
-      grpc::ClientContext ctx;
-      hlab::v1::ReportCheckpointRequest request;
-      request.set_task_id(trunk.task_id());
-      request.set_attempt(trunk.attempt());
-      request.set_worker_id("w1");
-      request.mutable_checkpoint()->set_step(b.step());
-      request.mutable_checkpoint()->set_branch_point(true);
-      request.mutable_checkpoint()->set_path("/ck/branch-" + b.run_id());
-      hlab::v1::ReportCheckpointResponse response;
-      ASSERT_TRUE(worker_->ReportCheckpoint(&ctx, request, &response).ok());
+      ReportBranch(trunk, b.step(), "/ck/branch-" + b.run_id());
     }
   }
 
@@ -247,16 +253,7 @@ class SegmentTest : public RetryBudgetTest {
 
   // Ends a segment with the branch checkpoint at its end.
   void CompleteSegment(const hlab::v1::Task& segment) {
-    grpc::ClientContext ctx;
-    hlab::v1::ReportCheckpointRequest request;
-    request.set_task_id(segment.task_id());
-    request.set_attempt(segment.attempt());
-    request.set_worker_id("w1");
-    request.mutable_checkpoint()->set_step(segment.end_step());
-    request.mutable_checkpoint()->set_branch_point(true);
-    request.mutable_checkpoint()->set_path(BranchPath(segment.end_step()));
-    hlab::v1::ReportCheckpointResponse response;
-    ASSERT_TRUE(worker_->ReportCheckpoint(&ctx, request, &response).ok());
+    ReportBranch(segment, segment.end_step(), BranchPath(segment.end_step()));
     ASSERT_TRUE(Complete(segment, segment.attempt(), "w1").ok());
   }
 
