@@ -334,10 +334,8 @@ torch::Tensor LinearProduct(const torch::Tensor& x, const torch::Tensor& weight,
         x.dim() >= 1 && x.size(-1) == weight.size(1) && x.numel() > 0 &&
         internal::BlasAvailable<internal::Bf16>();
     if (!bf16_autocast) return at::linear(x, weight, bias);
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = weight.size(0);
     return LinearBf16Function::apply(x.reshape({-1, x.size(-1)}), weight)
-        .view(shape);
+        .view(WithLastDim(x, weight.size(0)));
   }
   return LinearFunction::apply(x, weight.contiguous());
 }
