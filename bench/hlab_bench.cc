@@ -74,8 +74,9 @@ sequence length, fp32 and bf16 autocast, and prints the performance targets.
                         4 sequences a step, one thread) in full and the
                         demo's hybrids, their full layer first (full,swa:16,
                         full,swa:64, full,gdn), 3 rounds, with the target that a
-                        step costs at most 3x its FLOP time at the measured
-                        matmul peak (#21: micro studies are many tiny steps),
+                        step costs at most 3x its FLOP time at the matmul
+                        peak measured on the same cores (one thread: one
+                        core; #21: micro studies are many tiny steps),
                         and the step's forward, backward and clip + AdamW
                         times; other flags given with it override its values
   --json                one JSON object per line instead of tables

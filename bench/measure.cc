@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "model/autocast.h"
 #include "model/hybrid_lm.h"
+#include "model/layers/linear.h"
 #include "model/layers/mixer.h"
 #include "train/optimizer.h"
 
@@ -163,16 +165,40 @@ StepResult MeasureMixerLayer(const model::ModelConfig& config,
 double MatmulPeakGflops(bool bf16) {
   const int64_t n = 2048;
   const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
-  torch::Tensor a = torch::randn({n, n}).to(dtype);
-  torch::Tensor b = torch::randn({n, n}).to(dtype);
-  torch::Tensor c = torch::mm(a, b);  // warm up
+  const torch::Tensor a = torch::randn({n, n}).to(dtype);
+  const torch::Tensor b = torch::randn({n, n}).to(dtype);
+  // bf16: one oneDNN matmul, which runs on the intra-op threads. fp32: one
+  // single-threaded OpenBLAS matmul per intra-op thread at once, as a
+  // step's products run: model::LinearProduct's first call holds OpenBLAS
+  // to one thread for the process (model/layers/linear.h) and the model
+  // splits its products over the intra-op threads. A bare torch::mm would
+  // run on OpenBLAS's own pool, all cores whatever at::get_num_threads()
+  // says: until 2026-12-07 the micro benchmark's "1 thread" peak was
+  // measured that way, on both cores of the 2-core VM (188 GFLOP/s against
+  // one core's 100; docs/performance.md, "Micro-model steps").
+  const int64_t copies = bf16 ? 1 : at::get_num_threads();
+  if (!bf16) {
+    model::LinearProduct(torch::ones({1, 1}), torch::ones({1, 1}));
+  }
+  std::vector<torch::Tensor> c(copies);
+  const auto products = [&] {
+    if (bf16) {
+      c[0] = torch::mm(a, b);
+      return;
+    }
+    at::parallel_for(0, copies, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) c[i] = torch::mm(a, b);
+    });
+  };
+  torch::NoGradGuard no_grad;
+  products();  // warm up
   std::vector<double> rates;
   for (int i = 0; i < 10; ++i) {
     const auto start = Clock::now();
-    c = torch::mm(a, b);
+    products();
     const double s =
         std::chrono::duration<double>(Clock::now() - start).count();
-    rates.push_back(2.0 * n * n * n / s / 1e9);
+    rates.push_back(static_cast<double>(copies) * 2.0 * n * n * n / s / 1e9);
   }
   return Median(rates);
 }

@@ -72,7 +72,11 @@ StepResult MeasureMixerLayer(const model::ModelConfig& config,
                              const model::MixerSpec& spec,
                              const StepOptions& options);
 
-// Median GFLOP/s of a 2048 x 2048 matmul (fp32 or bf16).
+// Median GFLOP/s of a 2048 x 2048 matmul (fp32 or bf16) on
+// at::get_num_threads() threads, no more (fp32: one single-threaded
+// OpenBLAS product a thread, as the model's products run). Holds OpenBLAS
+// to one thread for the rest of the process, as the model's first product
+// does.
 double MatmulPeakGflops(bool bf16);
 
 // Peak resident set size of this process so far, in MiB.
