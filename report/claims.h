@@ -5,9 +5,12 @@
 // is the rule applied to the stored figures.
 //
 // Intervals are percentile bootstraps of a mean over matched cells (runs of
-// two architectures at the same scale and D/N within 5%), resampling the
-// cells with replacement (ClaimOptions: 1000 resamples, 95%, a fixed seed,
-// so a report is reproducible). "Overlap" means a mean difference inside
+// two architectures at the same scale and D/N within 5%; in the loss
+// comparisons, claims 2 and 4, the second architecture's loss interpolated
+// in log D/N between its neighbouring budgets where it has no run in the
+// cell), resampling the cells with replacement (ClaimOptions: 1000 resamples,
+// 95%, a fixed seed, so a report is reproducible). "Overlap" means a mean
+// difference inside
 // +-overlap_nats (0.05).
 //
 // Thread-safety: pure functions.

@@ -5,6 +5,7 @@
 #include "report/claims.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,36 @@ TEST(ClaimsTest, HybridsOverlapFullWithinTheBand) {
     if (r.arch == "swa-16") r.val_loss = r.scale == "S1" ? 1.9 : 2.1;
   }
   EXPECT_EQ(Claim(EvaluateClaims(study), 2).verdict, Verdict::kInconclusive);
+}
+
+// The same token budgets give an architecture whose N is 10% above full's
+// (Mamba-2 at micro widths) D/N 9% below full's: no cell within 5%. Full's
+// loss is interpolated in log D/N between its neighbouring budgets, never
+// extrapolated below its lowest.
+TEST(ClaimsTest, ALossComparisonInterpolatesFullAcrossADifferentN) {
+  StudyData study;
+  const auto loss = [](double offset, double dn) {
+    return offset - 0.1 * std::log(dn);
+  };
+  for (double tokens : {1e5, 2e5, 4e5, 8e5}) {
+    study.runs.push_back(
+        MakeRun("full", "S1", 1e4, tokens / 1e4, loss(3.0, tokens / 1e4)));
+    study.runs.push_back(MakeRun("mamba2", "S1", 1.1e4, tokens / 1.1e4,
+                                 loss(3.02, tokens / 1.1e4)));
+  }
+  ClaimResult c = Claim(EvaluateClaims(study), 2);
+  EXPECT_EQ(c.verdict, Verdict::kReproduced) << c.measured;
+  EXPECT_EQ(c.measured,
+            "mamba2 - full: +0.020 [+0.020, +0.020] (3 cells, 3 with full's "
+            "loss interpolated)");
+  EXPECT_NE(c.rule.find("interpolated linearly in log D/N"), std::string::npos);
+  for (RunRow& r : study.runs) {
+    if (r.arch == "mamba2") r.val_loss = loss(3.2, r.d / r.n);
+  }
+  c = Claim(EvaluateClaims(study), 2);
+  EXPECT_EQ(c.verdict, Verdict::kNotReproduced) << c.measured;
+  EXPECT_NE(c.measured.find("mamba2 - full: +0.200"), std::string::npos)
+      << c.measured;
 }
 
 TEST(ClaimsTest, LargeWindowWorstAtLowBudgetAndConverging) {
