@@ -51,14 +51,15 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
       Newest("retrieval_score"),
       ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "
       "e.metric = 'retrieval_score' ORDER BY e.step DESC LIMIT 1)"
-      " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
+      ", rs.seed FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = "
+      "rs.run_id"
       " WHERE sr.sweep_id = ",
       sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
   HLAB_ASSIGN_OR_RETURN(store::QueryResult result, query(sql));
   std::vector<RunFigures> runs;
   runs.reserve(result.rows.size());
   for (const auto& row : result.rows) {
-    if (row.size() != 21) continue;
+    if (row.size() != 22) continue;
     RunFigures r;
     r.run_id = Text(row[0]);
     r.arch = Text(row[1]);
@@ -84,6 +85,7 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
     r.probe_layers = Text(row[18]);
     r.retrieval_score = Real(row[19]);
     r.retrieval_heads = Text(row[20]);
+    r.seed = static_cast<int64_t>(Real(row[21]).value_or(0));
     runs.push_back(std::move(r));
   }
   return runs;

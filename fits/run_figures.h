@@ -42,8 +42,9 @@ struct RunFigures {
   std::string scale;
   // PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, PREDICTED (early stop).
   std::string state;
-  double n = 0;  // non-embedding parameters
-  double d = 0;  // planned tokens
+  double n = 0;      // non-embedding parameters
+  double d = 0;      // planned tokens
+  int64_t seed = 0;  // the training seed
   std::optional<double> train_loss;
   std::optional<double> val_loss;
   std::optional<double> log_longppl;

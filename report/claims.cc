@@ -80,10 +80,26 @@ std::map<std::string, std::vector<const RunRow*>> RunsOf(
   return out;
 }
 
-// Two runs are one cell: the same scale and D/N within 5% (appendix-B
-// matching moves N a little).
+// A scale and a training seed: runs are compared within one group only
+// (two architectures' runs of the same seed share the data order).
+using Group = std::pair<std::string, int64_t>;
+
+// Succeeded runs of `arch` with `figure`, by scale and seed.
+std::map<Group, std::vector<const RunRow*>> GroupsOf(const StudyData& study,
+                                                     const std::string& arch,
+                                                     const Figure& figure) {
+  std::map<Group, std::vector<const RunRow*>> out;
+  for (const auto& [scale, list] : RunsOf(study, arch, figure)) {
+    for (const RunRow* r : list) out[{scale, r->seed}].push_back(r);
+  }
+  return out;
+}
+
+// Two runs are one cell: the same scale, the same seed, and D/N within 5%
+// (appendix-B matching moves N a little).
 bool SameCell(const RunRow& x, const RunRow& y) {
-  return x.scale == y.scale && std::abs((x.d / x.n) / (y.d / y.n) - 1) <= 0.05;
+  return x.scale == y.scale && x.seed == y.seed &&
+         std::abs((x.d / x.n) / (y.d / y.n) - 1) <= 0.05;
 }
 
 // b's figure in x's cell: a run of b there, else (with `interpolate`) the
@@ -123,23 +139,25 @@ struct Cell {
 };
 
 // figure(a) - figure(b) in each cell where both ran (or, with
-// `interpolate`, where b's budgets bracket a's run), by scale, each scale's
-// cells in run order.
-std::map<std::string, std::vector<Cell>> MatchedCells(
-    const StudyData& study, const std::string& a, const std::string& b,
-    const Figure& figure, bool interpolate = false) {
-  const auto runs_a = RunsOf(study, a, figure);
-  const auto runs_b = RunsOf(study, b, figure);
-  std::map<std::string, std::vector<Cell>> out;
-  for (const auto& [scale, list] : runs_a) {
-    auto it = runs_b.find(scale);
+// `interpolate`, where b's budgets bracket a's run), by scale and seed, each
+// group's cells in run order.
+std::map<Group, std::vector<Cell>> MatchedCells(const StudyData& study,
+                                                const std::string& a,
+                                                const std::string& b,
+                                                const Figure& figure,
+                                                bool interpolate = false) {
+  const auto runs_a = GroupsOf(study, a, figure);
+  const auto runs_b = GroupsOf(study, b, figure);
+  std::map<Group, std::vector<Cell>> out;
+  for (const auto& [group, list] : runs_a) {
+    auto it = runs_b.find(group);
     if (it == runs_b.end()) continue;
     for (const RunRow* x : list) {
       bool interpolated = false;
       const std::optional<double> fb =
           FigureInCell(*x, it->second, figure, interpolate, &interpolated);
       if (fb) {
-        out[scale].push_back({x->d / x->n, *figure(*x) - *fb, interpolated});
+        out[group].push_back({x->d / x->n, *figure(*x) - *fb, interpolated});
       }
     }
   }
@@ -156,7 +174,7 @@ std::vector<double> PairedDifferences(const StudyData& study,
                                       int* interpolated = nullptr) {
   std::vector<double> out;
   if (interpolated != nullptr) *interpolated = 0;
-  for (const auto& [scale, cells] :
+  for (const auto& [group, cells] :
        MatchedCells(study, a, b, figure, interpolate)) {
     for (const Cell& cell : cells) {
       out.push_back(cell.diff);
@@ -166,14 +184,14 @@ std::vector<double> PairedDifferences(const StudyData& study,
   return out;
 }
 
-// figure(a) - figure(b) at each scale's lowest and highest matched D/N:
-// one {low, high} per scale with two or more matched cells.
+// figure(a) - figure(b) at each group's lowest and highest matched D/N:
+// one {low, high} per scale and seed with two or more matched cells.
 std::vector<std::pair<double, double>> EndDifferences(const StudyData& study,
                                                       const std::string& a,
                                                       const std::string& b,
                                                       const Figure& figure) {
   std::vector<std::pair<double, double>> out;
-  for (auto& [scale, cells] : MatchedCells(study, a, b, figure)) {
+  for (auto& [group, cells] : MatchedCells(study, a, b, figure)) {
     if (cells.size() < 2) continue;
     std::sort(cells.begin(), cells.end(),
               [](const Cell& x, const Cell& y) { return x.dn < y.dn; });
@@ -357,9 +375,9 @@ ClaimResult LargeWindowWorst(const StudyData& study, const ClaimOptions& o) {
         "full and two layer-wise SWA windows (swa-W), with LongPPL evaluated";
     return c;
   }
-  const auto large_runs = RunsOf(study, *large, LogLongPpl);
+  const auto large_runs = GroupsOf(study, *large, LogLongPpl);
   std::vector<double> worst, shrink;
-  for (const auto& [scale, list] : large_runs) {
+  for (const auto& [group, list] : large_runs) {
     if (list.size() < 2) continue;
     auto by_dn = [](const RunRow* x, const RunRow* y) {
       return x->d / x->n < y->d / y->n;

@@ -8,7 +8,9 @@
 // two architectures at the same scale and D/N within 5%; in the loss
 // comparisons, claims 2 and 4, the second architecture's loss interpolated
 // in log D/N between its neighbouring budgets where it has no run in the
-// cell), resampling the cells with replacement (ClaimOptions: 1000 resamples,
+// cell; with several seeds, a cell is also one seed, and the rules'
+// per-scale figures are per scale and seed), resampling the cells with
+// replacement (ClaimOptions: 1000 resamples,
 // 95%, a fixed seed, so a report is reproducible). "Overlap" means a mean
 // difference inside
 // +-overlap_nats (0.05).

@@ -15,8 +15,10 @@ namespace {
 constexpr char kClaimsNote[] =
     "Each of the paper's claims (docs/reproduction.md) beside this sweep's "
     "figures, with the verdict its rule computes from them; intervals are "
-    "bootstraps over matched runs. A claim the sweep's architectures or "
-    "evaluations cannot test says what it needs.";
+    "bootstraps over matched runs (a cell is one scale, one seed and one "
+    "D/N; with several seeds, each rule's per-scale figures are per scale "
+    "and seed). A claim the sweep's architectures or evaluations cannot "
+    "test says what it needs.";
 
 constexpr char kReceptiveFieldNote[] =
     "Each run's validation loss and log(LongPPL) again with its "

@@ -22,7 +22,8 @@ std::vector<Value> Row(const std::string& id, const std::string& state,
                        Value niah, std::vector<Value> rf = {{}, {}, {}, {}},
                        Value grad_reach = {}, Value grad_profile = {},
                        Value probe_acc = {}, Value probe_layers = {},
-                       Value retrieval_score = {}, Value retrieval_heads = {}) {
+                       Value retrieval_score = {}, Value retrieval_heads = {},
+                       Value seed = int64_t{0}) {
   std::vector<Value> row = {id,
                             "full",
                             "S1",
@@ -41,6 +42,7 @@ std::vector<Value> Row(const std::string& id, const std::string& state,
   row.push_back(probe_layers);
   row.push_back(retrieval_score);
   row.push_back(retrieval_heads);
+  row.push_back(seed);
   return row;
 }
 
@@ -50,10 +52,11 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
     asked = sql;
     store::QueryResult result;
     const Value null;
-    result.rows.push_back(Row(
-        "a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75, {0.01, 1.0, 0.001, 0.1},
-        32.0, std::string("{\"bins\": []}"), 0.625,
-        std::string("{\"layers\": []}"), 0.5, std::string("{\"heads\": []}")));
+    result.rows.push_back(Row("a", "SUCCEEDED", 3.5, 3.25, 1.5, 9.0, 0.75,
+                              {0.01, 1.0, 0.001, 0.1}, 32.0,
+                              std::string("{\"bins\": []}"), 0.625,
+                              std::string("{\"layers\": []}"), 0.5,
+                              std::string("{\"heads\": []}"), int64_t{3}));
     // No log_longppl: the log of longppl; no validation loss.
     result.rows.push_back(Row("b", "FAILED", 4.0, null, null, 2.0, null));
     // Not finite, or a longppl that has no log: unknown.
@@ -76,6 +79,8 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_TRUE(a.succeeded());
   EXPECT_EQ(a.n, 1e6);
   EXPECT_EQ(a.d, 2e6);
+  EXPECT_EQ(a.seed, 3);
+  EXPECT_NE(asked.find("rs.seed"), std::string::npos);
   EXPECT_EQ(a.Target("loss"), 3.25);  // validation first
   EXPECT_EQ(a.Target("longppl"), 1.5);
   EXPECT_EQ(a.niah_accuracy, 0.75);
@@ -95,6 +100,7 @@ TEST(RunFiguresTest, ReadsEveryRunAndItsFigures) {
   EXPECT_EQ(a.Target("perplexity"), std::nullopt);
   const RunFigures& b = (*runs)[1];
   EXPECT_FALSE(b.succeeded());
+  EXPECT_EQ(b.seed, 0);
   EXPECT_EQ(b.Target("loss"), 4.0);  // training loss without validation
   ASSERT_TRUE(b.log_longppl.has_value());
   EXPECT_DOUBLE_EQ(*b.log_longppl, std::log(2.0));

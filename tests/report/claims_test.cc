@@ -119,6 +119,29 @@ TEST(ClaimsTest, ALossComparisonInterpolatesFullAcrossADifferentN) {
       << c.measured;
 }
 
+// Two seeds whose losses differ by 0.4: each run is compared with the
+// other architecture's run of its own seed, never across seeds.
+TEST(ClaimsTest, CellsAreMatchedWithinASeed) {
+  StudyData study;
+  for (int64_t seed : {0, 1}) {
+    for (const char* scale : {"S1", "S2"}) {
+      for (double dn : {5.0, 20.0}) {
+        for (const char* arch : {"full", "swa-16"}) {
+          RunRow r = MakeRun(arch, scale, 1e4, dn, seed == 0 ? 2.0 : 2.4,
+                             seed == 0 ? 1.0 : 3.0);
+          r.seed = seed;
+          r.run_id += "-seed" + std::to_string(seed);
+          study.runs.push_back(r);
+        }
+      }
+    }
+  }
+  const std::vector<ClaimResult> claims = EvaluateClaims(study);
+  EXPECT_EQ(Claim(claims, 2).verdict, Verdict::kReproduced);
+  EXPECT_EQ(Claim(claims, 2).measured,
+            "swa-16 - full: +0.000 [+0.000, +0.000] (8 cells)");
+}
+
 TEST(ClaimsTest, LargeWindowWorstAtLowBudgetAndConverging) {
   StudyData study;
   for (const char* scale : {"S1", "S2", "S3"}) {
