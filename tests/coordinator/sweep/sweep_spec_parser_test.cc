@@ -99,6 +99,38 @@ TEST(SweepSpecParserTest, PaperMiniSpecHasThePapersDesign) {
   EXPECT_TRUE(ValidateSweepSpec(*spec).ok()) << ValidateSweepSpec(*spec);
 }
 
+// docs/reproduction.md, "Claim 6 over three seeds": paper-mini's NoPE
+// comparison with seeds 0-2, whose seed-0 runs are paper-mini's own (the
+// same scales, budgets, data, schedule and shape of batch).
+TEST(SweepSpecParserTest, NopeSeedsSpecIsPaperMinisComparisonOverSeeds) {
+  absl::StatusOr<hlab::v1::SweepSpec> mini =
+      LoadSweepSpec(Example("paper-mini.yaml"));
+  absl::StatusOr<hlab::v1::SweepSpec> seeds =
+      LoadSweepSpec(Example("paper-mini-nope-seeds.yaml"));
+  ASSERT_TRUE(mini.ok()) << mini.status();
+  ASSERT_TRUE(seeds.ok()) << seeds.status();
+  EXPECT_TRUE(ValidateSweepSpec(*seeds).ok()) << ValidateSweepSpec(*seeds);
+  std::vector<std::string> names;
+  for (const auto& a : seeds->architectures()) names.push_back(a.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"full", "swa-16", "swa-16-nope"}));
+  EXPECT_EQ(std::vector<int64_t>(seeds->seeds().begin(), seeds->seeds().end()),
+            (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(seeds->scales_size(), mini->scales_size());
+  for (int i = 0; i < mini->scales_size(); ++i) {
+    EXPECT_EQ(seeds->scales(i).SerializeAsString(),
+              mini->scales(i).SerializeAsString())
+        << i;
+  }
+  EXPECT_EQ(seeds->budgets().SerializeAsString(),
+            mini->budgets().SerializeAsString());
+  EXPECT_EQ(seeds->data().SerializeAsString(),
+            mini->data().SerializeAsString());
+  EXPECT_EQ(seeds->schedule().SerializeAsString(),
+            mini->schedule().SerializeAsString());
+  EXPECT_EQ(seeds->seq_len(), mini->seq_len());
+  EXPECT_EQ(seeds->batch_tokens(), mini->batch_tokens());
+}
+
 // The numbers the paper gives (examples/sweeps/paper.yaml lists them): six
 // budgets for S1-S4 up to D/N = 1000 including 300 and 500, S5 of ~0.48B at
 // D/N = 200, at most ~100B tokens in any run, its RoPE base set.
