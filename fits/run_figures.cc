@@ -51,8 +51,8 @@ absl::StatusOr<std::vector<RunFigures>> ReadRunFigures(const RunQuery& query,
       Newest("retrieval_score"),
       ", (SELECT e.details FROM evals e WHERE e.run_id = rs.run_id AND "
       "e.metric = 'retrieval_score' ORDER BY e.step DESC LIMIT 1)"
-      ", rs.seed FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = "
-      "rs.run_id"
+      ", rs.seed"
+      " FROM run_summary rs JOIN sweep_runs sr ON sr.run_id = rs.run_id"
       " WHERE sr.sweep_id = ",
       sweep_id, " ORDER BY rs.arch, rs.n_params, rs.budget_tokens, rs.run_id");
   HLAB_ASSIGN_OR_RETURN(store::QueryResult result, query(sql));

@@ -63,9 +63,11 @@ Mean BootstrapMean(const std::vector<double>& x, const ClaimOptions& o,
   return m;
 }
 
-std::string Show(const Mean& m) {
-  return absl::StrFormat("%+.3f [%+.3f, %+.3f] (%d cells)", m.value, m.lower,
-                         m.upper, m.n);
+// "+0.010 [+0.002, +0.018] (6 cells)"; `about_cells` goes inside the
+// parentheses (", 2 with full's loss interpolated").
+std::string Show(const Mean& m, const std::string& about_cells = "") {
+  return absl::StrFormat("%+.3f [%+.3f, %+.3f] (%d cells%s)", m.value, m.lower,
+                         m.upper, m.n, about_cells);
 }
 
 // Succeeded runs of `arch` with `figure`, by scale.
@@ -316,12 +318,11 @@ ClaimResult MatchClaim(
     if (diff.empty()) continue;
     const Mean m = BootstrapMean(diff, o, number * 131 + parts.size());
     verdicts.push_back(Overlap(m, o.overlap_nats));
-    std::string shown = Show(m);
-    if (interpolated > 0) {
-      shown.insert(shown.size() - 1, absl::StrCat(", ", interpolated, " with ",
-                                                  b, "'s loss interpolated"));
-    }
-    parts.push_back(absl::StrCat(a, " - ", b, ": ", shown));
+    const std::string about = interpolated > 0
+                                  ? absl::StrCat(", ", interpolated, " with ",
+                                                 b, "'s loss interpolated")
+                                  : "";
+    parts.push_back(absl::StrCat(a, " - ", b, ": ", Show(m, about)));
   }
   if (verdicts.empty()) {
     c.needs = needs;

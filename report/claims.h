@@ -4,16 +4,15 @@
 // (with what the sweep would need). Nothing here is typed by hand: a verdict
 // is the rule applied to the stored figures.
 //
-// Intervals are percentile bootstraps of a mean over matched cells (runs of
-// two architectures at the same scale and D/N within 5%; in the loss
-// comparisons, claims 2 and 4, the second architecture's loss interpolated
-// in log D/N between its neighbouring budgets where it has no run in the
-// cell; with several seeds, a cell is also one seed, and the rules'
-// per-scale figures are per scale and seed), resampling the cells with
-// replacement (ClaimOptions: 1000 resamples,
-// 95%, a fixed seed, so a report is reproducible). "Overlap" means a mean
-// difference inside
-// +-overlap_nats (0.05).
+// Intervals are percentile bootstraps of a mean over matched cells: runs of
+// two architectures at the same scale, the same seed and D/N within 5%. In
+// the loss comparisons (claims 2 and 4), where the second architecture has
+// no run in the first's cell, its loss is interpolated in log D/N between
+// its neighbouring budgets. With several seeds the rules' per-scale figures
+// are per scale and seed. The bootstrap resamples the cells with
+// replacement (ClaimOptions: 1000 resamples, 95%, a fixed seed, so a report
+// is reproducible). "Overlap" means a mean difference inside +-overlap_nats
+// (0.05).
 //
 // Thread-safety: pure functions.
 //
