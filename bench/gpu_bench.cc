@@ -1,10 +1,13 @@
 // hlab-bench-gpu: one training step of every architecture on a CUDA device
 // at the paper's long-context shape (T=16384, d_model 1024, 4 layers, bf16
 // autocast): step time, tokens/s, model TFLOP/s and MFU against the measured
-// bf16 matmul peak, and the device memory in use; beside it one full-attention
-// layer of hlab against LibTorch's own scaled_dot_product_attention (flash
-// kernels) at the same shape. scripts/gpu-check.sh runs it; docs/performance.md
-// holds the figures.
+// bf16 matmul peak, and the device memory in use. Beside it, at the same
+// shape: one full-attention layer of hlab against LibTorch's own
+// scaled_dot_product_attention (flash kernels); each mixer kind alone as one
+// layer, forward and backward; and the attention core alone (the sink folded
+// into FlashAttention's log-sum-exp) against LibTorch's FlashAttention-2
+// kernels called directly with the same window. scripts/gpu-check.sh runs
+// it; docs/performance.md holds the figures.
 //
 //   hlab-bench-gpu --json out.json                 # defaults above
 //   hlab-bench-gpu --archs full,gdn --seq-len 4096 --max-seconds 60
@@ -19,7 +22,10 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +40,7 @@
 #include "model/config/model_config.h"
 #include "model/config/param_count.h"
 #include "model/hybrid_lm.h"
+#include "model/kernels/attention_kernel.h"
 #include "model/layers/mixer.h"
 #include "train/devices.h"
 #include "train/optimizer.h"
@@ -271,6 +278,125 @@ Json AttentionLayer(const Options& o, const torch::Device& device) {
   return out;
 }
 
+// Median milliseconds of `step` over o.steps runs after one warm-up.
+double TimeMs(const Options& o, const std::function<void()>& step) {
+  std::vector<double> times;
+  for (int64_t i = 0; i <= o.steps; ++i) {
+    torch::cuda::synchronize();
+    const auto start = Clock::now();
+    step();
+    torch::cuda::synchronize();
+    if (i > 0) times.push_back(Seconds(start) * 1000.0);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Each mixer kind alone: one layer (projections included), forward and
+// backward under bf16 autocast, at (batch, T, d_model).
+Json MixerLayers(const Options& o, const torch::Device& device) {
+  const hlab::model::ModelConfig config = Config(o, "full");
+  const auto bf16 =
+      torch::TensorOptions().device(device).dtype(torch::kBFloat16);
+  Json out = Json::array();
+  // GDN also at the CPU's chunk (16) against its GPU default (64): its
+  // scan over chunks is sequential, so the chunk sets the launches.
+  const std::vector<std::pair<std::string, int64_t>> layers = {
+      {"full", 0},   {"swa:512", 0}, {"swa:2048", 0}, {"lightning", 0},
+      {"mamba2", 0}, {"gdn", 0},     {"gdn", 16}};
+  for (const auto& [name, chunk] : layers) {
+    const std::string spec =
+        chunk > 0 ? name + " (chunk " + std::to_string(chunk) + ")" : name;
+    try {
+      auto parsed = hlab::model::ParseLayerSpec(name);
+      if (!parsed.ok()) {
+        throw std::runtime_error(std::string(parsed.status().message()));
+      }
+      parsed->chunk = chunk;
+      std::shared_ptr<hlab::model::Mixer> mixer =
+          hlab::model::MakeMixer(config, *parsed, 0);
+      mixer->to(device);
+      torch::Tensor x = torch::randn({o.batch, o.seq_len, o.d_model}, bf16)
+                            .requires_grad_(true);
+      torch::Tensor dy = torch::randn({o.batch, o.seq_len, o.d_model}, bf16);
+      const double ms = TimeMs(o, [&] {
+        hlab::model::SetAutocast(device.type(), true, torch::kBFloat16);
+        torch::Tensor y = mixer->forward(x);
+        hlab::model::SetAutocast(device.type(), false);
+        torch::autograd::backward({y}, {dy.to(y.scalar_type())});
+      });
+      out.push_back({{"layer", spec}, {"forward_backward_ms", ms}});
+      std::cout << "layer " << spec << ": " << ms << " ms\n";
+    } catch (const std::exception& e) {
+      out.push_back(
+          {{"layer", spec}, {"error", std::string(e.what()).substr(0, 600)}});
+    }
+  }
+  return out;
+}
+
+// The attention core alone, forward and backward, bf16, (B, H, T, head
+// dim): hlab's (FlashAttention with the sink folded into its log-sum-exp,
+// model/kernels/flash_attention.h) against LibTorch's FlashAttention-2
+// kernels called directly with the same window and no sink, and, without a
+// window, against scaled_dot_product_attention.
+Json AttentionCores(const Options& o, const torch::Device& device) {
+  const int64_t hd = o.d_model / o.heads;
+  const auto bf16 =
+      torch::TensorOptions().device(device).dtype(torch::kBFloat16);
+  torch::Tensor q = torch::randn({o.batch, o.heads, o.seq_len, hd}, bf16);
+  torch::Tensor k = torch::randn({o.batch, o.kv_heads, o.seq_len, hd}, bf16);
+  torch::Tensor v = torch::randn({o.batch, o.kv_heads, o.seq_len, hd}, bf16);
+  torch::Tensor dy = torch::randn({o.batch, o.heads, o.seq_len, hd}, bf16);
+  torch::Tensor sink = torch::zeros({o.heads}, bf16.dtype(torch::kFloat32));
+  Json out = Json::array();
+  for (int64_t window : {int64_t{0}, int64_t{512}, int64_t{2048}}) {
+    Json r = {{"window", window}};
+    const torch::Tensor ql = q.clone().requires_grad_(true),
+                        kl = k.clone().requires_grad_(true),
+                        vl = v.clone().requires_grad_(true),
+                        sl = sink.clone().requires_grad_(true);
+    r["hlab_ms"] = TimeMs(o, [&] {
+      torch::Tensor y = hlab::model::BlockwiseAttention(ql, kl, vl, sl, window);
+      torch::autograd::backward({y}, {dy});
+    });
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+    const torch::Tensor qt = q.transpose(1, 2), kt = k.transpose(1, 2),
+                        vt = v.transpose(1, 2),
+                        dyt = dy.transpose(1, 2).contiguous();
+    const std::optional<int64_t> left =
+        window > 0 ? std::optional<int64_t>(window - 1) : std::nullopt;
+    r["flash_ms"] = TimeMs(o, [&] {
+      auto [y, lse, seed, offset, mask] = at::_flash_attention_forward(
+          qt, kt, vt, std::nullopt, std::nullopt, o.seq_len, o.seq_len, 0.0,
+          true, false, std::nullopt, left, int64_t{0});
+      at::_flash_attention_backward(
+          dyt, qt, kt, vt, y, lse, torch::Tensor(), torch::Tensor(), o.seq_len,
+          o.seq_len, 0.0, true, seed, offset, std::nullopt, left, int64_t{0});
+    });
+    r["hlab_over_flash"] =
+        r["hlab_ms"].get<double>() / r["flash_ms"].get<double>();
+#endif
+#if TORCH_VERSION_MAJOR >= 2
+    if (window == 0 && o.kv_heads == o.heads) {
+      const torch::Tensor qs = q.clone().requires_grad_(true),
+                          ks = k.clone().requires_grad_(true),
+                          vs = v.clone().requires_grad_(true);
+      r["sdpa_ms"] = TimeMs(o, [&] {
+        torch::Tensor y = at::scaled_dot_product_attention(
+            qs, ks, vs, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+            /*is_causal=*/true);
+        torch::autograd::backward({y}, {dy});
+      });
+    }
+#endif
+    std::cout << "attention core: " << r.dump() << "\n";
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -320,6 +446,16 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     result["attention_layer"] = {
         {"error", std::string(e.what()).substr(0, 600)}};
+  }
+  for (const auto& [key, run] :
+       std::vector<std::pair<std::string, std::function<Json()>>>{
+           {"mixer_layers", [&] { return MixerLayers(o, device); }},
+           {"attention_cores", [&] { return AttentionCores(o, device); }}}) {
+    try {
+      result[key] = run();
+    } catch (const std::exception& e) {
+      result[key] = {{"error", std::string(e.what()).substr(0, 600)}};
+    }
   }
   result["seconds"] = Seconds(begin);
   if (!o.json_path.empty())

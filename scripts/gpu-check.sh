@@ -11,9 +11,11 @@
 #      apt), unpacked into a private prefix, never into /
 #   3. the build (every compile error and warning is kept in the log)
 #   4. hlab-train --probe-devices lists the GPU
-#   5. tests/cuda_train_test: every architecture trains a few steps on the
-#      CPU and on CUDA with the same losses (fp32 within 1e-4, bf16 within
-#      2e-2); exact resume on CUDA; a CUDA checkpoint evaluated on the CPU
+#   5. tests/cuda_kernels_test: the GPU kernels (FlashAttention with the
+#      sink folded in) against their references; tests/cuda_train_test:
+#      every architecture trains a few steps on the CPU and on CUDA with the
+#      same losses (fp32 within 1e-4, bf16 within 2e-2); exact resume on
+#      CUDA; a CUDA checkpoint evaluated on the CPU
 #   6. hlab-bench-gpu: every architecture at T=16384, d_model 1024, 4 layers,
 #      bf16, with device memory; full attention against LibTorch's SDPA
 #   7. one JSON summary, OUT/gpu-check.json, with each step's outcome
@@ -53,7 +55,7 @@ while (($#)); do
       }
       ls -l
       exit 0 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -156,7 +158,7 @@ if ! timeout 300 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 fi
 step configure ok "$(grep -m1 'hlab: LibTorch' "$out/configure.log" | sed 's/^-- //') in $(($(date +%s) - configure_start)) s"
 build_start=$(date +%s)
-targets=(hlab-train hlab-eval cuda_train_test)
+targets=(hlab-train hlab-eval cuda_train_test cuda_kernels_test)
 ((bench_seconds >= 0)) && targets+=(hlab-bench-gpu)
 timeout 420 cmake --build "$build" -j "$jobs" -- -k 0 "${targets[@]}" \
   >"$out/build.log" 2>&1
@@ -209,21 +211,23 @@ else
 fi
 }
 
-# 5. CUDA against the CPU, resume, checkpoint read on the CPU: the whole
-# binary once; if it crashes, one process per test (a crash then costs one
-# test), with the first crash rerun under cuda-gdb (where the image has it)
-# for the stack in the log.
-built cuda_train_test tests/cuda_train_test && {
-test_bin="$build/tests/cuda_train_test"
+# 5. The tests that need a device: cuda_train_test (CUDA against the CPU,
+# resume, checkpoint read on the CPU) and cuda_kernels_test (the GPU kernels
+# against their references). Each binary runs whole once; if it crashes, one
+# process per test (a crash then costs one test), with the first crash rerun
+# under cuda-gdb (where the image has it) for the stack in the log.
+run_device_tests() {
+local name=$1 test_bin="$build/tests/$1"
 timeout 240 "$test_bin" --gtest_filter="$test_filter" \
-  --gtest_output="json:$out/cuda_train_test.json" >"$out/cuda_train_test.log" 2>&1
-rc=$?
-passed=$(grep -c '^\[       OK \]' "$out/cuda_train_test.log")
-failures=$(grep '^\[  FAILED  \] [A-Za-z]' "$out/cuda_train_test.log" | sed 's/^\[  FAILED  \] //; s/, where .*//; s/ (.*//' | sort -u | tr '\n' ' ')
+  --gtest_output="json:$out/$name.json" >"$out/$name.log" 2>&1
+local rc=$?
+local passed failed crashed failures
+passed=$(grep -c '^\[       OK \]' "$out/$name.log")
+failures=$(grep '^\[  FAILED  \] [A-Za-z]' "$out/$name.log" | sed 's/^\[  FAILED  \] //; s/, where .*//; s/ (.*//' | sort -u | tr '\n' ' ')
 if ((rc >= 128 || rc == 124)); then
   passed=0 failed=0 crashed=0 failures=""
   for t in $("$test_bin" --gtest_list_tests --gtest_filter="$test_filter" | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}'); do
-    timeout 120 "$test_bin" --gtest_filter="$t" >>"$out/cuda_train_test.log" 2>&1
+    timeout 120 "$test_bin" --gtest_filter="$t" >>"$out/$name.log" 2>&1
     rc=$?
     if ((rc == 0)); then
       passed=$((passed + 1))
@@ -235,20 +239,22 @@ if ((rc >= 128 || rc == 124)); then
         # left no frame to unwind (a jump to address 0).
         timeout 120 cuda-gdb -q -batch -ex run -ex bt -ex 'x/48a $sp' \
           -ex 'info sharedlibrary' --args "$test_bin" --gtest_filter="$t" \
-          >"$out/crash-backtrace.txt" 2>&1
+          >"$out/$name-crash-backtrace.txt" 2>&1
       fi
     else
       failed=$((failed + 1))
       failures+="$t "
     fi
   done
-  step cuda_train_test fail "$passed passed, $failed failed, $crashed crashed: $failures"
+  step "$name" fail "$passed passed, $failed failed, $crashed crashed: $failures"
 elif ((rc == 0)); then
-  step cuda_train_test ok "$passed passed"
+  step "$name" ok "$passed passed"
 else
-  step cuda_train_test fail "rc $rc, $passed passed; failed: $failures"
+  step "$name" fail "rc $rc, $passed passed; failed: $failures"
 fi
 }
+built cuda_kernels_test tests/cuda_kernels_test && run_device_tests cuda_kernels_test
+built cuda_train_test tests/cuda_train_test && run_device_tests cuda_train_test
 
 # 6. Speed and memory at the paper's long shape.
 if ((bench_seconds < 0)); then

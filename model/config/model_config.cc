@@ -187,9 +187,9 @@ int64_t EffectiveFfnHidden(const ModelConfig& config, const MixerSpec& spec) {
   return spec.ffn_hidden > 0 ? spec.ffn_hidden : config.ffn_hidden;
 }
 
-int64_t EffectiveChunk(const MixerSpec& spec) {
+int64_t EffectiveChunk(const MixerSpec& spec, bool on_gpu) {
   if (spec.chunk > 0) return spec.chunk;
-  return spec.kind == MixerKind::kGatedDeltaNet ? 16 : 64;
+  return spec.kind == MixerKind::kGatedDeltaNet && !on_gpu ? 16 : 64;
 }
 
 int64_t EffectiveWindowedHeads(const ModelConfig& config,

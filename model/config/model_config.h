@@ -79,7 +79,7 @@ struct MixerSpec {
 
   // Chunk length of the chunked linear-attention kernels; 0 = kind default
   // (lightning/mamba2 64, gdn 16: measured fastest on the CPU,
-  // docs/performance.md).
+  // docs/performance.md; gdn 64 on a GPU, EffectiveChunk).
   int64_t chunk = 0;
 
   // Per-layer SwiGLU hidden size override, used by parameter matching
@@ -113,7 +113,11 @@ int64_t DefaultFfnHidden(int64_t d_model);
 
 // Effective values of per-layer options that have "0 = default" semantics.
 int64_t EffectiveFfnHidden(const ModelConfig& config, const MixerSpec& spec);
-int64_t EffectiveChunk(const MixerSpec& spec);
+// The chunk a layer runs with: spec.chunk when set, else the kind's default.
+// on_gpu: GDN's default is 64 there, not 16: its scan over chunks is
+// sequential, a few kernel launches per chunk (the CPU's fused kernel has no
+// launches, and 16 measured fastest there), and 64 is fla's chunk.
+int64_t EffectiveChunk(const MixerSpec& spec, bool on_gpu = false);
 int64_t EffectiveWindowedHeads(const ModelConfig& config,
                                const MixerSpec& spec);
 int64_t GdnHeadDim(const ModelConfig& config, const MixerSpec& spec);

@@ -54,6 +54,11 @@ inline Dims CheckArgs(const torch::Tensor& q, const torch::Tensor& k,
   return dims;
 }
 
+// (T, T) bool, true where key j is visible from query i: j <= i, and i - j
+// < window when window > 0. Defined in model/kernels/attention_reference.cc.
+torch::Tensor VisibleMask(int64_t t, int64_t window,
+                          const torch::Device& device);
+
 }  // namespace hlab::model::internal
 
 #endif  // HLAB_MODEL_KERNELS_ATTENTION_ARGS_H_

@@ -25,6 +25,7 @@
 #include "model/cpu/raw_tensor.h"
 #include "model/kernels/attention_args.h"
 #include "model/kernels/attention_blocks.h"
+#include "model/kernels/flash_attention.h"
 
 namespace hlab::model {
 namespace {
@@ -647,6 +648,20 @@ torch::Tensor BlockwiseAttention(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v,
                                  const torch::Tensor& sink, int64_t window,
                                  const AttentionBlocks& blocks) {
+  if (blocks.flash && q.is_cuda()) {
+    // What CUDA autocast does for LibTorch's own attention: fp32 operands
+    // are cast to the autocast dtype.
+    const bool cast = AutocastEnabled(c10::DeviceType::CUDA) &&
+                      AutocastDtype(c10::DeviceType::CUDA) != at::kFloat &&
+                      q.scalar_type() == at::kFloat;
+    const torch::ScalarType dtype =
+        cast ? AutocastDtype(c10::DeviceType::CUDA) : q.scalar_type();
+    const Tensor qc = q.to(dtype), kc = k.to(dtype), vc = v.to(dtype);
+    if (FlashAttentionServes(qc, kc, vc)) {
+      return SinkFoldedAttention(qc, kc, vc, sink, window,
+                                 AttentionCore::kFlash);
+    }
+  }
   // Custom functions take defined tensors only: "no sink" travels as an empty
   // tensor and is turned back into an undefined one inside.
   const Tensor sink_arg = sink.defined() ? sink : at::empty({0}, q.options());

@@ -24,6 +24,10 @@
 // and only P and dS are rounded to bf16, once per block, as the next
 // matmul's input.
 //
+// On CUDA, BlockwiseAttention runs LibTorch's FlashAttention-2 kernels with
+// the sink folded into their log-sum-exp when they can take the inputs
+// (model/kernels/flash_attention.h; AttentionBlocks::flash).
+//
 // Threads: BlockwiseAttention spreads its blocks over the intra-op threads
 // (at::get_num_threads()) in one parallel region per pass, with ATen ops and
 // BLAS single-threaded inside it; on 2 cores this is several times faster
@@ -54,6 +58,13 @@ namespace hlab::model {
 // 256, else 64, or 128 for bf16. The measurements behind these sizes are in
 // docs/performance.md, "Measurements behind defaults in code".
 //
+// flash: on CUDA, run LibTorch's FlashAttention-2 kernels with the sink
+// folded into their log-sum-exp (model/kernels/flash_attention.h) whenever
+// they can take the inputs (bf16 or fp16, head dim a multiple of 8 up to
+// 256, LibTorch >= 2.6); under CUDA bf16 autocast, fp32 q, k, v are cast to
+// bf16 for them, as autocast casts LibTorch's own attention. Off: the
+// blockwise ATen loops below, on any device. Ignored on the CPU.
+//
 // fused_loops: run each block pair as direct GEMM calls (model/cpu/
 // blas.h: OpenBLAS for fp32 and fp64, oneDNN's bf16 x bf16 -> fp32 GEMM for
 // bf16) and plain row loops for the softmax (model/cpu/
@@ -64,6 +75,7 @@ struct AttentionBlocks {
   int64_t query = 0;
   int64_t key = 256;
   bool fused_loops = true;
+  bool flash = true;
 };
 
 // q: (B, H, T, D); k, v: (B, Hkv, T, D) with H % Hkv == 0; sink: (H) or

@@ -16,19 +16,9 @@ namespace {
 using internal::CheckArgs;
 using internal::Dims;
 using internal::StatType;
+using internal::VisibleMask;
 using model::ScopedAutocastOff;
 using torch::Tensor;
-
-// (T, T) bool, true where key j is visible from query i.
-Tensor VisibleMask(int64_t t, int64_t window, const torch::Device& device) {
-  const auto options =
-      torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const Tensor delta = torch::arange(t, options).unsqueeze(0) -
-                       torch::arange(t, options).unsqueeze(1);  // j - i
-  Tensor visible = delta <= 0;
-  if (window > 0) visible.logical_and_(delta > -window);
-  return visible;
-}
 
 // Softmax probabilities with the sink column: (B, H, T, T + 1) or (B, H, T, T)
 // without a sink, in the stat dtype, differentiable.
@@ -51,6 +41,20 @@ Tensor NaiveProbabilities(const Tensor& q, const Tensor& k, const Tensor& sink,
 }
 
 }  // namespace
+
+namespace internal {
+
+Tensor VisibleMask(int64_t t, int64_t window, const torch::Device& device) {
+  const auto options =
+      torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const Tensor delta = torch::arange(t, options).unsqueeze(0) -
+                       torch::arange(t, options).unsqueeze(1);  // j - i
+  Tensor visible = delta <= 0;
+  if (window > 0) visible.logical_and_(delta > -window);
+  return visible;
+}
+
+}  // namespace internal
 
 torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, const torch::Tensor& sink,

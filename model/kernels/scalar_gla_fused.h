@@ -55,6 +55,17 @@ torch::Tensor ChunkedScalarGlaWithAten(const torch::Tensor& q,
                                        const torch::Tensor& g, double scale,
                                        int64_t chunk);
 
+// The states entering each chunk, S_0 = 0, S_{i+1} = exp(a_i) S_i + ds_i,
+// in matmul form: S_i = sum_{m < i} exp(a_{m+1} + ... + a_{i-1}) ds_m, one
+// (n x n) transfer matrix per batch-head times the contributions. A handful
+// of large ops (O(n^2 dk dv) work) instead of n sequential steps: the
+// composition's scan on devices other than the CPU, where each step would
+// be a kernel launch. ds: (B, H, n, dk, dv); log_decay a: (B or 1, H, n),
+// <= 0. Returns (B, H, n, dk, dv). Differentiable in both. Defined in
+// model/scalar_gla_kernel.cc.
+torch::Tensor ScanChunkStatesAsMatmul(const torch::Tensor& ds,
+                                      const torch::Tensor& log_decay);
+
 }  // namespace hlab::model::internal
 
 #endif  // HLAB_MODEL_INTERNAL_SCALAR_GLA_CHUNK_H_

@@ -65,25 +65,11 @@ torch::Tensor MatmulChunks(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // State entering each chunk, from the per-chunk contributions ds: (B, H, n,
-// dk, dv) and whole-chunk decays chunk_decay: (B or 1, H, n, 1, 1). The only
-// sequential part of the chunked kernel: S_0 = 0, S_{i+1} = decay_i S_i + ds_i.
-
-// As LibTorch ops under autograd (one addcmul per chunk): for devices other
-// than the CPU.
-torch::Tensor ScanChunkStatesWithAten(const torch::Tensor& ds,
-                                      const torch::Tensor& chunk_decay) {
-  const std::vector<torch::Tensor> ds_i = ds.unbind(2);
-  const std::vector<torch::Tensor> decay_i = chunk_decay.unbind(2);
-  const int64_t n = static_cast<int64_t>(ds_i.size());
-  std::vector<torch::Tensor> states;
-  states.reserve(n);
-  torch::Tensor s = torch::zeros_like(ds_i[0]);
-  for (int64_t i = 0; i < n; ++i) {
-    states.push_back(s);
-    if (i + 1 < n) s = torch::addcmul(ds_i[i], s, decay_i[i]);
-  }
-  return torch::stack(states, 2);
-}
+// dk, dv) and whole-chunk log-decays a: (B or 1, H, n). The only sequential
+// part of the chunked kernel: S_0 = 0, S_{i+1} = exp(a_i) S_i + ds_i. On the
+// CPU a hand-written scan (StateScanFunction below); elsewhere in matmul
+// form (internal::ScanChunkStatesAsMatmul), a few large ops instead of a
+// kernel launch per chunk.
 
 // The scan of batch-heads [b0, b1) on contiguous (BH, n, size) buffers, with
 // decay: (BH, n).
@@ -175,14 +161,15 @@ class StateScanFunction : public torch::autograd::Function<StateScanFunction> {
 };
 
 // On the CPU one autograd node with a hand-written backward, batch-heads
-// split across threads; the ATen loop elsewhere.
+// split across threads; the matmul form elsewhere.
 torch::Tensor ScanChunkStates(const torch::Tensor& ds,
-                              const torch::Tensor& chunk_decay) {
-  if (!ds.device().is_cpu()) return ScanChunkStatesWithAten(ds, chunk_decay);
+                              const torch::Tensor& log_decay) {
+  if (!ds.device().is_cpu()) {
+    return internal::ScanChunkStatesAsMatmul(ds, log_decay);
+  }
   const int64_t b = ds.size(0), h = ds.size(1), n = ds.size(2), dk = ds.size(3),
                 dv = ds.size(4);
-  const torch::Tensor decay =
-      chunk_decay.reshape({chunk_decay.size(0), h, n}).expand({b, h, n});
+  const torch::Tensor decay = log_decay.exp().expand({b, h, n});
   return StateScanFunction::apply(ds.reshape({b * h, n, dk * dv}),
                                   decay.reshape({b * h, n}))
       .view({b, h, n, dk, dv});
@@ -239,6 +226,37 @@ torch::Tensor ChunkedScalarGla(const torch::Tensor& q, const torch::Tensor& k,
 
 namespace internal {
 
+torch::Tensor ScanChunkStatesAsMatmul(const torch::Tensor& ds,
+                                      const torch::Tensor& log_decay) {
+  const int64_t b = ds.size(0), h = ds.size(1), n = ds.size(2), dk = ds.size(3),
+                dv = ds.size(4);
+  TORCH_CHECK(log_decay.dim() == 3 &&
+                  (log_decay.size(0) == b || log_decay.size(0) == 1) &&
+                  log_decay.size(1) == h && log_decay.size(2) == n,
+              "chunk state scan: log-decays ", log_decay.sizes(),
+              " do not match the contributions ", ds.sizes());
+  // seg[i, m] = a_{m+1} + ... + a_i for m <= i (-inf above the diagonal):
+  // each sum of its own terms (a masked cumsum), not a difference of long
+  // prefix sums, which would lose the short spans' digits in fp32.
+  const auto bool_options =
+      torch::TensorOptions().dtype(torch::kBool).device(ds.device());
+  const torch::Tensor later =
+      torch::ones({n, n}, bool_options).tril(-1);  // [l, m]: l > m
+  const torch::Tensor seg =
+      log_decay.unsqueeze(-1)
+          .expand({log_decay.size(0), h, n, n})
+          .masked_fill(later.logical_not(), 0.0)
+          .cumsum(-2)
+          .masked_fill(StrictUpperMask(n, ds.device()),
+                       -std::numeric_limits<double>::infinity());
+  // X_i = S_{i+1} = sum_{m <= i} exp(seg[i, m]) ds_m; the state entering
+  // chunk i is X_{i-1} (S_0 = 0).
+  const torch::Tensor after =
+      torch::matmul(seg.exp(), ds.reshape({b, h, n, dk * dv}));
+  return torch::constant_pad_nd(after.narrow(2, 0, n - 1), {0, 0, 1, 0}, 0.0)
+      .view({b, h, n, dk, dv});
+}
+
 torch::Tensor ChunkedScalarGlaWithAten(const torch::Tensor& q_arg,
                                        const torch::Tensor& k_arg,
                                        const torch::Tensor& v_arg,
@@ -283,7 +301,7 @@ torch::Tensor ChunkedScalarGlaWithAten(const torch::Tensor& q_arg,
   const torch::Tensor chunk_states =
       MatmulChunks(k_to_end.transpose(-1, -2), vc);  // (B, H, n, dk, dv)
   const torch::Tensor states =
-      ScanChunkStates(chunk_states, cum_last.exp().unsqueeze(-1));
+      ScanChunkStates(chunk_states, cum_last.squeeze(-1));
 
   // O = scale ((Q * exp(G)) S_in + scores V), all chunks in one batch.
   const int64_t rows = b * h * n;

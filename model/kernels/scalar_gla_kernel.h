@@ -42,7 +42,9 @@ namespace hlab::model {
 // steps) is sequential. T need not be a multiple of `chunk`. On the CPU (fp32,
 // fp64 or bf16 inputs) one fused autograd Function computes it per batch-head,
 // chunk by chunk (model/kernels/scalar_gla_fused.h); elsewhere batched ATen
-// matmuls over all chunks at once.
+// matmuls over all chunks at once, and the recurrence over chunks as one
+// matmul with a transfer matrix (internal::ScanChunkStatesAsMatmul), so a
+// GPU launches a handful of kernels, not a few per chunk.
 //
 // Shapes. H, the number of heads, is g's; q, k and v may have fewer heads,
 // each a divisor of H, input head j serving heads j * H / Hx .. (j + 1) * H /

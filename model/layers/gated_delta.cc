@@ -20,6 +20,7 @@ GatedDeltaNet::GatedDeltaNet(const ModelConfig& config, const MixerSpec& spec)
       qk_heads_(GdnQkHeads(config, spec)),
       head_dim_(GdnHeadDim(config, spec)),
       chunk_(EffectiveChunk(spec)),
+      gpu_chunk_(EffectiveChunk(spec, /*on_gpu=*/true)),
       eps_(config.norm_eps) {
   const int64_t d = config.d_model;
   const int64_t inner = n_heads_ * head_dim_, qk = qk_heads_ * head_dim_;
@@ -99,7 +100,8 @@ torch::Tensor GatedDeltaNet::Forward(const torch::Tensor& x, RecurrentPath path,
   const torch::Tensor q = widen(in.q), k = widen(in.k);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   const torch::Tensor o =
-      RunGatedDelta(q, k, in.v, in.g, in.beta, scale, chunk_, path, state);
+      RunGatedDelta(q, k, in.v, in.g, in.beta, scale,
+                    x.is_cuda() ? gpu_chunk_ : chunk_, path, state);
 
   // fla's FusedRMSNormGated: per-head RMSNorm first, then the SiLU gate
   // (Mamba-2 gates first), in one fused pass (model/layers/norm.h), written in

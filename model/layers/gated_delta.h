@@ -54,13 +54,16 @@ class GatedDeltaNet final : public Mixer {
   torch::Tensor prefill(const torch::Tensor& x, MixerState* state) override;
   torch::Tensor step(const torch::Tensor& x, MixerState* state) override;
 
+  // The chunk on the CPU; on a GPU, gpu_chunk() (model_config.h,
+  // EffectiveChunk).
   int64_t chunk() const { return chunk_; }
+  int64_t gpu_chunk() const { return gpu_chunk_; }
 
  private:
   torch::Tensor Forward(const torch::Tensor& x, RecurrentPath path,
                         MixerState* state);
 
-  int64_t n_heads_, qk_heads_, head_dim_, chunk_;
+  int64_t n_heads_, qk_heads_, head_dim_, chunk_, gpu_chunk_;
   double eps_;
   Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, g_proj_{nullptr},
       o_proj_{nullptr}, a_proj_{nullptr}, b_proj_{nullptr};

@@ -353,5 +353,20 @@ TEST(ParamCountTest, FlopsPerTokenMatchesTheAnchorsFormula) {
               0.1);
 }
 
+// GDN's unset chunk is 16 on the CPU and 64 on a GPU; a set chunk and the
+// scalar-GLA kinds' 64 are the same on both.
+TEST(ModelConfigTest, EffectiveChunkDependsOnTheDeviceOnlyForAnUnsetGdnChunk) {
+  auto gdn = ParseLayerSpec("gdn");
+  auto lightning = ParseLayerSpec("lightning");
+  ASSERT_TRUE(gdn.ok() && lightning.ok());
+  EXPECT_EQ(EffectiveChunk(*gdn), 16);
+  EXPECT_EQ(EffectiveChunk(*gdn, /*on_gpu=*/true), 64);
+  EXPECT_EQ(EffectiveChunk(*lightning), 64);
+  EXPECT_EQ(EffectiveChunk(*lightning, /*on_gpu=*/true), 64);
+  gdn->chunk = 32;
+  EXPECT_EQ(EffectiveChunk(*gdn), 32);
+  EXPECT_EQ(EffectiveChunk(*gdn, /*on_gpu=*/true), 32);
+}
+
 }  // namespace
 }  // namespace hlab::model

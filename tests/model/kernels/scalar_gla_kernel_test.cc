@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/kernels/scalar_gla_fused.h"
 #include "tests/model/recurrent_test_util.h"
 
 namespace hlab::model {
@@ -166,6 +167,44 @@ TEST(KernelFp32Test, FusedScalarGlaReadsStridedBf16) {
     EXPECT_EQ(fused.grads[i].scalar_type(), torch::kBFloat16);
     EXPECT_LT(RelRmsError(fused.grads[i], aten.grads[i]), 5e-3)
         << "d" << kInputNames[i];
+  }
+}
+
+// The composition's scan on devices other than the CPU, in matmul form,
+// against the sequential recurrence it replaces: states and the gradients
+// of ds and the log-decays, with decays shared across the batch (Lightning)
+// or per batch element (Mamba-2), and decays strong enough that a difference
+// of prefix sums would lose them (exp(-800) is 0; the terms near the
+// diagonal must still be exact).
+TEST(KernelEdgeTest, MatmulFormChunkScanMatchesTheRecurrence) {
+  torch::manual_seed(9);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  for (int64_t decay_batch : {1, 2}) {
+    const torch::Tensor ds =
+        torch::randn({2, 3, 7, 4, 5}, opts).requires_grad_();
+    torch::Tensor a = -3.0 * torch::rand({decay_batch, 3, 7}, opts);
+    a.select(1, 1).fill_(-800.0);  // head 1 forgets everything per chunk
+    a.select(2, 2).fill_(0.0);     // no decay over chunk 2
+    a.requires_grad_();
+    const torch::Tensor dout = torch::randn({2, 3, 7, 4, 5}, opts);
+    const std::vector<torch::Tensor> inputs = {ds, a};
+    const Result want = RunWithGrads(
+        [&] {
+          std::vector<torch::Tensor> states;
+          torch::Tensor s = torch::zeros({2, 3, 4, 5}, opts);
+          for (int64_t i = 0; i < 7; ++i) {
+            states.push_back(s);
+            s = s * a.select(2, i).exp().view({-1, 3, 1, 1}) + ds.select(2, i);
+          }
+          return torch::stack(states, 2);
+        },
+        inputs, dout);
+    const Result got = RunWithGrads(
+        [&] { return internal::ScanChunkStatesAsMatmul(ds, a); }, inputs, dout);
+    EXPECT_LT(MaxRelError(got.out, want.out), kFp64Tolerance);
+    EXPECT_LT(MaxRelError(got.grads[0], want.grads[0]), kFp64Tolerance);
+    EXPECT_LT(MaxRelError(got.grads[1], want.grads[1]), kFp64Tolerance);
+    EXPECT_FALSE(torch::isnan(got.grads[1]).any().item<bool>());
   }
 }
 

@@ -18,6 +18,7 @@
 #include "model/autocast.h"
 #include "model/config/model_config.h"
 #include "model/kernels/attention_kernel.h"
+#include "model/kernels/flash_attention.h"
 #include "model/layers/rope.h"
 #include "tests/model/model_test_util.h"
 
@@ -380,6 +381,76 @@ TEST(BlockwiseAttentionTest, RestoresAutocastState) {
   EXPECT_TRUE(hlab::model::AutocastEnabled(torch::kCPU));
   hlab::model::SetAutocastEnabled(torch::kCPU, false);
   EXPECT_EQ(o.scalar_type(), torch::kFloat64);  // no autocast inside
+}
+
+// The GPU form (model/kernels/flash_attention.h): the sink folded into a
+// core's log-sum-exp, with FlashAttention's backward contract (D from the
+// `out` it is given). The dense core has that contract on the CPU, so these
+// check the fold's algebra, forward and backward, that the CUDA path uses.
+AttentionFn SinkFolded(int64_t window) {
+  return
+      [=](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& s) {
+        return SinkFoldedAttention(q, k, v, s, window, AttentionCore::kDense);
+      };
+}
+
+TEST(SinkFoldedAttentionTest, DenseCoreMatchesNaiveWithAndWithoutSinkFp64) {
+  const int64_t t = 19;
+  for (bool with_sink : {true, false}) {
+    for (const auto& [h, hkv] :
+         std::vector<std::pair<int64_t, int64_t>>{{4, 2}, {3, 3}, {4, 1}}) {
+      const Inputs in = MakeInputs(2, h, hkv, t, 8, with_sink, 11);
+      // Window 1 without a sink has zero dq and dk, where a relative error
+      // means nothing; with a sink it is the case w_i * v_i.
+      for (int64_t window : {0, 1, 4, 18, 19, 40}) {
+        if (window == 1 && !with_sink) continue;
+        ExpectClose(RunWithGrads(SinkFolded(window), in),
+                    RunWithGrads(Naive(window), in), kFp64Tol,
+                    "window " + std::to_string(window) + " heads " +
+                        std::to_string(h) + "/" + std::to_string(hkv) +
+                        (with_sink ? " sink" : " no sink"));
+      }
+    }
+  }
+}
+
+TEST(SinkFoldedAttentionTest, LargeSinksAndFloat32MatchNaive) {
+  // Sinks that take most of a row's mass (w near 0) and none of it.
+  Inputs in = MakeInputs(1, 4, 2, 9, 8, /*with_sink=*/true, 12);
+  in.sink = torch::tensor({8.0, -8.0, 0.0, 3.0}, torch::kFloat64);
+  ExpectClose(RunWithGrads(SinkFolded(3), in), RunWithGrads(Naive(3), in),
+              kFp64Tol, "large sinks fp64");
+  ExpectClose(RunWithGrads(SinkFolded(0), in, torch::kFloat32),
+              RunWithGrads(Naive(0), in), 2e-5, "fp32");
+}
+
+TEST(SinkFoldedAttentionTest, OutputIsTheTransposeOfAContiguousTensor) {
+  const Inputs in = MakeInputs(2, 4, 2, 6, 8, /*with_sink=*/true, 13);
+  for (const Tensor& sink : {in.sink, Tensor()}) {
+    const Tensor o =
+        SinkFoldedAttention(in.q, in.k, in.v, sink, 0, AttentionCore::kDense);
+    EXPECT_EQ(o.sizes(), in.q.sizes());
+    EXPECT_TRUE(o.transpose(1, 2).is_contiguous());
+  }
+}
+
+TEST(SinkFoldedAttentionTest, FlashCoreRefusesCpuTensorsWithAClearError) {
+  const Inputs in = MakeInputs(1, 2, 1, 4, 8, /*with_sink=*/false, 14);
+  const Tensor q = in.q.to(torch::kBFloat16), k = in.k.to(torch::kBFloat16),
+               v = in.v.to(torch::kBFloat16);
+  EXPECT_FALSE(FlashAttentionServes(q, k, v));
+  try {
+    SinkFoldedAttention(q, k, v, Tensor(), 0, AttentionCore::kFlash);
+    ADD_FAILURE() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FlashAttention cannot run"),
+              std::string::npos)
+        << e.what();
+  }
+  // BlockwiseAttention on the CPU never takes the flash path.
+  ExpectClose(RunWithGrads(Blockwise(2), in),
+              RunWithGrads(Blockwise(2, {0, 256, true, /*flash=*/false}), in),
+              1e-300, "flash flag on the CPU");
 }
 
 TEST(AttentionProbabilitiesTest, RowsSumToOneMinusSinkAndRespectWindow) {
