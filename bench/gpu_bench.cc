@@ -41,6 +41,7 @@
 #include "model/config/param_count.h"
 #include "model/hybrid_lm.h"
 #include "model/kernels/attention_kernel.h"
+#include "model/kernels/cuda_graphs.h"
 #include "model/layers/mixer.h"
 #include "train/devices.h"
 #include "train/optimizer.h"
@@ -300,19 +301,28 @@ Json MixerLayers(const Options& o, const torch::Device& device) {
       torch::TensorOptions().device(device).dtype(torch::kBFloat16);
   Json out = Json::array();
   // GDN also at the CPU's chunk (16) against its GPU default (64): its
-  // scan over chunks is sequential, so the chunk sets the launches.
-  const std::vector<std::pair<std::string, int64_t>> layers = {
-      {"full", 0},   {"swa:512", 0}, {"swa:2048", 0}, {"lightning", 0},
-      {"mamba2", 0}, {"gdn", 0},     {"gdn", 16}};
-  for (const auto& [name, chunk] : layers) {
-    const std::string spec =
-        chunk > 0 ? name + " (chunk " + std::to_string(chunk) + ")" : name;
+  // scan over chunks is sequential, so the chunk sets the launches; and
+  // with its scan replayed through CUDA graphs (model/kernels/
+  // cuda_graphs.h; off by default).
+  struct Layer {
+    std::string name;
+    int64_t chunk = 0;
+    bool graphs = false;
+  };
+  const std::vector<Layer> layers = {
+      {"full"}, {"swa:512"}, {"swa:2048"},     {"lightning"},    {"mamba2"},
+      {"gdn"},  {"gdn", 16}, {"gdn", 0, true}, {"gdn", 16, true}};
+  for (const Layer& layer : layers) {
+    std::string spec = layer.name;
+    if (layer.chunk > 0) spec += " chunk " + std::to_string(layer.chunk);
+    if (layer.graphs) spec += " CUDA graphs";
     try {
-      auto parsed = hlab::model::ParseLayerSpec(name);
+      auto parsed = hlab::model::ParseLayerSpec(layer.name);
       if (!parsed.ok()) {
         throw std::runtime_error(std::string(parsed.status().message()));
       }
-      parsed->chunk = chunk;
+      parsed->chunk = layer.chunk;
+      hlab::model::SetCudaGraphs(layer.graphs);
       std::shared_ptr<hlab::model::Mixer> mixer =
           hlab::model::MakeMixer(config, *parsed, 0);
       mixer->to(device);
@@ -325,9 +335,11 @@ Json MixerLayers(const Options& o, const torch::Device& device) {
         hlab::model::SetAutocast(device.type(), false);
         torch::autograd::backward({y}, {dy.to(y.scalar_type())});
       });
+      hlab::model::SetCudaGraphs(false);
       out.push_back({{"layer", spec}, {"forward_backward_ms", ms}});
       std::cout << "layer " << spec << ": " << ms << " ms\n";
     } catch (const std::exception& e) {
+      hlab::model::SetCudaGraphs(false);
       out.push_back(
           {{"layer", spec}, {"error", std::string(e.what()).substr(0, 600)}});
     }

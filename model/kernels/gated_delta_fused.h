@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 
 #include <torch/types.h>
 
@@ -59,6 +60,20 @@ torch::Tensor ChunkedGatedDeltaComposed(const torch::Tensor& q,
                                         const torch::Tensor& g,
                                         const torch::Tensor& beta, double scale,
                                         int64_t chunk);
+
+// The composition's sequential scan over chunks, per batch-head:
+//   V'_i = U_i - W_i S_i;   S_{i+1} = d_i S_i + Kd_i^T V'_i;   S_0 = 0.
+// u: (BH, n, C, dv); w, kd: (BH, n, C, dk); decay d: (BH, n). Returns the
+// states entering each chunk (BH, n, dk, dv) and V' (BH, n, C, dv), both
+// differentiable in all four inputs. With direct_gemm, on the CPU with BLAS:
+// one autograd node with a hand-written backward of direct GEMM calls;
+// otherwise (other devices, or direct_gemm false) explicit loops of ATen ops
+// into buffers allocated once, with a written-out backward: a fixed
+// sequence of a few kernels per chunk and no autograd node per chunk.
+// Defined in model/gated_delta_kernel.cc.
+std::pair<torch::Tensor, torch::Tensor> ScanGatedDeltaChunks(
+    const torch::Tensor& u, const torch::Tensor& w, const torch::Tensor& kd,
+    const torch::Tensor& decay, bool direct_gemm = true);
 
 }  // namespace hlab::model::internal
 

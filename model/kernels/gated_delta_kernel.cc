@@ -13,6 +13,7 @@
 #include "model/cpu/blas.h"
 #include "model/cpu/chunk_rows.h"
 #include "model/cpu/raw_tensor.h"
+#include "model/kernels/cuda_graphs.h"
 #include "model/kernels/gated_delta_chunk.h"
 #include "model/kernels/gated_delta_fused.h"
 #include "model/kernels/scalar_gla_kernel.h"
@@ -43,32 +44,137 @@ void CheckShapes(const torch::Tensor& q, const torch::Tensor& k,
 // u: (BH, n, C, dv); w, kd: (BH, n, C, dk); decay d: (BH, n). Returns the
 // states entering each chunk (BH, n, dk, dv) and V' (BH, n, C, dv).
 
-// As LibTorch ops under autograd, one small matmul per chunk: for devices
-// other than the CPU or a process without BLAS entry points.
-std::pair<torch::Tensor, torch::Tensor> ScanChunksWithAten(
-    const torch::Tensor& u, const torch::Tensor& w, const torch::Tensor& kd,
-    const torch::Tensor& decay) {
-  const std::vector<torch::Tensor> u_i = u.unbind(1), w_i = w.unbind(1);
-  const std::vector<torch::Tensor> kd_t = kd.transpose(-1, -2).unbind(1);
-  const std::vector<torch::Tensor> d_i =
-      decay.view({decay.size(0), decay.size(1), 1, 1}).unbind(1);
-  const int64_t n = u.size(1);
-  std::vector<torch::Tensor> states, new_values;
-  states.reserve(n);
-  new_values.reserve(n);
-  torch::Tensor s =
-      torch::zeros({u.size(0), w.size(3), u.size(3)}, u.options());
+// As explicit loops of ATen ops writing into buffers allocated once, with
+// the backward written out (the algebra of ScanBackward below): for devices
+// other than the CPU, or a process without BLAS entry points. Three kernels a
+// chunk forward and eight back, and no autograd node, allocation or
+// device-to-host read per chunk (under autograd each chunk was three nodes
+// and their saved tensors).
+void ScanLoopsForward(const torch::Tensor& u, const torch::Tensor& w,
+                      const torch::Tensor& kd, const torch::Tensor& decay,
+                      torch::Tensor& states, torch::Tensor& values) {
+  const int64_t n = u.size(1), bh = u.size(0);
+  states.select(1, 0).zero_();
   for (int64_t i = 0; i < n; ++i) {
-    states.push_back(s);
-    new_values.push_back(ParallelBaddbmm(u_i[i], w_i[i], s, /*beta=*/1,
-                                         /*alpha=*/-1));  // (BH, C, dv)
+    const torch::Tensor s = states.select(1, i);  // (BH, dk, dv)
+    torch::Tensor vp = values.select(1, i);       // (BH, C, dv)
+    // V' = U - W S.
+    at::baddbmm_out(vp, u.select(1, i), w.select(1, i), s, /*beta=*/1,
+                    /*alpha=*/-1);
     if (i + 1 < n) {
-      s = ParallelBaddbmm(s * d_i[i], kd_t[i], new_values.back(),
-                          /*beta=*/1, /*alpha=*/1);
+      // S_next = d S + Kd^T V'.
+      torch::Tensor next = states.select(1, i + 1);
+      at::mul_out(next, s, decay.select(1, i).view({bh, 1, 1}));
+      next.baddbmm_(kd.select(1, i).transpose(1, 2), vp);
     }
   }
-  return {torch::stack(states, 1), torch::stack(new_values, 1)};
 }
+
+// With G = dL/dS_{i+1} in total: dL/dV'_i = g_values_i + Kd_i G,
+// dL/dKd_i = V'_i G^T, dL/dd_i = <G, S_i> (the last three 0 for the last
+// chunk), dL/dW_i = -dL/dV'_i S_i^T, and dL/dS_i = d_i G + g_states_i -
+// W_i^T dL/dV'_i. dL/dU_i = dL/dV'_i. g_states, g_values may be undefined.
+void ScanLoopsBackward(const torch::Tensor& w, const torch::Tensor& kd,
+                       const torch::Tensor& decay, const torch::Tensor& states,
+                       const torch::Tensor& values,
+                       const torch::Tensor& g_states,
+                       const torch::Tensor& g_values, torch::Tensor& gu,
+                       torch::Tensor& gw, torch::Tensor& gkd,
+                       torch::Tensor& gdecay) {
+  const int64_t n = values.size(1), bh = values.size(0), dk = w.size(3),
+                dv = values.size(3);
+  torch::Tensor g = at::zeros({bh, dk, dv}, values.options());  // dL/dS_{i+1}
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const torch::Tensor s = states.select(1, i);
+    torch::Tensor gvp = gu.select(1, i);
+    if (g_values.defined()) {
+      gvp.copy_(g_values.select(1, i));
+    } else {
+      gvp.zero_();
+    }
+    torch::Tensor gkd_i = gkd.select(1, i);
+    torch::Tensor gd_i = gdecay.select(1, i).view({bh, 1, 1});
+    if (i + 1 < n) {
+      gvp.baddbmm_(kd.select(1, i), g);
+      at::bmm_out(gkd_i, values.select(1, i), g.transpose(1, 2));
+      at::bmm_out(gd_i, g.view({bh, 1, dk * dv}), s.reshape({bh, dk * dv, 1}));
+    } else {
+      gkd_i.zero_();
+      gd_i.zero_();
+    }
+    torch::Tensor gw_i = gw.select(1, i);
+    at::baddbmm_out(gw_i, gw_i, gvp, s.transpose(1, 2), /*beta=*/0,
+                    /*alpha=*/-1);
+    g.mul_(decay.select(1, i).view({bh, 1, 1}));
+    if (g_states.defined()) g.add_(g_states.select(1, i));
+    g.baddbmm_(w.select(1, i).transpose(1, 2), gvp, /*beta=*/1, /*alpha=*/-1);
+  }
+}
+
+class AtenChunkScanFunction
+    : public torch::autograd::Function<AtenChunkScanFunction> {
+ public:
+  static torch::autograd::variable_list forward(
+      torch::autograd::AutogradContext* ctx, const torch::Tensor& u_arg,
+      const torch::Tensor& w_arg, const torch::Tensor& kd_arg,
+      const torch::Tensor& decay_arg) {
+    RECORD_FUNCTION("hlab::AtenChunkScanFunction::forward",
+                    std::vector<c10::IValue>());
+    const torch::Tensor u = u_arg.contiguous(), w = w_arg.contiguous(),
+                        kd = kd_arg.contiguous(),
+                        decay = decay_arg.contiguous();
+    const auto make_outputs = [&] {
+      return std::vector<torch::Tensor>{
+          at::empty({u.size(0), u.size(1), w.size(3), u.size(3)}, u.options()),
+          at::empty_like(u)};
+    };
+    const auto body = [](const std::vector<torch::Tensor>& in,
+                         std::vector<torch::Tensor>& out) {
+      ScanLoopsForward(in[0], in[1], in[2], in[3], out[0], out[1]);
+    };
+    // On CUDA with graphs on (model/kernels/cuda_graphs.h), one replay.
+    const std::vector<torch::Tensor> inputs = {u, w, kd, decay};
+    std::vector<torch::Tensor> out;
+    if (!RunCaptured(GraphKey("gdn-scan-forward", inputs), inputs, make_outputs,
+                     body, &out)) {
+      out = make_outputs();
+      body(inputs, out);
+    }
+    ctx->save_for_backward({w, kd, decay, out[0], out[1]});
+    return {out[0], out[1]};
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const torch::Tensor &w = saved[0], &kd = saved[1], &decay = saved[2],
+                        &states = saved[3], &values = saved[4];
+    const torch::Tensor g_states =
+        grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
+    const torch::Tensor g_values =
+        grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
+    const auto make_outputs = [&] {
+      return std::vector<torch::Tensor>{at::empty_like(values),
+                                        at::empty_like(w), at::empty_like(kd),
+                                        at::empty_like(decay)};
+    };
+    const auto body = [](const std::vector<torch::Tensor>& in,
+                         std::vector<torch::Tensor>& out) {
+      ScanLoopsBackward(in[0], in[1], in[2], in[3], in[4], in[5], in[6], out[0],
+                        out[1], out[2], out[3]);
+    };
+    const std::vector<torch::Tensor> inputs = {
+        w, kd, decay, states, values, g_states, g_values};
+    std::vector<torch::Tensor> out;
+    if (!RunCaptured(GraphKey("gdn-scan-backward", inputs), inputs,
+                     make_outputs, body, &out)) {
+      out = make_outputs();
+      body(inputs, out);
+    }
+    return {out[0], out[1], out[2], out[3]};
+  }
+};
 
 // Sizes of a scan: (BH, n, C, dk, dv).
 struct ScanDims {
@@ -211,21 +317,21 @@ class ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
   }
 };
 
-// The scan: one autograd node with direct GEMM calls per chunk on CPU, the
-// ATen loop elsewhere.
-std::pair<torch::Tensor, torch::Tensor> ScanChunks(const torch::Tensor& u,
-                                                   const torch::Tensor& w,
-                                                   const torch::Tensor& kd,
-                                                   const torch::Tensor& decay) {
-  if (!internal::BlasServes(u)) {
-    return ScanChunksWithAten(u, w, kd, decay);
-  }
+}  // namespace
+
+namespace internal {
+
+std::pair<torch::Tensor, torch::Tensor> ScanGatedDeltaChunks(
+    const torch::Tensor& u, const torch::Tensor& w, const torch::Tensor& kd,
+    const torch::Tensor& decay, bool direct_gemm) {
   const torch::autograd::variable_list out =
-      ChunkScanFunction::apply(u, w, kd, decay);
+      direct_gemm && BlasServes(u)
+          ? ChunkScanFunction::apply(u, w, kd, decay)
+          : AtenChunkScanFunction::apply(u, w, kd, decay);
   return {out[0], out[1]};
 }
 
-}  // namespace
+}  // namespace internal
 
 torch::Tensor ChunkedGatedDelta(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v, const torch::Tensor& g,
@@ -300,7 +406,7 @@ torch::Tensor ChunkedGatedDeltaComposed(const torch::Tensor& q,
 
   // The sequential scan with the whole-chunk decays:
   // V'_n = U_n - W_n S; S = exp(G_C) S + Kd_n^T V'_n.
-  const auto [states, new_values] = ScanChunks(
+  const auto [states, new_values] = ScanGatedDeltaChunks(
       u, w, in.kd.view({bh, n, chunk, dk}), cum_last.exp().view({bh, n}));
 
   // All chunks at once: O = scale ((Q * exp(G)) S_in + ((Q K^T) * D) V').

@@ -2,7 +2,9 @@
 // attention through FlashAttention with the sink folded into its log-sum-exp
 // (model/kernels/flash_attention.h), against NaiveAttention in fp32 on the
 // same bf16-rounded inputs, and against the blockwise ATen loops it replaces
-// (their error, measured in the same test, bounds the new path's).
+// (their error, measured in the same test, bounds the new path's); GDN's
+// scan over chunks replayed through a CUDA graph against the same loops
+// launched one by one.
 //
 // Without a CUDA device (CI, any CPU machine) every test is skipped with the
 // reason; scripts/gpu-check.sh runs them on a GPU and gathers the measured
@@ -18,7 +20,9 @@
 
 #include "model/autocast.h"
 #include "model/kernels/attention_kernel.h"
+#include "model/kernels/cuda_graphs.h"
 #include "model/kernels/flash_attention.h"
+#include "model/kernels/gated_delta_fused.h"
 #include "tests/model/model_test_util.h"
 
 namespace hlab::model {
@@ -143,6 +147,46 @@ TEST(FlashAttentionTest, Fp32InputsUnderBf16AutocastRunInBf16) {
   const double err = MaxRelErr(got, want);
   ::testing::Test::RecordProperty("max_rel_err", err);
   EXPECT_LT(err, 2e-2);
+}
+
+// GDN's scan over chunks through a CUDA graph (model/kernels/
+// cuda_graphs.h) against the same loops launched one by one: the same
+// kernels in the same order, so the same bits, forward and backward; a
+// second call with other values checks that the inputs reach the graph.
+TEST(CudaGraphsTest, GdnScanReplaysTheLoopsBitForBit) {
+  HLAB_SKIP_WITHOUT_CUDA();
+  const auto opts =
+      torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  const int64_t bh = 4, n = 16, c = 64, dk = 32, dv = 48;
+  for (uint64_t seed : {3, 4}) {
+    torch::manual_seed(seed);
+    const torch::Tensor u = torch::randn({bh, n, c, dv}, opts);
+    const torch::Tensor w = 0.1 * torch::randn({bh, n, c, dk}, opts);
+    const torch::Tensor kd = 0.1 * torch::randn({bh, n, c, dk}, opts);
+    const torch::Tensor decay = torch::rand({bh, n}, opts);
+    const torch::Tensor d_states = torch::randn({bh, n, dk, dv}, opts);
+    const torch::Tensor d_values = torch::randn({bh, n, c, dv}, opts);
+    std::vector<std::vector<Tensor>> runs;
+    for (bool graphs : {false, true}) {
+      SetCudaGraphs(graphs);
+      std::vector<Tensor> leaves;
+      for (const Tensor& x : {u, w, kd, decay}) {
+        leaves.push_back(x.clone().requires_grad_());
+      }
+      const auto [states, values] = internal::ScanGatedDeltaChunks(
+          leaves[0], leaves[1], leaves[2], leaves[3], /*direct_gemm=*/false);
+      std::vector<Tensor> r =
+          torch::autograd::grad({states, values}, leaves, {d_states, d_values});
+      r.push_back(states.detach());
+      r.push_back(values.detach());
+      runs.push_back(r);
+    }
+    SetCudaGraphs(false);
+    for (size_t i = 0; i < runs[0].size(); ++i) {
+      EXPECT_TRUE(torch::equal(runs[0][i], runs[1][i]))
+          << "seed " << seed << ", result " << i;
+    }
+  }
 }
 
 }  // namespace

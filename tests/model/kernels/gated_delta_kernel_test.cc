@@ -3,11 +3,15 @@
 // the composition, and the recurrence against the Householder form.
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/kernels/cuda_graphs.h"
+#include "model/kernels/gated_delta_fused.h"
 #include "tests/model/recurrent_test_util.h"
 
 namespace hlab::model {
@@ -100,6 +104,83 @@ TEST(KernelEdgeTest, FusedGatedDeltaMatchesComposition) {
 
 // S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T for one
 // head, as explicit matrix products.
+// The composition's scan over chunks, both forms (the CPU's direct GEMM
+// calls and the explicit ATen loops other devices run), against the
+// recurrence under ordinary autograd: states, V' and the gradients of u, w,
+// kd and the decays, with the loss reading both outputs or only V' (the
+// states' gradient then undefined).
+TEST(KernelEdgeTest, ChunkScanLoopsMatchTheRecurrence) {
+  torch::manual_seed(10);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const int64_t bh = 3, n = 5, c = 4, dk = 6, dv = 7;
+  const torch::Tensor u = torch::randn({bh, n, c, dv}, opts).requires_grad_();
+  const torch::Tensor w =
+      (0.3 * torch::randn({bh, n, c, dk}, opts)).requires_grad_();
+  const torch::Tensor kd =
+      (0.3 * torch::randn({bh, n, c, dk}, opts)).requires_grad_();
+  const torch::Tensor decay = torch::rand({bh, n}, opts).requires_grad_();
+  const std::vector<torch::Tensor> inputs = {u, w, kd, decay};
+  const auto recurrence = [&] {
+    std::vector<torch::Tensor> states, values;
+    torch::Tensor s = torch::zeros({bh, dk, dv}, opts);
+    for (int64_t i = 0; i < n; ++i) {
+      states.push_back(s);
+      values.push_back(u.select(1, i) - torch::bmm(w.select(1, i), s));
+      s = s * decay.select(1, i).view({bh, 1, 1}) +
+          torch::bmm(kd.select(1, i).transpose(1, 2), values.back());
+    }
+    return std::make_pair(torch::stack(states, 1), torch::stack(values, 1));
+  };
+  for (bool both : {true, false}) {
+    const auto read = [both](const std::pair<torch::Tensor, torch::Tensor>& p) {
+      return both ? torch::cat({p.first.flatten(), p.second.flatten()})
+                  : p.second.flatten();
+    };
+    const torch::Tensor dout =
+        torch::randn({(both ? bh * n * dk * dv : 0) + bh * n * c * dv}, opts);
+    const Result want =
+        RunWithGrads([&] { return read(recurrence()); }, inputs, dout);
+    for (bool direct_gemm : {true, false}) {
+      const Result got = RunWithGrads(
+          [&] {
+            return read(
+                internal::ScanGatedDeltaChunks(u, w, kd, decay, direct_gemm));
+          },
+          inputs, dout);
+      const std::string label = std::string(direct_gemm ? "gemm" : "loops") +
+                                (both ? ", both outputs" : ", V' only");
+      EXPECT_LT(MaxRelError(got.out, want.out), kFp64Tolerance) << label;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        EXPECT_LT(MaxRelError(got.grads[i], want.grads[i]), kFp64Tolerance)
+            << label << " grad " << i;
+      }
+    }
+  }
+}
+
+// CUDA graphs (model/kernels/cuda_graphs.h) never take CPU tensors, even
+// when on: the caller runs the loops itself. Keys tell layouts apart.
+TEST(CudaGraphsTest, CpuInputsAreNeverCapturedAndKeysNameTheLayout) {
+  SetCudaGraphs(true);
+  bool ran = false;
+  std::vector<torch::Tensor> out;
+  const torch::Tensor x = torch::ones({2, 3});
+  EXPECT_FALSE(RunCaptured(
+      GraphKey("test", {x}), {x}, [] { return std::vector<torch::Tensor>{}; },
+      [&](const std::vector<torch::Tensor>&, std::vector<torch::Tensor>&) {
+        ran = true;
+      },
+      &out));
+  EXPECT_FALSE(ran);
+  SetCudaGraphs(false);
+  EXPECT_FALSE(CudaGraphsEnabled());
+  EXPECT_NE(GraphKey("k", {x}), GraphKey("k", {torch::ones({3, 2})}));
+  EXPECT_NE(GraphKey("k", {x}), GraphKey("k", {x.to(torch::kFloat64)}));
+  EXPECT_NE(GraphKey("k", {x, x}), GraphKey("k", {x, torch::Tensor()}));
+  EXPECT_NE(GraphKey("a", {x}), GraphKey("b", {x}));
+  EXPECT_EQ(GraphKey("k", {x}), GraphKey("k", {torch::zeros({2, 3})}));
+}
+
 TEST(RecurrenceTest, GatedDeltaMatchesHouseholderForm) {
   const KernelInputs in =
       MakeKernelInputs(1, 1, 12, 5, 3, 1.0, torch::kFloat64, 6);
