@@ -387,6 +387,18 @@ Json AttentionCores(const Options& o, const torch::Device& device) {
           dyt, qt, kt, vt, y, lse, torch::Tensor(), torch::Tensor(), o.seq_len,
           o.seq_len, 0.0, true, seed, offset, std::nullopt, left, int64_t{0});
     });
+    // hlab runs flash's backward deterministically (model/kernels/
+    // flash_attention.h); LibTorch's default is not.
+    at::globalContext().setDeterministicAlgorithms(true, false);
+    r["flash_deterministic_ms"] = TimeMs(o, [&] {
+      auto [y, lse, seed, offset, mask] = at::_flash_attention_forward(
+          qt, kt, vt, std::nullopt, std::nullopt, o.seq_len, o.seq_len, 0.0,
+          true, false, std::nullopt, left, int64_t{0});
+      at::_flash_attention_backward(
+          dyt, qt, kt, vt, y, lse, torch::Tensor(), torch::Tensor(), o.seq_len,
+          o.seq_len, 0.0, true, seed, offset, std::nullopt, left, int64_t{0});
+    });
+    at::globalContext().setDeterministicAlgorithms(false, false);
     r["hlab_over_flash"] =
         r["hlab_ms"].get<double>() / r["flash_ms"].get<double>();
 #endif

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include <ATen/Context.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -133,12 +134,37 @@ CoreOutput FlashForward(const Tensor& q, const Tensor& k, const Tensor& v,
 #endif
 }
 
+// LibTorch's deterministic-algorithms switch, on for one scope and then put
+// back. FlashAttention's backward reads it: on, it sums dQ over the key
+// blocks in a fixed order (per-split buffers); off (LibTorch's default), with
+// atomic adds whose order changes from run to run, and a resumed run would
+// no longer repeat an uninterrupted one bit for bit. The switch is
+// process-wide, so another thread's op during this scope also sees it.
+class ScopedDeterministicAlgorithms {
+ public:
+  ScopedDeterministicAlgorithms()
+      : was_on_(at::globalContext().deterministicAlgorithms()),
+        was_warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
+  ~ScopedDeterministicAlgorithms() {
+    at::globalContext().setDeterministicAlgorithms(was_on_, was_warn_only_);
+  }
+  ScopedDeterministicAlgorithms(const ScopedDeterministicAlgorithms&) = delete;
+  ScopedDeterministicAlgorithms& operator=(
+      const ScopedDeterministicAlgorithms&) = delete;
+
+ private:
+  bool was_on_, was_warn_only_;
+};
+
 std::vector<Tensor> FlashBackward(const Tensor& dout, const Tensor& q,
                                   const Tensor& k, const Tensor& v,
                                   const Tensor& out, const CoreOutput& saved,
                                   int64_t window, double scale) {
 #if HLAB_TORCH_FLASH_ATTENTION
   const int64_t t = q.size(1);
+  const ScopedDeterministicAlgorithms deterministic;
   auto [dq, dk, dv] = at::_flash_attention_backward(
       dout, q, k, v, out, saved.lse, /*cum_seq_q=*/Tensor(),
       /*cum_seq_k=*/Tensor(), /*max_q=*/t, /*max_k=*/t, /*dropout_p=*/0.0,

@@ -20,7 +20,10 @@
 //   kFlash: LibTorch's own FlashAttention-2 kernels (at::_flash_attention_
 //           forward / _backward, window_size_left = w - 1): CUDA tensors in
 //           bf16 or fp16, head dim a multiple of 8 up to 256, LibTorch >=
-//           2.6 (FlashAttentionServes says whether it can run).
+//           2.6 (FlashAttentionServes says whether it can run). Its
+//           backward runs in its deterministic mode (dQ summed in a fixed
+//           order, not with atomic adds), so a resumed run repeats an
+//           uninterrupted one bit for bit, as on the CPU.
 //   kDense: the same contract in plain ATen ops with T x T scores in fp32
 //           (fp64 for fp64 input): the CPU stand-in the tests check the
 //           fold against NaiveAttention with.
