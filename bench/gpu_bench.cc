@@ -54,8 +54,10 @@ using Clock = std::chrono::steady_clock;
 constexpr char kUsage[] = R"(usage: hlab-bench-gpu [options]
 
 Times one training step (forward, backward, AdamW) of each architecture on
-CUDA with bf16 autocast, and one full-attention layer against LibTorch's
-scaled_dot_product_attention.
+CUDA with bf16 autocast; one full-attention layer against LibTorch's
+scaled_dot_product_attention; each mixer kind as one layer (GDN at chunk 64
+and 16, with and without CUDA graphs); and the attention core (windows 0,
+512, 2048) against LibTorch's FlashAttention-2 kernels called directly.
 
   --archs LIST       default full,swa-512,swa-2048,lightning,mamba2,gdn
   --seq-len T        default 16384
