@@ -42,6 +42,7 @@
 #include "model/hybrid_lm.h"
 #include "model/kernels/attention_kernel.h"
 #include "model/kernels/cuda_graphs.h"
+#include "model/kernels/flash_attention.h"
 #include "model/layers/mixer.h"
 #include "train/devices.h"
 #include "train/optimizer.h"
@@ -225,6 +226,20 @@ Json TrainingStep(const Options& o, const std::string& arch,
           {"first_loss", first_loss}};
 }
 
+// Median milliseconds of `step` over o.steps runs after one warm-up.
+double TimeMs(const Options& o, const std::function<void()>& step) {
+  std::vector<double> times;
+  for (int64_t i = 0; i <= o.steps; ++i) {
+    torch::cuda::synchronize();
+    const auto start = Clock::now();
+    step();
+    torch::cuda::synchronize();
+    if (i > 0) times.push_back(Seconds(start) * 1000.0);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // One full-attention mixer layer of hlab against LibTorch's
 // scaled_dot_product_attention (causal; LibTorch >= 2.0), forward and
 // backward, bf16, at (batch, T, d_model).
@@ -235,21 +250,9 @@ Json AttentionLayer(const Options& o, const torch::Device& device) {
   mixer->to(device);
   const auto bf16 =
       torch::TensorOptions().device(device).dtype(torch::kBFloat16);
-  auto time_ms = [&](const std::function<void()>& step) {
-    std::vector<double> times;
-    for (int64_t i = 0; i <= o.steps; ++i) {
-      torch::cuda::synchronize();
-      const auto start = Clock::now();
-      step();
-      torch::cuda::synchronize();
-      if (i > 0) times.push_back(Seconds(start) * 1000.0);
-    }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-  };
   torch::Tensor x =
       torch::randn({o.batch, o.seq_len, o.d_model}, bf16).requires_grad_(true);
-  const double hlab_ms = time_ms([&] {
+  const double hlab_ms = TimeMs(o, [&] {
     hlab::model::SetAutocast(device.type(), true, torch::kBFloat16);
     torch::Tensor y = mixer->forward(x);
     hlab::model::SetAutocast(device.type(), false);
@@ -265,7 +268,7 @@ Json AttentionLayer(const Options& o, const torch::Device& device) {
                         .requires_grad_(true);
   torch::Tensor v = torch::randn({o.batch, o.heads, o.seq_len, hd}, bf16)
                         .requires_grad_(true);
-  const double sdpa_ms = time_ms([&] {
+  const double sdpa_ms = TimeMs(o, [&] {
     torch::Tensor y = at::scaled_dot_product_attention(
         q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
     y.to(torch::kFloat32).square().mean().backward();
@@ -279,20 +282,6 @@ Json AttentionLayer(const Options& o, const torch::Device& device) {
   out["note"] = "LibTorch < 2.0 has no scaled_dot_product_attention";
 #endif
   return out;
-}
-
-// Median milliseconds of `step` over o.steps runs after one warm-up.
-double TimeMs(const Options& o, const std::function<void()>& step) {
-  std::vector<double> times;
-  for (int64_t i = 0; i <= o.steps; ++i) {
-    torch::cuda::synchronize();
-    const auto start = Clock::now();
-    step();
-    torch::cuda::synchronize();
-    if (i > 0) times.push_back(Seconds(start) * 1000.0);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 // Each mixer kind alone: one layer (projections included), forward and
@@ -374,32 +363,25 @@ Json AttentionCores(const Options& o, const torch::Device& device) {
       torch::Tensor y = hlab::model::BlockwiseAttention(ql, kl, vl, sl, window);
       torch::autograd::backward({y}, {dy});
     });
-#if TORCH_VERSION_MAJOR > 2 || \
-    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#if HLAB_TORCH_FLASH_ATTENTION
     const torch::Tensor qt = q.transpose(1, 2), kt = k.transpose(1, 2),
                         vt = v.transpose(1, 2),
                         dyt = dy.transpose(1, 2).contiguous();
     const std::optional<int64_t> left =
         window > 0 ? std::optional<int64_t>(window - 1) : std::nullopt;
-    r["flash_ms"] = TimeMs(o, [&] {
+    const auto flash_step = [&] {
       auto [y, lse, seed, offset, mask] = at::_flash_attention_forward(
           qt, kt, vt, std::nullopt, std::nullopt, o.seq_len, o.seq_len, 0.0,
           true, false, std::nullopt, left, int64_t{0});
       at::_flash_attention_backward(
           dyt, qt, kt, vt, y, lse, torch::Tensor(), torch::Tensor(), o.seq_len,
           o.seq_len, 0.0, true, seed, offset, std::nullopt, left, int64_t{0});
-    });
+    };
+    r["flash_ms"] = TimeMs(o, flash_step);
     // hlab runs flash's backward deterministically (model/kernels/
     // flash_attention.h); LibTorch's default is not.
     at::globalContext().setDeterministicAlgorithms(true, false);
-    r["flash_deterministic_ms"] = TimeMs(o, [&] {
-      auto [y, lse, seed, offset, mask] = at::_flash_attention_forward(
-          qt, kt, vt, std::nullopt, std::nullopt, o.seq_len, o.seq_len, 0.0,
-          true, false, std::nullopt, left, int64_t{0});
-      at::_flash_attention_backward(
-          dyt, qt, kt, vt, y, lse, torch::Tensor(), torch::Tensor(), o.seq_len,
-          o.seq_len, 0.0, true, seed, offset, std::nullopt, left, int64_t{0});
-    });
+    r["flash_deterministic_ms"] = TimeMs(o, flash_step);
     at::globalContext().setDeterministicAlgorithms(false, false);
     r["hlab_over_flash"] =
         r["hlab_ms"].get<double>() / r["flash_ms"].get<double>();

@@ -10,20 +10,9 @@
 #include <ATen/Context.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include "model/autocast.h"
 #include "model/kernels/attention_args.h"
-
-// at::_flash_attention_forward / _backward with window_size_left and
-// window_size_right (and the argument order used below) are LibTorch 2.6's
-// and later's; Debian's 1.13 has neither, and only the dense core runs.
-#if TORCH_VERSION_MAJOR > 2 || \
-    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
-#define HLAB_TORCH_FLASH_ATTENTION 1
-#else
-#define HLAB_TORCH_FLASH_ATTENTION 0
-#endif
 
 namespace hlab::model {
 namespace {

@@ -40,6 +40,17 @@
 #include <cstdint>
 
 #include <torch/types.h>
+#include <torch/version.h>
+
+// at::_flash_attention_forward / _backward with window_size_left and
+// window_size_right (and the argument order hlab passes) are LibTorch 2.6's
+// and later's; Debian's 1.13 has neither, and only the dense core runs.
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#define HLAB_TORCH_FLASH_ATTENTION 1
+#else
+#define HLAB_TORCH_FLASH_ATTENTION 0
+#endif
 
 namespace hlab::model {
 

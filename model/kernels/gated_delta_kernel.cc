@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -111,71 +113,6 @@ void ScanLoopsBackward(const torch::Tensor& w, const torch::Tensor& kd,
   }
 }
 
-class AtenChunkScanFunction
-    : public torch::autograd::Function<AtenChunkScanFunction> {
- public:
-  static torch::autograd::variable_list forward(
-      torch::autograd::AutogradContext* ctx, const torch::Tensor& u_arg,
-      const torch::Tensor& w_arg, const torch::Tensor& kd_arg,
-      const torch::Tensor& decay_arg) {
-    RECORD_FUNCTION("hlab::AtenChunkScanFunction::forward",
-                    std::vector<c10::IValue>());
-    const torch::Tensor u = u_arg.contiguous(), w = w_arg.contiguous(),
-                        kd = kd_arg.contiguous(),
-                        decay = decay_arg.contiguous();
-    const auto make_outputs = [&] {
-      return std::vector<torch::Tensor>{
-          at::empty({u.size(0), u.size(1), w.size(3), u.size(3)}, u.options()),
-          at::empty_like(u)};
-    };
-    const auto body = [](const std::vector<torch::Tensor>& in,
-                         std::vector<torch::Tensor>& out) {
-      ScanLoopsForward(in[0], in[1], in[2], in[3], out[0], out[1]);
-    };
-    // On CUDA with graphs on (model/kernels/cuda_graphs.h), one replay.
-    const std::vector<torch::Tensor> inputs = {u, w, kd, decay};
-    std::vector<torch::Tensor> out;
-    if (!RunCaptured(GraphKey("gdn-scan-forward", inputs), inputs, make_outputs,
-                     body, &out)) {
-      out = make_outputs();
-      body(inputs, out);
-    }
-    ctx->save_for_backward({w, kd, decay, out[0], out[1]});
-    return {out[0], out[1]};
-  }
-
-  static torch::autograd::variable_list backward(
-      torch::autograd::AutogradContext* ctx,
-      torch::autograd::variable_list grads) {
-    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
-    const torch::Tensor &w = saved[0], &kd = saved[1], &decay = saved[2],
-                        &states = saved[3], &values = saved[4];
-    const torch::Tensor g_states =
-        grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
-    const torch::Tensor g_values =
-        grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
-    const auto make_outputs = [&] {
-      return std::vector<torch::Tensor>{at::empty_like(values),
-                                        at::empty_like(w), at::empty_like(kd),
-                                        at::empty_like(decay)};
-    };
-    const auto body = [](const std::vector<torch::Tensor>& in,
-                         std::vector<torch::Tensor>& out) {
-      ScanLoopsBackward(in[0], in[1], in[2], in[3], in[4], in[5], in[6], out[0],
-                        out[1], out[2], out[3]);
-    };
-    const std::vector<torch::Tensor> inputs = {
-        w, kd, decay, states, values, g_states, g_values};
-    std::vector<torch::Tensor> out;
-    if (!RunCaptured(GraphKey("gdn-scan-backward", inputs), inputs,
-                     make_outputs, body, &out)) {
-      out = make_outputs();
-      body(inputs, out);
-    }
-    return {out[0], out[1], out[2], out[3]};
-  }
-};
-
 // Sizes of a scan: (BH, n, C, dk, dv).
 struct ScanDims {
   int64_t bh = 0, n = 0, c = 0, dk = 0, dv = 0;
@@ -260,60 +197,119 @@ void ScanBackward(const ScanDims& dims, int64_t b0, int64_t b1, const T* w,
   }
 }
 
+// The forward and backward scans with direct GEMM calls on raw memory (the
+// CPU with BLAS), batch-heads split across threads; the same arguments as
+// ScanLoopsForward / ScanLoopsBackward, all contiguous.
+void GemmScanForward(const torch::Tensor& u, const torch::Tensor& w,
+                     const torch::Tensor& kd, const torch::Tensor& decay,
+                     torch::Tensor& states, torch::Tensor& values) {
+  const ScanDims dims{u.size(0), u.size(1), u.size(2), w.size(3), u.size(3)};
+  AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "ChunkScan", [&] {
+    internal::ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
+      ScanForward<scalar_t>(
+          dims, b0, b1, u.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+          kd.data_ptr<scalar_t>(), decay.data_ptr<scalar_t>(),
+          states.data_ptr<scalar_t>(), values.data_ptr<scalar_t>());
+    });
+  });
+}
+
+void GemmScanBackward(const torch::Tensor& w, const torch::Tensor& kd,
+                      const torch::Tensor& decay, const torch::Tensor& states,
+                      const torch::Tensor& values,
+                      const torch::Tensor& g_states,
+                      const torch::Tensor& g_values, torch::Tensor& gu,
+                      torch::Tensor& gw, torch::Tensor& gkd,
+                      torch::Tensor& gdecay) {
+  const ScanDims dims{values.size(0), values.size(1), values.size(2), w.size(3),
+                      values.size(3)};
+  AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "ChunkScanBackward", [&] {
+    internal::ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
+      ScanBackward<scalar_t>(
+          dims, b0, b1, w.data_ptr<scalar_t>(), kd.data_ptr<scalar_t>(),
+          decay.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(),
+          values.data_ptr<scalar_t>(),
+          g_states.defined() ? g_states.data_ptr<scalar_t>() : nullptr,
+          g_values.defined() ? g_values.data_ptr<scalar_t>() : nullptr,
+          gu.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(),
+          gkd.data_ptr<scalar_t>(), gdecay.data_ptr<scalar_t>());
+    });
+  });
+}
+
+// The scan as one autograd node, in either form: direct GEMM calls, or the
+// ATen loops (replayed through a CUDA graph when graphs are on,
+// model/kernels/cuda_graphs.h).
 class ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
  public:
+  using Tensors = std::vector<torch::Tensor>;
+
   static torch::autograd::variable_list forward(
       torch::autograd::AutogradContext* ctx, const torch::Tensor& u_arg,
       const torch::Tensor& w_arg, const torch::Tensor& kd_arg,
-      const torch::Tensor& decay_arg) {
+      const torch::Tensor& decay_arg, bool direct_gemm) {
     RECORD_FUNCTION("hlab::ChunkScanFunction::forward",
                     std::vector<c10::IValue>());
     const torch::Tensor u = u_arg.contiguous(), w = w_arg.contiguous(),
                         kd = kd_arg.contiguous(),
                         decay = decay_arg.contiguous();
-    const ScanDims dims{u.size(0), u.size(1), u.size(2), w.size(3), u.size(3)};
-    torch::Tensor states =
-        at::empty({dims.bh, dims.n, dims.dk, dims.dv}, u.options());
-    torch::Tensor values = at::empty_like(u);
-    AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "ChunkScan", [&] {
-      internal::ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
-        ScanForward<scalar_t>(
-            dims, b0, b1, u.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-            kd.data_ptr<scalar_t>(), decay.data_ptr<scalar_t>(),
-            states.data_ptr<scalar_t>(), values.data_ptr<scalar_t>());
-      });
-    });
-    ctx->save_for_backward({w, kd, decay, states, values});
-    return {states, values};
+    const auto make_outputs = [&] {
+      return Tensors{
+          at::empty({u.size(0), u.size(1), w.size(3), u.size(3)}, u.options()),
+          at::empty_like(u)};
+    };
+    const auto body = [direct_gemm](const Tensors& in, Tensors& out) {
+      (direct_gemm ? GemmScanForward : ScanLoopsForward)(in[0], in[1], in[2],
+                                                         in[3], out[0], out[1]);
+    };
+    const Tensors out = Run(direct_gemm, "gdn-scan-forward", {u, w, kd, decay},
+                            make_outputs, body);
+    ctx->save_for_backward({w, kd, decay, out[0], out[1]});
+    ctx->saved_data["direct_gemm"] = direct_gemm;
+    return {out[0], out[1]};
   }
 
   static torch::autograd::variable_list backward(
       torch::autograd::AutogradContext* ctx,
       torch::autograd::variable_list grads) {
-    const std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const Tensors saved = ctx->get_saved_variables();
     const torch::Tensor &w = saved[0], &kd = saved[1], &decay = saved[2],
                         &states = saved[3], &values = saved[4];
-    const ScanDims dims{values.size(0), values.size(1), values.size(2),
-                        w.size(3), values.size(3)};
+    const bool direct_gemm = ctx->saved_data["direct_gemm"].toBool();
     const torch::Tensor g_states =
         grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
     const torch::Tensor g_values =
         grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
-    torch::Tensor gu = at::empty_like(values), gw = at::empty_like(w),
-                  gkd = at::empty_like(kd), gdecay = at::empty_like(decay);
-    AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "ChunkScanBackward", [&] {
-      internal::ForEachBatchHead(dims.bh, [&](int64_t b0, int64_t b1) {
-        ScanBackward<scalar_t>(
-            dims, b0, b1, w.data_ptr<scalar_t>(), kd.data_ptr<scalar_t>(),
-            decay.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(),
-            values.data_ptr<scalar_t>(),
-            g_states.defined() ? g_states.data_ptr<scalar_t>() : nullptr,
-            g_values.defined() ? g_values.data_ptr<scalar_t>() : nullptr,
-            gu.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(),
-            gkd.data_ptr<scalar_t>(), gdecay.data_ptr<scalar_t>());
-      });
-    });
-    return {gu, gw, gkd, gdecay};
+    const auto make_outputs = [&] {
+      return Tensors{at::empty_like(values), at::empty_like(w),
+                     at::empty_like(kd), at::empty_like(decay)};
+    };
+    const auto body = [direct_gemm](const Tensors& in, Tensors& out) {
+      (direct_gemm ? GemmScanBackward : ScanLoopsBackward)(
+          in[0], in[1], in[2], in[3], in[4], in[5], in[6], out[0], out[1],
+          out[2], out[3]);
+    };
+    const Tensors out = Run(direct_gemm, "gdn-scan-backward",
+                            {w, kd, decay, states, values, g_states, g_values},
+                            make_outputs, body);
+    return {out[0], out[1], out[2], out[3], torch::Tensor()};
+  }
+
+ private:
+  // body on fresh outputs, or, for the loops on CUDA with graphs on, one
+  // replay of its graph.
+  static Tensors Run(
+      bool direct_gemm, const std::string& kind, const Tensors& inputs,
+      const std::function<Tensors()>& make_outputs,
+      const std::function<void(const Tensors&, Tensors&)>& body) {
+    Tensors out;
+    if (!direct_gemm &&
+        RunCaptured(GraphKey(kind, inputs), inputs, make_outputs, body, &out)) {
+      return out;
+    }
+    out = make_outputs();
+    body(inputs, out);
+    return out;
   }
 };
 
@@ -325,9 +321,7 @@ std::pair<torch::Tensor, torch::Tensor> ScanGatedDeltaChunks(
     const torch::Tensor& u, const torch::Tensor& w, const torch::Tensor& kd,
     const torch::Tensor& decay, bool direct_gemm) {
   const torch::autograd::variable_list out =
-      direct_gemm && BlasServes(u)
-          ? ChunkScanFunction::apply(u, w, kd, decay)
-          : AtenChunkScanFunction::apply(u, w, kd, decay);
+      ChunkScanFunction::apply(u, w, kd, decay, direct_gemm && BlasServes(u));
   return {out[0], out[1]};
 }
 

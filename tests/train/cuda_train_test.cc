@@ -23,6 +23,7 @@
 #include "common/filesystem.h"
 #include "eval/checkpoint_model.h"
 #include "gtest/gtest.h"
+#include "tests/cuda_test_util.h"
 #include "train/checkpoint_file.h"
 #include "train/trainer.h"
 
@@ -34,17 +35,6 @@ using Json = nlohmann::json;
 
 constexpr int64_t kBatch = 512;  // 4 sequences of 128 tokens
 constexpr int64_t kSteps = 6;
-
-bool HaveCuda() {
-  return torch::cuda::is_available() && torch::cuda::device_count() > 0;
-}
-
-#define HLAB_SKIP_WITHOUT_CUDA()                                           \
-  if (!HaveCuda()) {                                                       \
-    GTEST_SKIP() << "no CUDA device visible to this process (a CPU-only "  \
-                    "LibTorch or no GPU): scripts/gpu-check.sh runs this " \
-                    "on a GPU machine";                                    \
-  }
 
 fs::path TestRoot() {
   return fs::temp_directory_path() /

@@ -23,23 +23,13 @@
 #include "model/kernels/cuda_graphs.h"
 #include "model/kernels/flash_attention.h"
 #include "model/kernels/gated_delta_fused.h"
+#include "tests/cuda_test_util.h"
 #include "tests/model/model_test_util.h"
 
 namespace hlab::model {
 namespace {
 
 using torch::Tensor;
-
-bool HaveCuda() {
-  return torch::cuda::is_available() && torch::cuda::device_count() > 0;
-}
-
-#define HLAB_SKIP_WITHOUT_CUDA()                                           \
-  if (!HaveCuda()) {                                                       \
-    GTEST_SKIP() << "no CUDA device visible to this process (a CPU-only "  \
-                    "LibTorch or no GPU): scripts/gpu-check.sh runs this " \
-                    "on a GPU machine";                                    \
-  }
 
 // One attention call's inputs on CUDA, already rounded to bf16 (so the fp32
 // reference sees the same numbers).
