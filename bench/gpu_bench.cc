@@ -66,17 +66,29 @@ and 16, with and without CUDA graphs); and the attention core (windows 0,
   --layers L         default 4
   --heads H          default 8 (head_dim = D / H)
   --kv-heads K       default 8
+  --vocab V          default 32768
   --batch B          default 1
   --steps N          timed steps after one warm-up (default 2)
   --max-seconds S    start no architecture after S seconds (default 300)
+  --sections LIST    of training,attention_layer,mixer_layers,attention_cores
+                     (default all)
   --json FILE        also write the results as one JSON object
+
+The largest scale of examples/sweeps/paper.yaml (S5, N = 0.49B), for its MFU:
+  hlab-bench-gpu --sections training --d-model 1408 --layers 24 --heads 22 \
+      --kv-heads 2 --vocab 128256
 )";
+
+constexpr const char* kSections[] = {"training", "attention_layer",
+                                     "mixer_layers", "attention_cores"};
 
 struct Options {
   std::vector<std::string> archs = {"full",      "swa-512", "swa-2048",
                                     "lightning", "mamba2",  "gdn"};
   int64_t seq_len = 16384, d_model = 1024, layers = 4, heads = 8, kv_heads = 8,
-          batch = 1, steps = 2;
+          vocab = 32768, batch = 1, steps = 2;
+  std::vector<std::string> sections = {std::begin(kSections),
+                                       std::end(kSections)};
   double max_seconds = 300;
   std::string json_path;
 };
@@ -115,6 +127,18 @@ Options Parse(int argc, char** argv) {
       o.heads = IntFlag(a, next), ++i;
     } else if (a == "--kv-heads") {
       o.kv_heads = IntFlag(a, next), ++i;
+    } else if (a == "--vocab") {
+      o.vocab = IntFlag(a, next), ++i;
+    } else if (a == "--sections" && next != nullptr) {
+      o.sections = absl::StrSplit(next, ',', absl::SkipEmpty());
+      for (const std::string& section : o.sections) {
+        if (std::find(std::begin(kSections), std::end(kSections), section) ==
+            std::end(kSections)) {
+          Fail("--sections: unknown section '" + section +
+               "' (training, attention_layer, mixer_layers, attention_cores)");
+        }
+      }
+      ++i;
     } else if (a == "--batch") {
       o.batch = IntFlag(a, next), ++i;
     } else if (a == "--steps") {
@@ -133,7 +157,7 @@ Options Parse(int argc, char** argv) {
 
 hlab::model::ModelConfig Config(const Options& o, const std::string& arch) {
   hlab::model::ModelConfig c;
-  c.vocab_size = 32768;
+  c.vocab_size = o.vocab;
   c.d_model = o.d_model;
   c.n_layers = o.layers;
   c.n_heads = o.heads;
@@ -418,49 +442,50 @@ int main(int argc, char** argv) {
   const auto begin = Clock::now();
   Json result;
   result["torch_version"] = TORCH_VERSION;
-  result["shape"] = {{"seq_len", o.seq_len},    {"d_model", o.d_model},
-                     {"layers", o.layers},      {"heads", o.heads},
-                     {"kv_heads", o.kv_heads},  {"batch", o.batch},
-                     {"dtype", "bf16 autocast"}};
-  const double peak = MatmulPeakTflops(device);
-  result["matmul_peak_tflops_bf16"] = peak;
-  std::cout << "bf16 matmul peak (8192^3): " << peak << " TFLOP/s\n";
-  Json runs = Json::array();
-  for (const std::string& arch : o.archs) {
-    if (Seconds(begin) > o.max_seconds) {
-      runs.push_back({{"arch", arch}, {"skipped", "--max-seconds reached"}});
-      std::cout << arch << ": skipped (--max-seconds)\n";
-      continue;
+  result["shape"] = {{"seq_len", o.seq_len},   {"d_model", o.d_model},
+                     {"layers", o.layers},     {"heads", o.heads},
+                     {"kv_heads", o.kv_heads}, {"vocab", o.vocab},
+                     {"batch", o.batch},       {"dtype", "bf16 autocast"}};
+  const auto wanted = [&](const std::string& section) {
+    return std::find(o.sections.begin(), o.sections.end(), section) !=
+           o.sections.end();
+  };
+  if (wanted("training")) {
+    const double peak = MatmulPeakTflops(device);
+    result["matmul_peak_tflops_bf16"] = peak;
+    std::cout << "bf16 matmul peak (8192^3): " << peak << " TFLOP/s\n";
+    Json runs = Json::array();
+    for (const std::string& arch : o.archs) {
+      if (Seconds(begin) > o.max_seconds) {
+        runs.push_back({{"arch", arch}, {"skipped", "--max-seconds reached"}});
+        std::cout << arch << ": skipped (--max-seconds)\n";
+        continue;
+      }
+      try {
+        Json r = TrainingStep(o, arch, device, peak);
+        std::cout << arch << ": " << r["step_ms"].get<double>() << " ms/step, "
+                  << r["tokens_per_s"].get<double>() << " tokens/s, MFU "
+                  << r["mfu"].get<double>() << ", "
+                  << r["device_memory_gib"].get<double>() << " GiB\n";
+        runs.push_back(std::move(r));
+      } catch (const std::exception& e) {
+        const std::string what = std::string(e.what()).substr(0, 600);
+        runs.push_back({{"arch", arch}, {"error", what}});
+        std::cout << arch << ": error: " << what << "\n";
+      }
+      torch::cuda::synchronize();
     }
-    try {
-      Json r = TrainingStep(o, arch, device, peak);
-      std::cout << arch << ": " << r["step_ms"].get<double>() << " ms/step, "
-                << r["tokens_per_s"].get<double>() << " tokens/s, MFU "
-                << r["mfu"].get<double>() << ", "
-                << r["device_memory_gib"].get<double>() << " GiB\n";
-      runs.push_back(std::move(r));
-    } catch (const std::exception& e) {
-      const std::string what = std::string(e.what()).substr(0, 600);
-      runs.push_back({{"arch", arch}, {"error", what}});
-      std::cout << arch << ": error: " << what << "\n";
-    }
-    torch::cuda::synchronize();
-  }
-  result["training_step"] = runs;
-  try {
-    result["attention_layer"] = AttentionLayer(o, device);
-    std::cout << "attention layer: " << result["attention_layer"].dump()
-              << "\n";
-  } catch (const std::exception& e) {
-    result["attention_layer"] = {
-        {"error", std::string(e.what()).substr(0, 600)}};
+    result["training_step"] = runs;
   }
   for (const auto& [key, run] :
        std::vector<std::pair<std::string, std::function<Json()>>>{
+           {"attention_layer", [&] { return AttentionLayer(o, device); }},
            {"mixer_layers", [&] { return MixerLayers(o, device); }},
            {"attention_cores", [&] { return AttentionCores(o, device); }}}) {
+    if (!wanted(key)) continue;
     try {
       result[key] = run();
+      std::cout << key << ": " << result[key].dump() << "\n";
     } catch (const std::exception& e) {
       result[key] = {{"error", std::string(e.what()).substr(0, 600)}};
     }

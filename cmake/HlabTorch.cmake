@@ -3,11 +3,36 @@
 # (python3 -c 'import torch; print(torch.utils.cmake_prefix_path)').
 # docs/training.md, "Building for GPUs", says what each check is for.
 #
+#   CMAKE_CXX_STANDARD   raised to 20 when LibTorch's headers require it
 #   HLAB_TORCH_CUDA      ON when LibTorch has CUDA
 #   hlab_openmp          an interface target: -fopenmp with ONE OpenMP
 #                        runtime, the one LibTorch itself uses
 #   HLAB_NCCL_INCLUDE    the directory of nccl.h (CUDA builds), or empty
 #   HLAB_TORCH_GLOO      ON when the Gloo headers are there (CPU ranks)
+
+# The C++ standard. LibTorch >= 2.14 (pytorch#178150) stops every C++17
+# translation unit with "#error C++20 or later compatible compiler is
+# required to use ATen". Its ATen.h says which it needs, whatever the
+# version number, so read it there.
+foreach(dir ${TORCH_INCLUDE_DIRS})
+  if(EXISTS "${dir}/ATen/ATen.h")
+    file(STRINGS "${dir}/ATen/ATen.h" _hlab_aten_needs_cxx20
+      REGEX "__cplusplus < 202002L")
+    if(_hlab_aten_needs_cxx20 AND CMAKE_CXX_STANDARD LESS 20)
+      set(CMAKE_CXX_STANDARD 20)
+      message(STATUS "hlab: building as C++20, which LibTorch "
+        "${Torch_VERSION} needs (${dir}/ATen/ATen.h)")
+    endif()
+    # GCC 10 takes -std=c++20 but reports the draft's __cplusplus (201709L).
+    if(CMAKE_CXX_STANDARD EQUAL 20 AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+       AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 11)
+      message(FATAL_ERROR "hlab: C++20 (this LibTorch's headers need it) "
+        "needs GCC >= 11; this is GCC ${CMAKE_CXX_COMPILER_VERSION}. Set "
+        "CXX to a newer g++ (or clang++ >= 14) and configure a fresh tree.")
+    endif()
+    break()
+  endif()
+endforeach()
 
 if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
   set(HLAB_TORCH_CUDA ON)
@@ -59,7 +84,8 @@ if(HLAB_TORCH_CUDA)
       "${TORCH_INSTALL_PREFIX}/../nvidia/*/*/include/nccl.h")
     if(HLAB_NCCL_WHEEL_HEADERS)
       list(GET HLAB_NCCL_WHEEL_HEADERS 0 _hlab_nccl_h)
-      get_filename_component(HLAB_NCCL_INCLUDE_DIR "${_hlab_nccl_h}" DIRECTORY)
+      get_filename_component(_hlab_nccl_dir "${_hlab_nccl_h}" DIRECTORY)
+      get_filename_component(HLAB_NCCL_INCLUDE_DIR "${_hlab_nccl_dir}" ABSOLUTE)
     endif()
   endif()
   if(NOT HLAB_NCCL_INCLUDE_DIR)
@@ -75,8 +101,10 @@ endif()
 
 # Gloo, for CPU data-parallel ranks. LibTorch 2.x declares ProcessGroupGloo
 # only with USE_C10D_GLOO defined, and a wheel may lack the Gloo headers.
+# Only LibTorch's own count: its Gloo is built in, and another copy's headers
+# (a system libgloo-dev) need not match the layout it was built with.
 set(HLAB_TORCH_GLOO OFF)
-foreach(dir ${TORCH_INCLUDE_DIRS} /usr/include /usr/local/include)
+foreach(dir ${TORCH_INCLUDE_DIRS})
   if(EXISTS "${dir}/gloo/config.h")
     set(HLAB_TORCH_GLOO ON)
   endif()

@@ -17,7 +17,10 @@
 #      same losses (fp32 within 1e-4, bf16 within 2e-2); exact resume on
 #      CUDA; a CUDA checkpoint evaluated on the CPU
 #   6. hlab-bench-gpu: every architecture at T=16384, d_model 1024, 4 layers,
-#      bf16, with device memory; full attention against LibTorch's SDPA
+#      bf16, with device memory; full attention against LibTorch's SDPA; each
+#      mixer as one layer; the attention core against raw FlashAttention-2;
+#      then the training step alone at paper.yaml's largest scale (S5, 0.49B)
+#      for its MFU
 #   7. one JSON summary, OUT/gpu-check.json, with each step's outcome
 #
 #   scripts/gpu-check.sh [--out DIR] [--deps DIR] [--jobs N]
@@ -34,7 +37,8 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-check-out}
 deps_dir=""
 jobs=$(nproc)
-bench_seconds=240
+bench_seconds=200
+s5_seconds=60
 test_filter='*'
 deb_packages=(libabsl-dev libabsl20220623 nlohmann-json3-dev libssl-dev
   libssl3 zlib1g-dev zlib1g libgtest-dev)
@@ -55,7 +59,7 @@ while (($#)); do
       }
       ls -l
       exit 0 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -156,7 +160,7 @@ if ! timeout 300 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   step configure fail "cmake failed: $(grep -m3 -A3 'Error' "$out/configure.log" | tr '\n' ' ' | cut -c1-600)"
   exit 1
 fi
-step configure ok "$(grep -m1 'hlab: LibTorch' "$out/configure.log" | sed 's/^-- //') in $(($(date +%s) - configure_start)) s"
+step configure ok "$(grep -E 'hlab: (LibTorch|building as)' "$out/configure.log" | sed 's/^-- //' | tr '\n' ' ')in $(($(date +%s) - configure_start)) s"
 build_start=$(date +%s)
 targets=(hlab-train hlab-eval cuda_train_test cuda_kernels_test)
 ((bench_seconds >= 0)) && targets+=(hlab-bench-gpu)
@@ -269,6 +273,21 @@ if ((bench_rc == 0)); then
   step bench ok "$(grep -v '^{' "$out/bench-gpu.log" | tr '\n' ';' | cut -c1-800)"
 else
   step bench fail "rc $bench_rc: $(tail -5 "$out/bench-gpu.log" | tr '\n' ' ' | cut -c1-600)"
+fi
+}
+# 6b. MFU at the largest scale of examples/sweeps/paper.yaml (S5: d_model
+# 1408, 24 layers, 22 heads of 64, 2 kv heads, Llama 3's vocabulary; N =
+# 0.49B) at the same context: the training step alone.
+built bench_s5 bin/hlab-bench-gpu && {
+timeout $((s5_seconds + 150)) "$build/bin/hlab-bench-gpu" --sections training \
+  --d-model 1408 --layers 24 --heads 22 --kv-heads 2 --vocab 128256 \
+  --max-seconds "$s5_seconds" --json "$out/bench-gpu-s5.json" \
+  >"$out/bench-gpu-s5.log" 2>&1
+bench_rc=$?
+if ((bench_rc == 0)); then
+  step bench_s5 ok "$(grep -v '^{' "$out/bench-gpu-s5.log" | tr '\n' ';' | cut -c1-800)"
+else
+  step bench_s5 fail "rc $bench_rc: $(tail -5 "$out/bench-gpu-s5.log" | tr '\n' ' ' | cut -c1-600)"
 fi
 }
 fi

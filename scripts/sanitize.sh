@@ -68,11 +68,15 @@ tsan_tests=(store_writer_test store_lease_test lease_queue_test periodic_thread_
 build() {
   local dir=$1 sanitizers=$2
   shift 2
+  # C++20 here, C++17 in the main tree: CI builds hlab in both standards (a
+  # LibTorch >= 2.14 makes the main tree C++20 too, cmake/HlabTorch.cmake).
   if [[ ! -f "$dir/build.ninja" ]]; then
     cmake -S . -B "$dir" -G Ninja -DHLAB_SANITIZE="$sanitizers" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DHLAB_CXX_STANDARD=20 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
       -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+  else
+    cmake "$dir" -DHLAB_CXX_STANDARD=20 >/dev/null
   fi
   local targets=()
   (($#)) && targets=(--target "$@")

@@ -367,8 +367,10 @@ TEST(DockerfileTest, InstallsExactlySetupShPackagesAndRunsAsAUser) {
       if (in.op != "RUN") continue;
       runs_setup |= in.args.find("scripts/setup.sh") != std::string::npos;
       for (const std::string& pkg : AptInstalledPackages(in.args)) {
-        const bool cuda = std::string(name) == "Dockerfile.cuda" &&
-                          absl::StartsWith(pkg, "cuda-toolkit-");
+        // NVIDIA's repository: the CUDA toolkit and NCCL's headers.
+        const bool cuda =
+            std::string(name) == "Dockerfile.cuda" &&
+            (absl::StartsWith(pkg, "cuda-toolkit-") || pkg == "libnccl-dev");
         EXPECT_TRUE(setup_packages.count(pkg) == 1 || cuda)
             << "apt-get installs " << pkg
             << ", which scripts/setup.sh does not: add it there";

@@ -3,11 +3,14 @@
 // shorthand for architectures.
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/sweep/embedded_demo.h"
 #include "coordinator/sweep/expand.h"
 #include "coordinator/sweep/spec_parser.h"
@@ -156,6 +159,26 @@ TEST(SweepSpecParserTest, PaperSpecKeepsThePapersNumbers) {
     }
   }
   EXPECT_LE(largest, 1.05e11) << "the paper's largest run is ~100B tokens";
+}
+
+// scripts/gpu-check.sh measures MFU at paper.yaml's largest scale and names
+// its shape in hlab-bench-gpu's flags: they must stay that scale's.
+TEST(SweepSpecParserTest, GpuCheckBenchesThePaperSpecsLargestScale) {
+  absl::StatusOr<hlab::v1::SweepSpec> spec =
+      LoadSweepSpec(Example("paper.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const hlab::v1::Scale& s5 = spec->scales(spec->scales_size() - 1);
+  ASSERT_EQ(s5.name(), "S5");
+  ASSERT_EQ(s5.d_model() / s5.n_heads(), s5.head_dim());
+  std::ifstream in(std::string(HLAB_SOURCE_DIR) + "/scripts/gpu-check.sh");
+  std::stringstream script;
+  script << in.rdbuf();
+  const std::string flags =
+      absl::StrCat("--d-model ", s5.d_model(), " --layers ", s5.n_layers(),
+                   " --heads ", s5.n_heads(), " --kv-heads ", s5.n_kv_heads(),
+                   " --vocab ", s5.vocab_size());
+  EXPECT_NE(script.str().find(flags), std::string::npos)
+      << "scripts/gpu-check.sh should run hlab-bench-gpu with " << flags;
 }
 
 TEST(SweepSpecParserTest, ArchitectureShorthandAndCustomPatterns) {
