@@ -11,6 +11,12 @@
 // figure times batch building alone, without the model, for the same
 // batches.
 //
+// --prepared DIR trains on a prepared dataset instead (hlab-data prepare's
+// output: memory-mapped shards, split by length at --seq-len into long and
+// short documents, 1:1), with the model's vocabulary the dataset's:
+//
+//   build/bin/hlab-bench-train --prepared /tmp/c4-llama3 --seq-len 1024
+//
 // --q-grad-every N adds the Q-gradient hook's cost (analysis.
 // q_grad_every_steps = N, records dropped): each architecture with a
 // full-attention head trains the same task with and without the hook,
@@ -20,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -49,6 +56,8 @@ struct Options {
   std::vector<std::string> archs = {"full", "swa-64", "lightning", "mamba2",
                                     "gdn"};
   bool json = false;
+  std::string prepared;  // a prepared dataset's directory, or synthetic data
+  int64_t vocab_size = 258;  // the prepared dataset's, once opened
 };
 
 Json TaskFor(const Options& o, const std::string& arch, int64_t steps) {
@@ -58,7 +67,7 @@ Json TaskFor(const Options& o, const std::string& arch, int64_t steps) {
               {"n_layers", o.layers},
               {"n_heads", o.d_model / 32},
               {"n_kv_heads", std::max<int64_t>(1, o.d_model / 64)},
-              {"vocab_size", 258}}},
+              {"vocab_size", o.vocab_size}}},
             {"seq_len", o.seq_len},
             {"batch_tokens", o.batch_tokens},
             {"budget_tokens", steps * o.batch_tokens},
@@ -66,6 +75,12 @@ Json TaskFor(const Options& o, const std::string& arch, int64_t steps) {
             {"threads", o.threads},
             {"log_every_steps", 1000000},
             {"eval", {{"sequences", 0}}}};
+  if (!o.prepared.empty()) {
+    j["data"] = {{"source", "prepared"},
+                 {"long_dir", o.prepared},
+                 {"short_dir", o.prepared},
+                 {"long_fraction", 0.5}};
+  }
   return j;
 }
 
@@ -125,24 +140,45 @@ int main(int argc, char** argv) {
       next_int(&o.q_grad_every);
     else if (arg == "--arch" && i + 1 < argc)
       o.archs = {argv[++i]};
+    else if (arg == "--prepared" && i + 1 < argc)
+      o.prepared = argv[++i];
     else if (arg == "--json")
       o.json = true;
     else {
       std::cout << "usage: hlab-bench-train [--steps N] [--seq-len N] "
                    "[--batch-tokens N] [--d-model N] [--layers N] "
                    "[--threads N] [--arch NAME] [--q-grad-every N] "
-                   "[--json]\n";
+                   "[--prepared DIR] [--json]\n";
       return arg == "--help" ? 0 : 2;
     }
+  }
+  if (!o.prepared.empty()) {
+    // Opened once first, for its vocabulary: the model's is the dataset's.
+    o.vocab_size = 1LL << 40;
+    auto task = hlab::task::TrainTaskFromJson(TaskFor(o, o.archs[0], 1).dump());
+    absl::StatusOr<std::unique_ptr<hlab::train::TrainingData>> data =
+        task.ok() ? hlab::train::TrainingData::Create(*task)
+                  : absl::StatusOr<std::unique_ptr<hlab::train::TrainingData>>(
+                        task.status());
+    if (!data.ok()) {
+      std::cerr << "hlab-bench-train: --prepared " << o.prepared << ": "
+                << data.status().message() << "\n";
+      return 2;
+    }
+    o.vocab_size = (*data)->vocabulary().size;
   }
   if (!o.json) {
     std::printf(
         "hlab-bench-train: d_model %lld, %lld layers, seq_len %lld, "
-        "%lld tokens/step, %lld steps (+3 warm-up), %u cores\n",
+        "%lld tokens/step, %lld steps (+3 warm-up), %u cores, %s\n",
         static_cast<long long>(o.d_model), static_cast<long long>(o.layers),
         static_cast<long long>(o.seq_len),
         static_cast<long long>(o.batch_tokens), static_cast<long long>(o.steps),
-        std::thread::hardware_concurrency());
+        std::thread::hardware_concurrency(),
+        o.prepared.empty() ? "synthetic data"
+                           : ("prepared data " + o.prepared + ", vocabulary " +
+                              std::to_string(o.vocab_size))
+                                 .c_str());
     std::printf("%-10s %12s %12s %14s %16s %10s\n", "arch", "tok/s", "ms/step",
                 "data share", "data-only tok/s", "q-grad hook");
   }

@@ -32,9 +32,12 @@ inline void KeepFreedMemoryForReuse() {
   if (tunables != nullptr && std::strstr(tunables, "malloc") != nullptr) {
     return;
   }
-  mallopt(M_MMAP_MAX, 0);                 // large blocks from the heap too
-  mallopt(M_TRIM_THRESHOLD, 0x7fffffff);  // never trim the heap's top
-  mallopt(M_TOP_PAD, 64 << 20);           // grow the heap 64 MiB at a time
+  mallopt(M_MMAP_MAX, 0);  // large blocks from the heap too
+  // Never trim the heap's top. -1 (documented in mallopt(3)) is the only
+  // way past mallopt's int: 0x7fffffff still trimmed any free top over
+  // 2 GiB, and a 128K-token vocabulary's logits free 4 GiB every step.
+  mallopt(M_TRIM_THRESHOLD, -1);
+  mallopt(M_TOP_PAD, 64 << 20);  // grow the heap 64 MiB at a time
 #endif
 }
 
