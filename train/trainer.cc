@@ -314,6 +314,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
         distributed.world_size, " or a divisor of it"));
   }
   HLAB_ASSIGN_OR_RETURN(s->data, TrainingData::Create(task));
+  if (!s->device.is_cuda() && distributed.rank == 0) {
+    const std::string warning =
+        LogitsMemoryWarning(s->plan.sequences_per_micro_batch * task.seq_len,
+                            s->config.vocab_size, PhysicalMemoryBytes());
+    if (!warning.empty()) {
+      s->Emit({{"type", "warning"}, {"message", warning}});
+      std::fprintf(stderr, "hlab-train: warning: %s\n", warning.c_str());
+    }
+  }
   s->model_json = model::ModelConfigToJson(s->config);
   s->fingerprint = Fingerprint(task);
 
