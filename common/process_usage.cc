@@ -30,11 +30,21 @@ int64_t StatusKilobytes(const std::string& status, const std::string& key) {
 
 }  // namespace
 
+std::string ReadRestOfProcFile(std::ifstream& in) {
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in),
+                std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    // The process exited between the open and the read.
+  }
+  return text;
+}
+
 ProcessUsage ReadProcessUsage(pid_t pid) {
   ProcessUsage usage;
   std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(stat_file)),
-                   std::istreambuf_iterator<char>());
+  const std::string stat = ReadRestOfProcFile(stat_file);
   // Fields after the command's closing parenthesis: state is field 3, utime
   // 14, stime 15, cutime 16, cstime 17, num_threads 20 (proc(5)).
   const size_t close = stat.rfind(')');
@@ -54,8 +64,7 @@ ProcessUsage ReadProcessUsage(pid_t pid) {
   usage.children_cpu_seconds = static_cast<double>(cutime + cstime) / ticks;
   usage.threads = static_cast<int>(threads);
   std::ifstream status_file(absl::StrCat("/proc/", pid, "/status"));
-  std::string status((std::istreambuf_iterator<char>(status_file)),
-                     std::istreambuf_iterator<char>());
+  const std::string status = ReadRestOfProcFile(status_file);
   usage.rss_bytes = StatusKilobytes(status, "VmRSS");
   usage.peak_rss_bytes = StatusKilobytes(status, "VmHWM");
   return usage;

@@ -15,6 +15,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <fstream>
+#include <string>
 
 namespace hlab {
 
@@ -26,6 +28,12 @@ struct ProcessUsage {
   int64_t peak_rss_bytes = 0;  // high-water mark (VmHWM)
   int threads = 0;
 };
+
+// The rest of `in`, an opened /proc file, or what was read of it before its
+// process went away: a read of /proc/<pid>/... once the process is reaped
+// fails with ESRCH, which libstdc++'s file buffer throws, so a reader racing
+// the process's exit would otherwise end in an exception.
+std::string ReadRestOfProcFile(std::ifstream& in);
 
 // Zeros when the process does not exist (or /proc cannot be read).
 ProcessUsage ReadProcessUsage(pid_t pid);

@@ -2,16 +2,40 @@
 // resident memory, CPU time that grows with work), and a process that does
 // not exist gives zeros.
 #include "common/process_usage.h"
+#include <signal.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
 namespace hlab {
 namespace {
+
+// A /proc file opened while its process ran and read after the process was
+// reaped: the read fails with ESRCH, which must come back as "" (the e2e
+// tests' reader threw "basic_filebuf::underflow error reading the file: No
+// such process" when a worker exited under it).
+TEST(ProcessUsageTest, AProcFileReadAfterItsProcessIsGoneIsEmpty) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+  ASSERT_TRUE(stat.is_open());
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  std::string text = "unset";
+  EXPECT_NO_THROW(text = ReadRestOfProcFile(stat));
+  EXPECT_EQ(text, "");
+}
 
 TEST(ProcessUsageTest, ReadsThisProcess) {
   const ProcessUsage before = ReadProcessUsage(::getpid());

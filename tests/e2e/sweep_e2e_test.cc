@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/cli.h"
 #include "cli/local_cluster.h"
+#include "common/process_usage.h"
 #include "gtest/gtest.h"
 #include "tests/model/llama_test_util.h"
 
@@ -318,8 +319,7 @@ pid_t RunningTrainer(const std::string& dir) {
 // The parent pid of `pid`, from /proc.
 pid_t ParentOf(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
+  const std::string stat = ReadRestOfProcFile(in);  // "" once it is gone
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return -1;
   std::istringstream rest(stat.substr(close + 2));
