@@ -41,6 +41,7 @@
 #include "common/openmp_env.h"
 #include "common/status_macros.h"
 #include "data/mixture.h"
+#include "model/config/model_config.h"
 #include "train/malloc_reuse.h"
 #include "train/records.h"
 #include "train/trainer.h"
@@ -153,8 +154,9 @@ int main(int argc, char** argv) {
     }
   }
   if (!o.prepared.empty()) {
-    // Opened once first, for its vocabulary: the model's is the dataset's.
-    o.vocab_size = 1LL << 40;
+    // Opened once first, for its vocabulary: the model's is the dataset's
+    // (the largest a model may have passes the check that it covers it).
+    o.vocab_size = hlab::model::kMaxVocab;
     auto task = hlab::task::TrainTaskFromJson(TaskFor(o, o.archs[0], 1).dump());
     absl::StatusOr<std::unique_ptr<hlab::train::TrainingData>> data =
         task.ok() ? hlab::train::TrainingData::Create(*task)

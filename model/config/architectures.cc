@@ -189,6 +189,10 @@ absl::StatusOr<std::vector<MixerSpec>> ExpandArchitecture(
     return absl::InvalidArgumentError(
         absl::StrCat("n_layers: must be > 0, got ", n_layers));
   }
+  if (n_layers > kMaxLayers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n_layers: must be at most ", kMaxLayers, ", got ", n_layers));
+  }
   // A name without ':' or ',' is a named architecture ("lightning" is the
   // 1:1 hybrid); anything else is a pattern ("lightning,full").
   if (!absl::StrContains(name, ':') && !absl::StrContains(name, ',')) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -27,8 +28,50 @@ absl::Status RequirePositive(absl::string_view field, int64_t value) {
   return absl::OkStatus();
 }
 
+absl::Status RequireAtMost(absl::string_view field, int64_t value,
+                           int64_t max) {
+  if (value > max) {
+    return FieldError(field,
+                      absl::StrCat("must be at most ", max, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// The upper bounds of the model-wide sizes (kMaxLayers and the rest), checked
+// before any of them is used in arithmetic.
+absl::Status CheckModelBounds(const ModelConfig& c) {
+  HLAB_RETURN_IF_ERROR(RequireAtMost("vocab_size", c.vocab_size, kMaxVocab));
+  HLAB_RETURN_IF_ERROR(RequireAtMost("d_model", c.d_model, kMaxWidth));
+  HLAB_RETURN_IF_ERROR(RequireAtMost("n_layers", c.n_layers, kMaxLayers));
+  HLAB_RETURN_IF_ERROR(RequireAtMost("n_heads", c.n_heads, kMaxWidth));
+  HLAB_RETURN_IF_ERROR(RequireAtMost("n_kv_heads", c.n_kv_heads, kMaxWidth));
+  HLAB_RETURN_IF_ERROR(RequireAtMost("head_dim", c.head_dim, kMaxWidth));
+  HLAB_RETURN_IF_ERROR(RequireAtMost("ffn_hidden", c.ffn_hidden, kMaxWidth));
+  return absl::OkStatus();
+}
+
+absl::Status CheckLayerBounds(const MixerSpec& spec, const std::string& where) {
+  HLAB_RETURN_IF_ERROR(
+      RequireAtMost(where + ".window", spec.window, kMaxWindow));
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"windowed_heads", spec.windowed_heads},
+        {"conv_size", spec.conv_size},
+        {"ssm_state", spec.ssm_state},
+        {"ssm_head_dim", spec.ssm_head_dim},
+        {"ssm_expand", spec.ssm_expand},
+        {"gdn_head_dim", spec.gdn_head_dim},
+        {"gdn_heads", spec.gdn_heads},
+        {"chunk", spec.chunk},
+        {"ffn_hidden", spec.ffn_hidden}}) {
+    HLAB_RETURN_IF_ERROR(
+        RequireAtMost(absl::StrCat(where, ".", name), value, kMaxWidth));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLayer(const ModelConfig& config, const MixerSpec& spec,
                            const std::string& where) {
+  HLAB_RETURN_IF_ERROR(CheckLayerBounds(spec, where));
   const MixerSpec defaults;
   const bool softmax = spec.kind == MixerKind::kFull ||
                        spec.kind == MixerKind::kSlidingWindow ||
@@ -216,6 +259,7 @@ int64_t Mamba2Heads(const ModelConfig& config, const MixerSpec& spec) {
 }
 
 absl::Status ValidateModelConfig(const ModelConfig& config) {
+  HLAB_RETURN_IF_ERROR(CheckModelBounds(config));
   HLAB_RETURN_IF_ERROR(RequirePositive("vocab_size", config.vocab_size));
   HLAB_RETURN_IF_ERROR(RequirePositive("d_model", config.d_model));
   HLAB_RETURN_IF_ERROR(RequirePositive("n_layers", config.n_layers));
@@ -358,6 +402,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(absl::string_view text) {
   c.head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
   HLAB_RETURN_IF_ERROR(r.Get("head_dim", &c.head_dim));
   HLAB_RETURN_IF_ERROR(r.Get("ffn_hidden", &c.ffn_hidden));
+  HLAB_RETURN_IF_ERROR(CheckModelBounds(c));
   if (c.ffn_hidden == 0 && !r.Has("ffn_hidden")) {
     c.ffn_hidden = DefaultFfnHidden(c.d_model);
   }

@@ -89,6 +89,19 @@ struct MixerSpec {
   bool operator==(const MixerSpec& other) const;
 };
 
+// Upper bounds on a model's sizes, far above any real model (the study's
+// largest has 24 layers and d_model 1408; Llama 3 405B has 126 layers,
+// d_model 16384 and a 128256-token vocabulary). They stop a typo or a
+// hostile task file before a size is multiplied past int64 or a pattern is
+// expanded into billions of layers; every product hlab forms from them
+// (parameter counts, vocab * d_model) then stays well inside int64.
+inline constexpr int64_t kMaxLayers = 4096;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
+// d_model, heads, head and state dimensions, SwiGLU widths, chunk lengths.
+inline constexpr int64_t kMaxWidth = int64_t{1} << 20;
+// Attention windows, in tokens.
+inline constexpr int64_t kMaxWindow = int64_t{1} << 30;
+
 struct ModelConfig {
   int64_t vocab_size = 256;
   int64_t d_model = 256;

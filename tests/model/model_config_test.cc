@@ -3,6 +3,7 @@
 // the built model's tensors).
 #include "model/config/model_config.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +112,11 @@ TEST(ArchitecturesTest, BadNamesNameTheProblem) {
                 .find("-conv applies to mamba2 and gdn only"),
             std::string::npos);
   EXPECT_FALSE(ExpandArchitecture("gdn:bogus,full", 2).ok());
+  EXPECT_NE(ExpandArchitecture("full", kMaxLayers + 1)
+                .status()
+                .message()
+                .find("n_layers: must be at most 4096"),
+            std::string::npos);
 }
 
 TEST(ModelConfigTest, InvalidConfigsNameTheField) {
@@ -133,6 +139,13 @@ TEST(ModelConfigTest, InvalidConfigsNameTheField) {
       {"layers[0].short_conv",
        [](ModelConfig* c) { c->layers[0].short_conv = true; }},
       {"norm_eps", [](ModelConfig* c) { c->norm_eps = 0; }},
+      {"vocab_size", [](ModelConfig* c) { c->vocab_size = kMaxVocab + 1; }},
+      {"d_model", [](ModelConfig* c) { c->d_model = kMaxWidth + 1; }},
+      {"ffn_hidden", [](ModelConfig* c) { c->ffn_hidden = INT64_MAX; }},
+      {"layers[0].window",
+       [](ModelConfig* c) { c->layers[0].window = kMaxWindow + 1; }},
+      {"layers[1].ffn_hidden",
+       [](ModelConfig* c) { c->layers[1].ffn_hidden = kMaxWidth + 1; }},
   };
   for (const Case& tc : cases) {
     ModelConfig c = AnchorConfig("swa-128");
@@ -197,6 +210,19 @@ TEST(ModelConfigTest, JsonErrorsNameTheField) {
       {R"({"d_model": 64, "n_layers": 2, "n_heads": 5, "arch": "full"})",
        "n_heads:"},
       {"{not json", "malformed JSON"},
+      // Sizes past the bounds are refused before any arithmetic or expansion
+      // (a fuzzer found both: 8 * d_model overflowed int64 in the default
+      // ffn_hidden, and a pattern was expanded into billions of layers).
+      {R"({"d_model": 7777777777777777564, "n_layers": 8, "n_heads": 8,
+           "arch": "swa-80"})",
+       "d_model: must be at most 1048576, got 7777777777777777564"},
+      {R"({"d_model": 64, "n_layers": 4000000000, "n_heads": 4,
+           "arch": "gdn"})",
+       "n_layers: must be at most 4096"},
+      {R"({"d_model": 64, "n_layers": 2, "n_heads": 4,
+           "layers": [{"mixer": "mamba2", "ssm_expand": 9000000000000000000},
+                      "full"]})",
+       "layers[0].ssm_expand: must be at most"},
   };
   for (const auto& [json, expected] : cases) {
     auto config = ModelConfigFromJson(json);
