@@ -13,7 +13,9 @@ std::vector<float> LlamaScorer::Score(const std::vector<int32_t>& tokens) {
 std::vector<std::vector<float>> LlamaScorer::ScoreBatch(
     const std::vector<std::vector<int32_t>>& sequences) {
   return internal::ScoreBatchWith(
-      [this](const torch::Tensor& ids) { return model_->Forward(ids); },
+      [this](const torch::Tensor& inputs, const torch::Tensor& targets) {
+        return model_->TokenNll(inputs, targets);
+      },
       model_->device(), sequences);
 }
 

@@ -28,7 +28,9 @@ std::vector<std::vector<float>> ModelScorer::ScoreBatch(
     const std::vector<std::vector<int32_t>>& sequences) {
   model_->eval();
   return internal::ScoreBatchWith(
-      [this](const torch::Tensor& ids) { return model_->forward(ids); },
+      [this](const torch::Tensor& inputs, const torch::Tensor& targets) {
+        return model_->token_nll(inputs, targets);
+      },
       ModelDevice(model_), sequences);
 }
 
@@ -56,8 +58,8 @@ absl::StatusOr<std::vector<int32_t>> ModelScorer::Generate(
     torch::InferenceMode inference;
     model::DecodeState state;
     torch::Tensor logits = model_->prefill(
-        torch::tensor(prompt, torch::kInt64).unsqueeze(0).to(device),
-        &state);  // (1, n, V)
+        torch::tensor(prompt, torch::kInt64).unsqueeze(0).to(device), &state,
+        /*last_only=*/true);  // (1, 1, V)
     while (true) {
       // argmax returns the first maximum: the lowest id on ties, as
       // NextToken.

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "model/kernels/linear_cross_entropy.h"
 #include "model/layers/attention.h"
 
 namespace hlab::model {
@@ -147,6 +148,12 @@ torch::Tensor HybridLMImpl::Run(const torch::Tensor& tokens, bool reference) {
 }
 
 torch::Tensor HybridLMImpl::RunEmbedded(torch::Tensor x, bool reference) {
+  auto [h, pending] = RunBlocks(std::move(x), reference);
+  return Logits(std::move(h), pending);
+}
+
+std::pair<torch::Tensor, torch::Tensor> HybridLMImpl::RunBlocks(
+    torch::Tensor x, bool reference) {
   hidden_states_.clear();
   // The residual stream after block i is x + pending: the add is left to
   // the next norm (AddRmsNorm), which makes it in the same pass.
@@ -159,7 +166,7 @@ torch::Tensor HybridLMImpl::RunEmbedded(torch::Tensor x, bool reference) {
     }
     CaptureHiddenState(static_cast<int64_t>(i), x, pending);
   }
-  return Logits(std::move(x), pending);
+  return {std::move(x), std::move(pending)};
 }
 
 void HybridLMImpl::CaptureHiddenState(int64_t layer, const torch::Tensor& x,
@@ -171,21 +178,30 @@ void HybridLMImpl::CaptureHiddenState(int64_t layer, const torch::Tensor& x,
   }
 }
 
+torch::Tensor HybridLMImpl::FinalNorm(torch::Tensor x,
+                                      const torch::Tensor& pending) {
+  const torch::ScalarType normed_dtype = LinearInputDtype(x.scalar_type());
+  return pending.defined()
+             ? AddRmsNorm(x, pending, final_norm->weight, final_norm->eps(),
+                          normed_dtype)
+                   .normed
+             : RmsNorm(x, final_norm->weight, final_norm->eps(), normed_dtype);
+}
+
+const torch::Tensor& HybridLMImpl::HeadWeight() const {
+  return lm_head ? lm_head->weight : embedding->weight;
+}
+
 torch::Tensor HybridLMImpl::Logits(torch::Tensor x,
                                    const torch::Tensor& pending) {
-  const torch::ScalarType normed_dtype = LinearInputDtype(x.scalar_type());
-  x = pending.defined()
-          ? AddRmsNorm(x, pending, final_norm->weight, final_norm->eps(),
-                       normed_dtype)
-                .normed
-          : RmsNorm(x, final_norm->weight, final_norm->eps(), normed_dtype);
+  x = FinalNorm(std::move(x), pending);
   torch::Tensor logits =
       lm_head ? lm_head(x) : LinearProduct(x, embedding->weight);
   return logits.to(torch::kFloat32);
 }
 
 torch::Tensor HybridLMImpl::Decode(torch::Tensor x, bool prefill,
-                                   DecodeState* state) {
+                                   DecodeState* state, bool last_only) {
   if (state == nullptr) {
     throw std::invalid_argument("decoding: no state");
   }
@@ -204,15 +220,24 @@ torch::Tensor HybridLMImpl::Decode(torch::Tensor x, bool prefill,
     CaptureHiddenState(static_cast<int64_t>(i), x, pending);
   }
   state->position += x.size(1);
-  return Logits(std::move(x), pending);
+  if (!last_only) return Logits(std::move(x), pending);
+  const int64_t t = x.size(1);
+  if (LinearCrossEntropyBlockRows(x.size(0) * t, config_.vocab_size) == 0) {
+    return Logits(std::move(x), pending).narrow(1, t - 1, 1);
+  }
+  // The head over the last position only: the whole logits would pass a
+  // block (a 16K-token prompt at Llama 3's vocabulary is 8.4 GB).
+  return Logits(
+      x.narrow(1, t - 1, 1).contiguous(),
+      pending.defined() ? pending.narrow(1, t - 1, 1).contiguous() : pending);
 }
 
 torch::Tensor HybridLMImpl::prefill(const torch::Tensor& tokens,
-                                    DecodeState* state) {
+                                    DecodeState* state, bool last_only) {
   if (tokens.dim() != 2 || tokens.size(1) < 1) {
     throw std::invalid_argument("prefill: tokens must be (B, T) with T >= 1");
   }
-  return Decode(embedding(tokens), /*prefill=*/true, state);
+  return Decode(embedding(tokens), /*prefill=*/true, state, last_only);
 }
 
 torch::Tensor HybridLMImpl::step(const torch::Tensor& tokens,
@@ -220,7 +245,8 @@ torch::Tensor HybridLMImpl::step(const torch::Tensor& tokens,
   if (tokens.dim() != 2 || tokens.size(1) != 1) {
     throw std::invalid_argument("step: tokens must be (B, 1)");
   }
-  return Decode(embedding(tokens), /*prefill=*/false, state);
+  return Decode(embedding(tokens), /*prefill=*/false, state,
+                /*last_only=*/false);
 }
 
 torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {
@@ -237,10 +263,29 @@ torch::Tensor HybridLMImpl::forward_reference(const torch::Tensor& tokens) {
 
 torch::Tensor HybridLMImpl::loss(const torch::Tensor& inputs,
                                  const torch::Tensor& targets) {
-  torch::Tensor logits = forward(inputs);
-  return torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+  const int64_t rows =
+      LinearCrossEntropyBlockRows(inputs.numel(), config_.vocab_size);
+  if (rows == 0) {
+    torch::Tensor logits = forward(inputs);
+    return torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+  }
+  auto [h, pending] = RunBlocks(embedding(inputs), /*reference=*/false);
+  const torch::Tensor x = FinalNorm(std::move(h), pending);
+  return LinearCrossEntropy(x.reshape({-1, x.size(-1)}), HeadWeight(),
+                            targets.reshape({-1}), rows);
+}
+
+torch::Tensor HybridLMImpl::token_nll(const torch::Tensor& inputs,
+                                      const torch::Tensor& targets) {
+  torch::NoGradGuard no_grad;
+  auto [h, pending] = RunBlocks(embedding(inputs), /*reference=*/false);
+  const torch::Tensor x = FinalNorm(std::move(h), pending);
+  return LinearTokenNll(
+             x.reshape({-1, x.size(-1)}), HeadWeight(), targets.reshape({-1}),
+             LinearCrossEntropyBlockRows(inputs.numel(), config_.vocab_size))
+      .view(targets.sizes());
 }
 
 void HybridLMImpl::capture_hidden_states(const std::vector<int64_t>& layers) {

@@ -133,12 +133,27 @@ class HybridLMImpl : public torch::nn::Module {
   // of each row -> logits (B, 1, V), and *state advanced. Both capture
   // hidden states as forward does, of the tokens they run; attention
   // probabilities only prefill. std::invalid_argument with the efficient
-  // receptive field on, or for a step without a prefill.
-  torch::Tensor prefill(const torch::Tensor& tokens, DecodeState* state);
+  // receptive field on, or for a step without a prefill. last_only: the
+  // logits of the last position only, (B, 1, V), as greedy generation
+  // needs; bitwise forward's last position where the whole logits fit in
+  // one block of model/kernels/linear_cross_entropy.h, else the head runs
+  // over that position alone (equal to rounding).
+  torch::Tensor prefill(const torch::Tensor& tokens, DecodeState* state,
+                        bool last_only = false);
   torch::Tensor step(const torch::Tensor& tokens, DecodeState* state);
   // Mean next-token cross-entropy in fp32. inputs, targets: (B, T) int64;
-  // targets equal to -1 are ignored.
+  // targets equal to -1 are ignored. Where the fp32 logits would pass
+  // LogitsBlockBytes() (256 MiB: 16,384 tokens of a 4,096-id vocabulary),
+  // the head and the loss run in blocks of rows without keeping the logits
+  // (model/kernels/linear_cross_entropy.h); the loss then equals the plain
+  // path's to rounding.
   torch::Tensor loss(const torch::Tensor& inputs, const torch::Tensor& targets);
+  // Per-token -log p(target) in fp32, (B, T), without gradients, the logits
+  // bounded as in loss; targets -1 give 0. The same values as
+  // -log_softmax(forward(inputs)).gather(targets) (bitwise where the logits
+  // fit in one block).
+  torch::Tensor token_nll(const torch::Tensor& inputs,
+                          const torch::Tensor& targets);
 
   const ModelConfig& config() const { return config_; }
   int64_t num_layers() const { return static_cast<int64_t>(blocks_.size()); }
@@ -175,14 +190,23 @@ class HybridLMImpl : public torch::nn::Module {
  private:
   torch::Tensor Run(const torch::Tensor& tokens, bool reference);
   torch::Tensor RunEmbedded(torch::Tensor x, bool reference);
+  // The blocks over embedded tokens: the residual stream as {x, pending}
+  // (their sum), for FinalNorm.
+  std::pair<torch::Tensor, torch::Tensor> RunBlocks(torch::Tensor x,
+                                                    bool reference);
+  // The final norm over the residual stream x + pending.
+  torch::Tensor FinalNorm(torch::Tensor x, const torch::Tensor& pending);
+  // The LM head's weight (V, d): lm_head's, or the tied embedding's.
+  const torch::Tensor& HeadWeight() const;
   // The final norm and the LM head over the residual stream x + pending.
   torch::Tensor Logits(torch::Tensor x, const torch::Tensor& pending);
   // Stores x + pending, the residual stream after block `layer`, when that
   // layer is captured.
   void CaptureHiddenState(int64_t layer, const torch::Tensor& x,
                           const torch::Tensor& pending);
-  // prefill (true) or step over embedded tokens x.
-  torch::Tensor Decode(torch::Tensor x, bool prefill, DecodeState* state);
+  // prefill (true) or step over embedded tokens x; last_only as prefill's.
+  torch::Tensor Decode(torch::Tensor x, bool prefill, DecodeState* state,
+                       bool last_only);
 
   ModelConfig config_;
   std::vector<Block> blocks_;

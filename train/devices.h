@@ -28,14 +28,6 @@ int DefaultIntraOpThreads(bool cuda, unsigned cores);
 // This machine's physical memory in bytes (sysconf).
 int64_t PhysicalMemoryBytes();
 
-// What to tell a CPU task whose loss alone would take more than half of
-// `memory_bytes`: the fp32 logits of a micro-batch (`micro_batch_tokens` x
-// `vocab_size`), their log-softmax and the gradients of both. Empty when
-// they fit. Llama 3's 128,256 ids take 2.1 GB per 1,024 tokens, so a micro
-// study with its tokenizer needs micro_batch_tokens on a small machine.
-std::string LogitsMemoryWarning(int64_t micro_batch_tokens, int64_t vocab_size,
-                                int64_t memory_bytes);
-
 // Device memory in use on the current CUDA device (total - free, as
 // nvidia-smi counts it), in bytes; -1 on a build without CUDA.
 int64_t CudaDeviceMemoryUsedBytes();

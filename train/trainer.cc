@@ -314,15 +314,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
         distributed.world_size, " or a divisor of it"));
   }
   HLAB_ASSIGN_OR_RETURN(s->data, TrainingData::Create(task));
-  if (!s->device.is_cuda() && distributed.rank == 0) {
-    const std::string warning =
-        LogitsMemoryWarning(s->plan.sequences_per_micro_batch * task.seq_len,
-                            s->config.vocab_size, PhysicalMemoryBytes());
-    if (!warning.empty()) {
-      s->Emit({{"type", "warning"}, {"message", warning}});
-      std::fprintf(stderr, "hlab-train: warning: %s\n", warning.c_str());
-    }
-  }
   s->model_json = model::ModelConfigToJson(s->config);
   s->fingerprint = Fingerprint(task);
 
@@ -400,12 +391,10 @@ ValidationResult Trainer::Validate() {
     auto batch = MakeBatch(s.data->validation(), first, count, &sequences);
     if (!batch.ok()) break;
     *batch = batch->to(s.device);
-    torch::Tensor logits = s.model->forward(batch->narrow(1, 0, seq_len));
-    torch::Tensor nll =
-        -torch::log_softmax(logits.to(torch::kFloat32), -1)
-             .gather(-1, batch->narrow(1, 1, seq_len).unsqueeze(-1))
-             .squeeze(-1)
-             .cpu();  // (B, T)
+    torch::Tensor nll = s.model
+                            ->token_nll(batch->narrow(1, 0, seq_len),
+                                        batch->narrow(1, 1, seq_len))
+                            .cpu();  // (B, T)
     sum += nll.sum().item<double>();
     result.tokens += nll.numel();
     auto acc = nll.accessor<float, 2>();

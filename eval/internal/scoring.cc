@@ -8,22 +8,14 @@
 namespace hlab::eval::internal {
 namespace {
 
-// Tokens per batched forward in ScoreBatchWith: bounds the (B, T, V) logits.
+// Tokens per batched forward in ScoreBatchWith: bounds the activations (the
+// logits are bounded by the model's NllFn).
 constexpr int64_t kBatchTokens = 65536;
-
-// nll: (B, n - 1) of rows of `ids` (B, n) on the model's device.
-torch::Tensor RowNll(const LogitsFn& logits_fn, const torch::Tensor& ids) {
-  const int64_t n = ids.size(1);
-  torch::Tensor logits = logits_fn(ids.narrow(1, 0, n - 1));  // (B, n-1, V)
-  return -torch::log_softmax(logits.to(torch::kFloat32), -1)
-              .gather(-1, ids.narrow(1, 1, n - 1).unsqueeze(-1))
-              .squeeze(-1);  // (B, n-1)
-}
 
 }  // namespace
 
 std::vector<std::vector<float>> ScoreBatchWith(
-    const LogitsFn& logits, torch::Device device,
+    const NllFn& nll_fn, torch::Device device,
     const std::vector<std::vector<int32_t>>& sequences) {
   std::vector<std::vector<float>> out(sequences.size());
   // Sequences of equal length share a forward pass.
@@ -48,7 +40,9 @@ std::vector<std::vector<float>> ScoreBatchWith(
                               .view({static_cast<int64_t>(end - begin), n})
                               .to(device);  // (B, n)
       torch::Tensor nll =
-          RowNll(logits, ids).to(torch::kCPU).contiguous();  // (B, n-1)
+          nll_fn(ids.narrow(1, 0, n - 1), ids.narrow(1, 1, n - 1))
+              .to(torch::kCPU, torch::kFloat32)
+              .contiguous();  // (B, n-1)
       const float* data = nll.data_ptr<float>();
       for (size_t r = begin; r < end; ++r) {
         const float* row = data + (r - begin) * static_cast<size_t>(n - 1);

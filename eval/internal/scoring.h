@@ -1,12 +1,16 @@
 // The scoring loop every TokenScorer over a LibTorch model shares
 // (ModelScorer for a HybridLM, LlamaScorer for a Hugging Face Llama):
 // sequences of equal length batched into one forward pass of at most
-// kBatchTokens tokens, fp32 log-softmax, and the greedy next token.
+// kBatchTokens tokens, each scored by the model's own per-token NLL (which
+// bounds its logits: model/kernels/linear_cross_entropy.h), and the greedy
+// next token.
 //
-// Thread-safety: as safe as `logits`; the functions keep no state.
+// Thread-safety: as safe as `nll` and `logits`; the functions keep no state.
 //
-//   LogitsFn logits = [&](const torch::Tensor& ids) { return m->forward(ids);
-//   }; auto nll = ScoreBatchWith(logits, device, sequences);
+//   NllFn nll = [&](const torch::Tensor& in, const torch::Tensor& target) {
+//     return m->token_nll(in, target);
+//   };
+//   auto scores = ScoreBatchWith(nll, device, sequences);
 #ifndef HLAB_EVAL_INTERNAL_SCORING_H_
 #define HLAB_EVAL_INTERNAL_SCORING_H_
 
@@ -24,9 +28,14 @@ namespace hlab::eval::internal {
 // dtype, run in inference mode.
 using LogitsFn = std::function<torch::Tensor(const torch::Tensor& ids)>;
 
+// inputs, targets: (B, n) int64 on the model's device -> -log p(target)
+// (B, n), fp32, run in inference mode.
+using NllFn = std::function<torch::Tensor(const torch::Tensor& inputs,
+                                          const torch::Tensor& targets)>;
+
 // TokenScorer::ScoreBatch's contract (eval/token_scorer_interface.h).
 std::vector<std::vector<float>> ScoreBatchWith(
-    const LogitsFn& logits, torch::Device device,
+    const NllFn& nll, torch::Device device,
     const std::vector<std::vector<int32_t>>& sequences);
 
 // TokenScorer::NextToken's contract; InvalidArgument for an empty prefix.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "model/kernels/linear_cross_entropy.h"
 
 namespace hlab::model::llama {
 namespace {
@@ -223,8 +224,7 @@ torch::Tensor LlamaModel::Attention(const Layer& layer, const torch::Tensor& h,
                        layer.o);
 }
 
-torch::Tensor LlamaModel::Forward(const torch::Tensor& ids) const {
-  torch::InferenceMode inference;
+torch::Tensor LlamaModel::Hidden(const torch::Tensor& ids) const {
   const int64_t b = ids.size(0), t = ids.size(1);
   torch::Tensor x =
       embed_.index_select(0, ids.to(device_, torch::kInt64).reshape({-1}))
@@ -244,7 +244,34 @@ torch::Tensor LlamaModel::Forward(const torch::Tensor& ids) const {
                               torch::linear(h, layer.up),
                           layer.down);
   }
-  return torch::linear(RmsNorm(x, norm_, eps), head_).to(torch::kFloat32);
+  return RmsNorm(x, norm_, eps);
+}
+
+torch::Tensor LlamaModel::Forward(const torch::Tensor& ids) const {
+  torch::InferenceMode inference;
+  return torch::linear(Hidden(ids), head_).to(torch::kFloat32);
+}
+
+torch::Tensor LlamaModel::TokenNll(const torch::Tensor& inputs,
+                                   const torch::Tensor& targets) const {
+  torch::InferenceMode inference;
+  const torch::Tensor h = Hidden(inputs).reshape({-1, config_.hidden_size});
+  const torch::Tensor t = targets.to(device_, torch::kInt64).reshape({-1});
+  const int64_t n = h.size(0);
+  const int64_t rows = LinearCrossEntropyBlockRows(n, head_.size(0));
+  const int64_t step = rows > 0 ? rows : std::max<int64_t>(1, n);
+  torch::Tensor nll = torch::empty(
+      {n}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  for (int64_t r0 = 0; r0 < n; r0 += step) {
+    const int64_t count = std::min(step, n - r0);
+    const torch::Tensor logits =
+        torch::linear(h.narrow(0, r0, count), head_).to(torch::kFloat32);
+    nll.narrow(0, r0, count)
+        .copy_(-torch::log_softmax(logits, -1)
+                    .gather(-1, t.narrow(0, r0, count).unsqueeze(-1))
+                    .squeeze(-1));
+  }
+  return nll.view(targets.sizes());
 }
 
 }  // namespace hlab::model::llama

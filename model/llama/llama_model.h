@@ -22,6 +22,7 @@
 //   LlamaLoadOptions options;  // fp32 on the CPU; bf16 by default on CUDA
 //   HLAB_ASSIGN_OR_RETURN(auto llama, LlamaModel::Load(dir, options));
 //   torch::Tensor logits = llama->Forward(ids);  // (B, T) -> (B, T, V) fp32
+//   torch::Tensor nll = llama->TokenNll(inputs, targets);  // (B, T) fp32
 #ifndef HLAB_MODEL_LLAMA_LLAMA_MODEL_H_
 #define HLAB_MODEL_LLAMA_LLAMA_MODEL_H_
 
@@ -55,6 +56,14 @@ class LlamaModel {
   // ids: (B, T) integer token ids in [0, vocab_size) on any device ->
   // logits (B, T, vocab_size) in fp32 on device().
   torch::Tensor Forward(const torch::Tensor& ids) const;
+  // inputs, targets: (B, T) token ids -> -log softmax(Forward(inputs))
+  // [targets], (B, T) fp32 on device(), without the whole logits: the head
+  // runs in blocks of rows of at most 256 MiB of fp32 logits
+  // (model::LinearCrossEntropyBlockRows), bitwise the same values as from
+  // Forward where they fit in one block. Llama 3's 128,256 ids at 16,384
+  // tokens would otherwise be 8.4 GB of logits a sequence.
+  torch::Tensor TokenNll(const torch::Tensor& inputs,
+                         const torch::Tensor& targets) const;
 
   const LlamaConfig& config() const { return config_; }
   torch::Device device() const { return device_; }
@@ -72,6 +81,8 @@ class LlamaModel {
   };
 
   LlamaModel() = default;
+  // The final norm's output over ids (B, T): (B, T, D) in the compute dtype.
+  torch::Tensor Hidden(const torch::Tensor& ids) const;
   torch::Tensor Attention(const Layer& layer, const torch::Tensor& h,
                           const torch::Tensor& cos,
                           const torch::Tensor& sin) const;

@@ -131,6 +131,24 @@ TEST(LlamaModelTest, BatchedRowsEqualSingleRows) {
                               1e-6, 1e-6));
 }
 
+// Scoring's per-token NLL (one block of logits here) is the log-softmax of
+// Forward's logits at the targets, bit for bit.
+TEST(LlamaModelTest, TokenNllIsTheLogSoftmaxOfForward) {
+  TinyLlama tiny;
+  auto model = WriteAndLoad(tiny, "nll");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const torch::Tensor in =
+      torch::tensor(std::vector<int64_t>{1, 2, 3, 4, 9, 8, 7, 6}).view({2, 4});
+  const torch::Tensor target =
+      torch::tensor(std::vector<int64_t>{2, 3, 4, 5, 8, 7, 6, 5}).view({2, 4});
+  const torch::Tensor want = -torch::log_softmax((*model)->Forward(in), -1)
+                                  .gather(-1, target.unsqueeze(-1))
+                                  .squeeze(-1);
+  const torch::Tensor got = (*model)->TokenNll(in, target);
+  EXPECT_EQ(got.sizes(), want.sizes());
+  EXPECT_TRUE(torch::equal(got, want));
+}
+
 TEST(LlamaModelTest, AMissingTensorIsNamed) {
   TinyLlama tiny;
   tiny.Generate();

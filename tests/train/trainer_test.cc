@@ -90,22 +90,6 @@ class TrainerTest : public ::testing::Test {
 
 // "threads": 0 gives a CPU rank every core and a CUDA rank at most 4: its
 // host threads only launch kernels, and several ranks share one host.
-// 8,192 tokens x Llama 3's 128,256 ids: 4 fp32 copies are 16.8 GB, over
-// half of 16 GiB; it suggests 2,048 tokens (4.2 GB), the first halving
-// within a quarter. 1,024 tokens (2.1 GB) draw no warning.
-TEST(LogitsMemoryWarningTest, NamesMicroBatchTokensWhenTheLossWouldNotFit) {
-  const int64_t gb16 = int64_t{16} << 30;
-  const std::string warning = LogitsMemoryWarning(8192, 128256, gb16);
-  EXPECT_NE(warning.find("16.8 GB"), std::string::npos) << warning;
-  EXPECT_NE(warning.find("17.2 GB"), std::string::npos) << warning;
-  EXPECT_NE(warning.find("micro_batch_tokens to 2048 or less"),
-            std::string::npos)
-      << warning;
-  EXPECT_EQ(LogitsMemoryWarning(1024, 128256, gb16), "");
-  EXPECT_EQ(LogitsMemoryWarning(8192, 258, gb16), "");  // the demo's
-  EXPECT_EQ(LogitsMemoryWarning(8192, 128256, 0), "");  // memory unknown
-}
-
 TEST(DefaultIntraOpThreadsTest, AllCoresOnTheCpuAtMostFourOnCuda) {
   EXPECT_EQ(DefaultIntraOpThreads(/*cuda=*/false, 16), 16);
   EXPECT_EQ(DefaultIntraOpThreads(/*cuda=*/true, 16), 4);
