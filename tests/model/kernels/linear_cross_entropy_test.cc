@@ -7,6 +7,7 @@
 #include "model/kernels/linear_cross_entropy.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -48,6 +49,22 @@ LossAndGrads RunLoss(const torch::Tensor& x0, const torch::Tensor& w0,
   }
   loss.backward();
   return {loss.detach(), x.grad(), w.grad()};
+}
+
+// A two-layer, 32-wide model with 65,536 ids: its logits pass one block
+// at a few hundred tokens while the rest of the model stays cheap.
+ModelConfig LargeVocabularyConfig(const std::string& arch, bool tied) {
+  ModelConfig c;
+  c.vocab_size = 65536;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.head_dim = 16;
+  c.ffn_hidden = 64;
+  c.tie_embeddings = tied;
+  c.layers = *ExpandArchitecture(arch, 2);
+  return c;
 }
 
 TEST(LinearCrossEntropyTest, BlockRowsBoundTheLogitsAndAreAFunctionOfTheShape) {
@@ -116,16 +133,7 @@ TEST(LinearCrossEntropyTest, Bf16AutocastGradientsAreTheAutocastProducts) {
 TEST(LinearCrossEntropyTest, TheModelsLossAndNllMatchThePlainPath) {
   TwoThreads two_threads;
   for (const bool tied : {true, false}) {
-    ModelConfig c;
-    c.vocab_size = 65536;
-    c.d_model = 32;
-    c.n_layers = 2;
-    c.n_heads = 2;
-    c.n_kv_heads = 1;
-    c.head_dim = 16;
-    c.ffn_hidden = 64;
-    c.tie_embeddings = tied;
-    c.layers = *ExpandArchitecture("swa-16", 2);
+    const ModelConfig c = LargeVocabularyConfig("swa-16", tied);
     torch::manual_seed(11);
     HybridLM model(c);
     const torch::Tensor tokens =
@@ -170,15 +178,7 @@ TEST(LinearCrossEntropyTest, TheModelsLossAndNllMatchThePlainPath) {
 // equal to rounding, and the decoding state is the same.
 TEST(LinearCrossEntropyTest, PrefillOfTheLastPositionMatchesTheWholePrefill) {
   TwoThreads two_threads;
-  ModelConfig c;
-  c.vocab_size = 65536;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.head_dim = 16;
-  c.ffn_hidden = 64;
-  c.layers = *ExpandArchitecture("gdn", 2);
+  const ModelConfig c = LargeVocabularyConfig("gdn", /*tied=*/true);
   torch::manual_seed(19);
   HybridLM model(c);
   model->eval();
