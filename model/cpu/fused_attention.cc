@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "model/cpu/fused_elementwise.h"
+#include "model/cpu/softmax_rows.h"
 #include "model/cpu/vec_math.h"
 
 namespace hlab::model::internal {
@@ -16,75 +17,16 @@ namespace {
 // Row loops. The float versions get vector clones (HLAB_VECTOR_CLONES,
 // model/cpu/vec_math.h).
 
-// GCC 12 leaves an `omp simd reduction(max)` loop scalar (a chain of vmaxss,
-// ~4 cycles per element), so the lanes are explicit: kLanes running maxima,
-// an element-wise loop that vectorises, then one scalar pass over them.
-HLAB_VECTOR_CLONES float RowMax(const float* x, int64_t lo, int64_t hi) {
-  constexpr int64_t kLanes = 16;
-  float lanes[kLanes];
-  std::fill_n(lanes, kLanes, -std::numeric_limits<float>::infinity());
-  int64_t j = lo;
-  for (; j + kLanes <= hi; j += kLanes) {
-#pragma omp simd
-    for (int64_t l = 0; l < kLanes; ++l) {
-      lanes[l] = lanes[l] < x[j + l] ? x[j + l] : lanes[l];
-    }
-  }
-  float m = -std::numeric_limits<float>::infinity();
-  for (; j < hi; ++j) m = std::max(m, x[j]);
-  for (int64_t l = 0; l < kLanes; ++l) m = std::max(m, lanes[l]);
-  return m;
-}
-double RowMax(const double* x, int64_t lo, int64_t hi) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (int64_t j = lo; j < hi; ++j) m = std::max(m, x[j]);
-  return m;
-}
-
-// x[j] = exp(x[j] - shift) on [lo, hi), 0 elsewhere in [0, size); returns
-// the sum.
-HLAB_VECTOR_CLONES float ExpRowPortable(float* x, int64_t lo, int64_t hi,
-                                        int64_t size, float shift) {
-  float sum = 0;
-  for (int64_t j = 0; j < lo; ++j) x[j] = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = lo; j < hi; ++j) {
-    x[j] = ExpNonPositive(x[j] - shift);
-    sum += x[j];
-  }
-  for (int64_t j = hi; j < size; ++j) x[j] = 0;
-  return sum;
-}
 #if defined(__x86_64__) && defined(__GNUC__)
-// ExpRowPortable's AVX-512 form: Exp16 (model/cpu/vec_math.h) with
-// the row's tail as one masked step. Same polynomial, so the same values up
-// to the summation order.
-//
-// GCC 12's own intrinsics (reduce) pass an undefined vector as their unused
-// source and trip -Wuninitialized there.
+// GCC 12's own intrinsics pass an undefined vector as their unused source
+// and trip -Wuninitialized there.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) float ExpRowAvx512(float* x, int64_t lo,
-                                                      int64_t hi, int64_t size,
-                                                      float shift) {
-  std::fill(x, x + lo, 0.0f);
-  std::fill(x + hi, x + size, 0.0f);
-  const __m512 vshift = _mm512_set1_ps(shift);
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = lo; j < hi; j += 16) {
-    const __mmask16 in = TailMask16(hi - j);
-    const __m512 e =
-        Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, x + j), vshift), in);
-    _mm512_mask_storeu_ps(x + j, in, e);
-    sum = _mm512_add_ps(sum, e);
-  }
-  return _mm512_reduce_add_ps(sum);
-}
-
-// ExpRowAvx512 that also writes the row rounded to bf16 into y (zeros
-// outside [lo, hi)), and the fp32 values back into x only if keep_fp32: the
-// forward needs only the bf16 P, the backward both.
+// ExpRow (model/cpu/softmax_rows.h) in AVX-512 that also writes the row
+// rounded to bf16 into y (zeros outside [lo, hi)), and the fp32 values back
+// into x only if keep_fp32: the forward needs only the bf16 P, the backward
+// both.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float
 ExpRowToBf16Native(float* x, int64_t lo, int64_t hi, int64_t size, float shift,
                    Bf16* y, bool keep_fp32) {
@@ -124,24 +66,6 @@ GradRowToBf16Native(const float* p, const float* ds, int64_t size, float drow,
 
 #endif
 
-float ExpRow(float* x, int64_t lo, int64_t hi, int64_t size, float shift) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (CpuHasAvx512()) return ExpRowAvx512(x, lo, hi, size, shift);
-#endif
-  return ExpRowPortable(x, lo, hi, size, shift);
-}
-
-double ExpRow(double* x, int64_t lo, int64_t hi, int64_t size, double shift) {
-  double sum = 0;
-  for (int64_t j = 0; j < lo; ++j) x[j] = 0;
-  for (int64_t j = lo; j < hi; ++j) {
-    x[j] = std::exp(x[j] - shift);
-    sum += x[j];
-  }
-  for (int64_t j = hi; j < size; ++j) x[j] = 0;
-  return sum;
-}
-
 // ds[j] = p[j] * (ds[j] - drow).
 HLAB_VECTOR_CLONES void GradRow(const float* p, float* ds, int64_t size,
                                 float drow) {
@@ -150,14 +74,6 @@ HLAB_VECTOR_CLONES void GradRow(const float* p, float* ds, int64_t size,
 }
 void GradRow(const double* p, double* ds, int64_t size, double drow) {
   for (int64_t j = 0; j < size; ++j) ds[j] = p[j] * (ds[j] - drow);
-}
-
-HLAB_VECTOR_CLONES void ScaleRow(float* x, int64_t size, float s) {
-#pragma omp simd
-  for (int64_t j = 0; j < size; ++j) x[j] *= s;
-}
-void ScaleRow(double* x, int64_t size, double s) {
-  for (int64_t j = 0; j < size; ++j) x[j] *= s;
 }
 
 // For Bf16 the block's P and dS reach the next matmuls rounded to bf16,

@@ -1,11 +1,17 @@
 #include "model/kernels/linear_cross_entropy.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/autocast.h"
+#include "model/cpu/blas.h"
+#include "model/cpu/softmax_rows.h"
 #include "model/layers/linear.h"
 
 namespace hlab::model {
@@ -31,6 +37,156 @@ torch::Tensor BlockLossSum(const torch::Tensor& x, const torch::Tensor& weight,
           .reduction(torch::kSum));
 }
 
+// ---------------------------------------------------------------------------
+// The CPU fp32 form: raw BLAS calls on one logits buffer, split over the
+// vocabulary. The head's weight (V x d) is the big operand; a split over
+// rows would pack all of it again for every call (each call of a 64-row
+// block of a 512-row block: 8 packings of 32 MB per block at 128,256 x 64),
+// so the products are split over vocabulary columns, whose calls pack only
+// their own columns. The softmax and the gradient of each row are one
+// in-place pass over the row (model/cpu/softmax_rows.h), so the block's
+// logits become its d loss / d logits where they lie, and no other
+// (rows, V) tensor is made.
+
+// Vocabulary columns per BLAS call of the logits and of dw.
+constexpr int64_t kVocabChunk = 2048;
+// dx = P w sums over the vocabulary: in groups of at least this many
+// columns, each one call into its own partial sum, added in group order.
+constexpr int64_t kMinGroupCols = 4096;
+constexpr int64_t kMaxPartialBytes = int64_t{64} << 20;
+
+bool CpuKernelTakes(const torch::Tensor& x, const torch::Tensor& weight) {
+  return x.device().is_cpu() && weight.device().is_cpu() &&
+         x.scalar_type() == torch::kFloat32 &&
+         weight.scalar_type() == torch::kFloat32 &&
+         !AutocastEnabled(torch::kCPU) && internal::BlasAvailable<float>();
+}
+
+// Calls fn(i) for i in [0, n) over the intra-op threads; each i runs on
+// one thread, so a Gemm call's bits depend on i alone.
+template <typename Fn>
+void ForEach(int64_t n, const Fn& fn) {
+  at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) fn(i);
+  });
+}
+
+struct HeadLossCpu {
+  const float* x;          // (n, d)
+  const float* w;          // (v, d)
+  const int64_t* targets;  // (n,), each in [-1, v)
+  int64_t n, d, v, block_rows;
+  float grad_scale;  // d loss / d (a row's loss)
+  float* nll;        // (n,) out: each row's loss, 0 without a target
+  float* dx;         // (n, d) out, or null
+  float* dw;         // (v, d) out, or null
+
+  void Run() const {
+    internal::UseOneThreadPool();
+    const bool grad = dx != nullptr || dw != nullptr;
+    const int64_t block = std::min(block_rows, n);
+    const std::unique_ptr<float[]> logits(new float[block * v]);
+    float* l = logits.get();
+    const int64_t chunks = (v + kVocabChunk - 1) / kVocabChunk;
+    const int64_t groups =
+        dx == nullptr
+            ? 0
+            : std::clamp<int64_t>(v / kMinGroupCols, 1,
+                                  1 + kMaxPartialBytes / (block * d * 4));
+    const int64_t group_cols = groups > 0 ? (v + groups - 1) / groups : 0;
+    const std::unique_ptr<float[]> partial(
+        new float[std::max<int64_t>(0, groups - 1) * block * d]);
+    for (int64_t r0 = 0; r0 < n; r0 += block) {
+      const int64_t rows = std::min(block, n - r0);
+      const float* xb = x + r0 * d;
+      ForEach(chunks, [&](int64_t c) {
+        const int64_t c0 = c * kVocabChunk,
+                      cols = std::min(kVocabChunk, v - c0);
+        internal::Gemm(false, true, rows, cols, d, 1.0f, xb, d, w + c0 * d, d,
+                       0.0f, l + c0, v);
+      });
+      ForEach(rows, [&](int64_t i) {
+        nll[r0 + i] = internal::CrossEntropyRow(l + i * v, v, targets[r0 + i],
+                                                grad, grad_scale);
+      });
+      if (dw != nullptr) {
+        // dw (+)= P^T x over this block's rows, blocks added in order.
+        ForEach(chunks, [&](int64_t c) {
+          const int64_t c0 = c * kVocabChunk,
+                        cols = std::min(kVocabChunk, v - c0);
+          internal::Gemm(true, false, cols, d, rows, 1.0f, l + c0, v, xb, d,
+                         r0 == 0 ? 0.0f : 1.0f, dw + c0 * d, d);
+        });
+      }
+      if (dx != nullptr) {
+        float* dxb = dx + r0 * d;
+        ForEach(groups, [&](int64_t g) {
+          const int64_t g0 = g * group_cols,
+                        cols =
+                            std::max<int64_t>(0, std::min(group_cols, v - g0));
+          float* c = g == 0 ? dxb : partial.get() + (g - 1) * block * d;
+          if (cols == 0) {
+            std::fill(c, c + rows * d, 0.0f);
+            return;
+          }
+          internal::Gemm(false, false, rows, d, cols, 1.0f, l + g0, v,
+                         w + g0 * d, d, 0.0f, c, d);
+        });
+        at::parallel_for(0, rows * d, 4096, [&](int64_t i0, int64_t i1) {
+          for (int64_t g = 1; g < groups; ++g) {
+            const float* p = partial.get() + (g - 1) * block * d;
+            for (int64_t i = i0; i < i1; ++i) dxb[i] += p[i];
+          }
+        });
+      }
+    }
+  }
+};
+
+// Checks the targets the raw loops index with: each in [-1, v).
+void CheckTargets(const torch::Tensor& targets, int64_t v) {
+  if (targets.numel() == 0) return;
+  const int64_t lo = targets.min().item<int64_t>();
+  const int64_t hi = targets.max().item<int64_t>();
+  TORCH_CHECK(lo >= -1 && hi < v,
+              "LinearCrossEntropy: targets must be in [-1, ", v, "), got [", lo,
+              ", ", hi, "]");
+}
+
+// The CPU form's loss (a sum over rows in row order, in double) and, as
+// asked, dx and dw of the loss times grad_scale.
+double HeadLossSumCpu(const torch::Tensor& x, const torch::Tensor& weight,
+                      const torch::Tensor& targets, int64_t block_rows,
+                      float grad_scale, torch::Tensor* dx, torch::Tensor* dw,
+                      torch::Tensor* nll_out = nullptr) {
+  const torch::Tensor xc = x.contiguous(), wc = weight.contiguous();
+  const torch::Tensor tc = targets.to(torch::kLong).contiguous();
+  const int64_t n = xc.size(0), d = xc.size(1), v = wc.size(0);
+  CheckTargets(tc, v);
+  torch::Tensor nll = torch::empty({n}, xc.options());
+  if (dx != nullptr) *dx = torch::empty_like(xc);
+  if (dw != nullptr) *dw = torch::zeros_like(wc);
+  if (n > 0) {
+    HeadLossCpu{xc.data_ptr<float>(),
+                wc.data_ptr<float>(),
+                tc.data_ptr<int64_t>(),
+                n,
+                d,
+                v,
+                block_rows,
+                grad_scale,
+                nll.data_ptr<float>(),
+                dx != nullptr ? dx->data_ptr<float>() : nullptr,
+                dw != nullptr ? dw->data_ptr<float>() : nullptr}
+        .Run();
+  }
+  double sum = 0;
+  const float* p = nll.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) sum += p[i];
+  if (nll_out != nullptr) *nll_out = nll;
+  return sum;
+}
+
 // The forward takes each block's gradients while its logits are at hand
 // (as Liger-Kernel's fused linear cross-entropy does): d loss / dx and
 // d loss / dw for an output gradient of 1, kept for the backward, which
@@ -48,12 +204,20 @@ class LinearCrossEntropyFunction
                     std::vector<c10::IValue>());
     const int64_t n = x.size(0);
     const int64_t valid = targets.ne(-1).sum().item<int64_t>();
+    torch::Tensor dx, dw;
+    if (CpuKernelTakes(x, weight)) {
+      const double sum = HeadLossSumCpu(
+          x, weight, targets, block_rows, 1.0f / static_cast<float>(valid),
+          grad_x ? &dx : nullptr, grad_w ? &dw : nullptr);
+      ctx->save_for_backward({dx, dw});
+      return torch::full({}, sum / static_cast<double>(valid),
+                         x.options().dtype(torch::kFloat32));
+    }
     // d loss / d (a row's loss), as the plain mean's.
     const torch::Tensor scale = torch::full(
         {}, 1.0 / static_cast<double>(valid),
         torch::TensorOptions().dtype(torch::kFloat32).device(x.device()));
-    torch::Tensor dx = grad_x ? torch::empty_like(x) : torch::Tensor();
-    torch::Tensor dw;
+    if (grad_x) dx = torch::empty_like(x);
     const torch::Tensor w = weight.detach().requires_grad_(grad_w);
     std::vector<torch::Tensor> sums;
     for (int64_t r0 = 0; r0 < n; r0 += block_rows) {
@@ -136,6 +300,11 @@ torch::Tensor LinearTokenNll(const torch::Tensor& x,
   torch::NoGradGuard no_grad;
   const int64_t n = x.size(0);
   const int64_t step = block_rows > 0 ? block_rows : std::max<int64_t>(1, n);
+  if (block_rows > 0 && CpuKernelTakes(x, weight)) {
+    torch::Tensor nll;
+    HeadLossSumCpu(x, weight, targets, step, 0.0f, nullptr, nullptr, &nll);
+    return nll;
+  }
   torch::Tensor nll = torch::empty({n}, x.options().dtype(torch::kFloat32));
   for (int64_t r0 = 0; r0 < n; r0 += step) {
     const int64_t rows = std::min(step, n - r0);

@@ -259,18 +259,16 @@ torch::Tensor LlamaModel::TokenNll(const torch::Tensor& inputs,
   const torch::Tensor t = targets.to(device_, torch::kInt64).reshape({-1});
   const int64_t n = h.size(0);
   const int64_t rows = LinearCrossEntropyBlockRows(n, head_.size(0));
-  const int64_t step = rows > 0 ? rows : std::max<int64_t>(1, n);
-  torch::Tensor nll = torch::empty(
-      {n}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
-  for (int64_t r0 = 0; r0 < n; r0 += step) {
-    const int64_t count = std::min(step, n - r0);
-    const torch::Tensor logits =
-        torch::linear(h.narrow(0, r0, count), head_).to(torch::kFloat32);
-    nll.narrow(0, r0, count)
-        .copy_(-torch::log_softmax(logits, -1)
-                    .gather(-1, t.narrow(0, r0, count).unsqueeze(-1))
-                    .squeeze(-1));
+  // Past one block of logits, the blocked scorer of model/kernels/ (its
+  // vocabulary-split loops for an fp32 model on the CPU); within one, the
+  // head as Forward applies it, so the NLL is bitwise Forward's.
+  if (rows > 0) {
+    return LinearTokenNll(h, head_, t, rows).view(targets.sizes());
   }
+  const torch::Tensor nll =
+      -torch::log_softmax(torch::linear(h, head_).to(torch::kFloat32), -1)
+           .gather(-1, t.unsqueeze(-1))
+           .squeeze(-1);
   return nll.view(targets.sizes());
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "model/kernels/linear_cross_entropy.h"
 #include "tests/model/llama_test_util.h"
 
 namespace hlab::model::llama {
@@ -147,6 +148,28 @@ TEST(LlamaModelTest, TokenNllIsTheLogSoftmaxOfForward) {
   const torch::Tensor got = (*model)->TokenNll(in, target);
   EXPECT_EQ(got.sizes(), want.sizes());
   EXPECT_TRUE(torch::equal(got, want));
+}
+
+// Past one block of logits (5 x 220 tokens x 65,536 ids x 4 B = 288 MB),
+// the blocked scorer: the same values as the log-softmax of Forward, to
+// rounding.
+TEST(LlamaModelTest, TokenNllInBlocksMatchesForward) {
+  TinyLlama tiny;
+  tiny.vocab = 65536;
+  auto model = WriteAndLoad(tiny, "nll-blocks");
+  ASSERT_TRUE(model.ok()) << model.status();
+  torch::manual_seed(4);
+  const torch::Tensor tokens = torch::randint(0, tiny.vocab, {5, 221});
+  const torch::Tensor in = tokens.narrow(1, 0, 220);
+  const torch::Tensor target = tokens.narrow(1, 1, 220);
+  ASSERT_GT(LinearCrossEntropyBlockRows(in.numel(), tiny.vocab), 0);
+  const torch::Tensor want = -torch::log_softmax((*model)->Forward(in), -1)
+                                  .gather(-1, target.unsqueeze(-1))
+                                  .squeeze(-1);
+  const torch::Tensor got = (*model)->TokenNll(in, target);
+  EXPECT_EQ(got.sizes(), want.sizes());
+  EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5))
+      << (got - want).abs().max().item<float>();
 }
 
 TEST(LlamaModelTest, AMissingTensorIsNamed) {

@@ -99,6 +99,58 @@ TEST(LinearCrossEntropyTest, Fp32MatchesThePlainPathToRounding) {
   }
 }
 
+// The CPU fp32 loops split the vocabulary: logits and dw in 2048-column
+// calls, dx summed over groups of at least 4096 columns. At 10,000 ids (five
+// column chunks, the last short; two dx groups), d 24 and blocks of 64 rows
+// (the last of 8): the loss, gradients and per-row NLL against the plain
+// path; the same bits on one thread and on three; a target outside the
+// vocabulary refused.
+TEST(LinearCrossEntropyTest,
+     VocabularySplitsMatchThePlainPathOnAnyThreadCount) {
+  torch::manual_seed(13);
+  const int64_t n = 200, v = 10000;
+  const torch::Tensor x = torch::randn({n, 24});
+  const torch::Tensor w = torch::randn({v, 24}) * 0.3;
+  torch::Tensor t = torch::randint(0, v, {n}, torch::kInt64);
+  t.index_put_({torch::indexing::Slice(0, n, 9)}, -1);
+  t.index_put_({1}, v - 1);
+  t.index_put_({2}, 0);
+  const auto blocked = [&](auto xx, auto ww) {
+    return LinearCrossEntropy(xx, ww, t, 64);
+  };
+  std::vector<LossAndGrads> runs;
+  std::vector<torch::Tensor> nlls;
+  const int saved = at::get_num_threads();
+  for (const int threads : {1, 3}) {
+    at::set_num_threads(threads);
+    runs.push_back(RunLoss(x, w, false, blocked));
+    nlls.push_back(LinearTokenNll(x, w, t, 64));
+  }
+  at::set_num_threads(saved);
+  EXPECT_TRUE(torch::equal(runs[0].loss, runs[1].loss));
+  EXPECT_TRUE(torch::equal(runs[0].dx, runs[1].dx));
+  EXPECT_TRUE(torch::equal(runs[0].dw, runs[1].dw));
+  EXPECT_TRUE(torch::equal(nlls[0], nlls[1]));
+
+  const LossAndGrads plain = RunLoss(
+      x, w, false, [&](auto xx, auto ww) { return PlainLoss(xx, ww, t); });
+  EXPECT_LT(MaxRelError(runs[0].loss, plain.loss), 1e-6);
+  EXPECT_LT(MaxRelError(runs[0].dx, plain.dx), 1e-5);
+  EXPECT_LT(MaxRelError(runs[0].dw, plain.dw), 1e-5);
+  EXPECT_EQ(runs[0].dx.index({0}).abs().sum().item<float>(), 0.0f);
+  torch::Tensor plain_nll = -torch::log_softmax(LinearProduct(x, w), -1)
+                                 .gather(-1, t.clamp_min(0).unsqueeze(-1))
+                                 .squeeze(-1);
+  plain_nll.masked_fill_(t.eq(-1), 0);
+  EXPECT_LT(MaxRelError(nlls[0], plain_nll), 1e-6);
+  EXPECT_EQ(nlls[0].index({0}).item<float>(), 0.0f);
+
+  torch::Tensor bad = t.clone();
+  bad.index_put_({5}, v);
+  EXPECT_THROW(LinearTokenNll(x, w, bad, 64), c10::Error);
+  EXPECT_THROW(LinearCrossEntropy(x, w, bad, 64), c10::Error);
+}
+
 // One block is the plain path's ops exactly, so under bf16 autocast the
 // results are bitwise the plain path's, which they are only if the
 // gradients come from the products autocast made (autocast is off by the
