@@ -515,16 +515,17 @@ absl::StatusOr<bool> LikelihoodCorrect(TokenScorer& scorer,
 }
 
 // Whether greedy decoding of the answer's length reproduces it exactly.
+// Through Generate: ModelScorer's runs the prompt once and then one token a
+// step from its cache, where NextToken on the growing prefix would run the
+// whole prompt again for every token of the answer.
 absl::StatusOr<bool> GreedyCorrect(TokenScorer& scorer, const NiahSample& s) {
   const std::vector<int32_t>& answer =
       s.candidate_tokens[static_cast<size_t>(s.answer_index)];
-  std::vector<int32_t> prefix = s.prompt;
-  for (int32_t expected : answer) {
-    HLAB_ASSIGN_OR_RETURN(int32_t next, scorer.NextToken(prefix));
-    if (next != expected) return false;
-    prefix.push_back(next);
-  }
-  return true;
+  GenerateOptions options;
+  options.max_new_tokens = static_cast<int64_t>(answer.size());
+  HLAB_ASSIGN_OR_RETURN(std::vector<int32_t> out,
+                        scorer.Generate(s.prompt, options));
+  return out == answer;
 }
 
 }  // namespace

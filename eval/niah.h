@@ -45,7 +45,7 @@
 // candidate for each, and the sample is right when the true one has the
 // lowest summed NLL over the candidate's tokens (ties go to the lower
 // index). With `greedy`, the answer's length in tokens is also decoded
-// greedily (TokenScorer::NextToken) and must match exactly.
+// greedily (TokenScorer::Generate) and must match exactly.
 //
 // Thread-safety: free functions; EvaluateNiah uses the scorer from the
 // calling thread only.

@@ -38,7 +38,7 @@ absl::StatusOr<int32_t> ModelScorer::NextToken(
     const std::vector<int32_t>& prefix) {
   model_->eval();
   return internal::NextTokenWith(
-      [this](const torch::Tensor& ids) { return model_->forward(ids); },
+      [this](const torch::Tensor& ids) { return model_->last_logits(ids); },
       ModelDevice(model_), prefix);
 }
 

@@ -4,7 +4,8 @@
 //
 // One forward pass in inference mode on the model's device, fp32
 // log-softmax; ScoreBatch runs sequences of equal length as one (B, T)
-// batch; NextToken is the argmax of the last position's logits. Generate
+// batch; NextToken is the argmax of the last position's logits
+// (HybridLM::last_logits: never the whole logits past a block). Generate
 // decodes with a cache (HybridLM::prefill / step, model/hybrid_lm.h): one
 // pass over the prompt, then one token per step, the same tokens as
 // TokenScorer's default (docs/evaluation.md, "Generation"). Tests

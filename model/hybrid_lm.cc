@@ -221,6 +221,11 @@ torch::Tensor HybridLMImpl::Decode(torch::Tensor x, bool prefill,
   }
   state->position += x.size(1);
   if (!last_only) return Logits(std::move(x), pending);
+  return LastLogits(std::move(x), pending);
+}
+
+torch::Tensor HybridLMImpl::LastLogits(torch::Tensor x,
+                                       const torch::Tensor& pending) {
   const int64_t t = x.size(1);
   if (LinearCrossEntropyBlockRows(x.size(0) * t, config_.vocab_size) == 0) {
     return Logits(std::move(x), pending).narrow(1, t - 1, 1);
@@ -251,6 +256,15 @@ torch::Tensor HybridLMImpl::step(const torch::Tensor& tokens,
 
 torch::Tensor HybridLMImpl::forward(const torch::Tensor& tokens) {
   return Run(tokens, /*reference=*/false);
+}
+
+torch::Tensor HybridLMImpl::last_logits(const torch::Tensor& tokens) {
+  if (tokens.dim() != 2 || tokens.size(1) < 1) {
+    throw std::invalid_argument(
+        "last_logits: tokens must be (B, T) with T >= 1");
+  }
+  auto [h, pending] = RunBlocks(embedding(tokens), /*reference=*/false);
+  return LastLogits(std::move(h), pending);
 }
 
 torch::Tensor HybridLMImpl::forward_embedded(const torch::Tensor& x) {

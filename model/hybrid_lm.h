@@ -122,7 +122,15 @@ class HybridLMImpl : public torch::nn::Module {
 
   // tokens: (B, T) int64 -> logits (B, T, V), fp32.
   torch::Tensor forward(const torch::Tensor& tokens);
-  // The same from the token embeddings x = embedding(tokens), (B, T, d):
+  // forward's logits at the last position only, (B, 1, V), for a next
+  // token: bitwise forward's last position where the whole logits fit in one
+  // block of model/kernels/linear_cross_entropy.h, else the head runs over
+  // that position alone (equal to rounding), so a long prompt at a large
+  // vocabulary never holds its whole logits. tokens (B, T), T >= 1, else
+  // std::invalid_argument.
+  torch::Tensor last_logits(const torch::Tensor& tokens);
+  // The same as forward from the token embeddings x = embedding(tokens),
+  // (B, T, d):
   // gradients with respect to the inputs (gradient profiling, appendix D.3).
   torch::Tensor forward_embedded(const torch::Tensor& x);
   // The same with every mixer in its reference form (tests).
@@ -200,6 +208,8 @@ class HybridLMImpl : public torch::nn::Module {
   const torch::Tensor& HeadWeight() const;
   // The final norm and the LM head over the residual stream x + pending.
   torch::Tensor Logits(torch::Tensor x, const torch::Tensor& pending);
+  // Logits of the last position only, (B, 1, V) (last_logits).
+  torch::Tensor LastLogits(torch::Tensor x, const torch::Tensor& pending);
   // Stores x + pending, the residual stream after block `layer`, when that
   // layer is captured.
   void CaptureHiddenState(int64_t layer, const torch::Tensor& x,

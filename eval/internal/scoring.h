@@ -24,8 +24,9 @@
 
 namespace hlab::eval::internal {
 
-// ids: (B, n) int64 on the model's device -> logits (B, n, V), any float
-// dtype, run in inference mode.
+// ids: (B, n) int64 on the model's device -> logits (B, m, V) whose last
+// position is the last id's (m = n, or 1: the last position alone), any
+// float dtype, run in inference mode.
 using LogitsFn = std::function<torch::Tensor(const torch::Tensor& ids)>;
 
 // inputs, targets: (B, n) int64 on the model's device -> -log p(target)

@@ -224,8 +224,9 @@ TEST(LinearCrossEntropyTest, TheModelsLossAndNllMatchThePlainPath) {
   }
 }
 
-// Greedy generation's prefill of the last position: bitwise the whole
-// prefill's last row where the logits fit in one block; past it (1 x 1100
+// Greedy generation's prefill of the last position, and last_logits (the
+// blocks' forward, for NextToken): bitwise the whole prefill's and
+// forward's last row where the logits fit in one block; past it (1 x 1100
 // tokens x 65536 ids x 4 B = 288 MB) the head runs over that position alone,
 // equal to rounding, and the decoding state is the same.
 TEST(LinearCrossEntropyTest, PrefillOfTheLastPositionMatchesTheWholePrefill) {
@@ -244,10 +245,17 @@ TEST(LinearCrossEntropyTest, PrefillOfTheLastPositionMatchesTheWholePrefill) {
         model->prefill(prompt, &last_state, /*last_only=*/true);
     ASSERT_EQ(last.sizes(), (std::vector<int64_t>{1, 1, c.vocab_size}));
     const torch::Tensor want = whole.narrow(1, t - 1, 1);
+    // last_logits: the same from the blocks' forward (NextToken's).
+    const torch::Tensor next_logits = model->last_logits(prompt);
+    const torch::Tensor forward_last =
+        model->forward(prompt).narrow(1, t - 1, 1);
+    ASSERT_EQ(next_logits.sizes(), last.sizes());
     if (LinearCrossEntropyBlockRows(t, c.vocab_size) == 0) {
       EXPECT_TRUE(torch::equal(last, want)) << t;
+      EXPECT_TRUE(torch::equal(next_logits, forward_last)) << t;
     } else {
       EXPECT_LT(MaxRelError(last, want), 1e-5) << t;
+      EXPECT_LT(MaxRelError(next_logits, forward_last), 1e-5) << t;
     }
     const torch::Tensor next = torch::full({1, 1}, 7, torch::kInt64);
     EXPECT_TRUE(torch::equal(model->step(next, &last_state),
