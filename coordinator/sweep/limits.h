@@ -5,7 +5,9 @@
 // They are far beyond any model or study hlab is for (Llama 3 405B has
 // d_model 16384, 126 layers, 128 heads, a 128K vocabulary and 15T training
 // tokens), and low enough that every product the planner forms (parameters,
-// tokens, FLOPs, runs) fits its integer type. docs/sweeps.md lists them.
+// tokens, FLOPs, runs) fits its integer type. The model sizes are within
+// the model's own bounds (model/config/model_config.h, which every task
+// file meets), checked below at compile time. docs/sweeps.md lists them.
 //
 //   if (spec.name().size() > kMaxNameLength) return Bad("name", ...);
 #ifndef HLAB_COORDINATOR_SWEEP_LIMITS_H_
@@ -13,6 +15,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "model/config/model_config.h"
 
 namespace hlab::sweep {
 
@@ -40,7 +44,12 @@ inline constexpr int64_t kMaxLayers = 1024;
 inline constexpr int64_t kMaxHeads = 1024;
 inline constexpr int64_t kMaxHeadDim = 4096;
 inline constexpr int64_t kMaxFfnHidden = int64_t{1} << 20;
-inline constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+inline constexpr int64_t kMaxVocabSize = model::kMaxVocab;
+static_assert(kMaxDModel <= model::kMaxWidth && kMaxHeads <= model::kMaxWidth &&
+                  kMaxHeadDim <= model::kMaxWidth &&
+                  kMaxFfnHidden <= model::kMaxWidth &&
+                  kMaxLayers <= model::kMaxLayers,
+              "a sweep's model sizes must be within the model's own bounds");
 
 // Token counts.
 inline constexpr int64_t kMaxSeqLen = int64_t{1} << 20;
