@@ -91,8 +91,9 @@ struct HeadLossCpu {
     const int64_t groups =
         dx == nullptr
             ? 0
-            : std::clamp<int64_t>(v / kMinGroupCols, 1,
-                                  1 + kMaxPartialBytes / (block * d * 4));
+            : std::clamp<int64_t>(
+                  v / kMinGroupCols, 1,
+                  1 + kMaxPartialBytes / std::max<int64_t>(1, block * d * 4));
     const int64_t group_cols = groups > 0 ? (v + groups - 1) / groups : 0;
     const std::unique_ptr<float[]> partial(
         new float[std::max<int64_t>(0, groups - 1) * block * d]);
