@@ -50,9 +50,9 @@ torch::Tensor BlockLossSum(const torch::Tensor& x, const torch::Tensor& weight,
 
 // Vocabulary columns per BLAS call of the logits and of dw: at d_model 64
 // a call's columns of the weight are 512 KB, about one core's L2, and
-// 128,256 ids make 63 calls to spread over the threads. Chosen so, not
-// tuned: the whole step then ran 59.5% in OpenBLAS's GEMM kernel
-// (docs/performance.md, "The loss at a large vocabulary").
+// 128,256 ids make 63 calls to spread over the threads. 1,024 and 8,192
+// columns ran the same step within noise (3.1-3.4 s, docs/performance.md,
+// "The loss at a large vocabulary").
 constexpr int64_t kVocabChunk = 2048;
 // dx = P w sums over the vocabulary: in groups of at least this many
 // columns, each one call into its own partial sum, added in group order.
