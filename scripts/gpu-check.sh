@@ -12,7 +12,8 @@
 #   3. the build (every compile error and warning is kept in the log)
 #   4. hlab-train --probe-devices lists the GPU
 #   5. tests/cuda_kernels_test: the GPU kernels (FlashAttention with the
-#      sink folded in) against their references; tests/cuda_train_test:
+#      sink folded in, GDN's scan in a CUDA graph, the LM head's loss in
+#      blocks of rows) against their references; tests/cuda_train_test:
 #      every architecture trains a few steps on the CPU and on CUDA with the
 #      same losses (fp32 within 1e-4, bf16 within 2e-2); exact resume on
 #      CUDA; a CUDA checkpoint evaluated on the CPU

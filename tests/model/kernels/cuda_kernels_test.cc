@@ -4,7 +4,8 @@
 // same bf16-rounded inputs, and against the blockwise ATen loops it replaces
 // (their error, measured in the same test, bounds the new path's); GDN's
 // scan over chunks replayed through a CUDA graph against the same loops
-// launched one by one.
+// launched one by one; the LM head's loss in blocks of rows (its ATen form,
+// model/kernels/linear_cross_entropy.h) against the whole logits.
 //
 // Without a CUDA device (CI, any CPU machine) every test is skipped with the
 // reason; scripts/gpu-check.sh runs them on a GPU and gathers the measured
@@ -23,8 +24,11 @@
 #include "model/kernels/cuda_graphs.h"
 #include "model/kernels/flash_attention.h"
 #include "model/kernels/gated_delta_fused.h"
+#include "model/kernels/linear_cross_entropy.h"
+#include "model/layers/linear.h"
 #include "tests/cuda_test_util.h"
 #include "tests/model/model_test_util.h"
+#include "tests/model/recurrent_test_util.h"
 
 namespace hlab::model {
 namespace {
@@ -177,6 +181,57 @@ TEST(CudaGraphsTest, GdnScanReplaysTheLoopsBitForBit) {
           << "seed " << seed << ", result " << i;
     }
   }
+}
+
+// The LM head's loss in blocks of rows on CUDA (each block ATen's
+// log-softmax, its gradients taken in the forward) against the whole
+// logits: loss, dx and dw in fp32, and under bf16 autocast with the backward
+// after autocast is off (the trainer's order), within bf16 rounding; the
+// per-row NLL too.
+TEST(LinearCrossEntropyCudaTest, BlocksMatchTheWholeLogits) {
+  HLAB_SKIP_WITHOUT_CUDA();
+  const auto opts =
+      torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  torch::manual_seed(3);
+  const int64_t n = 300, v = 5000;
+  const Tensor x = torch::randn({n, 32}, opts);
+  const Tensor w = torch::randn({v, 32}, opts) * 0.3;
+  Tensor t = torch::randint(0, v, {n}, opts.dtype(torch::kInt64));
+  t.index_put_({torch::indexing::Slice(0, n, 7)}, -1);
+  for (const bool bf16 : {false, true}) {
+    std::vector<std::vector<Tensor>> runs;
+    for (const bool blocked : {false, true}) {
+      const Tensor xx = x.clone().requires_grad_();
+      const Tensor ww = w.clone().requires_grad_();
+      if (bf16) SetAutocast(torch::kCUDA, true, torch::kBFloat16);
+      const Tensor loss =
+          blocked ? LinearCrossEntropy(xx, ww, t, 64)
+                  : torch::nn::functional::cross_entropy(
+                        LinearProduct(xx, ww).to(torch::kFloat32), t,
+                        torch::nn::functional::CrossEntropyFuncOptions()
+                            .ignore_index(-1));
+      if (bf16) {
+        SetAutocastEnabled(torch::kCUDA, false);
+        at::autocast::clear_cache();
+      }
+      loss.backward();
+      runs.push_back({loss.detach(), xx.grad(), ww.grad()});
+    }
+    const double tol = bf16 ? 1e-2 : 1e-4;
+    const char* names[] = {"loss", "dx", "dw"};
+    for (size_t i = 0; i < 3; ++i) {
+      const double err = MaxRelError(runs[1][i], runs[0][i]);
+      RecordProperty(
+          std::string(bf16 ? "bf16_" : "fp32_") + names[i] + "_rel_error",
+          std::to_string(err));
+      EXPECT_LT(err, tol) << names[i] << (bf16 ? " bf16" : " fp32");
+    }
+  }
+  Tensor want = -torch::log_softmax(LinearProduct(x, w).to(torch::kFloat32), -1)
+                     .gather(-1, t.clamp_min(0).unsqueeze(-1))
+                     .squeeze(-1);
+  want.masked_fill_(t.eq(-1), 0);
+  EXPECT_LT(MaxRelError(LinearTokenNll(x, w, t, 64), want), 1e-4);
 }
 
 }  // namespace
