@@ -170,7 +170,9 @@ double HeadLossSumCpu(const torch::Tensor& x, const torch::Tensor& weight,
   CheckTargets(tc, v);
   torch::Tensor nll = torch::empty({n}, xc.options());
   if (dx != nullptr) *dx = torch::empty_like(xc);
-  if (dw != nullptr) *dw = torch::zeros_like(wc);
+  // The first block's products write every element of dw (beta 0).
+  if (dw != nullptr)
+    *dw = n > 0 ? torch::empty_like(wc) : torch::zeros_like(wc);
   if (n > 0) {
     HeadLossCpu{xc.data_ptr<float>(),
                 wc.data_ptr<float>(),
