@@ -30,7 +30,8 @@ std::string HelpText(const CommandRegistry& registry) {
   std::string out =
       "hlab: scaling-law studies of hybrid-attention language models\n\n"
       "usage: hlab <command> [options] [arguments]\n"
-      "       hlab help [command]\n\n"
+      "       hlab help [command]\n"
+      "       hlab --version\n\n"
       "commands:\n";
   size_t width = 0;
   for (const Command& c : registry.commands()) {
@@ -39,19 +40,20 @@ std::string HelpText(const CommandRegistry& registry) {
   for (const Command& c : registry.commands()) {
     absl::StrAppend(&out, "  ", c.name,
                     std::string(width - c.name.size() + 2, ' '), c.summary,
-                    c.run ? "" : " (not implemented yet)", "\n");
+                    "\n");
   }
-  absl::StrAppend(&out,
-                  "\nexit codes: 0 success, 1 the command failed (invalid "
-                  "spec, missing file, server error),\n"
-                  "            2 usage error or command not implemented yet\n"
-                  "connection: --address HOST:PORT (HLAB_ADDRESS, default "
-                  "127.0.0.1:50151),\n"
-                  "            --token T | --token-file F (HLAB_TOKEN, "
-                  "HLAB_TOKEN_FILE),\n"
-                  "            --tls-ca F [--tls-cert F --tls-key F] "
-                  "(HLAB_TLS_CA, ...), --timeout S\n"
-                  "docs: docs/cli.md, docs/sweeps.md\n");
+  absl::StrAppend(
+      &out,
+      "\nexit codes: 0 success, 1 the command failed (invalid "
+      "spec, missing file, server error),\n"
+      "            2 usage error (unknown command or option, bad value)\n"
+      "connection: --address HOST:PORT (HLAB_ADDRESS, default "
+      "127.0.0.1:50151),\n"
+      "            --token T | --token-file F (HLAB_TOKEN, "
+      "HLAB_TOKEN_FILE),\n"
+      "            --tls-ca F [--tls-cert F --tls-key F] "
+      "(HLAB_TLS_CA, ...), --timeout S\n"
+      "docs: docs/cli.md, docs/sweeps.md\n");
   return out;
 }
 
@@ -89,12 +91,6 @@ int RunCli(const CommandRegistry& registry,
       out << command->usage << "\n";
       return kExitOk;
     }
-  }
-  if (!command->run) {
-    err << "hlab " << name
-        << ": error: not implemented yet; run 'hlab help' for the commands "
-           "that work\n";
-    return kExitUsage;
   }
   try {
     return command->run(rest, out, err);

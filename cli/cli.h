@@ -27,16 +27,15 @@ namespace hlab::cli {
 inline constexpr int kExitOk = 0;
 // The command ran and failed: invalid spec, missing file, server error.
 inline constexpr int kExitFailed = 1;
-// Usage error (unknown command or flag, missing argument), or a command
-// that is not implemented yet.
+// Usage error: unknown command or flag, missing argument, bad flag value.
 inline constexpr int kExitUsage = 2;
 
 struct Command {
   std::string name;     // "submit"
   std::string summary;  // one line for `hlab help`
   std::string usage;    // "hlab submit [--dry-run] SPEC.yaml" plus details
-  // Runs with the arguments after the command name. Null: not implemented
-  // yet (the dispatcher says so and returns kExitUsage).
+  // Runs with the arguments after the command name. Every registered
+  // command has one.
   std::function<int(const std::vector<std::string>& args, std::ostream& out,
                     std::ostream& err)>
       run;

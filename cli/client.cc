@@ -279,6 +279,8 @@ std::string Client::ErrorMessage(const grpc::Status& status,
     case grpc::StatusCode::INVALID_ARGUMENT:
       return message;
     case grpc::StatusCode::NOT_FOUND:
+      // A message that says itself what to run next needs no other hint.
+      if (absl::StrContains(message, "`hlab ")) return message;
       return absl::StrCat(message,
                           "; list sweeps with `hlab status` and runs with "
                           "`hlab runs`");

@@ -1,10 +1,11 @@
 // The commands of `hlab` declared here: those that talk to a coordinator
-// (status, watch, runs, query, resume, cancel, workers, eval), `hlab fit`
-// and `hlab report` (a coordinator or a database file), `hlab backup` (a
-// database file) and `hlab up` (a local coordinator and workers, then a
-// sweep), `hlab replay` (a database file or a report's runs.csv). `hlab
-// submit` is submit_command.h. Each is one file,
-// cli/<name>_command.cc (resume and cancel: cancel_resume_commands.cc);
+// (status, watch, runs, query, resume, cancel, workers, drain, undrain,
+// eval), `hlab fit` and `hlab report` (a coordinator or a database file),
+// `hlab backup` (a database file) and `hlab up` (a local coordinator and
+// workers, then a sweep), `hlab replay` (a database file or a report's
+// runs.csv). `hlab submit` is submit_command.h. Each is one file,
+// cli/<name>_command.cc (resume and cancel: cancel_resume_commands.cc;
+// drain and undrain: drain_commands.cc);
 // RegisterBuiltinCommands (commands.cc) lists them.
 // Every client command takes the connection flags of cli/client.h, prints
 // its result to `out`, and a failure as one line on `err` (exit code 1).
@@ -34,6 +35,8 @@ Command QueryCommand();
 Command ResumeCommand();
 Command CancelCommand();
 Command WorkersCommand();
+Command DrainCommand();
+Command UndrainCommand();
 Command FitCommand();
 Command ReplayCommand();
 Command ReportCommand();

@@ -14,6 +14,8 @@ void RegisterBuiltinCommands(CommandRegistry* registry) {
   registry->Register(ResumeCommand());
   registry->Register(CancelCommand());
   registry->Register(WorkersCommand());
+  registry->Register(DrainCommand());
+  registry->Register(UndrainCommand());
   registry->Register(EvalCommand());
   registry->Register(FitCommand());
   registry->Register(ReplayCommand());

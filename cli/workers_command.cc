@@ -82,8 +82,9 @@ Command WorkersCommand() {
   c.summary = "list workers and their devices";
   c.usage =
       "usage: hlab workers [--all] [--format table|json|csv]\n\n"
-      "Lists registered workers: id, host, state (alive, draining; lost with\n"
-      "--all), devices, tasks held, version, last heartbeat (Unix ms).";
+      "Lists registered workers: id, host, state (alive, draining: see\n"
+      "`hlab drain`; lost with --all), devices, tasks held, the build it\n"
+      "runs (version), last heartbeat (Unix ms).";
   c.run = Run;
   return c;
 }

@@ -200,6 +200,13 @@ void Daemon::HeartbeatLoop() {
       continue;
     }
     absl::MutexLock lock(&mu_);
+    if (resp.draining() != draining_) {
+      draining_ = resp.draining();
+      HLAB_LOG(INFO) << (draining_
+                             ? "drained by the coordinator: no new tasks; the "
+                               "running ones go on"
+                             : "undrained by the coordinator: taking tasks");
+    }
     for (const hlab::v1::TaskProgress& stop : resp.stop()) {
       for (auto& [key, entry] : tasks_) {
         const hlab::v1::Task& t = entry->runner->task();

@@ -58,7 +58,8 @@ struct DaemonOptions {
   // coordinator assigns one.
   std::string worker_id;
   std::string hostname;
-  std::string version = "hlab-worker";
+  // Sent on Register: the build it runs (hlab-worker: BuildVersion()).
+  std::string version;
   // From ProbeDevices(): the CPU first, then the GPUs.
   std::vector<hlab::v1::Device> devices;
   // Tasks at once; 0: one per GPU, or 1 without GPUs.
@@ -130,6 +131,8 @@ class Daemon {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  // As the last heartbeat's answer said (`hlab drain`): logged on a change.
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
   // Keyed by "<task_id>#<attempt>".

@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/build_version.h"
 #include "common/filesystem.h"
 #include "common/log.h"
 #include "worker/coordinator_client.h"
@@ -73,6 +74,7 @@ hlab coordinator (docs/worker.md).
                        this worker's alone (a retry elsewhere starts over)
   --allow-network-fs   accept a --data-dir on NFS, SMB, FUSE... (refused by
                        default: trainer pid files and checkpoints are per host)
+  --version            the build (git commit) it was made from
   --help               this text
 
 SIGTERM or SIGINT: trainers get SIGTERM (they checkpoint and exit 75), their
@@ -219,6 +221,9 @@ Flags ParseFlags(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       std::exit(0);
+    } else if (arg == "--version") {
+      std::cout << "hlab-worker " << hlab::BuildVersion() << "\n";
+      std::exit(0);
     } else if (arg == "--coordinator") {
       f.coordinator = value();
     } else if (arg == "--token") {
@@ -355,6 +360,7 @@ int main(int argc, char** argv) {
   hlab::worker::DaemonOptions options;
   options.worker_id = f.name;
   options.hostname = Hostname();
+  options.version = hlab::BuildVersion();
   options.devices = *devices;
   options.capacity = f.capacity;
   options.runner.trainer = f.trainer;
@@ -364,11 +370,11 @@ int main(int argc, char** argv) {
   options.runner.kill_grace = absl::Seconds(f.kill_grace_s);
   options.runner.stall_timeout = absl::Seconds(f.stall_timeout_s);
   hlab::worker::Daemon daemon(options, &client, metrics->get());
-  HLAB_LOG(INFO) << "hlab-worker " << f.name << ": coordinator "
-                 << f.coordinator << ", data dir " << f.data_dir << ", "
-                 << f.checkpoints << ", trainer " << f.trainer << ", evaluator "
-                 << f.evaluator << ", " << hlab::worker::CountGpus(*devices)
-                 << " GPU(s), "
+  HLAB_LOG(INFO) << "hlab-worker " << f.name << " (build " << options.version
+                 << "): coordinator " << f.coordinator << ", data dir "
+                 << f.data_dir << ", " << f.checkpoints << ", trainer "
+                 << f.trainer << ", evaluator " << f.evaluator << ", "
+                 << hlab::worker::CountGpus(*devices) << " GPU(s), "
                  << "capacity " << daemon.capacity() << ", metrics "
                  << f.metrics_listen
                  << (f.tls.root_certs.empty() ? "" : ", TLS");

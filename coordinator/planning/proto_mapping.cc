@@ -302,9 +302,11 @@ hlab::v1::Worker ToProtoWorker(const store::WorkerInfo& worker) {
   out.set_worker_id(worker.id);
   out.set_hostname(worker.address);
   DevicesFromJson(worker.devices, out.mutable_devices());
-  out.set_state(worker.state == store::WorkerState::kUp
-                    ? hlab::v1::WORKER_STATE_ALIVE
-                    : hlab::v1::WORKER_STATE_LOST);
+  out.set_state(worker.state != store::WorkerState::kUp
+                    ? hlab::v1::WORKER_STATE_LOST
+                : worker.draining ? hlab::v1::WORKER_STATE_DRAINING
+                                  : hlab::v1::WORKER_STATE_ALIVE);
+  out.set_version(worker.version);
   out.set_registered_unix_ms(store::ToMillis(worker.registered_at));
   out.set_last_heartbeat_unix_ms(store::ToMillis(worker.last_heartbeat));
   return out;

@@ -135,6 +135,16 @@ grpc::ServerUnaryReactor* ClientServiceImpl::ListWorkers(
       [this, request, response] { return DoListWorkers(*request, response); });
 }
 
+grpc::ServerUnaryReactor* ClientServiceImpl::DrainWorker(
+    grpc::CallbackServerContext* ctx,
+    const hlab::v1::DrainWorkerRequest* request,
+    hlab::v1::DrainWorkerResponse* response) {
+  HLAB_AUTHORIZE(ctx, Role::kAdmin);
+  return AnswerOnPool(
+      context_->client_handlers, ctx,
+      [this, request, response] { return DoDrainWorker(*request, response); });
+}
+
 grpc::ServerUnaryReactor* ClientServiceImpl::EvaluateRun(
     grpc::CallbackServerContext* ctx,
     const hlab::v1::EvaluateRunRequest* request,
@@ -409,16 +419,42 @@ absl::Status ClientServiceImpl::DoListWorkers(
     if (w.state == store::WorkerState::kLost && !request.include_lost()) {
       continue;
     }
-    hlab::v1::Worker* out = response->add_workers();
-    *out = ToProtoWorker(w);
-    store::TaskFilter filter;
-    filter.lease_worker = w.id;
-    filter.state = store::TaskState::kLeased;
-    HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> tasks,
-                          context_->store->ListTasks(filter));
-    for (const store::Task& t : tasks) out->add_task_ids(t.spec.id);
+    HLAB_ASSIGN_OR_RETURN(*response->add_workers(), WorkerWithTasks(w));
   }
   return absl::OkStatus();
+}
+
+absl::Status ClientServiceImpl::DoDrainWorker(
+    const hlab::v1::DrainWorkerRequest& request,
+    hlab::v1::DrainWorkerResponse* response) {
+  if (request.worker_id().empty()) {
+    return absl::InvalidArgumentError(
+        "worker_id: empty; list workers with `hlab workers`");
+  }
+  absl::StatusOr<store::WorkerInfo> worker = context_->store->SetWorkerDraining(
+      request.worker_id(), !request.undrain(), context_->clock());
+  if (absl::IsNotFound(worker.status())) {
+    return absl::NotFoundError(
+        absl::StrCat("no worker '", request.worker_id(),
+                     "'; list workers with `hlab workers --all`"));
+  }
+  HLAB_RETURN_IF_ERROR(worker.status());
+  HLAB_LOG(INFO) << "worker " << request.worker_id()
+                 << (request.undrain() ? " undrained" : " draining");
+  HLAB_ASSIGN_OR_RETURN(*response->mutable_worker(), WorkerWithTasks(*worker));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<hlab::v1::Worker> ClientServiceImpl::WorkerWithTasks(
+    const store::WorkerInfo& worker) {
+  hlab::v1::Worker out = ToProtoWorker(worker);
+  store::TaskFilter filter;
+  filter.lease_worker = worker.id;
+  filter.state = store::TaskState::kLeased;
+  HLAB_ASSIGN_OR_RETURN(std::vector<store::Task> tasks,
+                        context_->store->ListTasks(filter));
+  for (const store::Task& t : tasks) out.add_task_ids(t.spec.id);
+  return out;
 }
 
 }  // namespace hlab::coordinator

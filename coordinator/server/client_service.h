@@ -9,9 +9,9 @@
 //                has finished (eval_inputs.h).
 //   GetSweep, ListRuns, ListWorkers, Query (read-only QueryEngine),
 //   Cancel, Resume, WatchSweep (a server stream, watch_reactor.h),
-//   EvaluateRun (an on-demand EVAL task, evaluate_run.h).
+//   EvaluateRun (an on-demand EVAL task, evaluate_run.h), DrainWorker.
 // Roles (auth.h): read for Get/List/Watch/Query, submit for
-// Submit/Cancel/Resume/EvaluateRun.
+// Submit/Cancel/Resume/EvaluateRun, admin for DrainWorker.
 //
 // Handlers are thin: each checks the caller's role, runs one Do* method
 // returning absl::Status, and finishes with ToGrpcStatus.
@@ -66,6 +66,10 @@ class ClientServiceImpl final
       grpc::CallbackServerContext* ctx,
       const hlab::v1::ListWorkersRequest* request,
       hlab::v1::ListWorkersResponse* response) override;
+  grpc::ServerUnaryReactor* DrainWorker(
+      grpc::CallbackServerContext* ctx,
+      const hlab::v1::DrainWorkerRequest* request,
+      hlab::v1::DrainWorkerResponse* response) override;
   grpc::ServerUnaryReactor* EvaluateRun(
       grpc::CallbackServerContext* ctx,
       const hlab::v1::EvaluateRunRequest* request,
@@ -86,6 +90,11 @@ class ClientServiceImpl final
                        hlab::v1::QueryResponse* response);
   absl::Status DoListWorkers(const hlab::v1::ListWorkersRequest& request,
                              hlab::v1::ListWorkersResponse* response);
+  absl::Status DoDrainWorker(const hlab::v1::DrainWorkerRequest& request,
+                             hlab::v1::DrainWorkerResponse* response);
+  // `worker` as the API shows it, with the tasks it holds.
+  absl::StatusOr<hlab::v1::Worker> WorkerWithTasks(
+      const store::WorkerInfo& worker);
 
   ServiceContext* const context_;
 };

@@ -35,6 +35,8 @@ struct ServiceContext {
   CoordinatorMetrics* metrics = nullptr;
   Authorizer auth = Authorizer::Disabled();
   Clock clock = [] { return absl::Now(); };
+  // This coordinator's build (CoordinatorOptions::version); empty: unknown.
+  std::string version;
   // Lease time; workers heartbeat every lease / 6.
   absl::Duration lease = absl::Seconds(30);
   // Longest Lease long poll, and how often it looks for work meanwhile.

@@ -187,6 +187,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(
   ctx.auth = std::move(auth);
   ctx.clock = options.clock;
   ctx.lease = options.lease;
+  ctx.version = options.version;
   ctx.max_lease_wait = options.max_lease_wait;
   ctx.expiry_backoff = options.expiry_backoff;
   // Handlers wait on group commits, so more threads than cores: each waits

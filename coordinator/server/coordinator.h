@@ -53,6 +53,9 @@ struct CoordinatorOptions {
   std::string metrics_listen = "127.0.0.1:9151";  // "none": no exposer
   std::string tokens_file;        // empty: no auth, loopback only
   std::string tls_cert, tls_key;  // PEM files; both or neither
+  // This coordinator's build (BuildVersion(), set by hlab-coordinator): a
+  // worker that registers with another is logged with a warning.
+  std::string version;
   // Accept a --db directory on a network filesystem (common/filesystem.h).
   bool allow_network_fs = false;
   absl::Duration lease = absl::Seconds(30);

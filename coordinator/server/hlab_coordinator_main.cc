@@ -4,9 +4,10 @@
 //       [--metrics-listen 127.0.0.1:9151|none] [--tokens-file FILE]
 //       [--tls-cert PEM --tls-key PEM] [--lease-seconds 30]
 //
-// Prints "listening on HOST:PORT" (the bound port, also for port 0) and
-// "metrics on HOST:PORT" on stdout once serving; SIGTERM or SIGINT shuts it
-// down gracefully. Errors are one line on stderr with exit code 2 (bad
+// Prints its build ("hlab-coordinator 0388a6b2c1d4"), "listening on
+// HOST:PORT" (the bound port, also for port 0) and "metrics on HOST:PORT"
+// on stdout once serving; --version prints the build alone; SIGTERM or SIGINT
+// shuts it down gracefully. Errors are one line on stderr with exit code 2 (bad
 // flags) or 1 (cannot start).
 #include <signal.h>
 
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/build_version.h"
 #include "coordinator/server/coordinator.h"
 
 namespace {
@@ -26,7 +28,7 @@ constexpr char kUsage[] =
     "       [--tls-cert PEM --tls-key PEM] [--lease-seconds N]\n"
     "       [--auto-fit on|off] [--live-predictions on|off]\n"
     "       [--fit-bootstrap K] [--fit-threads T]\n"
-    "       [--allow-network-fs]\n"
+    "       [--allow-network-fs] [--version]\n"
     "\n"
     "  --db PATH              SQLite database, created if missing (hlab.db)\n"
     "  --listen HOST:PORT     gRPC address (127.0.0.1:50151); port 0 picks\n"
@@ -65,6 +67,10 @@ int main(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
+      return 0;
+    }
+    if (flag == "--version") {
+      std::cout << "hlab-coordinator " << hlab::BuildVersion() << "\n";
       return 0;
     }
     if (flag == "--allow-network-fs") {
@@ -112,6 +118,7 @@ int main(int argc, char** argv) {
     }
   }
   if (options.db_path.empty()) return Usage("--db: must not be empty");
+  options.version = hlab::BuildVersion();
 
   // Signals go to sigwait below, not to a random thread.
   sigset_t signals;
@@ -127,7 +134,8 @@ int main(int argc, char** argv) {
                ? 2
                : 1;
   }
-  std::cout << "listening on " << (*coordinator)->address() << std::endl;
+  std::cout << "hlab-coordinator " << options.version << "\n"
+            << "listening on " << (*coordinator)->address() << std::endl;
   if ((*coordinator)->metrics_port() != 0) {
     const std::string& m = options.metrics_listen;
     std::cout << "metrics on " << m.substr(0, m.rfind(':')) << ":"

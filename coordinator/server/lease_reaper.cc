@@ -54,9 +54,12 @@ absl::Status LeaseReaper::Tick() {
         store.ListWorkers();
     note(workers.status());
     if (workers.ok()) {
-      int64_t up = 0;
-      for (const auto& w : *workers) up += w.state == store::WorkerState::kUp;
-      context_->metrics->SetWorkersConnected(up);
+      int64_t up = 0, draining = 0;
+      for (const auto& w : *workers) {
+        up += w.state == store::WorkerState::kUp;
+        draining += w.state == store::WorkerState::kUp && w.draining;
+      }
+      context_->metrics->SetWorkersConnected(up, draining);
     }
     note(RefreshRunGauges());
     if (context_->query != nullptr) {

@@ -27,6 +27,12 @@ CoordinatorMetrics::CoordinatorMetrics()
                   .Help("Workers that are up (heartbeating)")
                   .Register(*registry_)
                   .Add({});
+  workers_draining_ =
+      &BuildGauge()
+           .Name("hlab_workers_draining")
+           .Help("Workers up but drained (hlab drain): leased nothing new")
+           .Register(*registry_)
+           .Add({});
   lease_expirations_ = &BuildCounter()
                             .Name("hlab_lease_expirations_total")
                             .Help("Task leases that expired without heartbeat")

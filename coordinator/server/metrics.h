@@ -4,6 +4,8 @@
 //   hlab_runs{state}                      gauge, runs per state
 //   hlab_tasks{state}                     gauge, tasks per state
 //   hlab_workers_connected                gauge, workers UP
+//   hlab_workers_draining                 gauge, of those the drained ones
+//                                         (`hlab drain`)
 //   hlab_lease_expirations_total          counter
 //   hlab_retries_total                    counter, requeued failures+expiries
 //   hlab_infra_retries_total              counter, of those the requeues
@@ -88,7 +90,10 @@ class CoordinatorMetrics {
   // Sets hlab_runs / hlab_tasks from store::StateCounts maps.
   void SetStateCounts(const std::map<std::string, int64_t>& runs,
                       const std::map<std::string, int64_t>& tasks);
-  void SetWorkersConnected(int64_t n) { workers_->Set(static_cast<double>(n)); }
+  void SetWorkersConnected(int64_t up, int64_t draining) {
+    workers_->Set(static_cast<double>(up));
+    workers_draining_->Set(static_cast<double>(draining));
+  }
   prometheus::Counter& lease_expirations() { return *lease_expirations_; }
   prometheus::Counter& retries() { return *retries_; }
   prometheus::Counter& infra_retries() { return *infra_retries_; }
@@ -174,6 +179,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>* runs_family_;
   prometheus::Family<prometheus::Gauge>* tasks_family_;
   prometheus::Gauge* workers_;
+  prometheus::Gauge* workers_draining_;
   prometheus::Counter* lease_expirations_;
   prometheus::Counter* retries_;
   prometheus::Counter* infra_retries_;

@@ -229,6 +229,7 @@ absl::Status WorkerServiceImpl::DoRegister(
                      "-", absl::ToUnixMillis(now));
   }
   info.address = request.hostname();
+  info.version = request.version();
   info.devices = DevicesToJson(request.devices());
   int gpus = 0;
   for (const auto& d : request.devices()) gpus += d.kind() == "cuda";
@@ -247,7 +248,15 @@ absl::Status WorkerServiceImpl::DoRegister(
   response->set_heartbeat_interval_ms(
       static_cast<int32_t>(absl::ToInt64Milliseconds(context_->lease / 6)));
   HLAB_LOG(INFO) << "worker " << info.id << " registered with "
-                 << request.devices_size() << " devices";
+                 << request.devices_size() << " devices, build "
+                 << (info.version.empty() ? "unknown" : info.version);
+  if (!context_->version.empty() && !info.version.empty() &&
+      info.version != context_->version) {
+    HLAB_LOG(WARNING) << "worker " << info.id << " runs build " << info.version
+                      << ", this coordinator " << context_->version
+                      << ": its trainer may compute other bits than the "
+                         "other workers'; `hlab workers` lists each build";
+  }
   return absl::OkStatus();
 }
 
@@ -305,6 +314,7 @@ void WorkerServiceImpl::AnswerHeartbeat(
     const hlab::v1::HeartbeatRequest& request,
     const std::vector<absl::Status>& extended, bool read_store,
     hlab::v1::HeartbeatResponse* response) {
+  response->set_draining(context_->store->WorkerDraining(request.worker_id()));
   for (int i = 0; i < request.tasks_size(); ++i) {
     const hlab::v1::TaskProgress& p = request.tasks(i);
     if (!extended[static_cast<size_t>(i)].ok()) {
@@ -347,6 +357,9 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
   if (touch_worker) {
     HLAB_RETURN_IF_ERROR(store.HeartbeatWorker(request.worker_id(), now));
   }
+  // Drained (`hlab drain`): nothing new. LeaseTask checks it again in its
+  // transaction, so a drain that lands after this check still holds.
+  if (store.WorkerDraining(request.worker_id())) return absl::OkStatus();
   // A claim is exclusive, so a candidate is lost only when it went stale
   // (cancelled, or taken outside the queue); give up after a few and let
   // the long poll try again.
@@ -365,6 +378,9 @@ absl::Status WorkerServiceImpl::TryLease(const hlab::v1::LeaseRequest& request,
     lease_queue_.Release(task->spec.id, attempt.ok());
     if (attempt.status().code() == absl::StatusCode::kFailedPrecondition) {
       continue;  // no longer leasable
+    }
+    if (attempt.status().code() == absl::StatusCode::kUnavailable) {
+      return absl::OkStatus();  // the worker was drained meanwhile
     }
     HLAB_RETURN_IF_ERROR(attempt.status());
     // Built once the lease is won, so no lost race pays for it.

@@ -467,6 +467,14 @@ CREATE INDEX tasks_pending
   WHERE state = 'PENDING';
 )sql";
 
+// v12: a worker can be drained (`hlab drain`: leased nothing new while its
+// running tasks finish, until undrained), and records the build it runs.
+constexpr char kV12WorkerDrain[] = R"sql(
+ALTER TABLE workers ADD COLUMN draining INTEGER NOT NULL DEFAULT 0
+  CHECK (draining IN (0, 1));
+ALTER TABLE workers ADD COLUMN version TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -474,7 +482,7 @@ const std::vector<Migration>& Migrations() {
       {1, kV1Tables},          {2, kV2Views},          {3, kV3OnDemandTasks},
       {4, kV4RunSummary},      {5, kV5FaultClasses},   {6, kV6TypedResources},
       {7, kV7RunProgress},     {8, kV8Predictions},    {9, kV9PredictedState},
-      {10, kV10AdaptiveOrder}, {11, kV11PendingIndex},
+      {10, kV10AdaptiveOrder}, {11, kV11PendingIndex}, {12, kV12WorkerDrain},
   };
   return kMigrations;
 }

@@ -46,15 +46,30 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   // long (it grows meanwhile) leaves no large file behind.
   HLAB_RETURN_IF_ERROR(db->Exec(
       absl::StrCat("PRAGMA journal_size_limit = ", kWalSizeLimitBytes)));
+  absl::flat_hash_set<std::string> draining;
+  {
+    HLAB_ASSIGN_OR_RETURN(
+        Statement st, db->Prepare("SELECT id FROM workers WHERE draining = 1"));
+    while (true) {
+      HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      draining.insert(st.ColumnText(0));
+    }
+  }
   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> reader,
                         Database::Open(path, Database::Mode::kReadOnly));
   HLAB_ASSIGN_OR_RETURN(std::unique_ptr<Database> lease_reader,
                         Database::Open(path, Database::Mode::kReadOnly));
   auto writer =
       std::make_unique<Writer>(std::move(db), std::move(options.writer));
-  return std::unique_ptr<Store>(
+  std::unique_ptr<Store> store(
       new Store(path, std::move(lock), std::move(checkpointer),
                 std::move(writer), std::move(reader), std::move(lease_reader)));
+  {
+    absl::MutexLock guard(&store->draining_mu_);
+    store->draining_ = std::move(draining);
+  }
+  return store;
 }
 
 Store::~Store() { writer_->Shutdown(); }

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -170,7 +171,8 @@ class Store {
 
   // Leases a task to `worker_id` until now + lease; returns the new attempt
   // number (previous + 1). FailedPrecondition if the task is not leasable
-  // now (not PENDING, a dependency not SUCCEEDED, or backing off); NotFound
+  // now (not PENDING, a dependency not SUCCEEDED, or backing off);
+  // Unavailable if the worker is draining (SetWorkerDraining); NotFound
   // for an unknown task; InvalidArgument for an empty worker id.
   absl::StatusOr<int> LeaseTask(const std::string& task_id,
                                 const std::string& worker_id, absl::Time now,
@@ -372,6 +374,17 @@ class Store {
 
   // Registers (or re-registers) a worker: UP, heartbeat now.
   absl::Status RegisterWorker(const WorkerInfo& worker, absl::Time now);
+  // Drains a worker (`draining` true) or undrains it. A draining worker
+  // keeps its running tasks and its heartbeats, but LeaseTask refuses it
+  // (Unavailable) until it is undrained, across re-registration and
+  // coordinator restarts. A change appends a "worker_draining" or
+  // "worker_undrained" event; the same state again changes nothing. Returns
+  // the worker as it is now. NotFound for an unknown worker.
+  absl::StatusOr<WorkerInfo> SetWorkerDraining(const std::string& worker_id,
+                                               bool draining, absl::Time now);
+  // Whether the worker is draining, from memory (no database read): the
+  // lease path's check before it claims a task.
+  bool WorkerDraining(const std::string& worker_id) const;
   // NotFound for an unknown worker (it should register again).
   absl::Status HeartbeatWorker(const std::string& worker_id, absl::Time now);
   absl::StatusOr<std::vector<WorkerInfo>> ListWorkers();
@@ -471,6 +484,10 @@ class Store {
   mutable absl::Mutex leasable_mu_;
   std::deque<LeasableChange> leasable_changes_ ABSL_GUARDED_BY(leasable_mu_);
   std::atomic<int64_t> leasable_generation_{0};
+  // Ids of the draining workers (the workers table's draining = 1), kept
+  // with every change SetWorkerDraining commits.
+  mutable absl::Mutex draining_mu_;
+  absl::flat_hash_set<std::string> draining_ ABSL_GUARDED_BY(draining_mu_);
 };
 
 }  // namespace hlab::store

@@ -300,16 +300,61 @@ absl::Status Store::RegisterWorker(const WorkerInfo& worker, absl::Time now) {
     HLAB_ASSIGN_OR_RETURN(
         Statement st,
         db.Prepare("INSERT INTO workers (id, address, devices, capacity,"
-                   " registered_at, last_heartbeat, state)"
-                   " VALUES (?1, ?2, ?3, ?4, ?5, ?5, 'UP')"
+                   " registered_at, last_heartbeat, state, version)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5, ?5, 'UP', ?6)"
                    " ON CONFLICT (id) DO UPDATE SET address = excluded.address,"
                    " devices = excluded.devices, capacity = excluded.capacity,"
                    " registered_at = excluded.registered_at,"
-                   " last_heartbeat = excluded.last_heartbeat, state = 'UP'"));
+                   " last_heartbeat = excluded.last_heartbeat, state = 'UP',"
+                   " version = excluded.version"));
     st.Bind(1, worker.id).Bind(2, worker.address).Bind(3, worker.devices);
-    st.Bind(4, worker.capacity).Bind(5, ToMillis(now));
+    st.Bind(4, worker.capacity).Bind(5, ToMillis(now)).Bind(6, worker.version);
     return st.Run();
   });
+}
+
+absl::StatusOr<WorkerInfo> Store::SetWorkerDraining(
+    const std::string& worker_id, bool draining, absl::Time now) {
+  WorkerInfo worker;
+  absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
+    HLAB_ASSIGN_OR_RETURN(Statement st, db.Prepare(absl::StrCat(
+                                            "SELECT ", internal::kWorkerColumns,
+                                            " FROM workers WHERE id = ?")));
+    st.Bind(1, worker_id);
+    HLAB_ASSIGN_OR_RETURN(bool has_row, st.Step());
+    if (!has_row) {
+      return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
+    }
+    HLAB_ASSIGN_OR_RETURN(worker, internal::ReadWorker(st));
+    if (worker.draining == draining) return absl::OkStatus();
+    HLAB_ASSIGN_OR_RETURN(
+        Statement update,
+        db.Prepare("UPDATE workers SET draining = ? WHERE id = ?"));
+    update.Bind(1, draining ? 1 : 0).Bind(2, worker_id);
+    HLAB_RETURN_IF_ERROR(update.Run());
+    worker.draining = draining;
+    return internal::InsertEvent(
+               db, 0, "", draining ? "worker_draining" : "worker_undrained",
+               worker_id, now)
+        .status();
+  });
+  if (!status.ok()) return status;
+  {
+    absl::MutexLock lock(&draining_mu_);
+    if (draining) {
+      draining_.insert(worker_id);
+    } else {
+      draining_.erase(worker_id);
+    }
+  }
+  // Undrained, its free devices may take tasks the queue passed over.
+  if (!draining) BumpLeasableGeneration();
+  return worker;
+}
+
+bool Store::WorkerDraining(const std::string& worker_id) const {
+  absl::MutexLock lock(&draining_mu_);
+  return draining_.contains(worker_id);
 }
 
 absl::Status Store::HeartbeatWorker(const std::string& worker_id,

@@ -295,6 +295,17 @@ absl::StatusOr<int> Store::LeaseTask(const std::string& task_id,
   int attempt = 0;
   const WriteOrder order = WriteOrder::LeaseCritical(task_id);
   absl::Status status = writer_->Run(order, [&](Database& db) -> absl::Status {
+    HLAB_ASSIGN_OR_RETURN(
+        bool draining,
+        Exists(db, "SELECT 1 FROM workers WHERE id = ? AND draining = 1",
+               worker_id));
+    if (draining) {
+      return absl::UnavailableError(
+          absl::StrCat("worker ", worker_id,
+                       " is draining: it takes no new tasks until `hlab "
+                       "undrain ",
+                       worker_id, "`"));
+    }
     HLAB_ASSIGN_OR_RETURN(LeaseRow row, LoadLeaseRow(db, task_id));
     if (row.state != TaskState::kPending) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -333,6 +333,10 @@ struct WorkerInfo {
   absl::Time registered_at;
   absl::Time last_heartbeat;
   WorkerState state = WorkerState::kUp;
+  // Leased nothing new until undrained (`hlab drain`); kept across
+  // re-registration and coordinator restarts.
+  bool draining = false;
+  std::string version;  // the worker's build (RegisterRequest.version)
 };
 
 struct ExpiredLease {

@@ -293,6 +293,46 @@ TEST_F(CliClientTest, CancelAndResumeFindTheTarget) {
             "`hlab status` and runs with `hlab runs`\n");
 }
 
+TEST_F(CliClientTest, DrainAndUndrainSayWhatToDoNext) {
+  fake_.drain_task_ids = {"trunk-1", "decay-2"};
+  Result r = Hlab({"drain", "w1", "w2"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "worker w1: draining; it is leased nothing new and runs its 2 "
+            "tasks (trunk-1, decay-2) to their end; stop it once `hlab "
+            "workers` shows it holding 0 tasks (SIGTERM: it deregisters), or "
+            "`hlab undrain w1` to put it back\n"
+            "worker w2: draining; it is leased nothing new and runs its 2 "
+            "tasks (trunk-1, decay-2) to their end; stop it once `hlab "
+            "workers` shows it holding 0 tasks (SIGTERM: it deregisters), or "
+            "`hlab undrain w2` to put it back\n");
+  fake_.drain_task_ids.clear();
+  r = Hlab({"drain", "w1"});
+  EXPECT_EQ(r.out,
+            "worker w1: draining; it holds no task, so it can be stopped now "
+            "(SIGTERM: it deregisters); `hlab undrain w1` puts it back\n");
+  r = Hlab({"undrain", "w1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "worker w1: alive; it takes tasks again\n");
+  const auto drains = fake_.recorded().drains;
+  ASSERT_EQ(drains.size(), 4u);
+  EXPECT_EQ(drains[1].worker_id(), "w2");
+  EXPECT_FALSE(drains[2].undrain());
+  EXPECT_TRUE(drains[3].undrain());
+
+  // An unknown worker stops the list there, naming it.
+  fake_.unknown_workers = {"nope"};
+  r = Hlab({"drain", "w1", "nope", "w3"});
+  EXPECT_EQ(r.code, kExitFailed);
+  EXPECT_NE(r.err.find("hlab drain: error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nope"), std::string::npos) << r.err;
+  EXPECT_EQ(fake_.recorded().drains.size(), 6u);
+  r = Hlab({"drain"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("expected one or more worker ids"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(CliClientTest, WorkersAndStatus) {
   v1::Worker* w = fake_.list_workers.add_workers();
   w->set_worker_id("w1");

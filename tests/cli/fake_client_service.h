@@ -46,6 +46,10 @@ class FakeClientService final : public v1::ClientService::Service {
   // Ids that Cancel/Resume answer NOT_FOUND for, as sweeps / as runs.
   std::vector<std::string> unknown_sweeps;
   std::vector<std::string> unknown_runs;
+  // DrainWorker answers the named worker, draining (or alive when
+  // undrained), holding these tasks; NOT_FOUND for unknown_workers.
+  std::vector<std::string> drain_task_ids;
+  std::vector<std::string> unknown_workers;
   // One entry per WatchSweep call: the events it streams (those after the
   // request's after_sequence); every call but the last then fails with
   // UNAVAILABLE, as a dropped stream does.
@@ -80,6 +84,7 @@ class FakeClientService final : public v1::ClientService::Service {
     std::vector<v1::CancelRequest> cancels;
     std::vector<v1::ResumeRequest> resumes;
     std::vector<v1::EvaluateRunRequest> evaluates;
+    std::vector<v1::DrainWorkerRequest> drains;
   };
   Recorded recorded() const {
     absl::MutexLock lock(&mu_);
@@ -135,6 +140,25 @@ class FakeClientService final : public v1::ClientService::Service {
         Answer(context, &Recorded::resumes, *request, resume, response);
     if (s.ok() && Unknown(request->sweep(), request->run_id())) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such sweep or run");
+    }
+    return s;
+  }
+  grpc::Status DrainWorker(grpc::ServerContext* context,
+                           const v1::DrainWorkerRequest* request,
+                           v1::DrainWorkerResponse* response) override {
+    v1::DrainWorkerResponse canned;
+    v1::Worker* w = canned.mutable_worker();
+    w->set_worker_id(request->worker_id());
+    w->set_state(request->undrain() ? v1::WORKER_STATE_ALIVE
+                                    : v1::WORKER_STATE_DRAINING);
+    for (const std::string& id : drain_task_ids) w->add_task_ids(id);
+    grpc::Status s =
+        Answer(context, &Recorded::drains, *request, canned, response);
+    for (const std::string& id : unknown_workers) {
+      if (s.ok() && request->worker_id() == id) {
+        return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                            "no worker '" + id + "'");
+      }
     }
     return s;
   }

@@ -22,7 +22,8 @@ const char kTaskColumns[] =
     "gpus, gpu_memory_bytes, cpu_threads, cpu_ranks, "
     "order_key, order_rank, order_score, order_reason";
 const char kWorkerColumns[] =
-    "id, address, devices, capacity, registered_at, last_heartbeat, state";
+    "id, address, devices, capacity, registered_at, last_heartbeat, state, "
+    "draining, version";
 const char kCheckpointColumns[] =
     "task_id, run_id, step, tokens, path, checksum, kind, attempt, created_at";
 const char kEventColumns[] =
@@ -116,6 +117,8 @@ absl::StatusOr<WorkerInfo> ReadWorker(const Statement& st) {
   worker.registered_at = TimeColumn(st, 4);
   worker.last_heartbeat = TimeColumn(st, 5);
   HLAB_ASSIGN_OR_RETURN(worker.state, ParseWorkerState(st.ColumnText(6)));
+  worker.draining = st.ColumnInt(7) != 0;
+  worker.version = st.ColumnText(8);
   return worker;
 }
 

@@ -145,6 +145,17 @@ TEST_F(SecureCoordinatorTest, TokensAndRolesGuardEveryRpc) {
     hlab::v1::RegisterResponse response;
     EXPECT_TRUE(worker_->Register(&ctx, request, &response).ok());
   }
+  // Draining a worker is the admin's: submit may not, and changes nothing.
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer s-token");
+    hlab::v1::DrainWorkerRequest request;
+    request.set_worker_id("w");
+    hlab::v1::DrainWorkerResponse response;
+    EXPECT_EQ(client_->DrainWorker(&ctx, request, &response).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_FALSE(coordinator_->context()->store->WorkerDraining("w"));
+  }
   {
     grpc::ClientContext ctx;
     hlab::v1::WatchSweepRequest request;
@@ -163,8 +174,9 @@ TEST_F(SecureCoordinatorTest, MetricsEndpointServesHlabNames) {
   const std::string body = HttpGet(coordinator_->metrics_port(), "/metrics");
   for (const char* name :
        {"hlab_runs{state=\"PENDING\"} 1", "hlab_tasks{state=\"PENDING\"} 1",
-        "hlab_workers_connected", "hlab_lease_expirations_total",
-        "hlab_retries_total", "hlab_metric_points_ingested_total",
+        "hlab_workers_connected", "hlab_workers_draining 0",
+        "hlab_lease_expirations_total", "hlab_retries_total",
+        "hlab_metric_points_ingested_total",
         "hlab_db_commit_latency_seconds_bucket", "hlab_store_writable 1",
         "hlab_store_write_failures_total 0", "hlab_run_loss{run=\"abc\"} 3.5",
         "hlab_run_tokens_per_second", "hlab_run_progress_ratio"}) {

@@ -355,6 +355,61 @@ TEST_F(WorkerServiceTest, DeregisterMarksTheWorkerLostAndRequeuesOnlyItsTasks) {
             grpc::StatusCode::NOT_FOUND);
 }
 
+// `hlab drain`: the drained worker runs its task to the end and is leased
+// nothing new (another worker takes the work), its heartbeats say so, and
+// it takes tasks again once undrained.
+TEST_F(WorkerServiceTest, DrainedWorkerFinishesItsTaskAndIsLeasedNothingNew) {
+  Submit(testing::TinySpecYaml("drain", "[5, 10, 20]"));
+  Register("w1");
+  Register("w2");
+  const hlab::v1::LeaseResponse a = Lease("w1");
+  ASSERT_TRUE(a.has_task());
+
+  auto drain = [&](const std::string& id, bool undrain,
+                   hlab::v1::DrainWorkerResponse* response) {
+    grpc::ClientContext ctx;
+    hlab::v1::DrainWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_undrain(undrain);
+    return client_->DrainWorker(&ctx, request, response);
+  };
+  hlab::v1::DrainWorkerResponse drained;
+  ASSERT_TRUE(drain("w1", false, &drained).ok());
+  EXPECT_EQ(drained.worker().state(), hlab::v1::WORKER_STATE_DRAINING);
+  EXPECT_EQ(drained.worker().version(), "hlab test");
+  ASSERT_EQ(drained.worker().task_ids_size(), 1);
+  EXPECT_EQ(drained.worker().task_ids(0), a.task().task_id());
+
+  const hlab::v1::HeartbeatResponse beat = Heartbeat("w1", a.task(), 1);
+  EXPECT_TRUE(beat.draining());
+  EXPECT_EQ(beat.stop_size(), 0);
+  EXPECT_FALSE(Lease("w1").has_task());
+  EXPECT_TRUE(Lease("w2").has_task());
+  EXPECT_TRUE(Complete(a.task(), 1, "w1").ok());
+  EXPECT_FALSE(Lease("w1").has_task());
+  {
+    grpc::ClientContext ctx;
+    hlab::v1::ListWorkersRequest request;
+    hlab::v1::ListWorkersResponse response;
+    ASSERT_TRUE(client_->ListWorkers(&ctx, request, &response).ok());
+    ASSERT_EQ(response.workers_size(), 2);
+    EXPECT_EQ(response.workers(0).state(), hlab::v1::WORKER_STATE_DRAINING);
+    EXPECT_EQ(response.workers(0).task_ids_size(), 0);
+    EXPECT_EQ(response.workers(1).state(), hlab::v1::WORKER_STATE_ALIVE);
+  }
+
+  hlab::v1::DrainWorkerResponse undrained;
+  ASSERT_TRUE(drain("w1", true, &undrained).ok());
+  EXPECT_EQ(undrained.worker().state(), hlab::v1::WORKER_STATE_ALIVE);
+  EXPECT_TRUE(Lease("w1").has_task());
+
+  hlab::v1::DrainWorkerResponse unused;
+  EXPECT_EQ(drain("nobody", false, &unused).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(drain("", false, &unused).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(WorkerServiceTest, RetryableFailureIsRetriedUntilTheLimit) {
   Submit(testing::TinySpecYaml("retry", "[5]", /*max_attempts=*/2));
   Register("w1");

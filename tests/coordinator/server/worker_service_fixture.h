@@ -51,6 +51,7 @@ class WorkerServiceTest : public ::testing::Test {
     hlab::v1::RegisterRequest request;
     request.set_worker_id(id);
     request.set_hostname("test-host");
+    request.set_version("hlab test");
     *request.add_devices() = Cpu();
     hlab::v1::RegisterResponse response;
     request.set_capacity(2);

@@ -1,10 +1,13 @@
 // Metrics, checkpoints, evals, fits, events and workers.
 #include <future>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "coordinator/store/query.h"
 #include "coordinator/store/store.h"
 #include "tests/coordinator/store/store_test_util.h"
@@ -342,6 +345,67 @@ TEST(StoreWorkerTest, RegisterHeartbeatAndLose) {
   EXPECT_EQ((*workers)[0].last_heartbeat, T(10));
   ASSERT_TRUE(f.store->RegisterWorker(w, T(50)).ok());
   EXPECT_EQ((*f.store->ListWorkers())[0].state, WorkerState::kUp);
+}
+
+// `hlab drain`: a drained worker is leased nothing, keeps that state when
+// it registers again and when the coordinator reopens the database, and
+// takes tasks again once undrained; each change is one event.
+TEST(StoreWorkerTest, DrainingRefusesLeasesUntilUndrained) {
+  Fixture f;
+  WorkerInfo w;
+  w.id = "w1";
+  w.address = "node-1";
+  w.version = "hlab 0123abc";
+  ASSERT_TRUE(f.store->RegisterWorker(w, T(0)).ok());
+  EXPECT_EQ(f.store->SetWorkerDraining("nope", true, T(1)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_FALSE(f.store->WorkerDraining("w1"));
+
+  auto drained = f.store->SetWorkerDraining("w1", true, T(1));
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_TRUE(drained->draining);
+  EXPECT_EQ(drained->version, "hlab 0123abc");
+  EXPECT_TRUE(f.store->WorkerDraining("w1"));
+  EXPECT_EQ(f.store->LeaseTask("r1.train", "w1", T(2), absl::Seconds(30))
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(f.store->GetTask("r1.train")->state, TaskState::kPending);
+  // Draining again changes nothing (no second event).
+  ASSERT_TRUE(f.store->SetWorkerDraining("w1", true, T(3)).ok());
+  // Registering again (a restart of the worker) keeps it drained.
+  ASSERT_TRUE(f.store->RegisterWorker(w, T(4)).ok());
+  EXPECT_TRUE((*f.store->ListWorkers())[0].draining);
+
+  // The coordinator's restart: the flag comes back from the database.
+  f.store.reset();
+  auto reopened = Store::Open(f.dir.File("hlab.db"));
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  f.store = std::move(reopened).value();
+  EXPECT_TRUE(f.store->WorkerDraining("w1"));
+  EXPECT_EQ(f.store->LeaseTask("r1.train", "w1", T(5), absl::Seconds(30))
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+
+  auto undrained = f.store->SetWorkerDraining("w1", false, T(6));
+  ASSERT_TRUE(undrained.ok()) << undrained.status();
+  EXPECT_FALSE(undrained->draining);
+  EXPECT_FALSE(f.store->WorkerDraining("w1"));
+  auto attempt = f.store->LeaseTask("r1.train", "w1", T(7), absl::Seconds(30));
+  ASSERT_TRUE(attempt.ok()) << attempt.status();
+  EXPECT_EQ(*attempt, 1);
+
+  auto events = f.store->EventsSince(0, 0, 1000);
+  ASSERT_TRUE(events.ok()) << events.status();
+  std::vector<std::string> kinds;
+  for (const Event& e : *events) {
+    if (absl::StartsWith(e.kind, "worker_")) {
+      kinds.push_back(e.kind + " " + e.message);
+    }
+  }
+  EXPECT_THAT(kinds, ::testing::ElementsAre("worker_draining w1",
+                                            "worker_undrained w1"));
 }
 
 }  // namespace

@@ -787,5 +787,34 @@ TEST(StoreSchemaTest, ReopenAfterCloseKeepsEverything) {
   EXPECT_EQ(run->state, RunState::kRunning);
 }
 
+// v12: workers carry a draining flag and their build's version; a v11
+// database's workers are kept, undrained, with no version.
+TEST(StoreSchemaTest, V12WorkersKeepTheirRowsUndrained) {
+  TempDir dir;
+  const std::string path = dir.File("hlab.db");
+  {
+    auto db = Database::Open(path, Database::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int v = 1; v <= 11; ++v) {
+      ASSERT_TRUE((*db)->Exec(Migrations()[v - 1].sql).ok()) << v;
+    }
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 11").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO workers (id, address, registered_at,"
+                           " last_heartbeat) VALUES ('w1', 'node-1', 0, 0)")
+                    .ok());
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RawInt(path, "PRAGMA user_version"), SchemaVersion());
+  auto workers = (*store)->ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].address, "node-1");
+  EXPECT_FALSE((*workers)[0].draining);
+  EXPECT_EQ((*workers)[0].version, "");
+  EXPECT_FALSE((*store)->WorkerDraining("w1"));
+}
+
 }  // namespace
 }  // namespace hlab::store
