@@ -58,8 +58,12 @@ Rows RunRows(const std::vector<v1::Run>& runs) {
         Cell::Int(run.seed()),
         Cell::Int(run.non_embedding_params()),
         Cell::Int(run.tokens()),
-        run.tokens_per_param() > 0 ? Cell::Double(run.tokens_per_param())
-                                   : Cell::Null(),
+        // D/N as trained, also for a spec that gave absolute tokens (the
+        // proto's tokens_per_param is the spec's ratio, 0 then).
+        run.non_embedding_params() > 0
+            ? Cell::Double(static_cast<double>(run.tokens()) /
+                           static_cast<double>(run.non_embedding_params()))
+            : Cell::Null(),
         Cell::Text(RunStateName(run.state())),
         Cell::Double(progress),
         optional_double(run.has_final_loss(), run.final_loss()),
@@ -131,8 +135,8 @@ Command RunsCommand() {
       "usage: hlab runs [--sweep SWEEP] [--state S[,S...]] [--arch A]\n"
       "                 [--scale S] [--format table|json|csv]\n\n"
       "Lists runs, one row each: run_id, sweep, architecture, scale, seed,\n"
-      "params (non-embedding N), tokens (D), tokens_per_param, state,\n"
-      "progress (fraction of D trained), final_loss, final_val_loss,\n"
+      "params (non-embedding N), tokens (D), tokens_per_param (D/N),\n"
+      "state, progress (fraction of D trained), final_loss, final_val_loss,\n"
       "final_log_longppl, then the live prediction of its sweep's law\n"
       "(docs/coordinator.md, \"Live predictions\"): predicted_loss with its\n"
       "95% interval predicted_loss_lo and _hi, predicted_log_longppl and\n"

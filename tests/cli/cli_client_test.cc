@@ -125,7 +125,7 @@ TEST_F(CliClientTest, RunsPrintsCsvWithQuoting) {
             "order_rank,order_score,order_reason,error\n"
             "0123456789abcdef,sw-1,gdn,S1,0,1000000,20000000,20,succeeded,1,"
             "3.25,3.5,,3.4,3.3,3.5,,2,,,,\n"
-            "fedcba9876543210,sw-1,\"mix,ed\",S2,1,2000000,40000000,,failed,"
+            "fedcba9876543210,sw-1,\"mix,ed\",S2,1,2000000,40000000,20,failed,"
             "0.25,,,,,,,,,,,,\"oom, \"\"cuda\"\" failed\"\n");
   const auto recorded = fake_.recorded();
   ASSERT_EQ(recorded.list_runs.size(), 1u);
@@ -557,7 +557,7 @@ TEST_F(CliClientTest, PredictedRunsAreShownAsPredicted) {
   p->set_upper(2.32);
   Result r = Hlab({"runs", "--state", "predicted", "--format", "csv"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  EXPECT_NE(r.out.find("0123456789abcdef,sw-1,full,S4,0,1000000,20000000,,"
+  EXPECT_NE(r.out.find("0123456789abcdef,sw-1,full,S4,0,1000000,20000000,20,"
                        "predicted,0,,,,2.31,2.3,2.32,,4,,,,\n"),
             std::string::npos)
       << r.out;
