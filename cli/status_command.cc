@@ -62,11 +62,20 @@ void PrintSweep(const v1::Sweep& sweep, const std::vector<v1::Run>& runs,
   // Live predictions: the generation, and how many unfinished runs it
   // predicts.
   if (sweep.prediction_generation() > 0) {
-    out << "predictions: generation " << sweep.prediction_generation() << ", "
-        << sweep.runs_predicted() << " of "
-        << sweep.runs_pending() + sweep.runs_running()
-        << " unfinished runs predicted (hlab runs --sweep " << sweep.sweep_id()
-        << ")\n";
+    const int64_t unfinished = sweep.runs_pending() + sweep.runs_running();
+    if (unfinished > 0) {
+      out << "predictions: generation " << sweep.prediction_generation() << ", "
+          << sweep.runs_predicted() << " of " << unfinished
+          << " unfinished runs predicted (hlab runs --sweep "
+          << sweep.sweep_id() << ")\n";
+    } else {
+      // Nothing left to predict: each finished run keeps the last
+      // prediction made before it finished.
+      out << "predictions: generation " << sweep.prediction_generation()
+          << ", no unfinished run; each finished run's last, beside what it "
+             "measured: hlab runs --sweep "
+          << sweep.sweep_id() << "\n";
+    }
   }
   // The adaptive order: the policy and the runs it trains next, with why.
   if (sweep.spec().schedule_policy() == "adaptive") {

@@ -363,30 +363,20 @@ absl::Status ClientServiceImpl::DoResume(const hlab::v1::ResumeRequest& request,
                                          hlab::v1::ResumeResponse* response) {
   store::Store& store = *context_->store;
   const absl::Time now = context_->clock();
-  std::vector<store::Run> before;
+  // The ids the store moved, not the runs PENDING after it: a worker may
+  // lease a resumed run before they are read again.
+  std::vector<std::string> resumed;
   if (request.target_case() == hlab::v1::ResumeRequest::kSweep) {
     HLAB_ASSIGN_OR_RETURN(store::Sweep sweep,
                           context_->catalog->Resolve(request.sweep()));
-    store::RunFilter filter;
-    filter.sweep_id = sweep.id;
-    HLAB_ASSIGN_OR_RETURN(before, store.ListRuns(filter));
-    HLAB_RETURN_IF_ERROR(store.ResumeSweep(sweep.id, now).status());
+    HLAB_ASSIGN_OR_RETURN(resumed, store.ResumeSweep(sweep.id, now));
   } else if (request.target_case() == hlab::v1::ResumeRequest::kRunId) {
     HLAB_ASSIGN_OR_RETURN(store::Run run, store.GetRun(request.run_id()));
-    before.push_back(run);
-    HLAB_RETURN_IF_ERROR(store.ResumeRuns({run.spec.id}, now).status());
+    HLAB_ASSIGN_OR_RETURN(resumed, store.ResumeRuns({run.spec.id}, now));
   } else {
     return absl::InvalidArgumentError("target: give a sweep or a run_id");
   }
-  for (const store::Run& run : before) {
-    if (Unfinished(run.state) || run.state == store::RunState::kSucceeded) {
-      continue;
-    }
-    HLAB_ASSIGN_OR_RETURN(store::Run after, store.GetRun(run.spec.id));
-    if (after.state == store::RunState::kPending) {
-      response->add_run_ids(run.spec.id);
-    }
-  }
+  for (const std::string& id : resumed) response->add_run_ids(id);
   return absl::OkStatus();
 }
 

@@ -281,12 +281,14 @@ class Store {
   // states are left alone. ResumeSweep does this for every FAILED or
   // CANCELLED run of the sweep (not PREDICTED ones), also reopens the
   // sweep's failed TRUNK tasks (not one that only PREDICTED runs branch
-  // from) and makes a CANCELLED sweep ACTIVE again. Returns the number of
-  // runs resumed. NotFound for an unknown sweep or run (nothing is resumed
-  // then).
-  absl::StatusOr<int> ResumeSweep(int64_t sweep_id, absl::Time now);
-  absl::StatusOr<int> ResumeRuns(const std::vector<std::string>& run_ids,
-                                 absl::Time now);
+  // from) and makes a CANCELLED sweep ACTIVE again. Returns the ids of the
+  // runs resumed, in order (a worker may lease one before the caller reads
+  // its state again). NotFound for an unknown sweep or run (nothing is
+  // resumed then).
+  absl::StatusOr<std::vector<std::string>> ResumeSweep(int64_t sweep_id,
+                                                       absl::Time now);
+  absl::StatusOr<std::vector<std::string>> ResumeRuns(
+      const std::vector<std::string>& run_ids, absl::Time now);
   // Reopens a FAILED or CANCELLED on-demand task (TaskSpec::on_demand): ->
   // PENDING with failures reset, a "task_reopened" event; its run is left
   // as it is. Returns whether it was reopened (false for a task in another

@@ -214,10 +214,11 @@ absl::StatusOr<std::vector<CancelledLease>> Store::CancelRun(
   return cancelled;
 }
 
-absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
-  int resumed = 0;
+absl::StatusOr<std::vector<std::string>> Store::ResumeSweep(int64_t sweep_id,
+                                                            absl::Time now) {
+  std::vector<std::string> resumed;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
-    resumed = 0;
+    resumed.clear();
     HLAB_RETURN_IF_ERROR(internal::RequireSweep(db, sweep_id));
     {
       HLAB_ASSIGN_OR_RETURN(
@@ -256,10 +257,10 @@ absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
     for (const std::string& run : runs) {
       HLAB_ASSIGN_OR_RETURN(bool done,
                             ResumeRunInTxn(db, run, ResumePredicted::kNo, now));
-      resumed += done ? 1 : 0;
+      if (done) resumed.push_back(run);
     }
     return InsertEvent(db, sweep_id, "", "sweep_resumed",
-                       absl::StrCat(resumed, " runs resumed"), now)
+                       absl::StrCat(resumed.size(), " runs resumed"), now)
         .status();
   });
   BumpLeasableGeneration();  // even on failure: harmless, and never stale
@@ -267,15 +268,15 @@ absl::StatusOr<int> Store::ResumeSweep(int64_t sweep_id, absl::Time now) {
   return resumed;
 }
 
-absl::StatusOr<int> Store::ResumeRuns(const std::vector<std::string>& run_ids,
-                                      absl::Time now) {
-  int resumed = 0;
+absl::StatusOr<std::vector<std::string>> Store::ResumeRuns(
+    const std::vector<std::string>& run_ids, absl::Time now) {
+  std::vector<std::string> resumed;
   absl::Status status = writer_->Run([&](Database& db) -> absl::Status {
-    resumed = 0;
+    resumed.clear();
     for (const std::string& run : run_ids) {
       HLAB_ASSIGN_OR_RETURN(
           bool done, ResumeRunInTxn(db, run, ResumePredicted::kYes, now));
-      resumed += done ? 1 : 0;
+      if (done) resumed.push_back(run);
     }
     return absl::OkStatus();
   });

@@ -483,6 +483,19 @@ TEST_F(CliClientTest, StatusShowsLivePredictions) {
                        "[2.802, 2.903]\n"),
             std::string::npos)
       << r.out;
+
+  // Finished (or cancelled): no "0 of 0", but where the last ones are.
+  sweep->set_runs_pending(0);
+  sweep->set_runs_running(0);
+  sweep->set_runs_succeeded(3);
+  sweep->set_state(v1::SWEEP_STATE_SUCCEEDED);
+  r = Hlab({"status", "sw-1"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("predictions: generation 4, no unfinished run; each "
+                       "finished run's last, beside what it measured: hlab "
+                       "runs --sweep sw-1\n"),
+            std::string::npos)
+      << r.out;
   r = Hlab({"status"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("cancelled  stopped  predicted  generation"),

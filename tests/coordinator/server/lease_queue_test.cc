@@ -168,7 +168,7 @@ TEST(LeaseQueueTest, CancelledRunsLeaveAndResumedRunsReturn) {
   ASSERT_TRUE(f.store->CancelRun("r1", T(2)).ok());
   EXPECT_EQ(LeaseNext(queue, *f.store, T(2)), "r2.train");
   EXPECT_EQ(ClaimId(queue, T(2)), "");
-  ASSERT_EQ(*f.store->ResumeRuns({"r1"}, T(3)), 1);
+  ASSERT_EQ(f.store->ResumeRuns({"r1"}, T(3))->size(), 1u);
   EXPECT_EQ(LeaseNext(queue, *f.store, T(3)), "r1.train");
 }
 

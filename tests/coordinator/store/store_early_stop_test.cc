@@ -119,13 +119,13 @@ TEST(StoreEarlyStopTest, ResumeRunTrainsItAndSweepResumeLeavesIt) {
   ASSERT_TRUE(f.store->StopPredictedRuns(f.sweep_id, {"r1"}, "", T(1)).ok());
   auto sweep_resumed = f.store->ResumeSweep(f.sweep_id, T(2));
   ASSERT_TRUE(sweep_resumed.ok()) << sweep_resumed.status();
-  EXPECT_EQ(*sweep_resumed, 0);
+  EXPECT_TRUE(sweep_resumed->empty());
   EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kPredicted);
   EXPECT_EQ(f.StateOf("r1.train"), TaskState::kCancelled);
 
   auto resumed = f.store->ResumeRuns({"r1"}, T(3));
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  EXPECT_EQ(*resumed, 1);
+  EXPECT_EQ(resumed->size(), 1u);
   const store::Run run = *f.store->GetRun("r1");
   EXPECT_EQ(run.state, RunState::kPending);
   EXPECT_EQ(run.phase, RunPhase::kWaiting);
@@ -172,7 +172,7 @@ TEST(StoreEarlyStopTest, TrunkIsNotTrainedOnceOnlyPredictedRunsNeedIt) {
 
   ASSERT_TRUE(store->ResumeSweep(sweep, T(4)).ok());
   EXPECT_EQ(store->GetTask("g.trunk")->state, TaskState::kCancelled);
-  ASSERT_EQ(*store->ResumeRuns({"r2"}, T(5)), 1);
+  ASSERT_EQ(store->ResumeRuns({"r2"}, T(5))->size(), 1u);
   EXPECT_EQ(store->GetTask("g.trunk")->state, TaskState::kPending);
   EXPECT_THAT(Ids(*store->NextLeasableTasks(T(6), 10)), ElementsAre("g.trunk"));
   EXPECT_EQ(store->GetRun("r1")->state, RunState::kPredicted);
@@ -217,7 +217,7 @@ TEST(StoreEarlyStopTest, SegmentsOnlyPredictedRunsNeedAreNotTrained) {
               ElementsAre("r2"));
   EXPECT_EQ(store->GetTask("s2")->state, TaskState::kCancelled);
   EXPECT_EQ(store->GetTask("s1")->state, TaskState::kLeased);  // untouched
-  ASSERT_EQ(*store->ResumeRuns({"r3"}, T(5)), 1);  // trains it anyway
+  ASSERT_EQ(store->ResumeRuns({"r3"}, T(5))->size(), 1u);  // trains it anyway
   EXPECT_EQ(store->GetTask("s3")->state, TaskState::kPending);
   EXPECT_EQ(store->GetTask("s2")->state, TaskState::kPending);
   EXPECT_EQ(store->GetRun("r3")->phase, RunPhase::kTrunk);

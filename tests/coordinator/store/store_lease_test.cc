@@ -306,7 +306,7 @@ TEST(StoreRetryTest, InfrastructureFaultsRetryPastMaxAttempts) {
       << task.failure_reason;
   EXPECT_EQ(f.store->GetRun("r1")->retries, 1);
   // Resume starts both counts afresh.
-  ASSERT_EQ(*f.store->ResumeRuns({"r1"}, T(200)), 1);
+  ASSERT_EQ(f.store->ResumeRuns({"r1"}, T(200))->size(), 1u);
   EXPECT_EQ(f.store->GetTask("r1.train")->infra_failures, 0);
 }
 
@@ -463,14 +463,15 @@ TEST(StoreResumeTest, ResumeMakesFailedRunPendingAndKeepsFencing) {
             TaskState::kFailed);
   auto resumed = f.store->ResumeRuns({"r1"}, T(2));
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  EXPECT_EQ(*resumed, 1);
+  EXPECT_THAT(*resumed, ElementsAre("r1"));
   EXPECT_EQ(f.store->GetRun("r1")->state, RunState::kPending);
   Task task = *f.store->GetTask("r1.train");
   EXPECT_EQ(task.state, TaskState::kPending);
   EXPECT_EQ(task.failures, 0);
   // Attempt numbers keep counting.
   EXPECT_EQ(*f.store->LeaseTask("r1.train", "w1", T(3), kLease), 2);
-  EXPECT_EQ(*f.store->ResumeRuns({"r1"}, T(4)), 0);  // not failed: no-op
+  EXPECT_EQ(f.store->ResumeRuns({"r1"}, T(4))->size(),
+            0u);  // not failed: no-op
   EXPECT_EQ(f.store->ResumeRuns({"nope"}, T(4)).status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -508,7 +509,7 @@ TEST(StoreTrunkTest, SharedTrunkGatesDecaysAndResumesWithTheirRuns) {
   EXPECT_TRUE(absl::StrContains(f.store->GetRun("rB")->failure_reason,
                                 "dependency trunk failed"));
   // Resuming rA reopens its decay and the trunk it needs; rB stays failed.
-  ASSERT_EQ(*f.store->ResumeRuns({"rA"}, T(3)), 1);
+  ASSERT_EQ(f.store->ResumeRuns({"rA"}, T(3))->size(), 1u);
   EXPECT_EQ(f.store->GetTask("trunk")->state, TaskState::kPending);
   EXPECT_EQ(f.store->GetTask("rA.decay")->state, TaskState::kPending);
   EXPECT_EQ(f.store->GetRun("rB")->state, RunState::kFailed);
@@ -543,7 +544,7 @@ TEST(StoreCancelTest, CancelSweepSparesRunsOfOtherActiveSweeps) {
             absl::StatusCode::kFailedPrecondition);
   auto resumed = f.store->ResumeSweep(f.sweep_id, T(4));
   ASSERT_TRUE(resumed.ok());
-  EXPECT_EQ(*resumed, 1);
+  EXPECT_THAT(*resumed, ElementsAre("r1"));
   EXPECT_EQ(f.store->GetSweep(f.sweep_id)->state, SweepState::kActive);
   EXPECT_EQ(f.store->GetTask("r1.train")->state, TaskState::kPending);
 }

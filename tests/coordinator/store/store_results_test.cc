@@ -304,7 +304,7 @@ TEST(StoreEventTest, ASweepFinishesWhenItsLastRunEndsAndAgainAfterAResume) {
             std::vector<std::string>{"INCOMPLETE: 1 succeeded, 1 failed, 0 "
                                      "cancelled, 0 predicted"});
   // Resumed, the failed run succeeds: the sweep finishes again.
-  ASSERT_EQ(*f.store->ResumeRuns({"r2"}, T(5)), 1);
+  ASSERT_EQ(f.store->ResumeRuns({"r2"}, T(5))->size(), 1u);
   ASSERT_EQ(*f.store->LeaseTask("r2.train", "w1", T(6), kLease), 2);
   ASSERT_TRUE(f.store->CompleteTask("r2.train", 2, T(7)).ok());
   EXPECT_EQ(SweepFinished(f),
