@@ -6,15 +6,19 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/cli.h"
 #include "cli/client_commands.h"
 #include "cli/flags.h"
@@ -149,6 +153,31 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
               : "was already in this database (nothing is trained twice)")
       << " from " << spec << "\n";
 
+  // A sweep found already there is followed from its newest event: its
+  // history (thousands of lines for a large sweep) is not replayed; the
+  // view starts from the runs' stored state.
+  std::vector<std::string> watch = {"watch", sweep_id, "--address", address};
+  if (!response.value("created", false)) {
+    std::ostringstream newest;
+    if (RunCli({"query",
+                absl::StrCat("SELECT coalesce(max(seq), 0) AS seq FROM events "
+                             "WHERE sweep_id = ",
+                             sweep_id),
+                "--address", address, "--format", "csv"},
+               newest, err) == kExitOk) {
+      const std::vector<std::string> lines =
+          absl::StrSplit(newest.str(), '\n', absl::SkipEmpty());
+      int64_t seq = 0;
+      if (lines.size() == 2 && absl::SimpleAtoi(lines[1], &seq) && seq > 0) {
+        out << "hlab up: following sweep " << sweep_id << " from event #" << seq
+            << " (its history: hlab watch " << sweep_id
+            << " --from 0 --address " << address << ")\n";
+        watch.push_back("--from");
+        watch.push_back(std::to_string(seq));
+      }
+    }
+  }
+
   // The watch runs on a thread of its own; this thread, which started the
   // daemons (their parent-death signal is tied to it), restarts any that
   // exit meanwhile. Both write to the terminal's streams: std::cout and
@@ -156,7 +185,7 @@ int RunUp(const std::vector<std::string>& raw, std::ostream& out,
   std::atomic<bool> watch_done{false};
   int watched = kExitFailed;
   std::thread watcher([&] {
-    watched = RunCli({"watch", sweep_id, "--address", address}, out, err);
+    watched = RunCli(watch, out, err);
     watch_done.store(true);
   });
   while (!watch_done.load()) {

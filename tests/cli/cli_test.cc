@@ -42,7 +42,8 @@ TEST(CliTest, HelpListsEveryCommand) {
     EXPECT_EQ(r.code, kExitOk);
     for (const char* command :
          {"submit", "status", "watch", "runs", "query", "resume", "cancel",
-          "workers", "eval", "fit", "replay", "report", "up"}) {
+          "workers", "drain", "undrain", "eval", "fit", "replay", "report",
+          "up"}) {
       EXPECT_NE(r.out.find(std::string("  ") + command), std::string::npos)
           << command;
     }

@@ -251,6 +251,42 @@ TEST_F(SweepEndToEndTest,
             "(SELECT count(*) FROM metrics) AS metrics",
             "--format", "json", "--address", address});
   EXPECT_EQ(counts_after.out, counts_before.out);
+
+  // Followed from its newest event (as `hlab up` follows a sweep it finds
+  // already there), the finished sweep's watch ends at once, without
+  // replaying its history.
+  const Output last_event = Hlab(
+      {"query", "SELECT max(seq) AS seq FROM events WHERE sweep_id = " + sweep,
+       "--format", "json", "--address", address});
+  ASSERT_EQ(last_event.code, kExitOk) << last_event.err;
+  const int64_t seq = Json::parse(last_event.out)[0]["seq"].get<int64_t>();
+  const Output followed = Hlab(
+      {"watch", sweep, "--from", std::to_string(seq), "--address", address});
+  EXPECT_EQ(followed.code, kExitOk) << followed.err;
+  EXPECT_NE(followed.out.find("finished: succeeded"), std::string::npos)
+      << followed.out;
+  EXPECT_EQ(followed.out.find("-> succeeded"), std::string::npos)
+      << followed.out;
+
+  // A worker drained through the CLI; `hlab workers` shows it so, and the
+  // build each worker runs.
+  const Output drained = Hlab({"drain", "local-0", "--address", address});
+  EXPECT_EQ(drained.code, kExitOk) << drained.err;
+  EXPECT_EQ(drained.out,
+            "worker local-0: draining; it holds no task, so it can be stopped "
+            "now (SIGTERM: it deregisters); `hlab undrain local-0` puts it "
+            "back\n");
+  const Output workers =
+      Hlab({"workers", "--format", "json", "--address", address});
+  ASSERT_EQ(workers.code, kExitOk) << workers.err;
+  const Json listed = Json::parse(workers.out);
+  ASSERT_EQ(listed.size(), 2u) << workers.out;
+  EXPECT_EQ(listed[0]["worker_id"], "local-0");
+  EXPECT_EQ(listed[0]["state"], "draining");
+  EXPECT_EQ(listed[1]["state"], "alive");
+  for (const Json& w : listed) {
+    EXPECT_FALSE(w["version"].get<std::string>().empty()) << workers.out;
+  }
   cluster.Stop();
 }
 
