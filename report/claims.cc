@@ -357,7 +357,10 @@ ClaimResult LargeWindowWorst(const StudyData& study, const ClaimOptions& o) {
       "per scale, at its lowest and highest D/N: worst = large-window SWA's "
       "log(LongPPL) minus the highest of the other architectures' at the "
       "lowest D/N; shrink = its gap to full at the lowest D/N minus the gap "
-      "at the highest. Means over scales with bootstrap intervals: both above "
+      "at the highest. An architecture with no run at that D/N (its N "
+      "differs by more than 5%) counts with its log(LongPPL) interpolated "
+      "linearly in log D/N between its neighbouring budgets, never "
+      "extrapolated. Means over scales with bootstrap intervals: both above "
       "0 reproduced, either below 0 not reproduced, else inconclusive";
   std::optional<std::string> large;
   std::optional<int64_t> large_window;
@@ -377,24 +380,31 @@ ClaimResult LargeWindowWorst(const StudyData& study, const ClaimOptions& o) {
     return c;
   }
   const auto large_runs = GroupsOf(study, *large, LogLongPpl);
+  std::map<std::string, std::map<Group, std::vector<const RunRow*>>> others;
+  for (const std::string& arch : study.Architectures()) {
+    if (arch != *large) others[arch] = GroupsOf(study, arch, LogLongPpl);
+  }
   std::vector<double> worst, shrink;
   for (const auto& [group, list] : large_runs) {
     if (list.size() < 2) continue;
+    const Group scale_seed = group;  // a lambda cannot capture a binding
     auto by_dn = [](const RunRow* x, const RunRow* y) {
       return x->d / x->n < y->d / y->n;
     };
     const RunRow* low = *std::min_element(list.begin(), list.end(), by_dn);
     const RunRow* high = *std::max_element(list.begin(), list.end(), by_dn);
-    // Another architecture's figure at the same scale and D/N.
+    // Another architecture's figure in `like`'s cell: its run there, else
+    // interpolated between its neighbouring budgets (FigureInCell), so an
+    // architecture whose N is further off (Mamba-2 at micro widths) is not
+    // left out silently.
     auto at = [&](const std::string& arch,
                   const RunRow* like) -> std::optional<double> {
-      for (const RunRow& r : study.runs) {
-        if (r.arch == arch && r.succeeded() && r.log_longppl && r.n > 0 &&
-            SameCell(r, *like)) {
-          return r.log_longppl;
-        }
-      }
-      return std::nullopt;
+      const auto& groups = others[arch];
+      auto it = groups.find(scale_seed);
+      if (it == groups.end()) return std::nullopt;
+      bool interpolated = false;
+      return FigureInCell(*like, it->second, LogLongPpl, /*interpolate=*/true,
+                          &interpolated);
     };
     std::optional<double> highest_other;
     for (const std::string& arch : study.Architectures()) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,32 @@ TEST(ClaimsTest, LargeWindowWorstAtLowBudgetAndConverging) {
   EXPECT_EQ(t.rows[2][1].exact,
             "not tested: needs full and two layer-wise SWA windows (swa-W), "
             "with LongPPL evaluated");
+}
+
+// An architecture whose N is 10% off (Mamba-2 at micro widths) has no run in
+// the large window's lowest cell; its log(LongPPL) there is interpolated
+// between its budgets around it, so it still counts among "the others".
+TEST(ClaimsTest, LargeWindowWorstCountsAnArchitectureOfAnotherN) {
+  StudyData study;
+  for (const char* scale : {"S1", "S2", "S3"}) {
+    study.runs.push_back(MakeRun("full", scale, 1e4, 5, 2.0, 2.5));
+    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 5, 2.0, 2.6));
+    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 5, 2.0, 3.0));
+    study.runs.push_back(MakeRun("full", scale, 1e4, 40, 1.5, 1.0));
+    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 40, 1.5, 1.05));
+    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 40, 1.5, 1.1));
+    // The same token budgets at N 10% larger: D/N 4.5 and 36.4, around
+    // swa-64's 5; in log D/N, 5 is 4.8% of the way: 3.5 - 0.048 * 2.5.
+    study.runs.push_back(MakeRun("mamba2", scale, 1.1e4, 5 / 1.1, 2.0, 3.5));
+    study.runs.push_back(MakeRun("mamba2", scale, 1.1e4, 40 / 1.1, 1.5, 1.0));
+  }
+  const ClaimResult c = Claim(EvaluateClaims(study), 3);
+  const double t = std::log(1.1) / std::log(8.0);
+  char worst[64];
+  std::snprintf(worst, sizeof(worst), "swa-64: worst %+.3f",
+                3.0 - (3.5 - t * 2.5));
+  EXPECT_NE(c.measured.find(worst), std::string::npos) << c.measured;
+  EXPECT_EQ(c.verdict, Verdict::kNotReproduced) << c.measured;
 }
 
 TEST(ClaimsTest, ReceptiveFieldRestrictionsCompared) {
