@@ -1,16 +1,20 @@
 # Writes the build's version into a C++ source, at every build and only when
-# it changed (so an unchanged version recompiles nothing): the commit the
-# tree was built from, `git describe --always --dirty` ("0388a6b",
-# "0388a6b-dirty" with uncommitted changes), or "unknown" outside a git
-# checkout (a source tarball, a Docker context without .git).
+# it changed (so an unchanged version recompiles nothing): OVERRIDE when
+# given (the configure option -DHLAB_BUILD_VERSION=..., for a tree without
+# .git: the Dockerfiles pass their build argument HLAB_VERSION), else the
+# commit the tree was built from, `git describe --always --dirty`
+# ("0388a6b", "0388a6b-dirty" with uncommitted changes), else "unknown".
 #
-#   cmake -DSOURCE_DIR=<repo> -DOUTPUT=<file.cc> -P cmake/HlabVersion.cmake
+#   cmake -DSOURCE_DIR=<repo> -DOUTPUT=<file.cc> [-DOVERRIDE=v] \
+#     -P cmake/HlabVersion.cmake
 #
 # common/CMakeLists.txt runs it as the target hlab_build_version_stamp;
 # common/build_version.h declares what the source defines.
 set(version "unknown")
 find_program(HLAB_GIT git)
-if(HLAB_GIT)
+if(NOT "${OVERRIDE}" STREQUAL "")
+  set(version "${OVERRIDE}")
+elseif(HLAB_GIT)
   execute_process(
     COMMAND ${HLAB_GIT} -C ${SOURCE_DIR} describe --always --dirty --abbrev=12
     OUTPUT_VARIABLE described

@@ -11,8 +11,9 @@
 namespace hlab {
 
 // The commit the tree was built from, as `git describe --always --dirty`
-// gives it ("0388a6b2c1d4", "...-dirty" with uncommitted changes), or
-// "unknown" when built outside a git checkout. Defined in a source that
+// gives it ("0388a6b2c1d4", "...-dirty" with uncommitted changes); the
+// configure option HLAB_BUILD_VERSION when set (a tree without .git, as in
+// the Docker builds); else "unknown". Defined in a source that
 // cmake/HlabVersion.cmake writes at every build.
 const char* BuildVersion();
 

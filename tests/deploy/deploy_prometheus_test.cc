@@ -149,7 +149,7 @@ TEST_F(PrometheusTest, ShippedConfigAndRulesPassPromtool) {
       RunToEnd({kPromtool, "check", "rules",
                 (kSource / "deploy/prometheus/hlab-alerts.yml").string()});
   EXPECT_EQ(rules.exit_code, 0) << rules.output;
-  EXPECT_NE(rules.output.find("SUCCESS: 11 rules found"), std::string::npos)
+  EXPECT_NE(rules.output.find("SUCCESS: 12 rules found"), std::string::npos)
       << rules.output;
   // The alerts' own unit tests: each fires when and only when it should.
   const Finished unit =
@@ -347,7 +347,7 @@ TEST_F(PrometheusTest, ScrapesASweepAndSeesItsSeriesMove) {
           << rule.value("name", "") << ": " << rule.value("lastError", "");
     }
   }
-  EXPECT_EQ(rules, 11);
+  EXPECT_EQ(rules, 12);
   // Nothing is wrong with this fleet: no alert fires.
   EXPECT_TRUE(Query(R"(ALERTS{alertstate="firing"})").empty())
       << Query(R"(ALERTS{alertstate="firing"})").dump();
