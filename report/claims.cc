@@ -399,9 +399,10 @@ ClaimResult LargeWindowWorst(const StudyData& study, const ClaimOptions& o) {
     // left out silently.
     auto at = [&](const std::string& arch,
                   const RunRow* like) -> std::optional<double> {
-      const auto& groups = others[arch];
-      auto it = groups.find(scale_seed);
-      if (it == groups.end()) return std::nullopt;
+      auto of_arch = others.find(arch);
+      if (of_arch == others.end()) return std::nullopt;
+      auto it = of_arch->second.find(scale_seed);
+      if (it == of_arch->second.end()) return std::nullopt;
       bool interpolated = false;
       return FigureInCell(*like, it->second, LogLongPpl, /*interpolate=*/true,
                           &interpolated);

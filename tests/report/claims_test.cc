@@ -143,17 +143,21 @@ TEST(ClaimsTest, CellsAreMatchedWithinASeed) {
             "swa-16 - full: +0.000 [+0.000, +0.000] (8 cells)");
 }
 
+// Claim 3's cells at one scale: at D/N 5 swa-64 is worst (3.0 against 2.6
+// and 2.5); at D/N 40 its gap to full is 0.1, down from 0.5.
+void AddLargeWindowCells(const char* scale, StudyData* study) {
+  study->runs.push_back(MakeRun("full", scale, 1e4, 5, 2.0, 2.5));
+  study->runs.push_back(MakeRun("swa-16", scale, 1e4, 5, 2.0, 2.6));
+  study->runs.push_back(MakeRun("swa-64", scale, 1e4, 5, 2.0, 3.0));
+  study->runs.push_back(MakeRun("full", scale, 1e4, 40, 1.5, 1.0));
+  study->runs.push_back(MakeRun("swa-16", scale, 1e4, 40, 1.5, 1.05));
+  study->runs.push_back(MakeRun("swa-64", scale, 1e4, 40, 1.5, 1.1));
+}
+
 TEST(ClaimsTest, LargeWindowWorstAtLowBudgetAndConverging) {
   StudyData study;
   for (const char* scale : {"S1", "S2", "S3"}) {
-    // Low D/N: swa-64 worst (3.0 against 2.6 and 2.5); high D/N: its gap to
-    // full 0.1, down from 0.5.
-    study.runs.push_back(MakeRun("full", scale, 1e4, 5, 2.0, 2.5));
-    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 5, 2.0, 2.6));
-    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 5, 2.0, 3.0));
-    study.runs.push_back(MakeRun("full", scale, 1e4, 40, 1.5, 1.0));
-    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 40, 1.5, 1.05));
-    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 40, 1.5, 1.1));
+    AddLargeWindowCells(scale, &study);
   }
   ClaimResult c = Claim(EvaluateClaims(study), 3);
   EXPECT_EQ(c.verdict, Verdict::kReproduced) << c.measured;
@@ -184,12 +188,7 @@ TEST(ClaimsTest, LargeWindowWorstAtLowBudgetAndConverging) {
 TEST(ClaimsTest, LargeWindowWorstCountsAnArchitectureOfAnotherN) {
   StudyData study;
   for (const char* scale : {"S1", "S2", "S3"}) {
-    study.runs.push_back(MakeRun("full", scale, 1e4, 5, 2.0, 2.5));
-    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 5, 2.0, 2.6));
-    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 5, 2.0, 3.0));
-    study.runs.push_back(MakeRun("full", scale, 1e4, 40, 1.5, 1.0));
-    study.runs.push_back(MakeRun("swa-16", scale, 1e4, 40, 1.5, 1.05));
-    study.runs.push_back(MakeRun("swa-64", scale, 1e4, 40, 1.5, 1.1));
+    AddLargeWindowCells(scale, &study);
     // The same token budgets at N 10% larger: D/N 4.5 and 36.4, around
     // swa-64's 5; in log D/N, 5 is 4.8% of the way: 3.5 - 0.048 * 2.5.
     study.runs.push_back(MakeRun("mamba2", scale, 1.1e4, 5 / 1.1, 2.0, 3.5));
